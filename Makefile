@@ -1,0 +1,36 @@
+# The two commands: `make run` (start the service, embedded mode) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test migrate key bench clean
+
+install: $(STAMP)
+
+# torch first, pinned, so nothing pulls a CUDA build from the registry.
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required, found " + sys.version.split()[0])'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[worker,dev]'
+	touch $(STAMP)
+
+run: install
+	$(PY) -m app.cli serve
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+migrate: install
+	$(PY) -m app.cli migrate
+
+key: install
+	$(PY) -m app.cli create-key $(or $(NAME),$(USER),local)
+
+bench: install
+	$(PY) bench/train_throughput.py
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,1 @@
+"""The HTTP side of the service: settings, database, API routes and CLI. Never imports torch."""

@@ -1,0 +1,72 @@
+"""Command line: `python -m app.cli COMMAND`.
+
+Administration (direct database access): `create-key NAME`, `migrate`, `serve`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pydantic import ValidationError
+
+
+def _settings_or_exit():
+    from app.settings import get_settings
+
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        messages = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        sys.exit(f"error: {messages}")
+
+
+def cmd_migrate(_args: argparse.Namespace) -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    settings = _settings_or_exit()
+    settings.ensure_dirs()
+    config = Config("alembic.ini")
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+    print(f"database at head: {settings.database_url.split('@')[-1]}")
+
+
+def cmd_create_key(args: argparse.Namespace) -> None:
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+
+    _settings_or_exit()
+    with session_scope() as session:
+        row, clear = create_key(session, args.name, args.owner)
+        owner_name = row.owner.name
+    print(f"created key {row.prefix}... named {args.name!r} for owner {owner_name!r}; it is shown only once:")
+    print(clear)
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    from app.embedded import serve
+
+    serve(_settings_or_exit(), with_workers=not args.no_workers)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m app.cli", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("migrate", help="upgrade the database schema to the latest revision")
+    p.set_defaults(func=cmd_migrate)
+    p = sub.add_parser("create-key", help="create an API key; prints it as the last line")
+    p.add_argument("name")
+    p.add_argument("--owner", help="owner the key acts for (default: NAME); keys of one owner share objects")
+    p.set_defaults(func=cmd_create_key)
+    p = sub.add_parser("serve", help="migrate, then run the API and the workers (embedded mode)")
+    p.add_argument("--no-workers", action="store_true", help="run only the API")
+    p.set_defaults(func=cmd_serve)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

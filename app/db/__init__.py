@@ -1,0 +1,1 @@
+"""Database layer shared by the API and the workers: tables, sessions, repository functions."""

@@ -1,0 +1,53 @@
+"""Request and response schemas. Inputs forbid unknown fields; outputs never expose ORM objects."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Input(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Output(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class ComponentHealth(Output):
+    ok: bool
+    detail: str
+
+
+class WorkerPublic(Output):
+    hostname: str
+    queues: list[str]
+    last_seen_at: datetime
+
+
+class Health(Output):
+    status: Literal["ok", "degraded", "unavailable"]
+    database: ComponentHealth
+    broker: ComponentHealth
+    workers: list[WorkerPublic]
+
+
+class Me(Output):
+    owner: str
+    key_name: str
+    key_prefix: str
+
+
+class PingCreate(Input):
+    queue: Literal["training", "inference"] = "inference"
+
+
+class PingPublic(Output):
+    id: str
+    queue: str
+    created_at: datetime
+    answered_at: datetime | None
+    worker: str | None
+    round_trip_ms: float | None

@@ -1,0 +1,120 @@
+"""Service settings, read from environment variables (and an optional `.env` file).
+
+With nothing set, everything lives under `DATA_DIR` (./var): an SQLite database, a Celery broker
+on the SQLAlchemy transport over another SQLite file, and artifacts on disk. Production points
+`DATABASE_URL` at PostgreSQL and `CELERY_BROKER_URL` at Redis; the code is the same.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DATABASE_SCHEMES = ("sqlite", "postgresql+psycopg")
+BROKER_SCHEMES = ("sqla+sqlite", "redis", "rediss")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    environment: Literal["local", "production"] = "local"
+    data_dir: Path = Path("var")
+    database_url: str = ""  # default: sqlite:///<data_dir>/service.db
+    celery_broker_url: str = ""  # default: sqla+sqlite:///<data_dir>/broker.db
+    artifact_root: str = ""  # default: <data_dir>/artifacts
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+    # Jobs and the broker. A task's message must not be redelivered while its lease is alive,
+    # so the broker's visibility timeout has to outlast the lease (checked below).
+    job_lease_seconds: int = Field(120, ge=10)
+    job_max_attempts: int = Field(3, ge=1, le=20)
+    broker_visibility_timeout: int = Field(6 * 3600, ge=60)
+    worker_heartbeat_seconds: int = Field(10, ge=1, le=300)
+    worker_memory_limit_gb: float = Field(16.0, gt=0)
+
+    # Request limits.
+    max_upload_mb: int = Field(100, ge=1, le=10_000)
+    max_body_kb: int = Field(1024, ge=1)
+    max_texts_per_request: int = Field(64, ge=1)
+    max_chars_per_text: int = Field(2000, ge=1)
+    max_beam_size: int = Field(16, ge=1)
+    max_top_k: int = Field(50, ge=1)
+    inference_timeout_seconds: float = Field(30.0, gt=0)
+    health_timeout_seconds: float = Field(2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _fill_defaults_and_refuse_unsafe(self) -> "Settings":
+        data_dir = self.data_dir.resolve()
+        if not self.database_url:
+            self.database_url = f"sqlite:///{data_dir / 'service.db'}"
+        if not self.celery_broker_url:
+            self.celery_broker_url = f"sqla+sqlite:///{data_dir / 'broker.db'}"
+        if not self.artifact_root:
+            self.artifact_root = str(data_dir / "artifacts")
+        problems: list[str] = []
+        db_scheme = self.database_url.split("://", 1)[0]
+        if db_scheme not in DATABASE_SCHEMES:
+            hint = " (use postgresql+psycopg://)" if db_scheme.startswith("postgres") else ""
+            problems.append(
+                f"DATABASE_URL scheme {db_scheme!r} is not supported{hint}; "
+                f"expected one of {', '.join(DATABASE_SCHEMES)}"
+            )
+        broker_scheme = self.celery_broker_url.split("://", 1)[0]
+        if broker_scheme not in BROKER_SCHEMES:
+            problems.append(
+                f"CELERY_BROKER_URL scheme {broker_scheme!r} is not supported; "
+                f"expected one of {', '.join(BROKER_SCHEMES)}"
+            )
+        if self.broker_visibility_timeout <= 2 * self.job_lease_seconds:
+            problems.append(
+                f"BROKER_VISIBILITY_TIMEOUT={self.broker_visibility_timeout} must exceed twice "
+                f"JOB_LEASE_SECONDS={self.job_lease_seconds}, or the broker redelivers running tasks"
+            )
+        if self.worker_heartbeat_seconds * 2 > self.job_lease_seconds:
+            problems.append(
+                f"WORKER_HEARTBEAT_SECONDS={self.worker_heartbeat_seconds} must be at most half of "
+                f"JOB_LEASE_SECONDS={self.job_lease_seconds}, or healthy jobs lose their lease"
+            )
+        if self.environment == "production":
+            if db_scheme == "sqlite":
+                problems.append("DATABASE_URL is SQLite, which is unsafe with ENVIRONMENT=production; use PostgreSQL")
+            if broker_scheme == "sqla+sqlite":
+                problems.append("CELERY_BROKER_URL is the SQLite transport, which is unsafe with ENVIRONMENT=production; use Redis")
+        elif self.host not in LOOPBACK_HOSTS:
+            problems.append(
+                f"HOST={self.host!r} exposes the embedded (local) service beyond this machine; "
+                "bind to 127.0.0.1 or set ENVIRONMENT=production"
+            )
+        if problems:
+            raise ValueError("unsafe or invalid settings: " + "; ".join(problems))
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def embedded_broker(self) -> bool:
+        return self.celery_broker_url.startswith("sqla+")
+
+    def ensure_dirs(self) -> None:
+        """Create the data folder and, for a local artifact store, its folder."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if "://" not in self.artifact_root:
+            Path(self.artifact_root).mkdir(parents=True, exist_ok=True)
+        if self.is_sqlite:
+            Path(self.database_url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+        if self.embedded_broker:
+            Path(self.celery_broker_url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

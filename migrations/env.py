@@ -1,0 +1,49 @@
+"""Alembic environment: the URL comes from the service settings, the schema from app.db.models."""
+
+from __future__ import annotations
+
+from logging.config import fileConfig
+
+from alembic import context
+
+from app.db import models  # noqa: F401  (registers the tables)
+from app.db.base import Base
+from app.db.session import make_engine
+from app.settings import get_settings
+
+config = context.config
+if config.config_file_name is not None and config.attributes.get("configure_logger", True):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+target_metadata = Base.metadata
+
+
+def database_url() -> str:
+    return config.attributes.get("database_url") or get_settings().database_url
+
+
+def run_migrations_offline() -> None:
+    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True,
+                      render_as_batch=True, compare_type=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_migrations_online() -> None:
+    url = database_url()
+    if url.startswith("sqlite"):
+        get_settings().ensure_dirs()
+    engine = make_engine(url)
+    with engine.connect() as connection:
+        # render_as_batch lets ALTERs work on SQLite (table copy) and is a no-op elsewhere.
+        context.configure(connection=connection, target_metadata=target_metadata,
+                          render_as_batch=True, compare_type=True)
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+if context.is_offline_mode():
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -1,0 +1,39 @@
+"""In-process API tests: a migrated SQLite database in a temporary folder and a TestClient."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from fastapi.testclient import TestClient
+
+from tests.support.stack import ROOT
+
+
+@pytest.fixture
+def client(settings_env) -> TestClient:
+    from app.main import create_app
+    from app.settings import get_settings
+
+    get_settings().ensure_dirs()
+    config = Config(str(ROOT / "alembic.ini"))
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+    with TestClient(create_app()) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def make_key(client) -> Callable[[str], dict[str, str]]:
+    """Create an API key for an owner and return the Authorization header that carries it."""
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+
+    def make(owner: str) -> dict[str, str]:
+        with session_scope() as session:
+            _row, clear = create_key(session, owner)
+        return {"Authorization": f"Bearer {clear}"}
+
+    return make

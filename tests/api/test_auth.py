@@ -1,0 +1,97 @@
+"""Every /v1 route needs a valid bearer key; objects belong to their key's owner."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from sqlalchemy import select, text
+
+from tests.support.stack import ROOT
+
+
+def test_v1_without_key_is_401(client):
+    response = client.get("/v1/me")
+    assert response.status_code == 401
+    assert response.json()["detail"] == "missing bearer API key"
+    assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_v1_with_wrong_key_is_401(client, make_key):
+    make_key("alice")
+    response = client.get("/v1/me", headers={"Authorization": "Bearer tsk_not-a-real-key"})
+    assert response.status_code == 401
+    assert response.json()["detail"] == "invalid or revoked API key"
+
+
+def test_v1_with_non_bearer_scheme_is_401(client):
+    assert client.get("/v1/me", headers={"Authorization": "Basic YWxpY2U6cHc="}).status_code == 401
+
+
+def test_every_v1_route_requires_a_key(client):
+    paths = {p: ops for p, ops in client.get("/openapi.json").json()["paths"].items() if p.startswith("/v1")}
+    assert paths
+    for path, operations in paths.items():
+        concrete = path.replace("{", "").replace("}", "")
+        for method in operations:
+            assert client.request(method.upper(), concrete).status_code == 401, (method, path)
+
+
+def test_revoked_key_is_401(client, make_key):
+    from app.db.base import utcnow
+    from app.db.models import ApiKey
+    from app.db.session import session_scope
+
+    headers = make_key("alice")
+    assert client.get("/v1/me", headers=headers).status_code == 200
+    with session_scope() as session:
+        for key in session.scalars(select(ApiKey)):
+            key.revoked_at = utcnow()
+    assert client.get("/v1/me", headers=headers).status_code == 401
+
+
+def test_me_names_the_owner(client, make_key):
+    response = client.get("/v1/me", headers=make_key("alice"))
+    assert response.status_code == 200
+    assert response.json()["owner"] == "alice"
+
+
+def test_another_owners_object_is_404(client, make_key):
+    alice, bob = make_key("alice"), make_key("bob")
+    created = client.post("/v1/pings", json={"queue": "inference"}, headers=alice)
+    assert created.status_code == 202, created.text
+    ping_id = created.json()["id"]
+    assert client.get(f"/v1/pings/{ping_id}", headers=alice).status_code == 200
+    response = client.get(f"/v1/pings/{ping_id}", headers=bob)
+    assert response.status_code == 404
+    assert response.json() == {"detail": f"ping {ping_id} not found"}
+
+
+def test_unknown_body_fields_are_422(client, make_key):
+    response = client.post("/v1/pings", json={"queue": "inference", "owner": "bob"}, headers=make_key("alice"))
+    assert response.status_code == 422
+    assert "owner" in response.text
+
+
+def test_keys_are_stored_hashed_never_in_clear(client, make_key):
+    from app.db.session import get_engine
+
+    clear = make_key("alice")["Authorization"].removeprefix("Bearer ")
+    with get_engine().connect() as connection:
+        dump = "\n".join(str(row) for row in connection.execute(text("SELECT * FROM api_keys")))
+    assert clear not in dump
+    assert clear[-20:] not in dump
+
+
+def test_create_key_cli_prints_the_key_last_and_it_works(client, tmp_path):
+    import os
+
+    env = {**os.environ, "DATA_DIR": str(tmp_path / "var")}
+    done = subprocess.run([sys.executable, "-m", "app.cli", "create-key", "carol"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    key = done.stdout.strip().splitlines()[-1]
+    assert key.startswith("tsk_")
+    response = client.get("/v1/me", headers={"Authorization": f"Bearer {key}"})
+    assert response.status_code == 200
+    assert response.json()["owner"] == "carol"

@@ -1,0 +1,65 @@
+"""Shared fixtures: real PostgreSQL and Redis (skipped on a laptop without them, required in CI)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support import services
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _require(name: str, reachable: bool, url: str) -> None:
+    if reachable:
+        return
+    message = f"{name} is not reachable at {services.redact(url)}"
+    if IN_CI:
+        pytest.fail(f"{message} (CI requires it)", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """URL of a PostgreSQL database we may create other databases from."""
+    url = services.postgres_url()
+    _require("PostgreSQL", services.postgres_reachable(url), url)
+    return url
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database for one test, dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    services.create_database(postgres_url, name)
+    try:
+        yield services.with_database(postgres_url, name)
+    finally:
+        services.drop_database(postgres_url, name)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    url = services.redis_url()
+    _require("Redis", services.redis_reachable(url), url)
+    return url
+
+
+@pytest.fixture
+def settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
+    """Point the in-process settings at a fresh embedded data folder; returns a function to override more."""
+
+    def apply(**env: str) -> None:
+        for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT", "HOST"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("DATA_DIR", str(tmp_path / "var"))
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        services.reset_caches()
+
+    apply()
+    yield apply
+    services.reset_caches()

@@ -1,0 +1,73 @@
+"""Helpers to reach the real PostgreSQL and Redis and to reset the app's cached settings."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import psycopg
+import redis
+from sqlalchemy.engine import make_url
+
+DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DEFAULT_REDIS = "redis://127.0.0.1:6379/15"
+
+
+def redact(url: str) -> str:
+    return re.sub(r"//([^:/@]+):[^@]+@", r"//\1:***@", url)
+
+
+def postgres_url() -> str:
+    url = os.environ.get("DATABASE_URL", "")
+    return url if url.startswith("postgresql") else DEFAULT_POSTGRES
+
+
+def redis_url() -> str:
+    url = os.environ.get("CELERY_BROKER_URL", "")
+    return url if url.startswith("redis") else DEFAULT_REDIS
+
+
+def _libpq(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def with_database(url: str, name: str) -> str:
+    return make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
+def postgres_reachable(url: str) -> bool:
+    try:
+        with psycopg.connect(_libpq(url), connect_timeout=3) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
+def create_database(url: str, name: str) -> None:
+    with psycopg.connect(_libpq(url), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(url: str, name: str) -> None:
+    with psycopg.connect(_libpq(url), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def redis_reachable(url: str) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_timeout=3, socket_connect_timeout=3).ping())
+    except redis.RedisError:
+        return False
+
+
+def reset_caches() -> None:
+    """Forget cached settings, engines and the Celery sender, so new environment variables apply."""
+    from app.db import session
+    from app.queueing import get_sender
+    from app.settings import get_settings
+
+    if session.get_engine.cache_info().currsize:
+        session.get_engine().dispose()
+    for cached in (get_settings, session.get_engine, session.get_sessionmaker, get_sender):
+        cached.cache_clear()

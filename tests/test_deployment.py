@@ -1,0 +1,73 @@
+"""docker-compose.yml and the Dockerfile agree with the settings (no Docker engine runs here)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from app.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVICE_NAMES = {"postgres", "redis", "migrate", "api", "worker-training", "worker-inference", "flower"}
+OUR_SERVICES = ("migrate", "api", "worker-training", "worker-inference")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _env(service: dict) -> dict[str, str]:
+    return {k: re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", str(v)) for k, v in service.get("environment", {}).items()}
+
+
+def test_compose_has_the_production_services(compose):
+    assert set(compose["services"]) == SERVICE_NAMES
+
+
+@pytest.mark.parametrize("name", OUR_SERVICES)
+def test_every_variable_is_a_setting_and_the_settings_load(compose, name):
+    env = _env(compose["services"][name])
+    fields = {field.upper() for field in Settings.model_fields}
+    assert set(env) - fields == set(), f"{name} sets variables the service does not read"
+    settings = Settings(**{k.lower(): v for k, v in env.items()})
+    assert settings.database_url.startswith("postgresql+psycopg://")
+    assert settings.celery_broker_url.startswith("redis://")
+    assert settings.environment == "production"
+
+
+def test_workers_consume_their_queues(compose):
+    training = compose["services"]["worker-training"]["command"]
+    inference = compose["services"]["worker-inference"]["command"]
+    assert training[training.index("-Q") + 1] == "training" and training[training.index("-c") + 1] == "1"
+    assert inference[inference.index("-Q") + 1] == "inference"
+    assert all(s["build"]["target"] == "worker" for s in (compose["services"]["worker-training"],
+                                                          compose["services"]["worker-inference"]))
+
+
+def test_migrate_runs_alembic_before_api_and_workers(compose):
+    assert compose["services"]["migrate"]["command"] == ["alembic", "upgrade", "head"]
+    for name in ("api", "worker-training", "worker-inference"):
+        assert compose["services"][name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
+def test_flower_watches_the_same_broker(compose):
+    assert compose["services"]["flower"]["environment"]["CELERY_BROKER_URL"] == _env(compose["services"]["api"])["CELERY_BROKER_URL"]
+
+
+def test_dockerfile_api_target_has_no_torch_and_worker_target_does():
+    stages: dict[str, str] = {}
+    current = None
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        match = re.match(r"FROM\s+\S+\s+AS\s+(\S+)", line, re.I)
+        if match:
+            current = match.group(1)
+            stages[current] = ""
+        elif current:
+            stages[current] += line + "\n"
+    assert {"api", "worker"} <= set(stages)
+    assert "torch" not in stages["api"] and "[worker]" not in stages["api"]
+    assert "torch==2.13.0" in stages["worker"] and "'.[worker]'" in stages["worker"]

@@ -1,0 +1,1 @@
+"""Celery workers: they train and serve the model (model/) and record everything in the database."""

@@ -1,0 +1,26 @@
+"""The workers' Celery app: `celery -A worker.celery_app worker -Q training -c 1`."""
+
+from __future__ import annotations
+
+import logging
+
+from celery.signals import worker_ready, worker_shutdown
+
+from app.queueing import make_celery
+from worker import heartbeat
+
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+app = make_celery("worker")
+app.conf.include = ["worker.tasks.ping"]
+
+
+@worker_ready.connect
+def _start_heartbeat(sender, **_kwargs) -> None:
+    queues = sorted(q.name for q in sender.app.amqp.queues.consume_from.values())
+    heartbeat.start(sender.hostname, queues)
+
+
+@worker_shutdown.connect
+def _stop_heartbeat(**_kwargs) -> None:
+    heartbeat.stop()

@@ -1,0 +1,47 @@
+"""A thread in the worker's main process that records it in the `workers` table every few seconds."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+from sqlalchemy import delete, select
+
+from app.db.base import utcnow
+from app.db.models import Worker
+from app.db.session import session_scope
+from app.settings import get_settings
+
+log = logging.getLogger(__name__)
+_stop = threading.Event()
+
+
+def beat(hostname: str, queues: list[str]) -> None:
+    with session_scope() as session:
+        row = session.scalar(select(Worker).where(Worker.hostname == hostname))
+        if row is None:
+            session.add(Worker(hostname=hostname, queues=",".join(queues), pid=os.getpid()))
+        else:
+            row.queues, row.pid, row.last_seen_at = ",".join(queues), os.getpid(), utcnow()
+
+
+def _loop(hostname: str, queues: list[str], every: float) -> None:
+    while True:
+        try:
+            beat(hostname, queues)
+        except Exception:  # the database may be briefly away; keep beating
+            log.exception("heartbeat of %s failed", hostname)
+        if _stop.wait(every):
+            return
+
+
+def start(hostname: str, queues: list[str]) -> None:
+    _stop.clear()
+    every = get_settings().worker_heartbeat_seconds
+    threading.Thread(target=_loop, args=(hostname, queues, every), name="heartbeat", daemon=True).start()
+    log.info("worker %s consuming %s", hostname, ",".join(queues))
+
+
+def stop() -> None:
+    _stop.set()

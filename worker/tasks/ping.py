@@ -1,0 +1,28 @@
+"""The ping task: proves a message went API -> broker -> this worker -> database."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+from sqlalchemy import update
+
+from app.db.base import utcnow
+from app.db.models import Ping
+from app.db.session import session_scope
+from app.tasks import PING
+
+log = logging.getLogger(__name__)
+
+
+@shared_task(name=PING, bind=True, ignore_result=True)
+def ping(self, ping_id: str) -> None:
+    hostname = self.request.hostname or "unknown"
+    with session_scope() as session:
+        # Conditional update: a redelivered message finds the row answered and changes nothing.
+        done = session.execute(
+            update(Ping).where(Ping.id == ping_id, Ping.answered_at.is_(None))
+            .values(answered_at=utcnow(), worker=hostname)
+        ).rowcount
+    if not done:
+        log.info("ping %s already answered or gone; nothing to do", ping_id)
