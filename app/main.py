@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app.api import health, pings
+from app.api import datasets, health, jobs, models, pings
+from app.api.limits import BodySizeLimit
 
 
 def create_app() -> FastAPI:
@@ -15,6 +16,10 @@ def create_app() -> FastAPI:
     )
     app.include_router(health.router)
     app.include_router(pings.router)
+    app.include_router(datasets.router)
+    app.include_router(jobs.router)
+    app.include_router(models.router)
+    app.add_middleware(BodySizeLimit)
     return app
 
 

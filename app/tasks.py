@@ -7,3 +7,4 @@ INFERENCE_QUEUE = "inference"
 QUEUES = (TRAINING_QUEUE, INFERENCE_QUEUE)
 
 PING = "service.ping"
+TRAIN = "service.train"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from logging.config import fileConfig
+from pathlib import Path
 
 from alembic import context
 
@@ -31,8 +32,8 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     url = database_url()
-    if url.startswith("sqlite"):
-        get_settings().ensure_dirs()
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     engine = make_engine(url)
     with engine.connect() as connection:
         # render_as_batch lets ALTERs work on SQLite (table copy) and is a no-op elsewhere.

@@ -11,7 +11,7 @@ from app.api.deps import SessionDep, SettingsDep
 from app.db.base import utcnow
 from app.db.models import Worker
 from app.queueing import get_sender
-from app.schemas import ComponentHealth, Health, WorkerPublic
+from app.schemas.service import ComponentHealth, Health, WorkerPublic
 
 router = APIRouter(tags=["health"])
 

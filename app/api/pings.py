@@ -7,7 +7,7 @@ from fastapi import APIRouter, HTTPException, status
 from app.api.deps import CurrentKey, SessionDep
 from app.db.models import Ping
 from app.queueing import send
-from app.schemas import Me, PingCreate, PingPublic
+from app.schemas.service import Me, PingCreate, PingPublic
 from app.tasks import PING
 
 router = APIRouter(prefix="/v1", tags=["service"])

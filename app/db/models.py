@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
@@ -62,3 +62,112 @@ class Worker(Base):
     pid: Mapped[int]
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+
+class Dataset(Base):
+    """An uploaded corpus, validated on upload; the file lives in the artifact store under `storage_key`."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))  # parallel | monolingual
+    format: Mapped[str] = mapped_column(String(20))  # jsonl | tsv | text
+    rows: Mapped[int]
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    stats: Mapped[dict] = mapped_column(JSON)
+    storage_key: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Job(Base):
+    """A training job. The row is the truth; Celery messages carry only its id.
+
+    queued -> running -> succeeded | failed | cancelled; running -> queued when the lease expires.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("owner_id", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    # SET NULL: a dataset may be deleted once no running job needs it; the job's record stays.
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    valid_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    objective: Mapped[str] = mapped_column(String(20))  # translation | denoising
+    model_config: Mapped[dict] = mapped_column(JSON)  # the request's "model" section, as validated
+    training_config: Mapped[dict] = mapped_column(JSON)  # the request's "training" section, defaults filled
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    attempt: Mapped[int] = mapped_column(default=0)  # claims so far; 1 while the first run trains
+    max_attempts: Mapped[int]
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    # Dispatch and lease: who runs it, until when. A reaper re-queues expired leases.
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
+    # Progress, written by the worker a few times a second at most.
+    step: Mapped[int] = mapped_column(default=0)
+    total_steps: Mapped[int]
+    tokens_seen: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    eta_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    device: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Metric(Base):
+    """One value of one series at one step; a re-run step (after a resume) never duplicates it."""
+
+    __tablename__ = "metrics"
+    __table_args__ = (UniqueConstraint("job_id", "step", "name"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    step: Mapped[int]
+    name: Mapped[str] = mapped_column(String(50))
+    value: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Checkpoint(Base):
+    """A checkpoint directory in the artifact store, with its digest; paths never leave the server."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("job_id", "step"),)
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int]
+    storage_key: Mapped[str] = mapped_column(String(500))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    metrics: Mapped[dict] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TrainedModel(Base):
+    """The product of a succeeded job: its best (or averaged) checkpoint, ready to serve."""
+
+    __tablename__ = "models"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True)
+    objective: Mapped[str] = mapped_column(String(20))
+    config: Mapped[dict] = mapped_column(JSON)  # the full ModelConfig
+    tokenizer_fingerprint: Mapped[str] = mapped_column(String(64))
+    metrics: Mapped[dict] = mapped_column(JSON)
+    source: Mapped[str] = mapped_column(String(50))  # e.g. "best@1200" or "average of 3"
+    parameters: Mapped[int] = mapped_column(BigInteger)
+    storage_key: Mapped[str] = mapped_column(String(500))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -63,11 +63,12 @@ def redis_reachable(url: str) -> bool:
 
 def reset_caches() -> None:
     """Forget cached settings, engines and the Celery sender, so new environment variables apply."""
+    from app.artifacts import get_store
     from app.db import session
     from app.queueing import get_sender
     from app.settings import get_settings
 
     if session.get_engine.cache_info().currsize:
         session.get_engine().dispose()
-    for cached in (get_settings, session.get_engine, session.get_sessionmaker, get_sender):
+    for cached in (get_settings, session.get_engine, session.get_sessionmaker, get_sender, get_store):
         cached.cache_clear()

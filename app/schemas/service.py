@@ -1,19 +1,11 @@
-"""Request and response schemas. Inputs forbid unknown fields; outputs never expose ORM objects."""
+"""Schemas of the service routes: health, identity, ping."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
-
-
-class Input(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Output(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+from app.schemas.common import Input, Output
 
 
 class ComponentHealth(Output):

@@ -1,0 +1,109 @@
+"""Datasets: upload (validated line by line), list, read, delete."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
+from sqlalchemy import func, select
+
+from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.errors import conflict, not_found, unprocessable
+from app.artifacts import get_store
+from app.db.base import new_id
+from app.db.jobs import ACTIVE_STATES
+from app.db.models import Dataset, Job
+from app.schemas.common import Page
+from app.schemas.datasets import DatasetKind, DatasetPublic
+from model.data import DataError, dataset_stats, parse_monolingual_bytes, parse_parallel_bytes
+
+router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+
+EXTENSIONS = {"jsonl": "jsonl", "tsv": "tsv", "text": "txt"}
+SUFFIX_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".tsv": "tsv", ".tab": "tsv"}
+
+
+def _parallel_format(filename: str, data: bytes) -> str:
+    for suffix, fmt in SUFFIX_FORMATS.items():
+        if filename.lower().endswith(suffix):
+            return fmt
+    first = next((line for line in data.lstrip(b"\xef\xbb\xbf").splitlines() if line.strip()), b"")
+    return "jsonl" if first.lstrip().startswith(b"{") else "tsv"
+
+
+def _owned(session, dataset_id: str, owner_id: str) -> Dataset:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None or dataset.owner_id != owner_id:
+        raise not_found("dataset", dataset_id)
+    return dataset
+
+
+@router.post("", response_model=DatasetPublic, status_code=status.HTTP_201_CREATED,
+             responses={413: {"description": "File too large"}, 422: {"description": "Invalid file"}})
+def upload_dataset(
+    session: SessionDep,
+    settings: SettingsDep,
+    key: CurrentKey,
+    file: Annotated[UploadFile, File(description="JSONL {source,target}, TSV source<TAB>target, or text (one sentence a line)")],
+    name: Annotated[str, Form(min_length=1, max_length=200)],
+    kind: Annotated[DatasetKind, Form()],
+) -> DatasetPublic:
+    data = file.file.read()  # the body size was already bounded by the BodySizeLimit middleware
+    if not data.strip():
+        raise unprocessable("file", "the file is empty")
+    try:
+        if kind == "parallel":
+            fmt = _parallel_format(file.filename or "", data)
+            rows = parse_parallel_bytes(data, fmt)
+        else:
+            fmt = "text"
+            rows = parse_monolingual_bytes(data)
+    except DataError as exc:
+        raise unprocessable("file", str(exc)) from exc
+    dataset = Dataset(id=new_id(), owner_id=key.owner_id, name=name, kind=kind, format=fmt, rows=len(rows),
+                      size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(), stats=dataset_stats(rows),
+                      storage_key="")
+    dataset.storage_key = f"datasets/{dataset.id}/data.{EXTENSIONS[fmt]}"
+    store = get_store()
+    store.write_bytes(dataset.storage_key, data)  # the file first: a row never points at nothing
+    try:
+        session.add(dataset)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        store.delete(f"datasets/{dataset.id}")
+        raise
+    return DatasetPublic.model_validate(dataset)
+
+
+@router.get("", response_model=Page[DatasetPublic])
+def list_datasets(session: SessionDep, key: CurrentKey, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                  offset: Annotated[int, Query(ge=0)] = 0) -> Page[DatasetPublic]:
+    query = select(Dataset).where(Dataset.owner_id == key.owner_id)
+    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    rows = session.scalars(query.order_by(Dataset.created_at.desc(), Dataset.id).limit(limit).offset(offset))
+    return Page[DatasetPublic](data=[DatasetPublic.model_validate(d) for d in rows], total=total,
+                               limit=limit, offset=offset)
+
+
+@router.get("/{dataset_id}", response_model=DatasetPublic, responses={404: {"description": "Not found"}})
+def read_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> DatasetPublic:
+    return DatasetPublic.model_validate(_owned(session, dataset_id, key.owner_id))
+
+
+@router.delete("/{dataset_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses={404: {"description": "Not found"}, 409: {"description": "In use by a job"}})
+def delete_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> Response:
+    dataset = _owned(session, dataset_id, key.owner_id)
+    users = session.scalars(
+        select(Job.id).where((Job.dataset_id == dataset_id) | (Job.valid_dataset_id == dataset_id),
+                             Job.status.in_(ACTIVE_STATES))
+    ).all()
+    if users:
+        raise conflict(f"dataset {dataset_id} is used by active job(s) {', '.join(users)}; cancel them or wait")
+    storage_key = dataset.storage_key
+    session.delete(dataset)
+    session.commit()
+    get_store().delete(storage_key.rsplit("/", 1)[0])
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

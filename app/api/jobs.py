@@ -1,0 +1,176 @@
+"""Training jobs: submit, list, read, cancel, metrics, live events, checkpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import StreamingResponse
+from sqlalchemy import func, select
+
+from app import jobs as job_service
+from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.errors import conflict, not_found
+from app.db import metrics as metric_rows
+from app.db.jobs import TERMINAL_STATES, mark_dispatched, request_cancel
+from app.db.models import Checkpoint, Job, Metric, TrainedModel
+from app.db.session import get_sessionmaker
+from app.queueing import send
+from app.schemas.common import Page
+from app.schemas.jobs import (CheckpointPublic, JobCreate, JobPublic, JobStatus, MetricPoint, MetricsPublic,
+                              Progress, Series)
+from app.tasks import TRAIN, TRAINING_QUEUE
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+NOT_FOUND = {404: {"description": "Not found"}}
+
+
+def _owned(session, job_id: str, owner_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None or job.owner_id != owner_id:
+        raise not_found("job", job_id)
+    return job
+
+
+def progress_of(job: Job) -> Progress:
+    return Progress(step=job.step, total_steps=job.total_steps, fraction=min(1.0, job.step / max(1, job.total_steps)),
+                    tokens_seen=job.tokens_seen, tokens_per_second=job.tokens_per_second, eta_seconds=job.eta_seconds)
+
+
+def job_public(session, job: Job, detail: bool = True) -> JobPublic:
+    model_id = session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job.id))
+    latest = None
+    if detail:
+        latest = {name: MetricPoint(**point) for name, point in metric_rows.latest(session, job.id).items()}
+    return JobPublic(
+        id=job.id, objective=job.objective, status=job.status, attempt=job.attempt, max_attempts=job.max_attempts,
+        error=job.error, cancel_requested=job.cancel_requested, dataset_id=job.dataset_id,
+        valid_dataset_id=job.valid_dataset_id, model=job.model_config, training=job.training_config,
+        progress=progress_of(job), latest_metrics=latest, model_id=model_id, device=job.device,
+        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at, updated_at=job.updated_at,
+    )
+
+
+def dispatch(job_id: str) -> None:
+    """Send the job's id to the training queue; if the broker is down, the workers' reaper sends it later."""
+    try:
+        send(TRAIN, [job_id], queue=TRAINING_QUEUE)
+    except Exception:
+        return
+    session = get_sessionmaker()()
+    try:
+        mark_dispatched(session, job_id)
+    finally:
+        session.close()
+
+
+@router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED,
+             responses={409: {"description": "Idempotency-Key reused with another body"},
+                        422: {"description": "Invalid job"}})
+def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, key: CurrentKey, response: Response,
+               background: BackgroundTasks,
+               idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> JobPublic:
+    job, created = job_service.create(session, settings, key.owner_id, body, idempotency_key)
+    if created:
+        background.add_task(dispatch, job.id)  # after the commit, and after the response is sent
+    else:
+        response.headers["Idempotent-Replayed"] = "true"
+    return job_public(session, job)
+
+
+@router.get("", response_model=Page[JobPublic])
+def list_jobs(session: SessionDep, key: CurrentKey, status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
+              limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0) -> Page[JobPublic]:
+    query = select(Job).where(Job.owner_id == key.owner_id)
+    if status_filter:
+        query = query.where(Job.status == status_filter)
+    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    rows = session.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset))
+    return Page[JobPublic](data=[job_public(session, j, detail=False) for j in rows], total=total,
+                           limit=limit, offset=offset)
+
+
+@router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
+def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
+    return job_public(session, _owned(session, job_id, key.owner_id))
+
+
+@router.post("/{job_id}/cancel", response_model=JobPublic, status_code=status.HTTP_202_ACCEPTED,
+             responses={**NOT_FOUND, 409: {"description": "Job already finished"}})
+def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
+    job = _owned(session, job_id, key.owner_id)
+    if job.status in TERMINAL_STATES:
+        raise conflict(f"job {job_id} is already {job.status}")
+    request_cancel(session, job)
+    return job_public(session, job)
+
+
+@router.get("/{job_id}/metrics", response_model=MetricsPublic, responses=NOT_FOUND)
+def read_metrics(job_id: str, session: SessionDep, key: CurrentKey,
+                 names: Annotated[str | None, Query(description="comma-separated series names")] = None,
+                 since_step: Annotated[int, Query(ge=0)] = 0,
+                 max_points: Annotated[int, Query(ge=2, le=20000)] = 1000) -> MetricsPublic:
+    _owned(session, job_id, key.owner_id)
+    out = {}
+    for name, (steps, values) in metric_rows.series(session, job_id, (names or "").split(","), since_step).items():
+        kept_steps, kept_values = metric_rows.downsample(steps, values, max_points)
+        out[name] = Series(steps=kept_steps, values=kept_values, total_points=len(steps))
+    return MetricsPublic(job_id=job_id, series=out)
+
+
+@router.get("/{job_id}/checkpoints", response_model=list[CheckpointPublic], responses=NOT_FOUND)
+def list_checkpoints(job_id: str, session: SessionDep, key: CurrentKey) -> list[CheckpointPublic]:
+    _owned(session, job_id, key.owner_id)
+    rows = session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step))
+    return [CheckpointPublic.model_validate(c) for c in rows]
+
+
+def _snapshot(job_id: str, after_metric_id: int) -> tuple[dict, list[dict]]:
+    session = get_sessionmaker()()
+    try:
+        job = session.get(Job, job_id)
+        rows = session.execute(select(Metric.id, Metric.step, Metric.name, Metric.value)
+                               .where(Metric.job_id == job_id, Metric.id > after_metric_id)
+                               .order_by(Metric.id).limit(5000)).all()
+        state = {"status": job.status, "attempt": job.attempt, "error": job.error,
+                 "progress": progress_of(job).model_dump(),
+                 "model_id": session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job_id))}
+        return state, [{"id": r.id, "step": r.step, "name": r.name, "value": r.value} for r in rows]
+    finally:
+        session.close()
+
+
+@router.get("/{job_id}/events", responses={**NOT_FOUND, 200: {"content": {"text/event-stream": {}}}},
+            response_class=StreamingResponse)
+def job_events(job_id: str, request: Request, session: SessionDep, key: CurrentKey,
+               last_event_id: Annotated[str | None, Header()] = None) -> StreamingResponse:
+    """Server-Sent Events: `progress` when the job changes, `metric` for each new point, `end` when it is over."""
+    _owned(session, job_id, key.owner_id)
+    start_after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+
+    async def stream() -> AsyncIterator[str]:
+        after, previous, idle = start_after, None, 0.0
+        yield "retry: 2000\n\n"
+        while not await request.is_disconnected():
+            state, points = await run_in_threadpool(_snapshot, job_id, after)
+            for point in points:
+                after = point.pop("id")
+                yield f"id: {after}\nevent: metric\ndata: {json.dumps(point)}\n\n"
+            if state != previous:
+                previous, idle = state, 0.0
+                yield f"event: progress\ndata: {json.dumps(state)}\n\n"
+            if state["status"] in TERMINAL_STATES and not points:
+                yield f"event: end\ndata: {json.dumps({'status': state['status']})}\n\n"
+                return
+            await asyncio.sleep(1.0)
+            idle += 1.0
+            if idle >= 15:
+                idle = 0.0
+                yield ": keep-alive\n\n"
+
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

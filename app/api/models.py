@@ -1,0 +1,48 @@
+"""Trained models: list, read, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response, status
+from sqlalchemy import func, select
+
+from app.api.deps import CurrentKey, SessionDep
+from app.api.errors import not_found
+from app.artifacts import get_store
+from app.db.models import TrainedModel
+from app.schemas.common import Page
+from app.schemas.models import ModelPublic
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+def owned_model(session, model_id: str, owner_id: str) -> TrainedModel:
+    model = session.get(TrainedModel, model_id)
+    if model is None or model.owner_id != owner_id:
+        raise not_found("model", model_id)
+    return model
+
+
+@router.get("", response_model=Page[ModelPublic])
+def list_models(session: SessionDep, key: CurrentKey, limit: Annotated[int, Query(ge=1, le=500)] = 50,
+                offset: Annotated[int, Query(ge=0)] = 0) -> Page[ModelPublic]:
+    query = select(TrainedModel).where(TrainedModel.owner_id == key.owner_id)
+    total = session.scalar(select(func.count()).select_from(query.subquery()))
+    rows = session.scalars(query.order_by(TrainedModel.created_at.desc(), TrainedModel.id).limit(limit).offset(offset))
+    return Page[ModelPublic](data=[ModelPublic.model_validate(m) for m in rows], total=total, limit=limit, offset=offset)
+
+
+@router.get("/{model_id}", response_model=ModelPublic, responses={404: {"description": "Not found"}})
+def read_model(model_id: str, session: SessionDep, key: CurrentKey) -> ModelPublic:
+    return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))
+
+
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"description": "Not found"}})
+def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Response:
+    model = owned_model(session, model_id, key.owner_id)
+    storage_key = model.storage_key
+    session.delete(model)
+    session.commit()
+    get_store().delete(storage_key)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

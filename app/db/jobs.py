@@ -1,0 +1,134 @@
+"""Job lifecycle in the database, shared by the API and the workers.
+
+Every transition is a conditional UPDATE, so two processes never both win: a redelivered task finds the
+job already claimed, a worker that lost its lease finds its updates refused, a reaper and a finishing
+worker cannot both move the same job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from app.db.base import utcnow
+from app.db.models import Job
+
+QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+ACTIVE_STATES = (QUEUED, RUNNING)
+TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
+
+
+@dataclass(frozen=True)
+class Claim:
+    job_id: str
+    worker: str
+    attempt: int
+
+
+def claim(session: Session, job_id: str, worker: str, lease_seconds: int) -> Claim | None:
+    """queued -> running for `worker` with a fresh lease; None if someone else has it or it is over."""
+    now = utcnow()
+    done = session.execute(
+        update(Job).where(Job.id == job_id, Job.status == QUEUED, Job.cancel_requested.is_(False))
+        .values(status=RUNNING, worker=worker, attempt=Job.attempt + 1, lease_expires_at=now + timedelta(seconds=lease_seconds),
+                started_at=func.coalesce(Job.started_at, now), updated_at=now, error=None)
+    ).rowcount
+    session.commit()
+    if not done:
+        return None
+    attempt = session.scalar(select(Job.attempt).where(Job.id == job_id))
+    return Claim(job_id, worker, attempt)
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    held: bool  # False: the lease was lost (expired and reaped); stop without writing anything
+    cancel_requested: bool
+
+
+def renew(session: Session, c: Claim, lease_seconds: int, **progress) -> LeaseState:
+    """Extend the lease and write progress, only while this worker still holds the job."""
+    now = utcnow()
+    held = session.execute(
+        update(Job).where(Job.id == c.job_id, Job.status == RUNNING, Job.worker == c.worker, Job.attempt == c.attempt)
+        .values(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now, **progress)
+    ).rowcount
+    session.commit()
+    cancel = bool(session.scalar(select(Job.cancel_requested).where(Job.id == c.job_id)))
+    return LeaseState(held=bool(held), cancel_requested=cancel)
+
+
+def finish(session: Session, c: Claim, status: str, error: str | None = None, **values) -> bool:
+    """running -> a terminal state, only by the lease holder. Does not commit (callers add rows with it)."""
+    now = utcnow()
+    return bool(session.execute(
+        update(Job).where(Job.id == c.job_id, Job.status == RUNNING, Job.worker == c.worker, Job.attempt == c.attempt)
+        .values(status=status, error=error, finished_at=now, updated_at=now, lease_expires_at=None, eta_seconds=None,
+                **values)
+    ).rowcount)
+
+
+def release(session: Session, c: Claim, reason: str) -> bool:
+    """running -> queued by the lease holder itself (e.g. a worker shutting down after a checkpoint)."""
+    now = utcnow()
+    done = session.execute(
+        update(Job).where(Job.id == c.job_id, Job.status == RUNNING, Job.worker == c.worker, Job.attempt == c.attempt)
+        .values(status=QUEUED, worker=None, lease_expires_at=None, dispatched_at=None, updated_at=now, error=reason)
+    ).rowcount
+    session.commit()
+    return bool(done)
+
+
+def request_cancel(session: Session, job: Job) -> None:
+    """Queued jobs are cancelled at once; running ones when their worker next renews its lease."""
+    now = utcnow()
+    session.execute(
+        update(Job).where(Job.id == job.id, Job.status == QUEUED)
+        .values(status=CANCELLED, cancel_requested=True, finished_at=now, updated_at=now)
+    )
+    session.execute(
+        update(Job).where(Job.id == job.id, Job.status == RUNNING).values(cancel_requested=True, updated_at=now)
+    )
+    session.commit()
+    session.refresh(job)
+
+
+def mark_dispatched(session: Session, job_id: str) -> None:
+    session.execute(update(Job).where(Job.id == job_id, Job.status == QUEUED).values(dispatched_at=utcnow()))
+    session.commit()
+
+
+def reap_expired(session: Session, now: datetime | None = None) -> tuple[list[str], list[str]]:
+    """Jobs whose lease expired: back to the queue (attempt < max) or failed. Returns (requeued, failed)."""
+    now = now or utcnow()
+    expired = session.scalars(
+        select(Job).where(Job.status == RUNNING, Job.lease_expires_at < now)
+    ).all()
+    requeued, failed = [], []
+    for job in expired:
+        lost = f"worker {job.worker} stopped renewing its lease during attempt {job.attempt}"
+        guard = and_(Job.id == job.id, Job.status == RUNNING, Job.attempt == job.attempt, Job.lease_expires_at < now)
+        if job.attempt >= job.max_attempts:
+            values = dict(status=FAILED, finished_at=now, error=f"{lost}; gave up after {job.attempt} attempts")
+            target = failed
+        else:
+            values = dict(status=QUEUED, dispatched_at=None, error=f"{lost}; retrying")
+            target = requeued
+        if session.execute(update(Job).where(guard).values(worker=None, lease_expires_at=None, updated_at=now,
+                                                            **values)).rowcount:
+            target.append(job.id)
+    session.commit()
+    return requeued, failed
+
+
+def undispatched(session: Session, older_than: timedelta, now: datetime | None = None) -> list[str]:
+    """Queued jobs whose message was never sent, or sent so long ago that it may have been lost."""
+    now = now or utcnow()
+    return list(session.scalars(
+        select(Job.id).where(Job.status == QUEUED, Job.cancel_requested.is_(False),
+                             or_(Job.dispatched_at.is_(None), Job.dispatched_at < now - older_than))
+        .order_by(Job.created_at)
+    ))

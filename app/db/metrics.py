@@ -1,0 +1,70 @@
+"""Metric rows: written idempotently (a step re-run after a resume never adds a second row)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from sqlalchemy import Insert, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from app.db.models import Metric
+
+
+def _insert(session: Session) -> type[Insert]:
+    return postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
+
+
+def record(session: Session, job_id: str, step: int, values: dict[str, float]) -> None:
+    """Upsert one value per name at `step` (the newest write wins; values of a re-run step are equal)."""
+    rows = [{"job_id": job_id, "step": step, "name": name, "value": float(value)} for name, value in values.items()]
+    if not rows:
+        return
+    statement = _insert(session)(Metric).values(rows)
+    statement = statement.on_conflict_do_update(index_elements=["job_id", "step", "name"],
+                                                set_={"value": statement.excluded.value})
+    session.execute(statement)
+
+
+def latest(session: Session, job_id: str) -> dict[str, dict[str, float]]:
+    """{name: {"step", "value"}} of the last step of each series."""
+    last = (select(Metric.name, func.max(Metric.step).label("step")).where(Metric.job_id == job_id)
+            .group_by(Metric.name).subquery())
+    rows = session.execute(
+        select(Metric.name, Metric.step, Metric.value)
+        .join(last, (Metric.name == last.c.name) & (Metric.step == last.c.step))
+        .where(Metric.job_id == job_id)
+    )
+    return {name: {"step": step, "value": value} for name, step, value in rows}
+
+
+def series(session: Session, job_id: str, names: Iterable[str] | None, since_step: int) -> dict[str, tuple[list[int], list[float]]]:
+    query = select(Metric.name, Metric.step, Metric.value).where(Metric.job_id == job_id, Metric.step >= since_step)
+    names = [n for n in (names or []) if n]
+    if names:
+        query = query.where(Metric.name.in_(names))
+    out: dict[str, tuple[list[int], list[float]]] = {}
+    for name, step, value in session.execute(query.order_by(Metric.name, Metric.step)):
+        steps, values = out.setdefault(name, ([], []))
+        steps.append(step)
+        values.append(value)
+    return out
+
+
+def downsample(steps: Sequence[int], values: Sequence[float], max_points: int) -> tuple[list[int], list[float]]:
+    """At most `max_points` points: the mean of each of `max_points` equal buckets, at its last step.
+
+    Means keep the shape of a noisy loss curve where picking every k-th point would show noise;
+    the last point of the series is always the true last value.
+    """
+    n = len(steps)
+    if n <= max_points:
+        return list(steps), list(values)
+    out_steps, out_values = [], []
+    for b in range(max_points):
+        lo, hi = b * n // max_points, (b + 1) * n // max_points
+        if hi > lo:
+            out_steps.append(steps[hi - 1])
+            out_values.append(sum(values[lo:hi]) / (hi - lo))
+    out_values[-1] = values[-1]
+    return out_steps, out_values

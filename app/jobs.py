@@ -1,0 +1,97 @@
+"""Validating and creating a training job (the pure part of POST /v1/jobs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.api.errors import conflict, unprocessable
+from app.db.models import Dataset, Job
+from app.schemas.jobs import JobCreate
+from app.settings import Settings
+from model.anatomy import estimate_memory
+from model.config import ModelConfig
+
+REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
+GB = 1024**3
+
+
+def request_digest(body: JobCreate) -> str:
+    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objective: str) -> Dataset:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None or dataset.owner_id != owner_id:
+        raise unprocessable(field, f"dataset {dataset_id} not found")
+    if dataset.kind != REQUIRED_KIND[objective]:
+        raise unprocessable(field, f"dataset {dataset_id} is {dataset.kind}, but objective {objective!r} "
+                                   f"needs a {REQUIRED_KIND[objective]} dataset")
+    return dataset
+
+
+def validate(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> ModelConfig:
+    """Everything that can be known before queueing; raises 422 naming the field."""
+    _dataset(session, owner_id, str(body.dataset_id), "dataset_id", body.objective)
+    if body.valid_dataset_id is not None:
+        _dataset(session, owner_id, str(body.valid_dataset_id), "valid_dataset_id", body.objective)
+    try:
+        config = ModelConfig.from_preset(body.model.preset, body.model.vocab_size, **body.model.overrides())
+    except ValueError as exc:
+        raise unprocessable("model", str(exc)) from exc
+    training = body.training
+    if training.max_length + 2 > config.max_positions:
+        raise unprocessable("training.max_length", f"max_length={training.max_length} plus <s>/</s> exceeds the "
+                                                   f"model's max_positions={config.max_positions}")
+    if training.max_tokens_per_batch < training.max_length + 2:
+        raise unprocessable("training.max_tokens_per_batch",
+                            f"max_tokens_per_batch={training.max_tokens_per_batch} cannot hold one sentence of "
+                            f"max_length={training.max_length} tokens")
+    memory = estimate_memory(config, training.max_tokens_per_batch)["training_total_bytes"]
+    if memory > settings.worker_memory_limit_gb * GB:
+        raise unprocessable("training.max_tokens_per_batch",
+                            f"estimated training memory {memory / GB:.1f} GB exceeds the worker limit of "
+                            f"{settings.worker_memory_limit_gb:g} GB (WORKER_MEMORY_LIMIT_GB); lower "
+                            f"max_tokens_per_batch or the model size")
+    return config
+
+
+def create(session: Session, settings: Settings, owner_id: str, body: JobCreate,
+           idempotency_key: str | None) -> tuple[Job, bool]:
+    """Insert the job (status queued). Returns (job, created); an idempotent replay returns the first job."""
+    digest = request_digest(body)
+    if idempotency_key is not None:
+        existing = _by_idempotency_key(session, owner_id, idempotency_key)
+        if existing is not None:
+            return _replay(existing, digest, idempotency_key), False
+    validate(session, settings, owner_id, body)
+    job = Job(owner_id=owner_id, dataset_id=str(body.dataset_id),
+              valid_dataset_id=str(body.valid_dataset_id) if body.valid_dataset_id else None,
+              objective=body.objective, model_config=body.model.model_dump(mode="json"),
+              training_config=body.training.model_dump(mode="json"), max_attempts=settings.job_max_attempts,
+              total_steps=body.training.max_steps, idempotency_key=idempotency_key, request_sha256=digest)
+    session.add(job)
+    try:
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
+        session.rollback()
+        existing = _by_idempotency_key(session, owner_id, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        return _replay(existing, digest, idempotency_key), False
+    return job, True
+
+
+def _by_idempotency_key(session: Session, owner_id: str, key: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.owner_id == owner_id, Job.idempotency_key == key))
+
+
+def _replay(job: Job, digest: str, key: str) -> Job:
+    if job.request_sha256 != digest:
+        raise conflict(f"Idempotency-Key {key!r} was used for a different request (job {job.id})")
+    return job

@@ -1,0 +1,118 @@
+"""Schemas of training jobs, their metrics and checkpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from app.schemas.common import Input, Output
+
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+Objective = Literal["translation", "denoising"]
+
+
+class ModelSpec(Input):
+    """A preset plus overrides. Sizes of the paper's Table 3 for `base` and `big`."""
+
+    preset: Literal["tiny", "small", "base", "big"] = "tiny"
+    vocab_size: int = Field(8000, ge=300, le=256_000,
+                            description="subword vocabulary trained on the job's data (shared source/target)")
+    d_model: int | None = Field(None, ge=8, le=16384)
+    n_heads: int | None = Field(None, ge=1, le=256)
+    n_encoder_layers: int | None = Field(None, ge=1, le=64)
+    n_decoder_layers: int | None = Field(None, ge=1, le=64)
+    d_ff: int | None = Field(None, ge=8, le=65536)
+    dropout: float | None = Field(None, ge=0, lt=1)
+    attention_dropout: float | None = Field(None, ge=0, lt=1)
+    activation: Literal["relu", "gelu", "swish"] | None = None
+    norm_first: bool | None = Field(None, description="false: post-norm as in the paper; true: pre-norm")
+    share_embeddings: bool | None = None
+    max_positions: int | None = Field(None, ge=16, le=65536)
+
+    def overrides(self) -> dict:
+        return self.model_dump(exclude={"preset", "vocab_size"}, exclude_none=True)
+
+
+class TrainingSpec(Input):
+    max_steps: int = Field(2000, ge=1, le=10_000_000)
+    max_minutes: float | None = Field(None, gt=0, le=60 * 24 * 30)
+    max_tokens_per_batch: int = Field(4096, ge=32, le=4_000_000)
+    grad_accum_steps: int = Field(1, ge=1, le=1024)
+    warmup_steps: int = Field(400, ge=0, le=1_000_000)
+    lr_scale: float = Field(1.0, gt=0, le=100, description="multiplies the paper's rate d_model^-0.5 * min(...)")
+    label_smoothing: float = Field(0.1, ge=0, lt=1)
+    clip_norm: float | None = Field(1.0, gt=0)
+    seed: int = Field(1, ge=0, le=2**31 - 1)
+    eval_every: int = Field(200, ge=1)
+    checkpoint_every: int = Field(500, ge=1)
+    early_stopping_patience: int | None = Field(None, ge=1, description="evaluations without improvement")
+    keep_checkpoints: int = Field(3, ge=1, le=100)
+    average_last: int = Field(1, ge=1, le=20, description="average the last N checkpoints into the model")
+    max_length: int = Field(128, ge=4, le=16384, description="longest sentence in tokens; longer ones are dropped")
+    valid_fraction: float = Field(0.05, gt=0, lt=0.5, description="held out when no validation dataset is given")
+
+
+class JobCreate(Input):
+    objective: Objective
+    dataset_id: UUID
+    valid_dataset_id: UUID | None = None
+    model: ModelSpec = ModelSpec()
+    training: TrainingSpec = TrainingSpec()
+
+
+class Progress(Output):
+    step: int
+    total_steps: int
+    fraction: float
+    tokens_seen: int
+    tokens_per_second: float | None
+    eta_seconds: float | None
+
+
+class MetricPoint(Output):
+    step: int
+    value: float
+
+
+class JobPublic(Output):
+    id: str
+    objective: Objective
+    status: JobStatus
+    attempt: int
+    max_attempts: int
+    error: str | None
+    cancel_requested: bool
+    dataset_id: str | None
+    valid_dataset_id: str | None
+    model: ModelSpec
+    training: TrainingSpec
+    progress: Progress
+    latest_metrics: dict[str, MetricPoint] | None = None
+    model_id: str | None = None
+    device: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+
+class Series(Output):
+    steps: list[int]
+    values: list[float]
+    total_points: int
+
+
+class MetricsPublic(Output):
+    job_id: str
+    series: dict[str, Series]
+
+
+class CheckpointPublic(Output):
+    step: int
+    metrics: dict[str, float]
+    size_bytes: int
+    sha256: str
+    created_at: datetime

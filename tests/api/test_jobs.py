@@ -1,0 +1,144 @@
+"""POST /v1/jobs validation, idempotency, listing, cancel of a queued job (no worker involved)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.api.test_datasets import _jsonl, _upload
+
+
+@pytest.fixture
+def alice(make_key):
+    return make_key("alice")
+
+
+@pytest.fixture
+def parallel_id(client, alice):
+    return _upload(client, alice, _jsonl([("one", "eins"), ("two", "zwei")])).json()["id"]
+
+
+@pytest.fixture
+def mono_id(client, alice):
+    return _upload(client, alice, b"the cat sat\n", filename="m.txt", kind="monolingual").json()["id"]
+
+
+def _job(dataset_id, **extra):
+    return {"objective": "translation", "dataset_id": dataset_id, **extra}
+
+
+def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
+    response = client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 50}), headers=alice)
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert (job["status"], job["attempt"], job["objective"]) == ("queued", 0, "translation")
+    assert job["progress"] == {"step": 0, "total_steps": 50, "fraction": 0.0, "tokens_seen": 0,
+                               "tokens_per_second": None, "eta_seconds": None}
+    assert job["model"]["preset"] == "tiny" and job["training"]["label_smoothing"] == 0.1
+    assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["id"] == job["id"]
+
+
+@pytest.mark.parametrize(
+    ("body_update", "loc", "message"),
+    [
+        ({"model": {"preset": "tiny", "d_model": 100, "n_heads": 3}}, ["body", "model"], "d_model=100 is not divisible by n_heads=3"),
+        ({"model": {"preset": "huge"}}, ["body", "model", "preset"], "'tiny', 'small', 'base' or 'big'"),
+        ({"training": {"max_steps": 0}}, ["body", "training", "max_steps"], "greater than or equal to 1"),
+        ({"training": {"max_length": 2000}}, ["body", "training", "max_length"], "max_positions=1024"),
+        ({"training": {"max_tokens_per_batch": 64, "max_length": 100}}, ["body", "training", "max_tokens_per_batch"],
+         "cannot hold one sentence"),
+        ({"model": {"preset": "big", "vocab_size": 64000}, "training": {"max_tokens_per_batch": 200000}},
+         ["body", "training", "max_tokens_per_batch"], "WORKER_MEMORY_LIMIT_GB"),
+        ({"training": {"learning_rate": 1}}, ["body", "training", "learning_rate"], "Extra inputs are not permitted"),
+        ({"status": "succeeded"}, ["body", "status"], "Extra inputs are not permitted"),
+        ({"owner": "bob"}, ["body", "owner"], "Extra inputs are not permitted"),
+    ],
+)
+def test_invalid_jobs_are_422_naming_the_field(client, alice, parallel_id, body_update, loc, message):
+    response = client.post("/v1/jobs", json={**_job(parallel_id), **body_update}, headers=alice)
+    assert response.status_code == 422, response.text
+    details = response.json()["detail"]
+    assert any(d["loc"] == loc and message in d["msg"] for d in details), details
+    assert client.get("/v1/jobs", headers=alice).json()["total"] == 0
+
+
+def test_dataset_of_the_wrong_kind_is_422(client, alice, mono_id, parallel_id):
+    response = client.post("/v1/jobs", json=_job(mono_id), headers=alice)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "dataset_id"]
+    assert "needs a parallel dataset" in response.json()["detail"][0]["msg"]
+    response = client.post("/v1/jobs", json={"objective": "denoising", "dataset_id": parallel_id}, headers=alice)
+    assert "needs a monolingual dataset" in response.json()["detail"][0]["msg"]
+
+
+def test_someone_elses_dataset_is_422_not_found(client, alice, make_key, parallel_id):
+    response = client.post("/v1/jobs", json=_job(parallel_id), headers=make_key("bob"))
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["msg"] == f"dataset {parallel_id} not found"
+
+
+def test_idempotency_key_replays_the_same_job_and_refuses_another_body(client, alice, parallel_id):
+    headers = {**alice, "Idempotency-Key": "submit-1"}
+    first = client.post("/v1/jobs", json=_job(parallel_id), headers=headers)
+    again = client.post("/v1/jobs", json=_job(parallel_id), headers=headers)
+    assert first.status_code == again.status_code == 201
+    assert first.json()["id"] == again.json()["id"]
+    assert again.headers["idempotent-replayed"] == "true"
+    other = client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 7}), headers=headers)
+    assert other.status_code == 409
+    assert "submit-1" in other.json()["detail"]
+    assert client.get("/v1/jobs", headers=alice).json()["total"] == 1
+
+
+def test_cancel_a_queued_job_is_immediate_and_final(client, alice, parallel_id):
+    job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
+    cancelled = client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
+    assert cancelled.status_code == 202
+    assert cancelled.json()["status"] == "cancelled"
+    again = client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
+    assert again.status_code == 409 and "already cancelled" in again.json()["detail"]
+
+
+def test_list_filters_by_status(client, alice, parallel_id):
+    ids = [client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"] for _ in range(3)]
+    client.post(f"/v1/jobs/{ids[0]}/cancel", headers=alice)
+    queued = client.get("/v1/jobs?status=queued", headers=alice).json()
+    assert queued["total"] == 2 and {j["id"] for j in queued["data"]} == set(ids[1:])
+    assert client.get("/v1/jobs?status=bogus", headers=alice).status_code == 422
+
+
+def test_dataset_in_use_cannot_be_deleted(client, alice, parallel_id):
+    client.post("/v1/jobs", json=_job(parallel_id), headers=alice)
+    response = client.delete(f"/v1/datasets/{parallel_id}", headers=alice)
+    assert response.status_code == 409
+    assert "used by active job" in response.json()["detail"]
+
+
+def test_other_owner_gets_404_for_every_job_route(client, alice, make_key, parallel_id):
+    job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
+    bob = make_key("bob")
+    for method, path in [("GET", ""), ("POST", "/cancel"), ("GET", "/metrics"), ("GET", "/checkpoints"),
+                         ("GET", "/events")]:
+        response = client.request(method, f"/v1/jobs/{job_id}{path}", headers=bob)
+        assert response.status_code == 404, (method, path)
+        assert response.json() == {"detail": f"job {job_id} not found"}
+
+
+def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
+    from app.db import metrics
+    from app.db.session import session_scope
+
+    job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
+    with session_scope() as session:
+        for step in range(1, 20_001):
+            metrics.record(session, job_id, step, {"loss": 1.0 / step})
+    body = client.get(f"/v1/jobs/{job_id}/metrics?names=loss&max_points=500", headers=alice).json()
+    series = body["series"]["loss"]
+    assert series["total_points"] == 20_000
+    assert len(series["steps"]) == len(series["values"]) == 500
+    assert series["steps"][-1] == 20_000 and series["values"][-1] == pytest.approx(1 / 20_000)
+    assert series["steps"] == sorted(series["steps"])
+    assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["latest_metrics"]["loss"]["step"] == 20_000
+    since = client.get(f"/v1/jobs/{job_id}/metrics?since_step=19990", headers=alice).json()["series"]["loss"]
+    assert since["steps"][0] == 19990 and since["total_points"] == 11
