@@ -1,0 +1,126 @@
+"""Multi-head scaled dot-product attention (Sec. 3.2, Eq. 1) with an optional KV cache."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+@dataclass
+class KVCache:
+    """Keys and values one attention module has already computed, for incremental decoding.
+
+    Self-attention appends the new step's keys/values on every call; cross-attention fills it once from the
+    encoder output (memory) and reuses it afterwards.
+    """
+
+    key: Tensor | None = None  # (B, n_heads, T_past, d_k)
+    value: Tensor | None = None  # (B, n_heads, T_past, d_k)
+
+    @property
+    def length(self) -> int:
+        return 0 if self.key is None else self.key.size(2)
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows `index` of the batch (beam search: follow the surviving hypotheses)."""
+        if self.key is not None:
+            self.key = self.key.index_select(0, index)
+            self.value = self.value.index_select(0, index)
+
+
+def attention_mask(
+    t_q: int, t_k: int, key_padding_mask: Tensor | None, causal: bool, device: torch.device
+) -> Tensor | None:
+    """Boolean mask, True = may attend: (B or 1, 1, T_q, T_k), or None when nothing is masked.
+
+    key_padding_mask is (B, T_k) with True = pad. The causal mask is aligned bottom-right, so with a KV cache
+    the T_q new queries are the last T_q positions and see every earlier key (Sec. 3.2.3, "prevent leftward
+    information flow").
+    """
+    mask = None
+    if causal and t_q > 1:
+        mask = torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=t_k - t_q)  # (T_q, T_k)
+        mask = mask[None, None]  # (1, 1, T_q, T_k)
+    if key_padding_mask is not None:
+        keep = ~key_padding_mask[:, None, None, :]  # (B, 1, 1, T_k)
+        mask = keep if mask is None else mask & keep  # (B, 1, T_q, T_k)
+    return mask
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i) (Sec. 3.2.2).
+
+    q_proj, k_proj, v_proj, out_proj are W_Q, W_K, W_V, W_O for all heads at once (with biases, as in HF Marian).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.n_heads = n_heads
+        self.d_k = d_model // n_heads
+        self.dropout = dropout  # on the attention weights
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.k_proj = nn.Linear(d_model, d_model)
+        self.v_proj = nn.Linear(d_model, d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, n_heads, T, d_k)
+
+    def _keys_values(
+        self, hidden_states: Tensor, key_value_states: Tensor | None, cache: KVCache | None
+    ) -> tuple[Tensor, Tensor]:
+        """K and V for this call, read from / written to the cache: (B, n_heads, T_k, d_k) each."""
+        if key_value_states is not None and cache is not None and cache.key is not None:
+            return cache.key, cache.value  # cross-attention: memory was projected on the first step
+        source = hidden_states if key_value_states is None else key_value_states
+        k = self._split_heads(self.k_proj(source))  # (B, n_heads, T_new, d_k)
+        v = self._split_heads(self.v_proj(source))  # (B, n_heads, T_new, d_k)
+        if cache is not None:
+            if key_value_states is None and cache.key is not None:  # self-attention: append the new steps
+                k = torch.cat([cache.key, k], dim=2)  # (B, n_heads, T_past + T_new, d_k)
+                v = torch.cat([cache.value, v], dim=2)
+            cache.key, cache.value = k, v
+        return k, v
+
+    def forward(
+        self,
+        hidden_states: Tensor,
+        key_value_states: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        causal: bool = False,
+        cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend from hidden_states (B, T_q, d_model) to key_value_states (B, T_k, d_model).
+
+        key_value_states=None means self-attention. key_padding_mask (B, T_k) covers all keys, cached ones
+        included. Returns (output (B, T_q, d_model), weights (B, n_heads, T_q, T_k) or None).
+        """
+        B, T_q, _ = hidden_states.shape
+        q = self._split_heads(self.q_proj(hidden_states))  # (B, n_heads, T_q, d_k)
+        k, v = self._keys_values(hidden_states, key_value_states, cache)  # (B, n_heads, T_k, d_k) each
+        mask = attention_mask(T_q, k.size(2), key_padding_mask, causal, q.device)
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:  # Eq. 1 written out, so the weights can be returned
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, n_heads, T_q, T_k)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = torch.softmax(scores, dim=-1)
+            if mask is not None:  # a fully masked row is NaN after softmax; attend to nothing instead, like SDPA
+                weights = weights.masked_fill(~mask, 0.0)
+            out = F.dropout(weights, dropout_p, self.training) @ v  # (B, n_heads, T_q, d_k)
+        elif causal and key_padding_mask is None and T_q == k.size(2):  # lets SDPA pick a fused causal kernel
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)  # (B, n_heads, T_q, d_k)
+        else:
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, n_heads, T_q, d_k)
+        out = out.transpose(1, 2).reshape(B, T_q, self.n_heads * self.d_k)  # (B, T_q, d_model)
+        return self.out_proj(out), weights
