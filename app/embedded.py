@@ -73,10 +73,23 @@ def stop_all(children: list[subprocess.Popen]) -> None:
             child.wait()
 
 
+def prepare_broker() -> None:
+    """Create the SQLite broker's tables and queues once, before several processes race to do it."""
+    from app.queueing import get_sender
+    from app.tasks import QUEUES
+
+    with get_sender().connection_for_write() as connection:
+        channel = connection.default_channel
+        for queue in QUEUES:
+            channel.queue_declare(queue=queue, passive=False)
+
+
 def serve(settings: Settings, with_workers: bool = True) -> None:
     from app.cli import cmd_migrate
 
     cmd_migrate(None)
+    if settings.embedded_broker:
+        prepare_broker()
     key = local_key(settings)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     commands = [api_command(settings)]

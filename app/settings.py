@@ -37,6 +37,7 @@ class Settings(BaseSettings):
     job_max_attempts: int = Field(3, ge=1, le=20)
     broker_visibility_timeout: int = Field(6 * 3600, ge=60)
     worker_heartbeat_seconds: int = Field(10, ge=1, le=300)
+    job_redispatch_seconds: int = Field(600, ge=5)  # re-send a queued job's message after this long unclaimed
     worker_memory_limit_gb: float = Field(16.0, gt=0)
 
     # Request limits.

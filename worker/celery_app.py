@@ -12,13 +12,13 @@ from worker import heartbeat
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 app = make_celery("worker")
-app.conf.include = ["worker.tasks.ping"]
+app.conf.include = ["worker.tasks.ping", "worker.tasks.training"]
 
 
 @worker_ready.connect
 def _start_heartbeat(sender, **_kwargs) -> None:
     queues = sorted(q.name for q in sender.app.amqp.queues.consume_from.values())
-    heartbeat.start(sender.hostname, queues)
+    heartbeat.start(sender.app, sender.hostname, queues)
 
 
 @worker_shutdown.connect

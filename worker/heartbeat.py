@@ -6,12 +6,13 @@ import logging
 import os
 import threading
 
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from app.db.base import utcnow
 from app.db.models import Worker
 from app.db.session import session_scope
 from app.settings import get_settings
+from worker import reaper
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
@@ -26,20 +27,21 @@ def beat(hostname: str, queues: list[str]) -> None:
             row.queues, row.pid, row.last_seen_at = ",".join(queues), os.getpid(), utcnow()
 
 
-def _loop(hostname: str, queues: list[str], every: float) -> None:
+def _loop(celery, hostname: str, queues: list[str], every: float) -> None:
     while True:
         try:
             beat(hostname, queues)
-        except Exception:  # the database may be briefly away; keep beating
+            reaper.sweep(celery)
+        except Exception:  # the database or the broker may be briefly away; keep beating
             log.exception("heartbeat of %s failed", hostname)
         if _stop.wait(every):
             return
 
 
-def start(hostname: str, queues: list[str]) -> None:
+def start(celery, hostname: str, queues: list[str]) -> None:
     _stop.clear()
     every = get_settings().worker_heartbeat_seconds
-    threading.Thread(target=_loop, args=(hostname, queues, every), name="heartbeat", daemon=True).start()
+    threading.Thread(target=_loop, args=(celery, hostname, queues, every), name="heartbeat", daemon=True).start()
     log.info("worker %s consuming %s", hostname, ",".join(queues))
 
 

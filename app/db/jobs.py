@@ -50,13 +50,12 @@ class LeaseState:
 
 
 def renew(session: Session, c: Claim, lease_seconds: int, **progress) -> LeaseState:
-    """Extend the lease and write progress, only while this worker still holds the job."""
+    """Extend the lease and write progress, only while this worker still holds the job (no commit)."""
     now = utcnow()
     held = session.execute(
         update(Job).where(Job.id == c.job_id, Job.status == RUNNING, Job.worker == c.worker, Job.attempt == c.attempt)
         .values(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now, **progress)
     ).rowcount
-    session.commit()
     cancel = bool(session.scalar(select(Job.cancel_requested).where(Job.id == c.job_id)))
     return LeaseState(held=bool(held), cancel_requested=cancel)
 

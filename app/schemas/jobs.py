@@ -53,6 +53,9 @@ class TrainingSpec(Input):
     average_last: int = Field(1, ge=1, le=20, description="average the last N checkpoints into the model")
     max_length: int = Field(128, ge=4, le=16384, description="longest sentence in tokens; longer ones are dropped")
     valid_fraction: float = Field(0.05, gt=0, lt=0.5, description="held out when no validation dataset is given")
+    noise: Literal["span", "token"] = Field("span", description="denoising: a <mask> replaces a span (BART "
+                                             "infilling) or exactly one token")
+    mask_ratio: float = Field(0.15, gt=0, lt=1, description="denoising: fraction of tokens masked")
 
 
 class JobCreate(Input):

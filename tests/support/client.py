@@ -1,0 +1,45 @@
+"""A small HTTP helper for end-to-end tests: upload, submit, poll."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+
+from tests.support.stack import wait_for
+
+
+class Api:
+    def __init__(self, url: str, key: str) -> None:
+        self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+    def upload(self, path: Path, kind: str, name: str | None = None) -> dict:
+        with open(path, "rb") as f:
+            response = self.http.post("/v1/datasets", data={"name": name or path.name, "kind": kind},
+                                      files={"file": (path.name, f)})
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def submit(self, body: dict, **headers: str) -> dict:
+        response = self.http.post("/v1/jobs", json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def job(self, job_id: str) -> dict:
+        return self.http.get(f"/v1/jobs/{job_id}").json()
+
+    def wait(self, job_id: str, statuses: tuple[str, ...], timeout: float) -> dict:
+        return wait_for(lambda: (job := self.job(job_id))["status"] in statuses and job, timeout=timeout,
+                        what=f"job {job_id} to reach {statuses}", interval=0.5)
+
+    def checkpoints(self, job_id: str) -> list[dict]:
+        return self.http.get(f"/v1/jobs/{job_id}/checkpoints").json()
+
+    def metrics(self, job_id: str, **params) -> dict:
+        return self.http.get(f"/v1/jobs/{job_id}/metrics", params=params).json()["series"]
+
+
+def write_jsonl(path: Path, pairs) -> Path:
+    path.write_text("".join(json.dumps({"source": s, "target": t}) + "\n" for s, t in pairs))
+    return path

@@ -1,0 +1,85 @@
+"""The lease keeper: a thread beside a training run that renews the job's lease, writes its progress and
+buffered metrics, and notices a cancel request or a lost lease, every couple of seconds.
+
+Training steps only drop numbers into a `RunState`; the database is touched from this thread (and on
+evaluations and checkpoints), so a fast step never waits on SQL and a slow evaluation never lets the lease
+lapse.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.db import jobs as job_rows
+from app.db import metrics as metric_rows
+from app.db.session import session_scope
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunState:
+    claim: job_rows.Claim
+    progress: dict[str, Any] = field(default_factory=dict)
+    pending: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> {name: value}
+    cancel_requested: bool = False
+    lease_lost: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_metrics(self, step: int, values: dict[str, float]) -> None:
+        with self.lock:
+            self.pending.setdefault(step, {}).update(values)
+
+    def set_progress(self, **values: Any) -> None:
+        with self.lock:
+            self.progress.update(values)
+
+    @property
+    def should_stop(self) -> bool:
+        return self.cancel_requested or self.lease_lost
+
+
+def flush(state: RunState, lease_seconds: int) -> None:
+    """Write buffered metrics and progress and renew the lease, in one transaction per call."""
+    with state.lock:
+        pending, state.pending = state.pending, {}
+        progress = dict(state.progress)
+    try:
+        with session_scope() as session:
+            lease = job_rows.renew(session, state.claim, lease_seconds, **progress)
+            if lease.held:  # a worker that lost the job writes nothing more for it
+                for step, values in sorted(pending.items()):
+                    metric_rows.record(session, state.claim.job_id, step, values)
+    except Exception:
+        with state.lock:  # keep the points for the next try; newer values for the same step win
+            for step, values in pending.items():
+                state.pending[step] = {**values, **state.pending.get(step, {})}
+        raise
+    if not lease.held:
+        state.lease_lost = True
+        log.warning("job %s: lease lost (attempt %d); stopping without writing more", state.claim.job_id,
+                    state.claim.attempt)
+    state.cancel_requested = lease.cancel_requested
+
+
+class LeaseKeeper(threading.Thread):
+    def __init__(self, state: RunState, lease_seconds: int, every: float) -> None:
+        super().__init__(name=f"lease-{state.claim.job_id[:8]}", daemon=True)
+        self.state, self.lease_seconds, self.every = state, lease_seconds, every
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.every):
+            try:
+                flush(self.state, self.lease_seconds)
+            except Exception:  # the database may be briefly away; the lease outlives a few misses
+                log.exception("job %s: could not renew the lease", self.state.claim.job_id)
+            if self.state.lease_lost:
+                return
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)

@@ -1,0 +1,196 @@
+"""The training task: claim a job, train it (resuming from its last good checkpoint), record everything.
+
+The task takes a job id and re-reads the world from the database. Delivered twice, the second delivery
+finds the job claimed and returns; a worker that dies mid-run loses its lease, and the reaper re-queues
+the job for another worker, which resumes from the newest checkpoint that passes its hash check.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import torch
+from celery import shared_task
+from sqlalchemy import delete, select
+
+from app.artifacts import get_store
+from app.db import jobs as job_rows
+from app.db import metrics as metric_rows
+from app.db.base import new_id
+from app.db.models import Checkpoint, Dataset, Job, TrainedModel
+from app.db.session import session_scope
+from app.settings import get_settings
+from app.tasks import TRAIN
+from model.anatomy import count_parameters
+from model.checkpoint import (CheckpointError, checkpoint_sha256, latest_good_checkpoint, list_checkpoints,
+                              load_checkpoint, model_from_checkpoint, save_checkpoint)
+from model.data import DataError, read_monolingual, read_parallel
+from model.tokenizer import Tokenizer
+from model.training import Callbacks, CheckpointInfo, StepInfo, TrainConfig, TrainingError, prepare, train
+from worker.lease import LeaseKeeper, RunState, flush
+
+log = logging.getLogger(__name__)
+KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
+TRAIN_CONFIG_FIELDS = ("max_steps", "max_minutes", "max_tokens_per_batch", "grad_accum_steps", "warmup_steps",
+                       "lr_scale", "label_smoothing", "clip_norm", "seed", "eval_every", "checkpoint_every",
+                       "early_stopping_patience", "keep_checkpoints", "average_last")
+EVAL_NAMES = {"loss": "valid_loss", "perplexity": "valid_ppl"}  # the rest keep their names (bleu, chrf, ...)
+
+
+def eval_metrics(values: dict[str, float]) -> dict[str, float]:
+    return {EVAL_NAMES.get(k, k): v for k, v in values.items()}
+
+
+class LeaseLost(Exception):
+    pass
+
+
+def pick_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def checkpoint_key(job_id: str) -> str:
+    return f"jobs/{job_id}/checkpoints"
+
+
+def _read_rows(dataset: Dataset) -> list:
+    path = get_store().path(dataset.storage_key)
+    return read_parallel(path) if dataset.kind == "parallel" else read_monolingual(path)
+
+
+def _train_config(job: Job, device: str) -> TrainConfig:
+    spec = job.training_config
+    return TrainConfig(**{name: spec[name] for name in TRAIN_CONFIG_FIELDS}, device=device,
+                       bf16=device.startswith("cuda"))
+
+
+def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> Callbacks:
+    def on_step(info: StepInfo) -> None:
+        state.add_metrics(info.step, {"train_loss": info.loss, "train_nll_loss": info.nll_loss, "lr": info.lr,
+                                      "tokens_per_second": info.tokens_per_second, "grad_norm": info.grad_norm})
+        state.set_progress(step=info.step, total_steps=info.total_steps, tokens_per_second=info.tokens_per_second,
+                           eta_seconds=info.eta_seconds, tokens_seen=_tokens_seen(state) + info.tokens)
+
+    def on_eval(step: int, values: dict[str, float]) -> None:
+        state.add_metrics(step, eval_metrics(values))
+        flush(state, lease_seconds)
+        if state.lease_lost:
+            raise LeaseLost(job_id)
+
+    def on_checkpoint(info: CheckpointInfo) -> None:
+        flush(state, lease_seconds)
+        if state.lease_lost:
+            raise LeaseLost(job_id)
+        if info.kind != "step":
+            return
+        with session_scope() as session:
+            session.execute(delete(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.step == info.step))
+            session.add(Checkpoint(job_id=job_id, step=info.step, storage_key=f"{checkpoint_key(job_id)}/{Path(info.path).name}",
+                                   sha256=info.sha256, size_bytes=info.size_bytes, metrics=eval_metrics(info.metrics)))
+            kept = {f"{checkpoint_key(job_id)}/{p.name}" for p in list_checkpoints(root)}
+            session.execute(delete(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.storage_key.not_in(kept)))
+
+    return Callbacks(on_step=on_step, on_eval=on_eval, on_checkpoint=on_checkpoint,
+                     should_stop=lambda: state.should_stop)
+
+
+def _tokens_seen(state: RunState) -> int:
+    return int(state.progress.get("tokens_seen", 0))
+
+
+def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
+    """Copy the weights to serve (no optimizer state) to models/<id> and describe them."""
+    ckpt = load_checkpoint(checkpoint_dir, with_optimizer=False)
+    model_id = new_id()
+    key = f"models/{model_id}"
+    target = save_checkpoint(get_store().path(key), model_from_checkpoint(ckpt), ckpt.tokenizer, ckpt.objective,
+                             step=ckpt.step, metrics=ckpt.meta.get("metrics", {}), kind="model",
+                             extra_meta={"job_id": job.id, "source": source})
+    size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
+    return TrainedModel(id=model_id, owner_id=job.owner_id, job_id=job.id, objective=job.objective,
+                        config=ckpt.model_config.to_dict(), tokenizer_fingerprint=ckpt.tokenizer.fingerprint,
+                        metrics=eval_metrics(ckpt.meta.get("metrics", {})), source=source,
+                        parameters=count_parameters(ckpt.model_config)["total"], storage_key=key,
+                        sha256=checkpoint_sha256(target), size_bytes=size)
+
+
+def run(claim: job_rows.Claim) -> None:
+    settings = get_settings()
+    with session_scope() as session:
+        job = session.get(Job, claim.job_id)
+        datasets = {d.id: d for d in session.scalars(select(Dataset).where(Dataset.id.in_(
+            [i for i in (job.dataset_id, job.valid_dataset_id) if i])))}
+        session.expunge_all()
+    if job.dataset_id not in datasets:
+        raise TrainingError(f"dataset {job.dataset_id} no longer exists")
+    device = pick_device()
+    root = get_store().path(checkpoint_key(job.id))
+    resume_from = latest_good_checkpoint(root)
+    tokenizer = Tokenizer.load(resume_from) if resume_from else None
+    spec, model_spec = job.training_config, job.model_config
+    valid_rows = _read_rows(datasets[job.valid_dataset_id]) if job.valid_dataset_id else None
+    data = prepare(job.objective, _read_rows(datasets[job.dataset_id]), valid_rows, preset=model_spec["preset"],
+                   model_overrides={k: v for k, v in model_spec.items() if k not in ("preset", "vocab_size") and v is not None},
+                   vocab_size=model_spec["vocab_size"], max_len=spec["max_length"], seed=spec["seed"],
+                   valid_fraction=spec["valid_fraction"], tokenizer=tokenizer, noise=spec["noise"],
+                   mask_ratio=spec["mask_ratio"])
+    state = RunState(claim=claim, progress={"device": device, "tokens_seen": job.tokens_seen})
+    if resume_from is not None:
+        state.progress["step"] = load_checkpoint(resume_from, with_optimizer=False).step
+    keeper = LeaseKeeper(state, settings.job_lease_seconds, KEEPER_SECONDS)
+    keeper.start()
+    try:
+        result = train(data, _train_config(job, device), root, _callbacks(state, job.id, root, settings.job_lease_seconds),
+                       resume=True, meta={"job_id": job.id})
+    finally:
+        keeper.stop()
+    flush(state, settings.job_lease_seconds)
+    if state.lease_lost:
+        raise LeaseLost(job.id)
+    with session_scope() as session:
+        if result.stop_reason == "cancelled":
+            job_rows.finish(session, claim, job_rows.CANCELLED, step=result.step)
+            return
+        source = ("average of last %d" % spec["average_last"] if result.averaged_checkpoint
+                  else f"best@{result.best_step}" if result.model_checkpoint == result.best_checkpoint else f"last@{result.step}")
+        model = _publish_model(job, result.model_checkpoint, source)
+        if not job_rows.finish(session, claim, job_rows.SUCCEEDED, step=result.step):
+            session.rollback()
+            get_store().delete(model.storage_key)
+            raise LeaseLost(job.id)
+        session.add(model)
+    log.info("job %s succeeded at step %d (%s): model %s", job.id, result.step, result.stop_reason, model.id)
+
+
+def _fail_or_retry(claim: job_rows.Claim, message: str, retry: bool) -> None:
+    with session_scope() as session:
+        job = session.get(Job, claim.job_id)
+        if retry and job is not None and claim.attempt < job.max_attempts:
+            job_rows.release(session, claim, f"attempt {claim.attempt} crashed: {message}; retrying")
+            return
+        job_rows.finish(session, claim, job_rows.FAILED, error=message)
+
+
+@shared_task(name=TRAIN, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True)
+def train_job(self, job_id: str) -> None:
+    settings = get_settings()
+    worker = f"{self.request.hostname or 'worker'}/{os.getpid()}"
+    with session_scope() as session:
+        claim = job_rows.claim(session, job_id, worker, settings.job_lease_seconds)
+    if claim is None:
+        log.info("job %s is not queued (done, running elsewhere, cancelled or gone); nothing to do", job_id)
+        return
+    log.info("job %s: attempt %d on %s", job_id, claim.attempt, worker)
+    try:
+        run(claim)
+    except LeaseLost:
+        log.warning("job %s: lease lost; another attempt owns it now", job_id)
+    except (TrainingError, DataError, CheckpointError) as exc:
+        _fail_or_retry(claim, str(exc), retry=False)
+    except torch.OutOfMemoryError:
+        _fail_or_retry(claim, "out of memory: lower training.max_tokens_per_batch or the model size", retry=False)
+    except Exception as exc:  # a bug or a transient fault: retried up to max_attempts, then failed
+        log.exception("job %s: attempt %d crashed", job_id, claim.attempt)
+        _fail_or_retry(claim, f"{type(exc).__name__}: {exc}", retry=True)
