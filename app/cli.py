@@ -1,6 +1,7 @@
 """Command line: `python -m app.cli COMMAND`.
 
 Administration (direct database access): `create-key NAME`, `migrate`, `serve`.
+Client (over HTTP): `upload`, `submit`, `status [--watch]`, `jobs`, `models`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ import argparse
 import sys
 
 from pydantic import ValidationError
+
+from app.client_cli import add_client_commands
 
 
 def _settings_or_exit():
@@ -64,6 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("serve", help="migrate, then run the API and the workers (embedded mode)")
     p.add_argument("--no-workers", action="store_true", help="run only the API")
     p.set_defaults(func=cmd_serve)
+    add_client_commands(sub)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -1,0 +1,170 @@
+"""Client commands of `python -m app.cli`: talk to a running server over HTTP (httpx).
+
+The server is `--url` (or $TRANSFORMER_URL, default http://127.0.0.1:8000); the key is `--key` (or
+$TRANSFORMER_API_KEY, or the local key that `make run` saved in $DATA_DIR/local-api-key).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=os.environ.get("TRANSFORMER_URL", "http://127.0.0.1:8000"))
+    parser.add_argument("--key", default=os.environ.get("TRANSFORMER_API_KEY"))
+
+
+def _client(args: argparse.Namespace) -> httpx.Client:
+    key = args.key
+    if not key:
+        local = Path(os.environ.get("DATA_DIR", "var")) / "local-api-key"
+        if not local.exists():
+            sys.exit("error: no API key: pass --key, set TRANSFORMER_API_KEY, or run `make run` once")
+        key = local.read_text().strip()
+    return httpx.Client(base_url=args.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def _check(response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = response.text
+        if isinstance(detail, list):
+            detail = "; ".join(f"{'.'.join(str(p) for p in d.get('loc', [])[1:])}: {d.get('msg')}" for d in detail)
+        sys.exit(f"error {response.status_code}: {detail}")
+    return response.json() if response.content else None
+
+
+def _print(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+def cmd_upload(args: argparse.Namespace) -> None:
+    path = Path(args.file)
+    with _client(args) as client, open(path, "rb") as f:
+        dataset = _check(client.post("/v1/datasets", data={"name": args.name or path.name, "kind": args.kind},
+                                     files={"file": (path.name, f)}))
+    print(f"dataset {dataset['id']}: {dataset['rows']} rows ({dataset['kind']}, {dataset['format']})", file=sys.stderr)
+    print(dataset["id"])
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def cmd_submit(args: argparse.Namespace) -> None:
+    body: dict[str, Any] = {"objective": args.objective, "dataset_id": args.dataset,
+                            "model": {"preset": args.preset}, "training": {}}
+    if args.valid:
+        body["valid_dataset_id"] = args.valid
+    if args.max_steps:
+        body["training"]["max_steps"] = args.max_steps
+    for assignment in args.set or []:
+        name, _, value = assignment.partition("=")
+        section, _, field = name.partition(".")
+        if section not in ("model", "training") or not field or not _:
+            sys.exit(f"error: --set {assignment!r}: expected model.FIELD=VALUE or training.FIELD=VALUE")
+        body[section][field] = _parse_value(value)
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
+    with _client(args) as client:
+        job = _check(client.post("/v1/jobs", json=body, headers=headers))
+    print(f"job {job['id']}: {job['status']}", file=sys.stderr)
+    print(job["id"])
+
+
+def _bar(fraction: float, width: int = 30) -> str:
+    filled = int(round(fraction * width))
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60:02d}:{seconds % 60:02d}"
+
+
+def status_line(job: dict) -> str:
+    p = job["progress"]
+    metrics = job.get("latest_metrics") or {}
+    shown = " ".join(f"{name}={metrics[name]['value']:.4g}" for name in
+                     ("train_loss", "valid_loss", "bleu", "exact_match", "mask_accuracy") if name in metrics)
+    speed = f"{p['tokens_per_second']:.0f} tok/s" if p["tokens_per_second"] else ""
+    return (f"{job['status']:<9} {_bar(p['fraction'])} {p['step']}/{p['total_steps']} "
+            f"{speed} ETA {_duration(p['eta_seconds'])} {shown}").rstrip()
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        while True:
+            job = _check(client.get(f"/v1/jobs/{args.job}"))
+            if not args.watch:
+                _print(job)
+                return
+            end = "\n" if job["status"] in TERMINAL or not sys.stdout.isatty() else ""
+            print("\r" + status_line(job), end=end, flush=True)
+            if job["status"] in TERMINAL:
+                if job["error"]:
+                    print(f"error: {job['error']}")
+                if job["model_id"]:
+                    print(f"model: {job['model_id']}")
+                sys.exit(0 if job["status"] == "succeeded" else 1)
+            time.sleep(args.interval)
+
+
+def cmd_jobs(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        params = {"status": args.status} if args.status else {}
+        for job in _check(client.get("/v1/jobs", params=params))["data"]:
+            print(f"{job['id']}  {job['objective']:<11} {status_line(job)}")
+
+
+def cmd_models(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        for model in _check(client.get("/v1/models"))["data"]:
+            metrics = " ".join(f"{k}={v:.4g}" for k, v in sorted(model["metrics"].items()))
+            print(f"{model['id']}  {model['objective']:<11} {model['parameters']:>11,} params  {metrics}")
+
+
+def add_client_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("upload", help="upload a dataset file; prints its id")
+    p.add_argument("file")
+    p.add_argument("--kind", choices=("parallel", "monolingual"), required=True)
+    p.add_argument("--name")
+    p.set_defaults(func=cmd_upload)
+    p = sub.add_parser("submit", help="submit a training job; prints its id")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--valid")
+    p.add_argument("--objective", choices=("translation", "denoising"), default="translation")
+    p.add_argument("--preset", choices=("tiny", "small", "base", "big"), default="tiny")
+    p.add_argument("--max-steps", type=int)
+    p.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
+                   help="any model or training field, e.g. --set training.warmup_steps=100 --set model.vocab_size=2000")
+    p.add_argument("--idempotency-key")
+    p.set_defaults(func=cmd_submit)
+    p = sub.add_parser("status", help="show a job; --watch draws a progress bar with ETA until it ends")
+    p.add_argument("job")
+    p.add_argument("--watch", action="store_true")
+    p.add_argument("--interval", type=float, default=2.0)
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("jobs", help="list jobs")
+    p.add_argument("--status", choices=("queued", "running", "succeeded", "failed", "cancelled"))
+    p.set_defaults(func=cmd_jobs)
+    p = sub.add_parser("models", help="list trained models")
+    p.set_defaults(func=cmd_models)
+    for name in ("upload", "submit", "status", "jobs", "models"):
+        add_connection_arguments(sub.choices[name])

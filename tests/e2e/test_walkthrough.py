@@ -1,0 +1,49 @@
+"""The README walk-through on the embedded default: demo data, upload, submit, watch, list models."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from tests.support.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
+
+
+def _cli(env, *args, timeout=120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
+    port = free_port()
+    env = service_env(DATA_DIR=str(tmp_path / "var"), PORT=str(port), TRANSFORMER_URL=f"http://127.0.0.1:{port}")
+    log = open(tmp_path / "serve.log", "wb")
+    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=ROOT, env=env, stdout=log,
+                              stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(healthy_with_workers(f"http://127.0.0.1:{port}", 2), timeout=120, what="the embedded service")
+        demo = _cli(env, "model.demo", str(tmp_path / "demo"))
+        assert demo.returncode == 0, demo.stderr
+        upload = _cli(env, "app.cli", "upload", str(tmp_path / "demo" / "numbers_en_de_train.jsonl"), "--kind", "parallel")
+        assert upload.returncode == 0, upload.stderr
+        dataset_id = upload.stdout.strip()
+        submit = _cli(env, "app.cli", "submit", "--dataset", dataset_id, "--max-steps", "60",
+                      "--set", "model.vocab_size=500", "--set", "training.eval_every=30",
+                      "--set", "training.checkpoint_every=30", "--set", "training.warmup_steps=30",
+                      "--set", "training.max_tokens_per_batch=2048")
+        assert submit.returncode == 0, submit.stderr
+        job_id = submit.stdout.strip()
+        watch = _cli(env, "app.cli", "status", job_id, "--watch", "--interval", "1", timeout=400)
+        assert watch.returncode == 0, watch.stdout + watch.stderr
+        lines = watch.stdout.strip().splitlines()
+        assert "succeeded" in lines[-2] and "60/60" in lines[-2] and "[" in lines[-2]
+        assert any("ETA" in line and "running" in line for line in lines), lines
+        model_id = lines[-1].removeprefix("model: ")
+        models = _cli(env, "app.cli", "models")
+        assert models.returncode == 0 and model_id in models.stdout and "translation" in models.stdout
+        bad = _cli(env, "app.cli", "submit", "--dataset", dataset_id, "--set", "model.n_heads=3")
+        assert bad.returncode != 0 and "error 422: model: d_model=64 is not divisible by n_heads=3" in bad.stderr
+    finally:
+        os.killpg(server.pid, signal.SIGINT)
+        server.wait(timeout=60)
