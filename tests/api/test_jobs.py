@@ -142,3 +142,30 @@ def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
     assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["latest_metrics"]["loss"]["step"] == 20_000
     since = client.get(f"/v1/jobs/{job_id}/metrics?since_step=19990", headers=alice).json()["series"]["loss"]
     assert since["steps"][0] == 19990 and since["total_points"] == 11
+
+
+def test_events_stream_metrics_progress_and_end(client, alice, parallel_id):
+    from app.db import metrics
+    from app.db.session import session_scope
+
+    job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
+    with session_scope() as session:
+        metrics.record(session, job_id, 1, {"train_loss": 5.0})
+        metrics.record(session, job_id, 2, {"train_loss": 4.0})
+    client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
+    with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=alice) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        text = "".join(response.iter_text())
+    events = [block for block in text.split("\n\n") if block.startswith(("id:", "event:"))]
+    kinds = [line.split(": ", 1)[1] for block in events for line in block.splitlines() if line.startswith("event:")]
+    assert kinds == ["metric", "metric", "progress", "end"]
+    first = json.loads(events[0].splitlines()[-1].removeprefix("data: "))
+    assert first == {"step": 1, "name": "train_loss", "value": 5.0}
+    progress = json.loads(events[2].splitlines()[-1].removeprefix("data: "))
+    assert progress["status"] == "cancelled"
+    # Resuming with Last-Event-ID skips what was already seen.
+    last_id = events[1].splitlines()[0].removeprefix("id: ")
+    with client.stream("GET", f"/v1/jobs/{job_id}/events", headers={**alice, "Last-Event-ID": last_id}) as response:
+        again = "".join(response.iter_text())
+    assert "event: metric" not in again and "event: end" in again
