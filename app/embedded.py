@@ -37,8 +37,10 @@ def local_key(settings: Settings) -> str:
 
 
 def worker_command(queue: str) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue,
-            "-c", "1", "-n", f"{queue}-{os.getpid()}@%h", "--loglevel", "INFO"]
+    """Training: one job at a time in a child process. Inference: threads, so requests can share a batch."""
+    pool = ["-P", "prefork", "-c", "1"] if queue == TRAINING_QUEUE else ["-P", "threads", "-c", "16"]
+    return [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue, *pool,
+            "-n", f"{queue}-{os.getpid()}@%h", "--loglevel", "INFO"]
 
 
 def api_command(settings: Settings) -> list[str]:

@@ -29,7 +29,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_url": settings.celery_broker_url,
         "broker_transport_options": broker_transport_options(settings),
         "broker_connection_retry_on_startup": True,
-        "result_backend": None,  # results live in the database, which is the source of truth
+        # Only inference answers use the result backend; jobs and their results live in the database.
+        "result_backend": settings.celery_result_backend,
+        "result_expires": 3600,
+        "result_extended": False,
         "task_ignore_result": True,
         "task_serializer": "json",
         "accept_content": ["json"],

@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     data_dir: Path = Path("var")
     database_url: str = ""  # default: sqlite:///<data_dir>/service.db
     celery_broker_url: str = ""  # default: sqla+sqlite:///<data_dir>/broker.db
+    # Where inference answers travel back to the API; default: the Redis broker, or db+sqlite:///<data_dir>/results.db
+    celery_result_backend: str = ""
     artifact_root: str = ""  # default: <data_dir>/artifacts
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
@@ -48,6 +50,10 @@ class Settings(BaseSettings):
     max_beam_size: int = Field(16, ge=1)
     max_top_k: int = Field(50, ge=1)
     inference_timeout_seconds: float = Field(30.0, gt=0)
+    inference_queue_limit: int = Field(256, ge=1)  # waiting inference requests before 503 + Retry-After
+    inference_cache_models: int = Field(4, ge=1)  # models kept loaded per inference worker process
+    inference_max_batch: int = Field(64, ge=1)  # sentences decoded together
+    inference_batch_wait_ms: float = Field(5.0, ge=0, le=1000)  # how long a batch waits for company
     health_timeout_seconds: float = Field(2.0, gt=0)
 
     @model_validator(mode="after")
@@ -57,6 +63,9 @@ class Settings(BaseSettings):
             self.database_url = f"sqlite:///{data_dir / 'service.db'}"
         if not self.celery_broker_url:
             self.celery_broker_url = f"sqla+sqlite:///{data_dir / 'broker.db'}"
+        if not self.celery_result_backend:
+            self.celery_result_backend = (f"db+sqlite:///{data_dir / 'results.db'}" if
+                                          self.celery_broker_url.startswith("sqla+") else self.celery_broker_url)
         if not self.artifact_root:
             self.artifact_root = str(data_dir / "artifacts")
         problems: list[str] = []

@@ -8,3 +8,7 @@ QUEUES = (TRAINING_QUEUE, INFERENCE_QUEUE)
 
 PING = "service.ping"
 TRAIN = "service.train"
+TRANSLATE = "service.translate"
+FILL_MASK = "service.fill_mask"
+ATTENTION = "service.attention"
+NEIGHBORS = "service.neighbors"

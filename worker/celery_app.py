@@ -12,7 +12,7 @@ from worker import heartbeat
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 app = make_celery("worker")
-app.conf.include = ["worker.tasks.ping", "worker.tasks.training"]
+app.conf.include = ["worker.tasks.ping", "worker.tasks.training", "worker.tasks.inference"]
 
 
 @worker_ready.connect

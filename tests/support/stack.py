@@ -60,9 +60,11 @@ class Processes:
                            "--port", str(port), "--log-level", "warning"], env)
         return f"http://127.0.0.1:{port}"
 
-    def start_worker(self, env: dict[str, str], queues: str, name: str) -> subprocess.Popen:
+    def start_worker(self, env: dict[str, str], queues: str, name: str, pool: str = "prefork",
+                     concurrency: int = 1) -> subprocess.Popen:
         return self.start(name, [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
-                                 "-Q", queues, "-c", "1", "-n", f"{name}@%h", "--loglevel", "INFO"], env)
+                                 "-Q", queues, "-P", pool, "-c", str(concurrency), "-n", f"{name}@%h",
+                                 "--loglevel", "INFO"], env)
 
     def log(self, name: str) -> str:
         return (self.log_dir / f"{name}.log").read_text(errors="replace")

@@ -1,0 +1,108 @@
+"""Inference and introspection of a trained model: translate, fill-mask, attention, neighbours, anatomy."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from app import inference
+from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.errors import unprocessable
+from app.api.models import owned_model
+from app.schemas.inference import (AnatomyResponse, AttentionRequest, AttentionResponse, FillMaskRequest,
+                                   FillMaskResponse, NeighborsResponse, TranslateRequest, TranslateResponse)
+from app.settings import Settings
+from app.tasks import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
+from model.anatomy import count_parameters, estimate_memory, parameter_groups
+from model.config import ModelConfig
+
+router = APIRouter(prefix="/v1/models", tags=["inference"])
+ERRORS = {404: {"description": "Not found"}, 422: {"description": "Invalid request or over a limit"},
+          503: {"description": "Queue full or broker down"}, 504: {"description": "No worker answered in time"}}
+
+
+def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
+    if len(texts) > settings.max_texts_per_request:
+        raise unprocessable(field, f"{len(texts)} texts exceed the limit of {settings.max_texts_per_request} per "
+                                   f"request (MAX_TEXTS_PER_REQUEST)")
+    for i, text in enumerate(texts):
+        if len(text) > settings.max_chars_per_text:
+            raise unprocessable(f"{field}.{i}" if field == "texts" else field,
+                                f"{len(text)} characters exceed the limit of {settings.max_chars_per_text} "
+                                f"(MAX_CHARS_PER_TEXT)")
+        if not text.strip():
+            raise unprocessable(f"{field}.{i}" if field == "texts" else field, "text is empty")
+
+
+@router.post("/{model_id}/translate", response_model=TranslateResponse, responses=ERRORS)
+def translate(model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep,
+              key: CurrentKey) -> TranslateResponse:
+    model = owned_model(session, model_id, key.owner_id)
+    if model.objective != "translation":
+        raise unprocessable("", f"model {model_id} was trained for {model.objective}; translate needs a "
+                                f"translation model")
+    _check_texts(settings, body.texts, "texts")
+    if body.beam_size > settings.max_beam_size:
+        raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    if body.n_best > body.beam_size:
+        raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
+    session.close()  # do not hold a connection while a worker decodes
+    answer, elapsed = inference.call(settings, TRANSLATE, [model_id, body.texts],
+                                     {"beam_size": body.beam_size, "n_best": body.n_best,
+                                      "max_length": body.max_length, "return_alignment": body.return_alignment})
+    return TranslateResponse(translations=answer["translations"], model_id=model_id, elapsed_ms=round(elapsed, 2))
+
+
+@router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=ERRORS)
+def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep,
+              key: CurrentKey) -> FillMaskResponse:
+    model = owned_model(session, model_id, key.owner_id)
+    if model.objective != "denoising":
+        raise unprocessable("", f"model {model_id} was trained for {model.objective}; fill-mask needs a "
+                                f"denoising model")
+    _check_texts(settings, [body.text], "text")
+    if "<mask>" not in body.text:
+        raise unprocessable("text", "text has no <mask> to fill")
+    if body.top_k > settings.max_top_k:
+        raise unprocessable("top_k", f"top_k={body.top_k} exceeds MAX_TOP_K={settings.max_top_k}")
+    session.close()
+    answer, elapsed = inference.call(settings, FILL_MASK, [model_id, body.text, body.top_k])
+    return FillMaskResponse(masks=answer["masks"], model_id=model_id, elapsed_ms=round(elapsed, 2))
+
+
+@router.post("/{model_id}/attention", response_model=AttentionResponse, responses=ERRORS)
+def attention(model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep,
+              key: CurrentKey) -> AttentionResponse:
+    owned_model(session, model_id, key.owner_id)
+    _check_texts(settings, [body.text], "text")
+    if body.target is not None:
+        _check_texts(settings, [body.target], "target")
+    session.close()
+    answer, _ = inference.call(settings, ATTENTION, [model_id, body.text, body.target])
+    return AttentionResponse(**answer)
+
+
+@router.get("/{model_id}/neighbors", response_model=NeighborsResponse, responses=ERRORS)
+def neighbors(model_id: str, session: SessionDep, settings: SettingsDep, key: CurrentKey,
+              token: Annotated[str, Query(min_length=1, max_length=100)],
+              k: Annotated[int, Query(ge=1, le=100)] = 10) -> NeighborsResponse:
+    owned_model(session, model_id, key.owner_id)
+    session.close()
+    answer, _ = inference.call(settings, NEIGHBORS, [model_id, token, k])
+    return NeighborsResponse(**answer)
+
+
+@router.get("/{model_id}/anatomy", response_model=AnatomyResponse, responses={404: {"description": "Not found"}})
+def anatomy(model_id: str, session: SessionDep, key: CurrentKey,
+            tokens_per_batch: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> AnatomyResponse:
+    """Parameters by component and memory estimates, computed from the stored config (no worker needed)."""
+    model = owned_model(session, model_id, key.owner_id)
+    config = ModelConfig.from_dict(model.config)
+    if tokens_per_batch is None:
+        job_config = model.job.training_config if model.job else {}
+        tokens_per_batch = job_config.get("max_tokens_per_batch", 4096)
+    counts = count_parameters(config)
+    return AnatomyResponse(model_id=model_id, total_parameters=counts["total"], by_component=counts["by_component"],
+                           by_kind=counts["by_kind"], parameters=parameter_groups(config),
+                           memory=estimate_memory(config, tokens_per_batch), tokens_per_batch=tokens_per_batch)

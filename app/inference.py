@@ -1,0 +1,55 @@
+"""Sending an inference task and waiting for its answer (the API side of the inference queue)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+from fastapi import HTTPException, status
+
+from app.queueing import get_sender
+from app.settings import Settings
+from app.tasks import INFERENCE_QUEUE
+
+
+def queue_depth() -> int:
+    """Messages waiting in the inference queue (Redis LLEN, or a row count on the SQLite transport)."""
+    with get_sender().connection_for_write() as connection:
+        return int(connection.default_channel._size(INFERENCE_QUEUE))
+
+
+def call(settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> tuple[dict, float]:
+    """Run `task` on an inference worker; returns (answer, elapsed ms) or raises the HTTP error to send."""
+    started = time.perf_counter()
+    try:
+        depth = queue_depth()
+    except Exception as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"broker unavailable: {type(exc).__name__}",
+                            headers={"Retry-After": "5"}) from exc
+    if depth >= settings.inference_queue_limit:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
+                            f"{depth} inference requests are waiting (INFERENCE_QUEUE_LIMIT="
+                            f"{settings.inference_queue_limit}); try again shortly", headers={"Retry-After": "2"})
+    timeout = settings.inference_timeout_seconds
+    try:
+        result = get_sender().send_task(task, args=args, kwargs=kwargs or {}, queue=INFERENCE_QUEUE, expires=timeout)
+    except Exception as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"broker unavailable: {type(exc).__name__}",
+                            headers={"Retry-After": "5"}) from exc
+    try:
+        answer = result.get(timeout=timeout, interval=0.005, propagate=True)
+    except CeleryTimeout as exc:
+        result.forget()
+        raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, f"no inference worker answered within {timeout:g}s "
+                                                             f"(INFERENCE_TIMEOUT_SECONDS)") from exc
+    except Exception as exc:  # the task raised: a bug on the worker, reported without its internals
+        raise HTTPException(status.HTTP_502_BAD_GATEWAY, f"the inference worker failed: {type(exc).__name__}") from exc
+    finally:
+        try:
+            result.forget()
+        except Exception:
+            pass
+    if "error" in answer:
+        raise HTTPException(answer["error"]["status"], answer["error"]["detail"])
+    return answer, (time.perf_counter() - started) * 1000

@@ -1,0 +1,114 @@
+"""Schemas of inference and introspection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from app.schemas.common import Input, Output
+
+
+class TranslateRequest(Input):
+    texts: list[str] = Field(min_length=1)
+    beam_size: int = Field(4, ge=1)
+    max_length: int | None = Field(None, ge=1, le=16384, description="most target tokens; default 2 x source + 10")
+    n_best: int = Field(1, ge=1)
+    return_alignment: bool = False
+
+
+class Alignment(Output):
+    source_tokens: list[str]
+    target_tokens: list[str]
+    pairs: list[list[int]] = Field(description="[target index, source index]: the source token each target token attends to most")
+
+
+class Alternative(Output):
+    text: str
+    score: float
+
+
+class Translation(Output):
+    text: str
+    score: float = Field(description="log-probability divided by the GNMT length penalty (alpha 0.6)")
+    alternatives: list[Alternative] | None = None
+    alignment: Alignment | None = None
+    split: bool = Field(False, description="true when the text was longer than the model's maximum length and "
+                                           "was translated sentence by sentence")
+    pieces: int | None = None
+
+
+class TranslateResponse(Output):
+    translations: list[Translation]
+    model_id: str
+    elapsed_ms: float
+
+
+class FillMaskRequest(Input):
+    text: str = Field(min_length=1, description="text with one or more <mask>")
+    top_k: int = Field(5, ge=1)
+
+
+class Candidate(Output):
+    token: str
+    score: float
+    sequence: str
+
+
+class MaskFill(Output):
+    position: int = Field(description="which <mask>, counting from 0")
+    char_offset: int
+    candidates: list[Candidate]
+
+
+class FillMaskResponse(Output):
+    masks: list[MaskFill]
+    model_id: str
+    elapsed_ms: float
+
+
+class AttentionRequest(Input):
+    text: str = Field(min_length=1)
+    target: str | None = Field(None, description="default: the model's own greedy translation")
+
+
+class AttentionResponse(Output):
+    model_id: str
+    source: str
+    target: str
+    source_tokens: list[str]
+    target_tokens: list[str]
+    encoder_self: list[Any] = Field(description="[layer][head][query][key]")
+    decoder_self: list[Any]
+    cross: list[Any] = Field(description="[layer][head][target position][source position]")
+
+
+class Neighbor(Output):
+    token: str
+    id: int
+    similarity: float
+
+
+class NeighborsResponse(Output):
+    model_id: str
+    token: str
+    neighbors: list[Neighbor]
+
+
+class ParameterGroup(Output):
+    component: str
+    name: str
+    symbol: str
+    shape: list[int]
+    count: int
+
+
+class AnatomyResponse(Output):
+    model_id: str
+    total_parameters: int
+    by_component: dict[str, int]
+    by_kind: dict[str, int]
+    parameters: list[ParameterGroup]
+    memory: dict[str, int] = Field(description="bytes: weights, gradients, Adam state, activations for the "
+                                               "training batch, training total, inference")
+    tokens_per_batch: int
