@@ -13,10 +13,22 @@ from app.settings import Settings
 from app.tasks import INFERENCE_QUEUE
 
 
-def queue_depth() -> int:
+DEPTH_TTL = 0.25  # seconds a queue-depth reading is reused: the bound is coarse, the check must be cheap
+_depth: tuple[float, int] = (0.0, 0)
+
+
+def _read_depth() -> int:
     """Messages waiting in the inference queue (Redis LLEN, or a row count on the SQLite transport)."""
     with get_sender().connection_for_write() as connection:
         return int(connection.default_channel._size(INFERENCE_QUEUE))
+
+
+def queue_depth() -> int:
+    global _depth
+    now = time.monotonic()
+    if now - _depth[0] > DEPTH_TTL:
+        _depth = (now, _read_depth())
+    return _depth[1]
 
 
 def call(settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> tuple[dict, float]:
@@ -38,18 +50,12 @@ def call(settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] 
         raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"broker unavailable: {type(exc).__name__}",
                             headers={"Retry-After": "5"}) from exc
     try:
-        answer = result.get(timeout=timeout, interval=0.005, propagate=True)
+        answer = result.get(timeout=timeout, interval=0.005, propagate=True)  # results expire on their own
     except CeleryTimeout as exc:
-        result.forget()
         raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, f"no inference worker answered within {timeout:g}s "
                                                              f"(INFERENCE_TIMEOUT_SECONDS)") from exc
     except Exception as exc:  # the task raised: a bug on the worker, reported without its internals
         raise HTTPException(status.HTTP_502_BAD_GATEWAY, f"the inference worker failed: {type(exc).__name__}") from exc
-    finally:
-        try:
-            result.forget()
-        except Exception:
-            pass
     if "error" in answer:
         raise HTTPException(answer["error"]["status"], answer["error"]["detail"])
     return answer, (time.perf_counter() - started) * 1000

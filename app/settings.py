@@ -53,7 +53,8 @@ class Settings(BaseSettings):
     inference_queue_limit: int = Field(256, ge=1)  # waiting inference requests before 503 + Retry-After
     inference_cache_models: int = Field(4, ge=1)  # models kept loaded per inference worker process
     inference_max_batch: int = Field(64, ge=1)  # sentences decoded together
-    inference_batch_wait_ms: float = Field(5.0, ge=0, le=1000)  # how long a batch waits for company
+    # How long a batch waits for company. 0: none, requests that arrive while a batch decodes form the next one.
+    inference_batch_wait_ms: float = Field(0.0, ge=0, le=1000)
     health_timeout_seconds: float = Field(2.0, gt=0)
 
     @model_validator(mode="after")

@@ -1,0 +1,163 @@
+"""Latency and throughput of POST /v1/models/{id}/translate against a direct in-process call.
+
+Starts the real service (uvicorn + one inference worker with a thread pool) on this machine's PostgreSQL
+and Redis, with a `small` model trained for a minute on the demo numbers task (quality is irrelevant; the
+same sentence is decoded on both sides). Measures, alternating rounds:
+
+  direct      translate() in this process, one sentence, beam 4
+  http        the same sentence through HTTP -> API -> Redis -> worker -> Redis -> API, sequentially
+  concurrent  32 clients at once (each sends its requests back to back), sentences/second
+
+Prints human lines, then one JSON object as the last line: p50/p95 of each, the overhead
+(http p50 - direct p50) and `ratio` = concurrent throughput / sequential throughput (higher is better;
+the goal is >= 3, from micro-batching).
+
+    .venv/bin/python bench/serve_latency.py [--requests 200] [--clients 32]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from model.checkpoint import checkpoint_sha256, load_model, save_checkpoint  # noqa: E402
+from model.demo import numbers_to_words_task  # noqa: E402
+from model.inference import translate  # noqa: E402
+from model.training import TrainConfig, prepare, train  # noqa: E402
+from tests.support import services  # noqa: E402
+from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
+
+SENTENCE = "three hundred and forty two"
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def train_small_model(folder: Path, preset: str = "small") -> Path:
+    data = prepare("translation", numbers_to_words_task(900), preset=preset, vocab_size=500, max_len=40, seed=0)
+    result = train(data, TrainConfig(max_steps=60, warmup_steps=30, eval_every=60, checkpoint_every=60,
+                                     max_tokens_per_batch=2048, eval_max_sentences=20), folder / "ckpt")
+    model, tokenizer, meta = load_model(result.model_checkpoint)
+    return save_checkpoint(folder / "model", model, tokenizer, "translation", step=result.step, kind="model")
+
+
+def register_model(database_url: str, owner: str, model_dir: Path, artifacts: Path) -> str:
+    """Rows for a model made outside a job (as an admin import would), files under the artifact root."""
+    import shutil
+
+    from sqlalchemy import create_engine, text
+
+    model_id = str(uuid.uuid4())
+    shutil.copytree(model_dir, artifacts / "models" / model_id)
+    engine = create_engine(database_url.replace("postgresql+psycopg", "postgresql+psycopg"))
+    ids = {"d": str(uuid.uuid4()), "j": str(uuid.uuid4()), "m": model_id}
+    with engine.begin() as c:
+        o = c.execute(text("SELECT id FROM owners WHERE name = :n"), {"n": owner}).scalar()
+        c.execute(text("INSERT INTO datasets (id, owner_id, name, kind, format, rows, size_bytes, sha256, stats, "
+                       "storage_key, created_at) VALUES (:d, :o, 'bench', 'parallel', 'jsonl', 1, 1, '', '{}', 'x', now())"),
+                  {**ids, "o": o})
+        c.execute(text("INSERT INTO jobs (id, owner_id, dataset_id, objective, model_config, training_config, status, "
+                       "attempt, max_attempts, cancel_requested, request_sha256, step, total_steps, tokens_seen, "
+                       "created_at, updated_at) VALUES (:j, :o, :d, 'translation', '{}', '{}', 'succeeded', 1, 3, "
+                       "false, '', 1, 1, 0, now(), now())"), {**ids, "o": o})
+        c.execute(text("INSERT INTO models (id, owner_id, job_id, objective, config, tokenizer_fingerprint, metrics, "
+                       "source, parameters, storage_key, sha256, size_bytes, created_at) VALUES (:m, :o, :j, "
+                       "'translation', '{}', '', '{}', 'bench', 1, :k, :s, 1, now())"),
+                  {**ids, "o": o, "k": f"models/{model_id}", "s": checkpoint_sha256(model_dir)})
+    engine.dispose()
+    return model_id
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--preset", default="small", help="model size served (tiny, small, base)")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+
+    tmp = Path(tempfile.mkdtemp(prefix="serve-bench-"))
+    model_dir = train_small_model(tmp, args.preset)
+    model, tokenizer, _ = load_model(model_dir)
+
+    admin = services.postgres_url()
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    services.create_database(admin, name)
+    env = service_env(DATABASE_URL=services.with_database(admin, name), CELERY_BROKER_URL=services.redis_url(),
+                      DATA_DIR=str(tmp / "var"), ARTIFACT_ROOT=str(tmp / "artifacts"), OMP_NUM_THREADS="1",
+                      MAX_TEXTS_PER_REQUEST="64", INFERENCE_QUEUE_LIMIT="10000")
+    run_cli(env, "migrate")
+    processes = Processes(tmp)
+    url = processes.start_api(env, free_port())
+    processes.start_worker(env, "inference", "bench-server", pool="threads", concurrency=args.clients)
+    try:
+        wait_for(healthy_with_workers(url, 1), timeout=90, what="the service")
+        key = create_key(env, "bench")
+        model_id = register_model(env["DATABASE_URL"], "bench", model_dir, tmp / "artifacts")
+        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60,
+                              limits=httpx.Limits(max_connections=args.clients * 2))
+        body = {"texts": [SENTENCE], "beam_size": 4}
+        client.post(f"/v1/models/{model_id}/translate", json=body).raise_for_status()  # load the model
+
+        def http_once() -> float:
+            t0 = time.perf_counter()
+            client.post(f"/v1/models/{model_id}/translate", json=body).raise_for_status()
+            return (time.perf_counter() - t0) * 1000
+
+        def direct_once() -> float:
+            t0 = time.perf_counter()
+            translate(model, tokenizer, [SENTENCE], beam_size=4)
+            return (time.perf_counter() - t0) * 1000
+
+        direct, http, sequential_rates, concurrent_rates = [], [], [], []
+        for _ in range(args.rounds):
+            direct += [direct_once() for _ in range(args.requests // args.rounds)]
+            t0 = time.perf_counter()
+            latencies = [http_once() for _ in range(args.requests // args.rounds)]
+            sequential_rates.append(len(latencies) / (time.perf_counter() - t0))
+            http += latencies
+            n = args.clients * 4
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(args.clients) as pool:
+                list(pool.map(lambda _: http_once(), range(n)))
+            concurrent_rates.append(n / (time.perf_counter() - t0))
+    finally:
+        processes.stop()
+        services.drop_database(admin, name)
+
+    result = {
+        "direct_p50_ms": round(statistics.median(direct), 2), "direct_p95_ms": round(percentile(direct, 0.95), 2),
+        "http_p50_ms": round(statistics.median(http), 2), "http_p95_ms": round(percentile(http, 0.95), 2),
+        "overhead_p50_ms": round(statistics.median(http) - statistics.median(direct), 2),
+        "sequential_sent_per_s": round(statistics.median(sequential_rates), 1),
+        "concurrent_sent_per_s": round(statistics.median(concurrent_rates), 1),
+        "clients": args.clients, "requests": args.requests, "threads": 1, "preset": args.preset,
+    }
+    result["ratio"] = round(result["concurrent_sent_per_s"] / result["sequential_sent_per_s"], 2)
+    print(f"direct call     p50 {result['direct_p50_ms']} ms  p95 {result['direct_p95_ms']} ms")
+    print(f"HTTP + Celery   p50 {result['http_p50_ms']} ms  p95 {result['http_p95_ms']} ms  "
+          f"(overhead p50 {result['overhead_p50_ms']} ms)")
+    print(f"throughput      sequential {result['sequential_sent_per_s']}/s, {args.clients} clients "
+          f"{result['concurrent_sent_per_s']}/s  -> x{result['ratio']}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
