@@ -1,0 +1,86 @@
+"""Acceptance: tiny models trained through prepare() + train() learn three toy tasks, judged on held-out data.
+
+Each test trains on CPU in well under a minute; seeds are fixed, so results repeat. The models are read back
+from their checkpoints with load_model, as the inference worker will.
+"""
+
+from collections.abc import Iterator, Sequence
+
+import pytest
+import torch
+
+from model.batching import Example, collate
+from model.checkpoint import load_model
+from model.demo import grammar_cloze, grammar_sentences, numbers_to_words_task, reverse_task, split_numbers
+from model.tokenizer import Tokenizer
+from model.training import TrainConfig, prepare, train, translate_examples
+from model.transformer import Transformer
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    """Tiny models gain nothing from intra-op threads, and on a busy machine (CI runs workers beside the tests)
+    two OpenMP threads sharing two cores run several times slower than one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def exact_match(model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]]) -> float:
+    examples = [Example(tokenizer.encode(src), []) for src, _ in pairs]
+    outputs = tokenizer.decode_batch(translate_examples(model, examples))
+    return sum(out == tgt for out, (_, tgt) in zip(outputs, pairs)) / len(pairs)
+
+
+def toy_config(max_steps: int, **overrides) -> TrainConfig:
+    return TrainConfig(**{**dict(max_steps=max_steps, max_tokens_per_batch=1024, warmup_steps=100, peak_lr=1e-3,
+                                 eval_every=10_000, checkpoint_every=10_000, eval_max_sentences=50), **overrides})
+
+
+def test_tiny_model_learns_to_reverse_held_out_sequences(tmp_path):
+    pairs = reverse_task(4000, vocab=20, min_len=3, max_len=10, seed=0)
+    seen = {src for src, _ in pairs}
+    held_out = [p for p in reverse_task(400, vocab=20, min_len=3, max_len=10, seed=1) if p[0] not in seen][:200]
+    data = prepare("translation", pairs, preset="tiny", vocab_size=300, max_len=16, seed=0)
+    result = train(data, toy_config(1000), tmp_path)
+    model, tokenizer, _ = load_model(result.model_checkpoint)
+    accuracy = exact_match(model, tokenizer, held_out)
+    assert len(held_out) == 200 and accuracy >= 0.95, f"exact match {accuracy:.3f}"
+
+
+def test_tiny_model_translates_held_out_english_numbers_to_german(tmp_path):
+    train_numbers, held_out_numbers = split_numbers(0, 999, held_out=0.1, seed=0)
+    pairs = numbers_to_words_task(len(train_numbers), seed=0, numbers=train_numbers)
+    held_out = numbers_to_words_task(len(held_out_numbers), seed=0, numbers=held_out_numbers)
+    assert {s for s, _ in pairs}.isdisjoint(s for s, _ in held_out)
+    data = prepare("translation", pairs, preset="tiny", vocab_size=400, max_len=32, seed=0)
+    result = train(data, toy_config(300), tmp_path)
+    model, tokenizer, _ = load_model(result.model_checkpoint)
+    accuracy = exact_match(model, tokenizer, held_out)
+    assert accuracy >= 0.8, f"exact match {accuracy:.3f} on {len(held_out)} held-out numbers"
+
+
+@torch.no_grad()
+def fill_mask_top1(model: Transformer, tokenizer: Tokenizer, masked: str) -> int:
+    """The decoder rewrites the whole sentence; with one <mask> per token, target position j is source
+    position j, so the answer is the argmax at the mask's position given the (unmasked) words before it."""
+    ids = tokenizer.encode(masked)
+    j = ids.index(tokenizer.mask_id)
+    batch = collate([Example(ids, ids)])  # only ids[:j] reach position j through the causal mask
+    return int(model(batch.src, batch.tgt_in)[0, j].argmax())
+
+
+def test_tiny_denoising_model_fills_masked_words_of_the_grammar(tmp_path):
+    data = prepare("denoising", grammar_sentences(2000, seed=0), preset="tiny", vocab_size=500, max_len=32,
+                   seed=0, noise="token", mask_ratio=0.15)
+    result = train(data, toy_config(300), tmp_path)
+    model, tokenizer, meta = load_model(result.model_checkpoint)
+    assert meta["objective"] == "denoising"
+    cloze = grammar_cloze(200, seed=1)
+    answers = [tokenizer.encode(" " + answer) for _, answer in cloze]
+    assert all(len(a) == 1 for a in answers)  # every answer word is one token
+    correct = sum(fill_mask_top1(model, tokenizer, masked) == a[0] for (masked, _), a in zip(cloze, answers))
+    assert correct / len(cloze) >= 0.8, f"top-1 {correct / len(cloze):.3f}"
