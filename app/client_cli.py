@@ -102,7 +102,7 @@ def status_line(job: dict) -> str:
     p = job["progress"]
     metrics = job.get("latest_metrics") or {}
     shown = " ".join(f"{name}={metrics[name]['value']:.4g}" for name in
-                     ("train_loss", "valid_loss", "bleu", "exact_match", "mask_accuracy") if name in metrics)
+                     ("train_loss", "valid_loss", "bleu", "exact_match", "masked_token_accuracy") if name in metrics)
     speed = f"{p['tokens_per_second']:.0f} tok/s" if p["tokens_per_second"] else ""
     return (f"{job['status']:<9} {_bar(p['fraction'])} {p['step']}/{p['total_steps']} "
             f"{speed} ETA {_duration(p['eta_seconds'])} {shown}").rstrip()

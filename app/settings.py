@@ -41,6 +41,7 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(10, ge=1, le=300)
     job_redispatch_seconds: int = Field(600, ge=5)  # re-send a queued job's message after this long unclaimed
     worker_memory_limit_gb: float = Field(16.0, gt=0)
+    torch_threads: int = Field(0, ge=0, le=512)  # CPU threads per worker process; 0 = PyTorch's default
 
     # Request limits.
     max_upload_mb: int = Field(100, ge=1, le=10_000)

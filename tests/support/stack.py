@@ -24,7 +24,8 @@ def free_port() -> int:
 def service_env(**overrides: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "DATA_DIR", "PORT", "HOST")}
-    env.update(PYTHONUNBUFFERED="1", **overrides)
+    # One torch thread per worker: the test processes share two cores, where more threads run slower.
+    env.update(PYTHONUNBUFFERED="1", TORCH_THREADS="1", **overrides)
     return env
 
 
