@@ -52,6 +52,9 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
         raise unprocessable("training.max_tokens_per_batch",
                             f"max_tokens_per_batch={training.max_tokens_per_batch} cannot hold one sentence of "
                             f"max_length={training.max_length} tokens")
+    if training.average_last > training.keep_checkpoints:
+        raise unprocessable("training.average_last", f"average_last={training.average_last} needs keep_checkpoints "
+                                                     f">= {training.average_last}, got {training.keep_checkpoints}")
     memory = estimate_memory(config, training.max_tokens_per_batch)["training_total_bytes"]
     if memory > settings.worker_memory_limit_gb * GB:
         raise unprocessable("training.max_tokens_per_batch",

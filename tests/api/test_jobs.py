@@ -50,6 +50,8 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
          "cannot hold one sentence"),
         ({"model": {"preset": "big", "vocab_size": 64000}, "training": {"max_tokens_per_batch": 200000}},
          ["body", "training", "max_tokens_per_batch"], "WORKER_MEMORY_LIMIT_GB"),
+        ({"training": {"average_last": 5, "keep_checkpoints": 3}}, ["body", "training", "average_last"],
+         "needs keep_checkpoints >= 5"),
         ({"training": {"learning_rate": 1}}, ["body", "training", "learning_rate"], "Extra inputs are not permitted"),
         ({"status": "succeeded"}, ["body", "status"], "Extra inputs are not permitted"),
         ({"owner": "bob"}, ["body", "owner"], "Extra inputs are not permitted"),
