@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, Query, Response, UploadFile, status
-from sqlalchemy import func, select
+from fastapi import APIRouter, File, Form, Response, UploadFile, status
+from sqlalchemy import select
 
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import conflict, not_found, unprocessable
+from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import get_store
 from app.db.base import new_id
 from app.db.jobs import ACTIVE_STATES
@@ -78,13 +79,9 @@ def upload_dataset(
 
 
 @router.get("", response_model=Page[DatasetPublic])
-def list_datasets(session: SessionDep, key: CurrentKey, limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                  offset: Annotated[int, Query(ge=0)] = 0) -> Page[DatasetPublic]:
-    query = select(Dataset).where(Dataset.owner_id == key.owner_id)
-    total = session.scalar(select(func.count()).select_from(query.subquery()))
-    rows = session.scalars(query.order_by(Dataset.created_at.desc(), Dataset.id).limit(limit).offset(offset))
-    return Page[DatasetPublic](data=[DatasetPublic.model_validate(d) for d in rows], total=total,
-                               limit=limit, offset=offset)
+def list_datasets(session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0) -> Page[DatasetPublic]:
+    return paginate(session, select(Dataset).where(Dataset.owner_id == key.owner_id),
+                    (Dataset.created_at.desc(), Dataset.id), limit, offset, DatasetPublic.model_validate)
 
 
 @router.get("/{dataset_id}", response_model=DatasetPublic, responses={404: {"description": "Not found"}})

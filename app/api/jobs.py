@@ -10,11 +10,12 @@ from typing import Annotated
 from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from app import jobs as job_service
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import conflict, not_found
+from app.api.pagination import Limit, Offset, paginate
 from app.db import metrics as metric_rows
 from app.db.jobs import TERMINAL_STATES, mark_dispatched, request_cancel
 from app.db.models import Checkpoint, Job, Metric, TrainedModel
@@ -84,14 +85,12 @@ def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, key:
 
 @router.get("", response_model=Page[JobPublic])
 def list_jobs(session: SessionDep, key: CurrentKey, status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
-              limit: Annotated[int, Query(ge=1, le=500)] = 50, offset: Annotated[int, Query(ge=0)] = 0) -> Page[JobPublic]:
+              limit: Limit = 50, offset: Offset = 0) -> Page[JobPublic]:
     query = select(Job).where(Job.owner_id == key.owner_id)
     if status_filter:
         query = query.where(Job.status == status_filter)
-    total = session.scalar(select(func.count()).select_from(query.subquery()))
-    rows = session.scalars(query.order_by(Job.created_at.desc(), Job.id).limit(limit).offset(offset))
-    return Page[JobPublic](data=[job_public(session, j, detail=False) for j in rows], total=total,
-                           limit=limit, offset=offset)
+    return paginate(session, query, (Job.created_at.desc(), Job.id), limit, offset,
+                    lambda job: job_public(session, job, detail=False))
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query, Response, status
-from sqlalchemy import func, select
+from fastapi import APIRouter, Response, status
+from sqlalchemy import select
 
 from app.api.deps import CurrentKey, SessionDep
 from app.api.errors import not_found
+from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import get_store
 from app.db.models import TrainedModel
 from app.schemas.common import Page
@@ -25,12 +24,9 @@ def owned_model(session, model_id: str, owner_id: str) -> TrainedModel:
 
 
 @router.get("", response_model=Page[ModelPublic])
-def list_models(session: SessionDep, key: CurrentKey, limit: Annotated[int, Query(ge=1, le=500)] = 50,
-                offset: Annotated[int, Query(ge=0)] = 0) -> Page[ModelPublic]:
-    query = select(TrainedModel).where(TrainedModel.owner_id == key.owner_id)
-    total = session.scalar(select(func.count()).select_from(query.subquery()))
-    rows = session.scalars(query.order_by(TrainedModel.created_at.desc(), TrainedModel.id).limit(limit).offset(offset))
-    return Page[ModelPublic](data=[ModelPublic.model_validate(m) for m in rows], total=total, limit=limit, offset=offset)
+def list_models(session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0) -> Page[ModelPublic]:
+    return paginate(session, select(TrainedModel).where(TrainedModel.owner_id == key.owner_id),
+                    (TrainedModel.created_at.desc(), TrainedModel.id), limit, offset, ModelPublic.model_validate)
 
 
 @router.get("/{model_id}", response_model=ModelPublic, responses={404: {"description": "Not found"}})
