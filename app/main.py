@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app.api import datasets, health, inference, jobs, models, pings
+from app.api import dashboard, datasets, estimate, health, inference, jobs, models, pings
 from app.api.limits import BodySizeLimit
 
 
@@ -20,6 +20,8 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(models.router)
     app.include_router(inference.router)
+    app.include_router(estimate.router)
+    app.include_router(dashboard.router)
     app.add_middleware(BodySizeLimit)
     return app
 

@@ -21,6 +21,31 @@ FILENAME = "tokenizer.json"
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256
 
 
+def _byte_symbols() -> dict[str, int]:
+    """Byte-level BPE's printable stand-in for each byte (GPT-2's table), mapped back to the byte."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), 256))
+    symbols, extra = {}, 0
+    for b in range(256):
+        if b in printable:
+            symbols[chr(b)] = b
+        else:
+            symbols[chr(256 + extra)] = b
+            extra += 1
+    return symbols
+
+
+_BYTE_OF_SYMBOL = _byte_symbols()
+
+
+def readable_token(token: str) -> str:
+    """A vocabulary entry as people read it: its bytes as UTF-8 (a partial character shows as U+FFFD) and
+    a leading space as "▁" (SentencePiece's mark); special tokens unchanged. "ĠfÃ¼nf" -> "▁fünf"."""
+    if token in SPECIAL_TOKENS or any(c not in _BYTE_OF_SYMBOL for c in token):
+        return token
+    text = bytes(_BYTE_OF_SYMBOL[c] for c in token).decode("utf-8", errors="replace")
+    return "\u2581" + text[1:] if text.startswith(" ") else text
+
+
 def _special_tokens() -> list[AddedToken]:
     # lstrip on <mask>: "the cat <mask> on" absorbs the space before <mask>, so the input looks exactly like
     # training data where a space-prefixed token ("Ġsat") was replaced by <mask> (RoBERTa does the same).

@@ -125,3 +125,12 @@ def test_tokenizer_with_other_special_ids_is_refused():
         Tokenizer.from_json_str(hf.to_str())
     with pytest.raises(ValueError, match="tokenizer.json"):
         Tokenizer.from_json_str("{not json")
+
+
+def test_readable_token_shows_utf8_and_the_space_mark():
+    from model.tokenizer import readable_token
+
+    tokenizer = Tokenizer.train(["fünf und fünfzig", "fünf"] * 50, 300)
+    pieces = [readable_token(tokenizer.id_to_token(i)) for i in tokenizer.encode(" fünf")]
+    assert "".join(pieces) == "\u2581fünf"
+    assert readable_token("</s>") == "</s>"

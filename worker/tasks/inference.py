@@ -18,6 +18,7 @@ from celery import shared_task
 from app.settings import get_settings
 from app.tasks import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
 from model.inference import capture_attention, embedding_neighbors, fill_mask, translate
+from model.tokenizer import readable_token
 from worker.serving.cache import LoadedModel, ModelCache, ModelUnavailable
 from worker.serving.microbatch import MicroBatcher
 
@@ -59,10 +60,6 @@ def _note_batch(size: int) -> None:
     del batch_sizes[:-1000]
 
 
-def _readable(token: str) -> str:
-    return token.replace("\u0120", "\u2581")  # byte-level BPE's leading-space mark as SentencePiece's "▁"
-
-
 def _translate_batch(key: tuple, texts: list[str]) -> list[dict[str, Any]]:
     model_id, beam_size, n_best, max_length, return_alignment = key
     loaded = cache().get(model_id)
@@ -91,8 +88,8 @@ def _public_translation(result: dict[str, Any], n_best: int, return_alignment: b
     if n_best > 1:
         out["alternatives"] = [{"text": a["text"], "score": a["score"]} for a in result.get("alternatives", [])]
     if return_alignment:
-        out["alignment"] = {"source_tokens": [_readable(t) for t in result["source_tokens"]],
-                            "target_tokens": [_readable(t) for t in result["tokens"]],
+        out["alignment"] = {"source_tokens": [readable_token(t) for t in result["source_tokens"]],
+                            "target_tokens": [readable_token(t) for t in result["tokens"]],
                             "pairs": [[t, s] for t, s in enumerate(result["alignment"])]}
     return out
 
@@ -167,7 +164,7 @@ def attention_task(model_id: str, text: str, target: str | None = None) -> dict[
     with torch.inference_mode():
         result = capture_attention(loaded.model, loaded.tokenizer, text, target)
     for name in ("source_tokens", "target_tokens"):
-        result[name] = [_readable(t) for t in result[name]]
+        result[name] = [readable_token(t) for t in result[name]]
     return {"model_id": model_id, **result}
 
 
@@ -178,5 +175,5 @@ def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
     with torch.inference_mode():
         found = embedding_neighbors(loaded.model, loaded.tokenizer, token, k)
     return {"model_id": model_id, "token": token,
-            "neighbors": [{"token": _readable(n["token"]), "id": n["id"], "similarity": n["similarity"]}
+            "neighbors": [{"token": readable_token(n["token"]), "id": n["id"], "similarity": n["similarity"]}
                           for n in found]}

@@ -1,0 +1,147 @@
+// Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/new, #/models, #/models/<id>), the jobs list.
+
+import { api, clearKey, getKey, setKey } from "./api.js";
+import { renderJob } from "./job.js";
+import { renderModel, renderModels } from "./model.js";
+import { renderNewJob } from "./newjob.js";
+import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
+
+const view = document.getElementById("view");
+const nav = document.getElementById("nav");
+const banner = document.getElementById("banner");
+let cleanup = null;
+
+export function showBanner(message) {
+  banner.textContent = message || "";
+  banner.hidden = !message;
+}
+
+function renderSignIn(container, message) {
+  nav.hidden = true;
+  const input = h("input", { id: "api-key", type: "password", autocomplete: "off", required: true,
+                             placeholder: "paste your API key", spellcheck: "false" });
+  const status = h("div", { id: "signin-error", "aria-live": "assertive" });
+  if (message) status.append(errorBox(message));
+  const button = h("button", { type: "submit" }, "Sign in");
+  const form = h("form", { class: "card signin", "aria-labelledby": "signin-title" },
+    h("h1", { id: "signin-title" }, "Sign in"),
+    h("p", { class: "muted" }, "Use an API key from ", h("code", {}, "python -m app.cli create-key NAME"),
+      " (or var/local-api-key). It is kept in this tab's session storage only."),
+    field("API key", input), status, button);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    status.replaceChildren();
+    button.disabled = true;
+    const key = input.value.trim();
+    try {
+      const me = await api("/v1/me", { key });
+      setKey(key);
+      sessionStorage.setItem("transformer.owner", me.owner);
+      route();
+    } catch (err) {
+      status.append(errorBox(`Sign-in failed: ${err.message}`));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  clear(container, form);
+  input.focus();
+  return null;
+}
+
+function renderJobs(container) {
+  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const filter = h("select", { id: "status-filter" },
+    ["", "queued", "running", "succeeded", "failed", "cancelled"].map((st) =>
+      h("option", { value: st, selected: st === (params.get("status") || "") }, st || "all")));
+  const body = h("tbody");
+  const note = h("div", { "aria-live": "polite" });
+  const table = h("table", { class: "jobs-table" },
+    h("caption", { class: "sr-only" }, "Training jobs"),
+    h("thead", {}, h("tr", {}, ["Job", "Objective", "Status", "Progress", "Step", "Tokens/s", "ETA", "Created"]
+      .map((t) => h("th", { scope: "col" }, t)))), body);
+  clear(container,
+    h("div", { class: "page-head" }, h("h1", {}, "Jobs"),
+      h("div", { class: "inline" }, field("Status", filter), h("a", { class: "button", href: "#/new" }, "New job"))),
+    note, h("div", { class: "card flush" }, table));
+  let timer = null, stopped = false, controller = null;
+  async function load() {
+    controller = new AbortController();
+    const q = filter.value ? `&status=${encodeURIComponent(filter.value)}` : "";
+    try {
+      const page = await api(`/v1/jobs?limit=100${q}`, { signal: controller.signal });
+      note.replaceChildren();
+      body.replaceChildren(...page.data.map(jobRow));
+      if (!page.data.length) {
+        body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" },
+          filter.value ? `No ${filter.value} jobs.` : "No jobs yet. ", filter.value ? "" : h("a", { href: "#/new" }, "Submit one."))));
+      }
+    } catch (err) {
+      if (err.name === "AbortError") return;
+      note.replaceChildren(errorBox(`Could not load jobs: ${err.message}`));
+    }
+    if (!stopped) timer = setTimeout(load, document.hidden ? 5000 : 2000);
+  }
+  filter.addEventListener("change", () => {
+    history.replaceState(null, "", filter.value ? `#/jobs?status=${filter.value}` : "#/jobs");
+    clearTimeout(timer);
+    controller?.abort();
+    load();
+  });
+  load();
+  return () => { stopped = true; clearTimeout(timer); controller?.abort(); };
+}
+
+function jobRow(job) {
+  const p = job.progress;
+  return h("tr", { "data-job": job.id, "data-status": job.status },
+    h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${job.id}` }, shortId(job.id)),
+      job.model_id ? h("a", { class: "small-link", href: `#/models/${job.model_id}` }, " model") : null),
+    h("td", { "data-label": "Objective" }, job.objective, h("span", { class: "muted" }, ` · ${job.model.preset}`)),
+    h("td", { "data-label": "Status" }, statusBadge(job.status)),
+    h("td", { "data-label": "Progress" }, progressBar(p.fraction, `progress of job ${shortId(job.id)}`)),
+    h("td", { "data-label": "Step" }, `${p.step}/${p.total_steps}`),
+    h("td", { "data-label": "Tokens/s" }, p.tokens_per_second ? fmtNumber(Math.round(p.tokens_per_second)) : "–"),
+    h("td", { "data-label": "ETA" }, job.status === "running" ? fmtDuration(p.eta_seconds) : "–"),
+    h("td", { "data-label": "Created" }, fmtTime(job.created_at)));
+}
+
+const ROUTES = [
+  [/^#\/jobs\/([\w-]+)$/, renderJob],
+  [/^#\/jobs(\?.*)?$/, renderJobs],
+  [/^#\/new$/, renderNewJob],
+  [/^#\/models\/([\w-]+)$/, renderModel],
+  [/^#\/models$/, renderModels],
+];
+
+function route() {
+  if (cleanup) { cleanup(); cleanup = null; }
+  showBanner("");
+  if (!getKey()) { cleanup = renderSignIn(view); return; }
+  nav.hidden = false;
+  document.getElementById("whoami").textContent = sessionStorage.getItem("transformer.owner") || "";
+  const hash = location.hash || "#/jobs";
+  for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", hash.startsWith(a.getAttribute("href")));
+  for (const [pattern, render] of ROUTES) {
+    const m = hash.match(pattern);
+    if (m) {
+      view.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+      cleanup = render(view, m[1], { showBanner }) || null;
+      return;
+    }
+  }
+  clear(view, h("h1", {}, "Not found"), h("p", {}, "No such page. ", h("a", { href: "#/jobs" }, "Back to the jobs.")));
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("api-unauthorized", () => {
+  clearKey();
+  if (cleanup) { cleanup(); cleanup = null; }
+  renderSignIn(view, "Your API key was refused (invalid or revoked). Sign in again.");
+});
+document.getElementById("signout").addEventListener("click", () => {
+  clearKey();
+  sessionStorage.removeItem("transformer.owner");
+  route();
+});
+route();

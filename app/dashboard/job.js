@@ -1,0 +1,161 @@
+// Job page: status, progress, live curves over Server-Sent Events, config, checkpoints, cancel.
+
+import { api, streamEvents } from "./api.js";
+import { LineChart } from "./charts.js";
+import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
+
+const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const HISTORY_POINTS = 500;
+
+function chartsFor(objective) {
+  return [
+    ["train_loss", "Training loss", "#2563eb"],
+    ["valid_loss", "Validation loss", "#dc2626"],
+    ["lr", "Learning rate", "#16a34a"],
+    objective === "denoising" ? ["masked_token_accuracy", "Masked-token accuracy", "#9333ea"] : ["bleu", "BLEU", "#9333ea"],
+    ["tokens_per_second", "Tokens per second", "#ea580c"],
+  ];
+}
+
+/** "name: value" lines of the settings that are set (a null override means "the preset's value"). */
+function settingsText(settings) {
+  return Object.entries(settings).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}`).join("\n");
+}
+
+export function renderJob(container, jobId) {
+  const controller = new AbortController();
+  const signal = controller.signal;
+  const head = h("div", { class: "page-head" }, h("h1", {}, `Job ${shortId(jobId)}`));
+  const summary = h("section", { class: "card", id: "job-summary", "aria-live": "polite" });
+  const chartsGrid = h("section", { class: "charts", "aria-label": "training curves" });
+  const liveNote = h("div", { id: "live-note", "aria-live": "polite" });
+  const checkpoints = h("section", { class: "card", id: "checkpoints" }, h("h2", {}, "Checkpoints"));
+  const config = h("section", { class: "card", id: "config" }, h("h2", {}, "Configuration"));
+  clear(container, head, summary, liveNote, chartsGrid, h("div", { class: "grid2 wide" }, checkpoints, config));
+
+  let job = null, charts = {}, lastCheckpointStep = -1;
+
+  function renderSummary(state) {
+    const p = state.progress;
+    const cancel = h("button", { type: "button", class: "danger", id: "cancel-job" }, "Cancel job");
+    cancel.addEventListener("click", async () => {
+      if (!confirm("Cancel this job? A running job stops within seconds.")) return;
+      cancel.disabled = true;
+      try {
+        update(await api(`/v1/jobs/${jobId}/cancel`, { method: "POST" }));
+      } catch (err) {
+        liveNote.replaceChildren(errorBox(`Cancel failed: ${err.message}`));
+        cancel.disabled = false;
+      }
+    });
+    clear(summary,
+      h("div", { class: "summary-row" }, statusBadge(state.status),
+        h("span", {}, `${job.objective} · ${job.model.preset} · attempt ${state.attempt}/${job.max_attempts}`),
+        job.device ? h("span", { class: "muted" }, job.device) : null,
+        !TERMINAL.has(state.status) ? cancel : null,
+        state.model_id ? h("a", { class: "button", href: `#/models/${state.model_id}`, id: "model-link" }, "Open the model") : null),
+      progressBar(p.fraction, "training progress"),
+      h("dl", { class: "kv inline-kv" },
+        h("dt", {}, "step"), h("dd", {}, `${p.step} / ${p.total_steps}`),
+        h("dt", {}, "tokens/s"), h("dd", {}, p.tokens_per_second ? fmtNumber(Math.round(p.tokens_per_second)) : "–"),
+        h("dt", {}, "ETA"), h("dd", {}, state.status === "running" ? fmtDuration(p.eta_seconds) : "–"),
+        h("dt", {}, "tokens seen"), h("dd", {}, fmtNumber(p.tokens_seen ?? 0)),
+        h("dt", {}, "created"), h("dd", {}, fmtTime(job.created_at)),
+        h("dt", {}, "finished"), h("dd", {}, fmtTime(job.finished_at))),
+      state.cancel_requested && !TERMINAL.has(state.status) ? h("p", { class: "muted" }, "Cancel requested…") : null,
+      state.error ? h("div", { class: "error-text", role: "alert" }, h("strong", {}, "Error: "), h("pre", {}, state.error)) : null);
+  }
+
+  function update(state) {
+    job = { ...job, ...state, progress: state.progress ?? job.progress };
+    renderSummary(job);
+  }
+
+  async function loadCheckpoints() {
+    try {
+      const rows = await api(`/v1/jobs/${jobId}/checkpoints`, { signal });
+      const table = rows.length ? h("table", {},
+        h("thead", {}, h("tr", {}, ["Step", "Metrics", "Size", "sha256", "Created"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", {}, rows.map((c) => h("tr", {},
+          h("td", { "data-label": "Step" }, c.step),
+          h("td", { "data-label": "Metrics" }, Object.entries(c.metrics).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ") || "–"),
+          h("td", { "data-label": "Size" }, fmtBytes(c.size_bytes)),
+          h("td", { "data-label": "sha256" }, h("code", { title: c.sha256 }, c.sha256.slice(0, 12))),
+          h("td", { "data-label": "Created" }, fmtTime(c.created_at)))))) : h("p", { class: "muted" }, "No checkpoints yet.");
+      clear(checkpoints, h("h2", {}, "Checkpoints"), table);
+    } catch (err) {
+      if (err.name !== "AbortError") clear(checkpoints, h("h2", {}, "Checkpoints"), errorBox(err.message));
+    }
+  }
+
+  async function loadHistory() {
+    const { series } = await api(`/v1/jobs/${jobId}/metrics?max_points=${HISTORY_POINTS}`, { signal });
+    for (const [name, chart] of Object.entries(charts)) {
+      const s = series[name];
+      if (s) chart.set(s.steps, s.values, s.total_points);
+    }
+  }
+
+  async function start() {
+    try {
+      job = await api(`/v1/jobs/${jobId}`, { signal });
+    } catch (err) {
+      if (err.name !== "AbortError") clear(summary, errorBox(`Could not load job ${jobId}: ${err.message}`));
+      return;
+    }
+    renderSummary(job);
+    clear(config, h("h2", {}, "Configuration"),
+      h("dl", { class: "kv" }, h("dt", {}, "dataset"), h("dd", {}, h("code", {}, job.dataset_id || "–")),
+        h("dt", {}, "validation"), h("dd", {}, h("code", {}, job.valid_dataset_id || "held out"))),
+      h("h3", {}, "model"), h("pre", {}, settingsText(job.model)),
+      h("h3", {}, "training"), h("pre", {}, settingsText(job.training)));
+    charts = {};
+    chartsGrid.replaceChildren();
+    for (const [name, title, color] of chartsFor(job.objective)) {
+      charts[name] = new LineChart({ title, name, color });
+      chartsGrid.append(charts[name].el);
+    }
+    const t0 = performance.now();
+    try {
+      await loadHistory();
+    } catch (err) {
+      if (err.name === "AbortError") return;
+      liveNote.replaceChildren(errorBox(`Could not load metrics: ${err.message}`));
+    }
+    container.dataset.historyMs = String(Math.round(performance.now() - t0));
+    loadCheckpoints();
+    if (TERMINAL.has(job.status)) return;  // nothing live to watch
+    liveNote.replaceChildren(h("p", { class: "muted" }, "Live: following the job…"));
+    await streamEvents(`/v1/jobs/${jobId}/events`, {
+      signal,
+      onEvent: (ev) => {
+        if (ev.event === "metric") {
+          const m = JSON.parse(ev.data);
+          charts[m.name]?.append(m.step, m.value);
+        } else if (ev.event === "progress") {
+          const state = JSON.parse(ev.data);
+          update(state);
+          const step = state.progress?.step ?? 0;
+          if (job.training.checkpoint_every && Math.floor(step / job.training.checkpoint_every) !== lastCheckpointStep) {
+            lastCheckpointStep = Math.floor(step / job.training.checkpoint_every);
+            loadCheckpoints();
+          }
+        } else if (ev.event === "end") {
+          liveNote.replaceChildren(h("p", { class: "muted" }, `Finished: ${JSON.parse(ev.data).status}.`));
+        }
+      },
+      onError: (err) => liveNote.replaceChildren(errorBox(`Live updates: ${err.message}`)),
+    });
+    if (signal.aborted) return;
+    try {  // the final state, the model link, every checkpoint, and curves re-averaged by the API
+      job = await api(`/v1/jobs/${jobId}`, { signal });
+      renderSummary(job);
+      await Promise.all([loadCheckpoints(), loadHistory()]);
+    } catch (err) {
+      if (err.name !== "AbortError") liveNote.replaceChildren(errorBox(err.message));
+    }
+  }
+
+  start();
+  return () => controller.abort();
+}

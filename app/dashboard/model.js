@@ -1,0 +1,192 @@
+// Trained models: the list, and a model's page with its playground (translate or fill-mask), attention
+// viewer, alignment, embedding neighbours and anatomy.
+
+import { api } from "./api.js";
+import { alignmentView, anatomyBars, bars, heatmap } from "./charts.js";
+import { clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
+
+export function renderModels(container) {
+  const controller = new AbortController();
+  clear(container, h("h1", {}, "Models"), h("p", { class: "muted" }, "Loading…"));
+  api("/v1/models?limit=200", { signal: controller.signal }).then((page) => {
+    const rows = page.data.map((m) => h("tr", {},
+      h("td", { "data-label": "Model" }, h("a", { href: `#/models/${m.id}` }, shortId(m.id))),
+      h("td", { "data-label": "Objective" }, m.objective),
+      h("td", { "data-label": "Parameters" }, fmtCount(m.parameters)),
+      h("td", { "data-label": "Metrics" }, Object.entries(m.metrics).slice(0, 4).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ")),
+      h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${m.job_id}` }, shortId(m.job_id))),
+      h("td", { "data-label": "Created" }, fmtTime(m.created_at))));
+    clear(container, h("h1", {}, "Models"), page.data.length ? h("div", { class: "card flush" }, h("table", {},
+      h("thead", {}, h("tr", {}, ["Model", "Objective", "Parameters", "Metrics", "Job", "Created"].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, rows))) : h("p", { class: "muted" }, "No trained models yet."));
+  }).catch((err) => { if (err.name !== "AbortError") clear(container, h("h1", {}, "Models"), errorBox(err.message)); });
+  return () => controller.abort();
+}
+
+/** A form whose submit runs `action` with a busy button and shows any error in `out`. */
+function actionForm({ id, label, fields, out, action }) {
+  const button = h("button", { type: "submit" }, label);
+  const form = h("form", { class: "inline-form", id }, fields, button);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    button.disabled = true;
+    out.replaceChildren(h("p", { class: "muted" }, "Working…"));
+    try {
+      await action();
+    } catch (err) {
+      out.replaceChildren(errorBox(err.message));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return form;
+}
+
+function translatePanel(modelId) {
+  const text = h("textarea", { id: "translate-text", rows: 3, placeholder: "one sentence a line" }, "forty two\nthree hundred and twelve");
+  const beam = h("input", { id: "beam-size", type: "number", min: 1, max: 16, value: 4 });
+  const nBest = h("input", { id: "n-best", type: "number", min: 1, max: 16, value: 3 });
+  const align = h("input", { id: "return-alignment", type: "checkbox", checked: true });
+  const out = h("div", { id: "translate-result", "aria-live": "polite" });
+  const form = actionForm({ id: "translate-form", label: "Translate", out,
+    fields: [field("Text", text), h("div", { class: "inline" }, field("Beam size", beam), field("n-best", nBest),
+             h("div", { class: "field check" }, align, h("label", { for: "return-alignment" }, "show alignment")))],
+    action: async () => {
+      const texts = text.value.split("\n").map((t) => t.trim()).filter(Boolean);
+      const r = await api(`/v1/models/${modelId}/translate`, { method: "POST",
+        json: { texts, beam_size: Number(beam.value), n_best: Number(nBest.value), return_alignment: align.checked } });
+      clear(out, r.translations.map((tr, i) => h("div", { class: "translation" },
+        h("p", { class: "muted" }, texts[i] ?? ""),
+        h("p", { class: "translation-text" }, tr.text, " ", h("span", { class: "muted" }, `score ${fmtNumber(tr.score)}`),
+          tr.split ? h("span", { class: "badge" }, `split into ${tr.pieces}`) : null),
+        tr.alternatives?.length > 1 ? h("ol", { class: "alternatives", "aria-label": "alternatives" },
+          tr.alternatives.map((a) => h("li", {}, a.text, " ", h("span", { class: "muted" }, fmtNumber(a.score))))) : null,
+        tr.alignment ? h("details", { open: i === 0 }, h("summary", {}, "Alignment (most attended source token)"),
+          alignmentView(tr.alignment)) : null)),
+        h("p", { class: "muted" }, `${fmtNumber(r.elapsed_ms)} ms`));
+    } });
+  return h("section", { class: "card", id: "playground" }, h("h2", {}, "Translate"), form, out);
+}
+
+function fillMaskPanel(modelId) {
+  const text = h("input", { id: "fill-text", type: "text", value: "the dogs <mask> in the garden" });
+  const topK = h("input", { id: "top-k", type: "number", min: 1, max: 50, value: 5 });
+  const out = h("div", { id: "fill-result", "aria-live": "polite" });
+  const form = actionForm({ id: "fill-form", label: "Fill the masks", out,
+    fields: [field("Text with <mask>", text), field("Top k", topK)],
+    action: async () => {
+      const r = await api(`/v1/models/${modelId}/fill-mask`, { method: "POST", json: { text: text.value, top_k: Number(topK.value) } });
+      clear(out, r.masks.map((m) => h("div", {}, h("h3", {}, `<mask> #${m.position + 1}`),
+        bars(m.candidates.map((c) => ({ label: c.token, value: c.score, text: `${(100 * c.score).toFixed(1)}%` })),
+             { max: 1, ariaLabel: `candidates for mask ${m.position + 1}` }),
+        h("p", { class: "muted" }, m.candidates[0]?.sequence ?? ""))));
+    } });
+  return h("section", { class: "card", id: "playground" }, h("h2", {}, "Fill in the blanks"), form, out);
+}
+
+function attentionPanel(modelId, objective) {
+  const text = h("input", { id: "attention-text", type: "text", value: objective === "translation" ? "forty two" : "the dogs <mask> in the garden" });
+  const target = h("input", { id: "attention-target", type: "text", placeholder: "default: the model's own output" });
+  const out = h("div", { id: "attention-result" });
+  const form = actionForm({ id: "attention-form", label: "Show attention", out,
+    fields: [field("Source text", text), field("Target (optional)", target)],
+    action: async () => {
+      const body = { text: text.value };
+      if (target.value.trim()) body.target = target.value.trim();
+      const r = await api(`/v1/models/${modelId}/attention`, { method: "POST", json: body });
+      showAttention(out, r);
+    } });
+  return h("section", { class: "card", id: "attention" }, h("h2", {}, "Attention"),
+    h("p", { class: "muted" }, "Weights of one head: encoder self-attention (source × source), decoder self-attention (target × target, causal) and encoder–decoder attention (target × source)."),
+    form, out);
+}
+
+function showAttention(out, r) {
+  const nLayers = Math.max(r.encoder_self.length, r.decoder_self.length, r.cross.length);
+  const nHeads = (r.encoder_self[0] || r.cross[0] || []).length;
+  const layer = h("select", { id: "attention-layer" }, Array.from({ length: nLayers }, (_, i) => h("option", { value: i }, `layer ${i + 1}`)));
+  const head = h("select", { id: "attention-head" }, h("option", { value: "mean" }, "mean of heads"),
+    Array.from({ length: nHeads }, (_, i) => h("option", { value: i, selected: i === 0 }, `head ${i + 1}`)));
+  const maps = h("div", { class: "heatmaps" });
+  const pick = (stack) => {
+    const l = stack[Number(layer.value)];
+    if (!l) return null;
+    if (head.value !== "mean") return l[Number(head.value)];
+    return l[0].map((row, i) => row.map((_, j) => l.reduce((a, hd) => a + hd[i][j], 0) / l.length));
+  };
+  const draw = () => {
+    const which = `layer ${Number(layer.value) + 1}, ${head.value === "mean" ? "mean of heads" : `head ${Number(head.value) + 1}`}`;
+    const items = [
+      ["Encoder self-attention", r.encoder_self, r.source_tokens, r.source_tokens, "source", "source"],
+      ["Decoder self-attention", r.decoder_self, r.target_tokens, r.target_tokens, "target", "target"],
+      ["Cross-attention", r.cross, r.target_tokens, r.source_tokens, "target", "source"],
+    ];
+    maps.replaceChildren(...items.map(([title, stack, rows, cols, rl, cl]) => {
+      const m = pick(stack);
+      return m ? heatmap({ title: `${title} (${rl} × ${cl}), ${which}`, rows, cols, matrix: m, rowLabel: rl, colLabel: cl })
+               : h("p", { class: "muted" }, `${title}: no layer ${Number(layer.value) + 1}.`);
+    }));
+  };
+  layer.addEventListener("change", draw);
+  head.addEventListener("change", draw);
+  clear(out, h("p", {}, "Source: ", h("code", {}, r.source_tokens.join(" ")), h("br"), "Target: ", h("code", {}, r.target_tokens.join(" "))),
+    h("div", { class: "inline" }, field("Layer", layer), field("Head", head)), maps);
+  draw();
+}
+
+function neighborsPanel(modelId) {
+  const token = h("input", { id: "neighbor-token", type: "text", value: "hundred" });
+  const k = h("input", { id: "neighbor-k", type: "number", min: 1, max: 100, value: 8 });
+  const out = h("div", { id: "neighbors-result", "aria-live": "polite" });
+  const form = actionForm({ id: "neighbors-form", label: "Find neighbours", out,
+    fields: [field("Token", token), field("k", k)],
+    action: async () => {
+      const r = await api(`/v1/models/${modelId}/neighbors` +
+                          `?token=${encodeURIComponent(token.value)}&k=${Number(k.value)}`);
+      clear(out, h("p", { class: "muted" }, `Nearest to “${r.token}” by cosine similarity in the shared embedding matrix:`),
+        bars(r.neighbors.map((n) => ({ label: n.token, value: Math.max(0, n.similarity), text: n.similarity.toFixed(3) })),
+             { max: 1, ariaLabel: `neighbours of ${r.token}` }));
+    } });
+  return h("section", { class: "card", id: "neighbors" }, h("h2", {}, "Embedding neighbours"), form, out);
+}
+
+async function anatomyPanel(section, modelId, signal) {
+  try {
+    const a = await api(`/v1/models/${modelId}/anatomy`, { signal });
+    const m = a.memory;
+    clear(section, h("h2", {}, "Anatomy"),
+      h("p", {}, h("strong", {}, a.total_parameters.toLocaleString("en-US")), " parameters. ",
+        Object.entries(a.by_kind).map(([k, v]) => `${k} ${fmtCount(v)}`).join(" · ")),
+      h("p", { class: "muted" }, `Memory for ${a.tokens_per_batch.toLocaleString("en-US")} tokens per batch: training ${fmtBytes(m.training_total_bytes)}, inference ${fmtBytes(m.inference_bytes)}.`),
+      anatomyBars(a.parameters),
+      h("details", {}, h("summary", {}, "Every weight tensor"), h("div", { class: "scroll-x" }, h("table", { class: "compact" },
+        h("thead", {}, h("tr", {}, ["Name", "Symbol", "Shape", "Count"].map((x) => h("th", { scope: "col" }, x)))),
+        h("tbody", {}, a.parameters.map((p) => h("tr", {}, h("td", {}, h("code", {}, p.name)), h("td", {}, p.symbol),
+          h("td", {}, p.shape.join(" × ")), h("td", { class: "num" }, p.count.toLocaleString("en-US")))))))));
+  } catch (err) {
+    if (err.name !== "AbortError") clear(section, h("h2", {}, "Anatomy"), errorBox(err.message));
+  }
+}
+
+export function renderModel(container, modelId) {
+  const controller = new AbortController();
+  api(`/v1/models/${modelId}`, { signal: controller.signal }).then((m) => {
+    const anatomy = h("section", { class: "card", id: "anatomy" }, h("h2", {}, "Anatomy"), h("p", { class: "muted" }, "Loading…"));
+    const c = m.config;
+    clear(container,
+      h("div", { class: "page-head" }, h("h1", {}, `Model ${shortId(m.id)}`), h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from")),
+      h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
+        h("dt", {}, "objective"), h("dd", {}, m.objective),
+        h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),
+        h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
+        h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
+        h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
+        h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v))))),
+      m.objective === "translation" ? translatePanel(m.id) : fillMaskPanel(m.id),
+      attentionPanel(m.id, m.objective), neighborsPanel(m.id), anatomy);
+    anatomyPanel(anatomy, m.id, controller.signal);
+  }).catch((err) => {
+    if (err.name !== "AbortError") clear(container, h("h1", {}, `Model ${shortId(modelId)}`), errorBox(err.message));
+  });
+  return () => controller.abort();
+}

@@ -1,0 +1,179 @@
+// New-job form: pick or upload a dataset, choose objective, preset and training settings, see the
+// parameter count and memory estimate (POST /v1/estimate) before submitting.
+
+import { api } from "./api.js";
+import { anatomyBars } from "./charts.js";
+import { clear, errorBox, field, fmtBytes, fmtCount, h, newId } from "./ui.js";
+
+const KIND = { translation: "parallel", denoising: "monolingual" };
+
+function num(id, value, attrs = {}) {
+  return h("input", { id, name: id, type: "number", inputmode: "numeric", value, ...attrs });
+}
+
+export function renderNewJob(container) {
+  const objective = h("select", { id: "objective", name: "objective" },
+    h("option", { value: "translation" }, "translation (parallel corpus)"),
+    h("option", { value: "denoising" }, "denoising / fill-mask (plain text)"));
+  const preset = h("select", { id: "preset", name: "preset" },
+    [["tiny", "tiny — 64 dims, 4 heads, 2+2 layers"], ["small", "small — 256, 4 heads, 3+3"],
+     ["base", "base — 512, 8 heads, 6+6 (paper)"], ["big", "big — 1024, 16 heads, 6+6"]]
+      .map(([v, t]) => h("option", { value: v }, t)));
+  const dataset = h("select", { id: "dataset", name: "dataset", required: true });
+  const validDataset = h("select", { id: "valid-dataset", name: "valid-dataset" });
+  const file = h("input", { id: "upload-file", type: "file", accept: ".jsonl,.json,.tsv,.txt,text/plain" });
+  const uploadName = h("input", { id: "upload-name", type: "text", placeholder: "defaults to the file name" });
+  const uploadButton = h("button", { type: "button", class: "secondary", id: "upload-button" }, "Upload dataset");
+  const uploadStatus = h("div", { id: "upload-status", "aria-live": "polite" });
+
+  const t = {
+    vocab_size: num("vocab_size", 8000, { min: 300, max: 256000 }),
+    max_steps: num("max_steps", 2000, { min: 1 }),
+    max_tokens_per_batch: num("max_tokens_per_batch", 4096, { min: 32 }),
+    warmup_steps: num("warmup_steps", 400, { min: 0 }),
+    eval_every: num("eval_every", 200, { min: 1 }),
+    checkpoint_every: num("checkpoint_every", 500, { min: 1 }),
+  };
+  const noise = h("select", { id: "noise", name: "noise" }, h("option", { value: "span" }, "span (BART infilling)"),
+                  h("option", { value: "token" }, "token (one token per <mask>)"));
+  const noiseField = field("Noise", noise, "denoising only");
+  const overrides = Object.fromEntries(["d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff"]
+    .map((k) => [k, num(k, "", { min: 1, placeholder: "preset" })]));
+  const estimateBox = h("div", { id: "estimate", class: "estimate", "aria-live": "polite" }, h("p", { class: "muted" }, "…"));
+  const submitStatus = h("div", { id: "submit-status", "aria-live": "assertive" });
+  const submit = h("button", { type: "submit", id: "submit-job" }, "Submit job");
+
+  const form = h("form", { class: "newjob", novalidate: true },
+    h("section", { class: "card" }, h("h2", {}, "Data"),
+      field("Objective", objective),
+      field("Training dataset", dataset),
+      field("Validation dataset (optional)", validDataset, "without one, a fraction of the training data is held out"),
+      h("details", { class: "upload", open: true },
+        h("summary", {}, "Upload a new dataset"),
+        h("p", { class: "muted" }, "Parallel: JSONL {\"source\",\"target\"} or TSV source<TAB>target. Plain text: one sentence a line."),
+        field("File", file), field("Name", uploadName), uploadButton, uploadStatus)),
+    h("section", { class: "card" }, h("h2", {}, "Model"),
+      field("Preset", preset), field("Vocabulary size", t.vocab_size, "subword vocabulary shared by source and target"),
+      h("details", {}, h("summary", {}, "Override the preset"),
+        h("div", { class: "grid2" }, Object.entries(overrides).map(([k, el]) => field(k, el))))),
+    h("section", { class: "card" }, h("h2", {}, "Training"),
+      h("div", { class: "grid2" },
+        field("Max steps", t.max_steps), field("Max tokens per batch", t.max_tokens_per_batch),
+        field("Warm-up steps", t.warmup_steps), field("Evaluate every", t.eval_every),
+        field("Checkpoint every", t.checkpoint_every), noiseField)),
+    h("section", { class: "card" }, h("h2", {}, "Estimate"), estimateBox),
+    h("div", { class: "actions" }, submit, submitStatus));
+  clear(container, h("h1", {}, "New training job"), form);
+
+  let datasets = [];
+  function fillDatasets(selectId) {
+    const kind = KIND[objective.value];
+    const matching = datasets.filter((d) => d.kind === kind);
+    const option = (d, selected) => h("option", { value: d.id, selected },
+                                      `${d.name} — ${d.rows.toLocaleString("en-US")} rows (${d.id.slice(0, 8)})`);
+    const keep = dataset.value, keepValid = validDataset.value;
+    dataset.replaceChildren(matching.length ? null : h("option", { value: "" }, `no ${kind} datasets: upload one`),
+                            ...matching.map((d) => option(d, d.id === selectId)));
+    validDataset.replaceChildren(h("option", { value: "" }, "none"), ...matching.map((d) => option(d, false)));
+    if (!selectId && matching.some((d) => d.id === keep)) dataset.value = keep;
+    if (matching.some((d) => d.id === keepValid)) validDataset.value = keepValid;
+  }
+  async function loadDatasets(selectId) {
+    try {
+      datasets = (await api("/v1/datasets?limit=500")).data;
+      fillDatasets(selectId);
+    } catch (err) {
+      uploadStatus.replaceChildren(errorBox(`Could not list datasets: ${err.message}`));
+    }
+  }
+
+  uploadButton.addEventListener("click", async () => {
+    uploadStatus.replaceChildren();
+    if (!file.files.length) { uploadStatus.append(errorBox("Choose a file to upload.")); return; }
+    const f = file.files[0];
+    const data = new FormData();
+    data.append("file", f, f.name);
+    data.append("name", uploadName.value.trim() || f.name);
+    data.append("kind", KIND[objective.value]);
+    uploadButton.disabled = true;
+    uploadStatus.append(h("p", { class: "muted" }, `Uploading ${f.name}…`));
+    try {
+      const d = await api("/v1/datasets", { method: "POST", form: data });
+      uploadStatus.replaceChildren(h("p", { class: "ok" }, `Uploaded ${d.name}: ${d.rows.toLocaleString("en-US")} rows (${d.format}).`));
+      await loadDatasets(d.id);
+    } catch (err) {
+      uploadStatus.replaceChildren(errorBox(`Upload failed: ${err.message}`));
+    } finally {
+      uploadButton.disabled = false;
+    }
+  });
+
+  const intOf = (el) => (el.value.trim() === "" ? undefined : Number(el.value));
+  function modelSpec() {
+    const spec = { preset: preset.value, vocab_size: intOf(t.vocab_size) };
+    for (const [k, el] of Object.entries(overrides)) if (intOf(el) !== undefined) spec[k] = intOf(el);
+    return spec;
+  }
+  function body() {
+    const training = {};
+    for (const k of ["max_steps", "max_tokens_per_batch", "warmup_steps", "eval_every", "checkpoint_every"]) {
+      if (intOf(t[k]) !== undefined) training[k] = intOf(t[k]);
+    }
+    if (objective.value === "denoising") training.noise = noise.value;
+    const b = { objective: objective.value, dataset_id: dataset.value || null, model: modelSpec(), training };
+    if (validDataset.value) b.valid_dataset_id = validDataset.value;
+    return b;
+  }
+
+  let estimateTimer = null, estimateSeq = 0;
+  async function estimate() {
+    const seq = ++estimateSeq;
+    try {
+      const e = await api("/v1/estimate", { method: "POST",
+        json: { model: modelSpec(), tokens_per_batch: intOf(t.max_tokens_per_batch) ?? 4096 } });
+      if (seq !== estimateSeq) return;
+      const m = e.memory;
+      clear(estimateBox,
+        h("p", { class: "big-number" }, h("span", { id: "estimate-params" }, fmtCount(e.total_parameters)), " parameters ",
+          h("span", { class: "muted" }, `(${e.total_parameters.toLocaleString("en-US")})`)),
+        h("dl", { class: "kv" },
+          h("dt", {}, "d_model / heads / d_k"), h("dd", {}, `${e.config.d_model} / ${e.config.n_heads} / ${e.config.d_model / e.config.n_heads}`),
+          h("dt", {}, "layers"), h("dd", {}, `${e.config.n_encoder_layers} encoder + ${e.config.n_decoder_layers} decoder, d_ff ${e.config.d_ff}`),
+          h("dt", {}, "training memory"), h("dd", {}, `${fmtBytes(m.training_total_bytes)} (weights ${fmtBytes(m.weights_bytes)}, gradients ${fmtBytes(m.gradients_bytes)}, Adam ${fmtBytes(m.adam_bytes)}, activations ${fmtBytes(m.activations_bytes)})`),
+          h("dt", {}, "inference memory"), h("dd", {}, fmtBytes(m.inference_bytes))),
+        e.fits_worker_memory ? null : errorBox(`Over the worker memory limit of ${fmtBytes(e.worker_memory_limit_bytes)}: the job would be refused. Lower max tokens per batch or the model size.`),
+        h("details", {}, h("summary", {}, "Parameters per component"), anatomyBars(e.parameters)));
+    } catch (err) {
+      if (seq !== estimateSeq) return;
+      clear(estimateBox, errorBox(`Invalid configuration: ${err.message}`));
+    }
+  }
+  const scheduleEstimate = () => { clearTimeout(estimateTimer); estimateTimer = setTimeout(estimate, 300); };
+
+  objective.addEventListener("change", () => {
+    noiseField.hidden = objective.value !== "denoising";
+    fillDatasets();
+  });
+  form.addEventListener("input", (e) => { if (e.target !== file && e.target !== uploadName) scheduleEstimate(); });
+  form.addEventListener("change", scheduleEstimate);
+  noiseField.hidden = true;
+
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    submitStatus.replaceChildren();
+    if (!dataset.value) { submitStatus.append(errorBox("Pick a training dataset or upload one first.")); return; }
+    submit.disabled = true;
+    try {
+      const job = await api("/v1/jobs", { method: "POST", json: body(), headers: { "Idempotency-Key": newId() } });
+      location.hash = `#/jobs/${job.id}`;
+    } catch (err) {
+      submitStatus.append(errorBox(`The job was not submitted: ${err.message}`));
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  loadDatasets();
+  estimate();
+  return () => clearTimeout(estimateTimer);
+}

@@ -1,0 +1,129 @@
+"""Browser tests: a real headless Chromium (Debian's /usr/bin/chromium) against the service as processes.
+
+The embedded stack (`python -m app.cli serve`: SQLite, the SQLAlchemy broker, one worker per queue) runs
+once per module; a missing Chromium skips these tests locally and fails them in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+
+
+def _require_browser() -> None:
+    problems = []
+    if not CHROMIUM.exists():
+        problems.append(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        problems.append("the playwright package is not installed (pip install playwright)")
+    if problems:
+        message = "browser tests need a headless Chromium: " + "; ".join(problems)
+        if IN_CI:
+            pytest.fail(f"{message} (CI requires it)", pytrace=False)
+        pytest.skip(message)
+
+
+@dataclass
+class Stack:
+    url: str
+    key: str
+    data_dir: Path
+    env: dict[str, str]
+    log: Path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[Stack]:
+    _require_browser()
+    folder = tmp_path_factory.mktemp("dashboard")
+    port = free_port()
+    data_dir = folder / "var"
+    env = service_env(DATA_DIR=str(data_dir), PORT=str(port))
+    log = folder / "serve.log"
+    with open(log, "wb") as out:
+        server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=ROOT, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_for(healthy_with_workers(url, 2), timeout=120, what="the embedded service")
+        except AssertionError:
+            print(log.read_text(errors="replace")[-5000:])
+            raise
+        key = (data_dir / "local-api-key").read_text().strip()
+        yield Stack(url=url, key=key, data_dir=data_dir, env=env, log=log)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGINT)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+class Page:
+    """A Playwright page plus the uncaught script errors seen on it (a test fails if there are any)."""
+
+    def __init__(self, page, stack: Stack) -> None:
+        self.page = page
+        self.stack = stack
+        self.errors: list[str] = []
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.set_default_timeout(20_000)
+
+    def open(self, route: str = "") -> None:
+        self.page.goto(f"{self.stack.url}/dashboard{route}")
+
+    def sign_in(self, key: str | None = None) -> None:
+        self.open()
+        self.page.get_by_label("API key").fill(key or self.stack.key)
+        self.page.get_by_role("button", name="Sign in").click()
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+
+def new_page(browser, stack: Stack, **context_options) -> Page:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, **context_options)
+    return Page(context.new_page(), stack)
+
+
+@pytest.fixture
+def page(browser, stack) -> Iterator[Page]:
+    p = new_page(browser, stack)
+    yield p
+    p.page.context.close()
+    assert p.errors == [], f"uncaught script errors: {p.errors}"

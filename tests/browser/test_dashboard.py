@@ -1,0 +1,247 @@
+"""The dashboard in a real browser: sign in, upload, submit, watch a job train live, use the trained model,
+read API errors, and stay responsive on a job with 20,000 metric points."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import httpx
+import pytest
+
+from tests.browser.conftest import Page, new_page
+from tests.support.stack import wait_for
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+CHARTS_DRAWN = """() => {
+  const figures = [...document.querySelectorAll('figure[data-series]')];
+  return figures.length === 5 && figures.every((f) => Number(f.dataset.points) > 0);
+}"""
+
+
+def _api(stack) -> httpx.Client:
+    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.key}"}, timeout=30)
+
+
+def _fill_training_form(p: Page, **values) -> None:
+    for name, value in values.items():
+        p.page.locator(f"#{name}").fill(str(value))
+
+
+@pytest.fixture(scope="module")
+def demo_files(tmp_path_factory):
+    from model.demo import write_demo_files
+
+    return write_demo_files(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="module")
+def submitted(browser, stack, demo_files):
+    """One page, signed in, that uploaded the demo corpus and submitted a tiny job from the form.
+
+    Shared by the tests below, in order: they watch the job train, then use the model it produced.
+    """
+    p = new_page(browser, stack)
+    p.sign_in()
+    p.page.get_by_role("navigation").get_by_role("link", name="New job").click()
+    p.page.locator("#upload-file").set_input_files(str(demo_files["translation_train"]))
+    p.page.get_by_label("Name").fill("numbers en-de")
+    p.page.get_by_role("button", name="Upload dataset").click()
+    p.page.wait_for_selector("#upload-status .ok")
+    assert "Uploaded numbers en-de" in p.page.inner_text("#upload-status")
+    p.page.select_option("#objective", "translation")
+    p.page.select_option("#preset", "tiny")
+    _fill_training_form(p, vocab_size=500, max_steps=60, max_tokens_per_batch=2048, warmup_steps=30, eval_every=30,
+                        checkpoint_every=30)
+    p.page.locator("#estimate-params").wait_for()
+    assert "parameters" in p.page.inner_text("#estimate") and "training memory" in p.page.inner_text("#estimate")
+    p.screenshot("new-job")
+    p.page.get_by_role("button", name="Submit job").click()
+    p.page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
+    job_id = p.page.url.rsplit("/", 1)[-1]
+    yield p, job_id
+    p.page.context.close()
+    assert p.errors == [], f"uncaught script errors: {p.errors}"
+
+
+def _points(p: Page, series: str) -> int:
+    return int(p.page.get_attribute(f'figure[data-series="{series}"]', "data-points") or 0)
+
+
+def test_job_page_follows_training_live_until_it_succeeds(submitted):
+    p, job_id = submitted
+    page = p.page
+    # Live: points arrive over Server-Sent Events while the job runs (the page was opened while queued).
+    wait_for(lambda: _points(p, "train_loss") >= 5, timeout=240, what="live train_loss points", interval=0.5)
+    assert page.locator("#job-summary .badge").inner_text() in ("running", "succeeded")
+    p.screenshot("job-running")
+    page.wait_for_selector("#job-summary .status-succeeded", timeout=400_000)
+    page.wait_for_selector("#model-link")
+    wait_for(lambda: _points(p, "valid_loss") >= 2 and _points(p, "bleu") >= 2, timeout=30,
+             what="validation curves", interval=0.5)
+    path = page.get_attribute('figure[data-series="train_loss"] path.line', "d")
+    assert path.startswith("M") and path.count("L") >= 20, path
+    assert _points(p, "train_loss") == 60 and _points(p, "lr") == 60
+    assert page.locator("#checkpoints tbody tr").count() >= 1
+    assert "max_steps" in page.inner_text("#config")
+    assert page.locator("#cancel-job").count() == 0  # a finished job cannot be cancelled
+    p.screenshot("job-succeeded")
+
+
+def test_jobs_list_shows_the_job_and_filters_by_status(submitted):
+    p, job_id = submitted
+    page = p.page
+    page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    row = page.locator(f'tr[data-job="{job_id}"]')
+    row.wait_for()
+    assert "succeeded" in row.inner_text() and "60/60" in row.inner_text()
+    assert row.get_by_role("progressbar").get_attribute("aria-valuenow") == "100"
+    p.screenshot("jobs")
+    page.get_by_label("Status").select_option("failed")
+    row.wait_for(state="detached")
+    page.get_by_label("Status").select_option("")
+    row.wait_for()
+
+
+def test_model_playground_translates_with_alternatives_and_alignment(submitted):
+    p, job_id = submitted
+    page = p.page
+    page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    page.locator("#model-link").click()
+    page.wait_for_selector("#translate-form")
+    page.get_by_label("Text", exact=True).fill("forty two")
+    page.get_by_role("button", name="Translate").click()
+    page.wait_for_selector(".translation-text", timeout=60_000)
+    assert page.locator(".translation-text").first.inner_text().strip()
+    assert page.locator(".alternatives li").count() >= 2
+    alignment = page.locator("svg.alignment").first  # one line per target token (none if the output is empty)
+    n_target = int(re.search(r"alignment of (\d+) target", alignment.get_attribute("aria-label")).group(1))
+    assert alignment.locator("line.align-line").count() == n_target
+    page.wait_for_selector('#anatomy [data-component="encoder.layers.0.self_attn"]')
+    segments = page.locator('#anatomy [data-component="decoder.layers.1.encoder_attn"] .seg').all_inner_texts()
+    assert {"W_Q", "W_K", "W_V", "W_O"} <= set(segments)
+    page.get_by_label("Token", exact=True).fill("hundred")
+    page.get_by_role("button", name="Find neighbours").click()
+    page.wait_for_selector("#neighbors-result .bar-row")
+    p.screenshot("model")
+
+
+def test_attention_viewer_draws_heatmaps_with_hover(submitted):
+    p, _ = submitted
+    page = p.page
+    page.get_by_label("Source text").fill("forty two")
+    page.get_by_role("button", name="Show attention").click()
+    page.wait_for_selector("svg.heatmap rect.cell", timeout=60_000)
+    assert page.locator(".heat-card").count() == 3
+    cells = page.locator("svg.heatmap").first.locator("rect.cell")
+    assert cells.count() >= 4
+    cells.nth(1).hover()
+    assert "→" in page.locator(".heat-readout").first.inner_text()
+    page.get_by_label("Layer", exact=True).select_option("1")
+    page.get_by_label("Head", exact=True).select_option("2")
+    assert "layer 2, head 3" in page.locator(".heat-card figcaption").first.inner_text()
+    page.locator("#attention").scroll_into_view_if_needed()
+    p.screenshot("attention")
+
+
+def test_wrong_key_shows_a_sign_in_error(page):
+    page.sign_in("not-a-real-key")
+    error = page.page.locator("#signin-error .error")
+    error.wait_for()
+    assert "invalid or revoked API key" in error.inner_text()
+    assert page.page.get_by_label("API key").is_visible()
+    page.screenshot("signin-error")
+
+
+def test_api_errors_are_shown_as_readable_messages(page, tmp_path):
+    from tests.support.client import write_jsonl
+
+    page.sign_in()
+    page.page.get_by_role("navigation").get_by_role("link", name="New job").click()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"source": "one", "target": "eins"}\n{"source": "two"}\n')
+    page.page.locator("#upload-file").set_input_files(str(bad))
+    page.page.get_by_role("button", name="Upload dataset").click()
+    page.page.locator("#upload-status .error").wait_for()
+    assert re.search(r"Upload failed: file: line 2.*target", page.page.inner_text("#upload-status"))
+
+    good = write_jsonl(tmp_path / "good.jsonl", [("one", "eins"), ("two", "zwei"), ("three", "drei")])
+    page.page.locator("#upload-file").set_input_files(str(good))
+    page.page.get_by_role("button", name="Upload dataset").click()
+    page.page.wait_for_selector("#upload-status .ok")
+    page.page.get_by_text("Override the preset").click()
+    page.page.get_by_label("n_heads").fill("3")
+    message = "model: d_model=64 is not divisible by n_heads=3"
+    page.page.locator("#estimate .error", has_text=message).wait_for()
+    page.page.get_by_role("button", name="Submit job").click()
+    page.page.locator("#submit-status .error").wait_for()
+    assert f"The job was not submitted: {message}" in page.page.inner_text("#submit-status")
+    page.screenshot("api-error")
+
+
+def _job_with_many_points(stack, monkeypatch, n_steps: int) -> str:
+    """A (cancelled) job with n_steps points of each per-step series written straight into the database."""
+    from tests.support import services
+
+    http = _api(stack)
+    dataset = http.post("/v1/datasets", data={"name": "tiny", "kind": "parallel"},
+                        files={"file": ("t.tsv", b"one\teins\ntwo\tzwei\n")}).json()
+    job = http.post("/v1/jobs", json={"objective": "translation", "dataset_id": dataset["id"],
+                                      "model": {"preset": "tiny", "vocab_size": 300},
+                                      "training": {"max_steps": n_steps}}).json()
+    http.post(f"/v1/jobs/{job['id']}/cancel")
+    wait_for(lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] in TERMINAL, timeout=60,
+             what="the job to be cancelled", interval=0.5)
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
+    services.reset_caches()
+    try:
+        from app.db.metrics import record
+        from app.db.session import session_scope
+
+        with session_scope() as session:
+            for step in range(1, n_steps + 1):
+                values = {"train_loss": 6 * math.exp(-step / 3000) + 0.3 * math.sin(step / 7),
+                          "lr": min(step ** -0.5, step * 4000 ** -1.5) / 8, "tokens_per_second": 2000 + step % 97}
+                if step % 200 == 0:
+                    values.update(valid_loss=5 * math.exp(-step / 4000), bleu=min(60.0, step / 300))
+                record(session, job["id"], step, values)
+    finally:
+        services.reset_caches()
+    return job["id"]
+
+
+def test_job_with_20000_points_renders_quickly_and_stays_responsive(page, stack, monkeypatch):
+    job_id = _job_with_many_points(stack, monkeypatch, 20_000)
+    page.sign_in()
+    page.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    page.page.locator(f'tr[data-job="{job_id}"]').wait_for()
+    started = time.monotonic()
+    page.page.locator(f'tr[data-job="{job_id}"] a').first.click()
+    wait_for(lambda: page.page.evaluate(CHARTS_DRAWN), timeout=15, what="5 curves drawn", interval=0.05)
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, f"the job page took {elapsed:.1f}s to draw its curves"
+    assert 2 <= _points(page, "train_loss") <= 600  # downsampled by the API, not 20,000 path segments
+    assert _points(page, "bleu") == 100
+    chart = page.page.locator('figure[data-series="train_loss"] svg')
+    chart.hover()
+    assert page.page.locator('figure[data-series="train_loss"] .chart-readout').inner_text().startswith("step ")
+    page.screenshot("job-20000-points")
+    started = time.monotonic()
+    page.page.get_by_role("navigation").get_by_role("link", name="New job").click()
+    page.page.get_by_role("button", name="Submit job").wait_for()
+    assert time.monotonic() - started < 2, "navigation after the big job page was slow"
+
+
+def test_job_page_on_a_phone_screen(browser, stack):
+    p = new_page(browser, stack)
+    p.page.set_viewport_size({"width": 390, "height": 844})
+    p.sign_in()
+    p.page.get_by_role("heading", name="Jobs").wait_for()
+    width = p.page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390 + 1, f"the jobs page scrolls sideways on a phone ({width}px)"
+    p.screenshot("jobs-phone")
+    p.page.context.close()
+    assert p.errors == []
