@@ -1,0 +1,222 @@
+"""Beam-search throughput on identical weights: our model.beam vs transformers generate() vs CTranslate2.
+
+    .venv/bin/python bench/decode_throughput.py [--threads 1] [--sentences 256] [--rounds 5] [--train-steps 300]
+
+Each model is exported with model.export to a MarianMTModel directory (what transformers loads) and
+converted from there to CTranslate2 (float32 and int8 weights). Every engine decodes the same English
+sources of the numbers task (model.demo.numbers_to_words_task), already tokenized and sorted by length, in
+batches of --batch-size sentences, beam 4, 1-best, on the same number of threads (torch.set_num_threads(N);
+CTranslate2 intra_threads=N, inter_threads=1). Within a round the engines run one after the other (the
+first one rotating); rounds repeat; the median time per engine gives sentences/second (tokenization
+excluded, the encoder included).
+
+Two workloads, on the "small" preset (d_model 256, 3+3 layers; 5.6M parameters with the 300-token BPE):
+  trained  the model trained --train-steps steps on the numbers task (English -> German, ~8 output tokens);
+           natural stopping, maximum length 2 * longest source + 10 for all engines. What a user sees;
+           the engines' 1-best agreement with ours is reported (length penalties differ, see below).
+  fixed    random weights, min length = max length = --length tokens, so every beam of every engine
+           decodes exactly that many steps whatever the weights say: pure per-step cost, no early exit.
+The top-level JSON figures are the trained workload's; "fixed_length" holds the other. The ratios differ
+because the model's matrix products cost the same in every PyTorch engine: with natural stopping ours
+also saves the steps of sentences that are done (they leave the batch; generate() keeps decoding them
+until the whole batch is done), with fixed lengths only per-step overhead differs.
+
+Search settings, as close as the engines allow: all stop a sentence once 4 hypotheses have ended (ours;
+transformers early_stopping=True; CTranslate2 patience=1). Length penalty: ours is GNMT's
+((5 + len) / 6)^0.6; transformers and CTranslate2 only offer len^alpha, given alpha = 0.6.
+One thread by default: on a shared 2-core machine a 2-thread run mostly measures how long each op waits
+for its second thread to be scheduled (seen here: 4x slower than one thread under load); pass --threads 2
+on an idle machine. Prints human lines, then one JSON object as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from model.batching import Example, TokenBatcher, pad_sequences  # noqa: E402
+from model.beam import beam_search  # noqa: E402
+from model.config import ModelConfig  # noqa: E402
+from model.demo import numbers_to_words_task  # noqa: E402
+from model.export import convert_to_ctranslate2, export_marian  # noqa: E402
+from model.tokenizer import Tokenizer  # noqa: E402
+from model.transformer import Transformer  # noqa: E402
+
+BEAM, ALPHA = 4, 0.6
+ENGINES = ("ours", "hf", "ct2_fp32", "ct2_int8")
+
+
+def train(model: Transformer, examples: list[Example], steps: int) -> None:
+    """Paper-style training (model.training.train_step, label smoothing 0.1), warm-up then linear decay."""
+    from model.training import TrainConfig, build_optimizer, train_step
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # training is not measured; one thread is much faster on a shared CPU
+    config = TrainConfig(max_steps=steps, peak_lr=1e-3, warmup_steps=max(1, steps // 10), max_tokens_per_batch=2048)
+    optimizer = build_optimizer(model, config)
+    batcher = TokenBatcher(examples, max_tokens=config.max_tokens_per_batch, seed=0)
+    batches, start = iter(batcher), time.perf_counter()
+    warmup = config.warmup_steps
+    for step in range(steps):
+        batch = next(batches, None)
+        if batch is None:  # next epoch
+            batches = iter(batcher)
+            batch = next(batches)
+        lr = config.peak_lr * min((step + 1) / warmup, (steps - step) / max(1, steps - warmup))
+        result = train_step(model, optimizer, [batch], lr, config)
+    torch.set_num_threads(threads)
+    print(f"trained {steps} steps in {time.perf_counter() - start:.0f} s, last loss {result.loss:.3f}")
+
+
+def measure(model: Transformer, tokenizer: Tokenizer, sources: list[list[int]], args: argparse.Namespace,
+            fixed_length: int | None, workdir: Path) -> dict[str, Any]:
+    """Sentences/second of every engine on one model; fixed_length forces every beam to that many tokens."""
+    import ctranslate2
+    import transformers
+
+    marian_dir = export_marian(model, tokenizer, workdir / "marian")
+    hf = transformers.MarianMTModel.from_pretrained(str(marian_dir)).eval()
+    translators = {
+        q: ctranslate2.Translator(str(convert_to_ctranslate2(marian_dir, workdir / f"ct2-{q}", quantization=q)),
+                                  device="cpu", intra_threads=args.threads, inter_threads=1)
+        for q in ("float32", "int8")
+    }
+    batches = [sources[i : i + args.batch_size] for i in range(0, len(sources), args.batch_size)]
+    tensors = [pad_sequences(b) for b in batches]
+    token_batches = [[[tokenizer.id_to_token(t) for t in s] for s in b] for b in batches]
+    max_len = max(len(s) for s in sources) * 2 + 10
+    L = fixed_length
+
+    def ours() -> list[list[int]]:
+        out = []
+        for src in tensors:
+            if L is not None:
+                nbest = beam_search(model, src, BEAM, 1, ALPHA, max_len_a=0, max_len_b=L, min_len=L)
+            else:
+                nbest = beam_search(model, src, BEAM, 1, ALPHA, max_len_a=0, max_len_b=max_len)
+            out += [hyps[0].tokens for hyps in nbest]
+        return out
+
+    def hf_generate() -> list[list[int]]:
+        out = []
+        lengths = dict(max_new_tokens=L, min_new_tokens=L) if L is not None else dict(max_new_tokens=max_len)
+        with torch.inference_mode():
+            for src in tensors:
+                gen = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=BEAM, do_sample=False,
+                                  early_stopping=True, length_penalty=ALPHA, num_return_sequences=1, **lengths)
+                out += [[t for t in row[1:] if t not in (tokenizer.pad_id, tokenizer.eos_id)] for row in gen.tolist()]
+        return out
+
+    def ct2(q: str) -> Callable[[], list[list[int]]]:
+        lengths = dict(max_decoding_length=L, min_decoding_length=L) if L is not None else \
+            dict(max_decoding_length=max_len)
+
+        def run() -> list[list[int]]:
+            out = []
+            for b in token_batches:
+                results = translators[q].translate_batch(b, beam_size=BEAM, length_penalty=ALPHA, patience=1,
+                                                         max_batch_size=args.batch_size, **lengths)
+                out += [[tokenizer.token_to_id(t) for t in r.hypotheses[0]] for r in results]
+            return out
+        return run
+
+    engines = {"ours": ours, "hf": hf_generate, "ct2_fp32": ct2("float32"), "ct2_int8": ct2("int8")}
+    outputs = {name: fn() for name, fn in engines.items()}  # warm-up, and the outputs to compare
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for r in range(args.rounds):
+        for name in ENGINES[r % 4 :] + ENGINES[: r % 4]:  # rotate who goes first
+            start = time.perf_counter()
+            engines[name]()
+            times[name].append(time.perf_counter() - start)
+        print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()))
+    rate = {name: len(sources) / statistics.median(t) for name, t in times.items()}
+    agree = {name: sum(a == b for a, b in zip(outputs[name], outputs["ours"])) / len(sources) for name in engines}
+    mean_len = sum(len(o) for o in outputs["ours"]) / len(sources)
+    for name in ENGINES:
+        print(f"  {name:9s} {rate[name]:8.1f} sentences/s  (same 1-best as ours: {agree[name]:.0%})")
+    print(f"  ours / transformers = {rate['ours'] / rate['hf']:.2f}x; ours / CTranslate2 fp32 = "
+          f"{rate['ours'] / rate['ct2_fp32']:.2f}x; ours / CTranslate2 int8 = {rate['ours'] / rate['ct2_int8']:.2f}x")
+    return {
+        "ours_sent_per_s": round(rate["ours"], 2),
+        "hf_sent_per_s": round(rate["hf"], 2),
+        "ct2_fp32_sent_per_s": round(rate["ct2_fp32"], 2),
+        "ct2_int8_sent_per_s": round(rate["ct2_int8"], 2),
+        "ratio": round(rate["ours"] / rate["hf"], 3),
+        "ratio_vs_ct2_fp32": round(rate["ours"] / rate["ct2_fp32"], 3),
+        "ratio_vs_ct2_int8": round(rate["ours"] / rate["ct2_int8"], 3),
+        "agreement_with_ours": {k: round(v, 3) for k, v in agree.items() if k != "ours"},
+        "mean_output_tokens": round(mean_len, 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--sentences", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--preset", default="small")
+    parser.add_argument("--vocab-size", type=int, default=300,
+                        help="BPE vocabulary; 300 splits a German number word into ~8 tokens")
+    parser.add_argument("--train-steps", type=int, default=300, help="training of the 'trained' workload's model")
+    parser.add_argument("--length", type=int, default=24, help="tokens per beam in the 'fixed' workload")
+    parser.add_argument("--workloads", default="trained,fixed", help="comma-separated: trained, fixed")
+    args = parser.parse_args()
+    workloads = args.workloads.split(",")
+    if not workloads or set(workloads) - {"trained", "fixed"}:
+        parser.error(f"--workloads={args.workloads!r}: choose from trained, fixed")
+
+    torch.set_num_threads(args.threads)
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+
+    pairs = numbers_to_words_task(999, seed=0, low=1, high=999)
+    tokenizer = Tokenizer.train([t for p in pairs for t in p], args.vocab_size)
+    sources = sorted((tokenizer.encode(s) + [tokenizer.eos_id] for s, _ in pairs[: args.sentences]), key=len)
+    config = ModelConfig.from_preset(args.preset, tokenizer.vocab_size, max_positions=256)
+    n_params = sum(p.numel() for p in Transformer(config).parameters())
+    print(f"preset {args.preset}: {n_params / 1e6:.1f}M parameters, vocabulary {tokenizer.vocab_size}; "
+          f"{len(sources)} sentences in batches of {args.batch_size}, beam {BEAM}, {args.threads} thread(s), "
+          f"{args.rounds} rounds")
+
+    results: dict[str, dict[str, Any]] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="decode-bench-"))
+    for workload in workloads:
+        torch.manual_seed(0)
+        model = Transformer(config)
+        if workload == "trained":
+            print(f"trained: natural stopping (training {args.train_steps} steps first)")
+            train(model, [Example(tokenizer.encode(s), tokenizer.encode(t)) for s, t in pairs], args.train_steps)
+        else:
+            print(f"fixed: random weights, exactly {args.length} tokens per beam")
+        results[workload] = measure(model.eval(), tokenizer, sources, args,
+                                    None if workload == "trained" else args.length, workdir / workload)
+
+    summary = dict(results[workloads[0]])
+    summary["workload"] = workloads[0]
+    if "fixed" in results and workloads[0] != "fixed":
+        summary["fixed_length"] = results["fixed"]
+    summary.update(threads=args.threads, sentences=len(sources), batch_size=args.batch_size, beam=BEAM,
+                   rounds=args.rounds, preset=args.preset, parameters=n_params, vocab_size=tokenizer.vocab_size,
+                   train_steps=args.train_steps, fixed_tokens=args.length, cpu_count=os.cpu_count(),
+                   torch=torch.__version__, transformers=transformers.__version__,
+                   ctranslate2=__import__("ctranslate2").__version__)
+    print(json.dumps(summary))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,207 @@
+"""Spec of the user-facing inference functions: translate (n-best, alignments), fill_mask, capture_attention,
+embedding_neighbors, on tiny models trained on the demo tasks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model.demo import grammar_cloze, grammar_sentences, reverse_task
+from model.inference import capture_attention, embedding_neighbors, fill_mask, resolve_token, translate
+from model.objectives import renoising
+from model.tokenizer import SPECIAL_TOKENS, Tokenizer
+from model.transformer import Transformer
+from tests.model.test_beam import ScriptedModel, one_thread, reverse_model, train_tiny  # noqa: F401 (autouse)
+
+
+@pytest.fixture(scope="module")
+def reverse() -> tuple[Transformer, Tokenizer]:
+    return reverse_model()
+
+
+@pytest.fixture(scope="module")
+def grammar() -> tuple[Transformer, Tokenizer]:
+    """Tiny denoising model, single-token masks, on the demo grammar (every answer is one token)."""
+    sentences = grammar_sentences(3000, seed=0)
+    tokenizer = Tokenizer.train(sentences, 450)
+    noisy = renoising(tokenizer.encode_batch(sentences), seed=0, mode="token", mask_ratio=0.15)
+    return train_tiny(noisy, tokenizer.vocab_size, steps=250), tokenizer
+
+
+HELD_OUT = [s for s, _ in reverse_task(100, max_len=8, seed=99)]
+
+
+# -- translate ------------------------------------------------------------------------------------------------
+
+def test_translate_reverses_held_out_sentences_in_input_order(reverse):
+    model, tokenizer = reverse
+    results = translate(model, tokenizer, HELD_OUT, beam_size=4, batch_size=7)  # batches sorted by length
+    assert len(results) == len(HELD_OUT)
+    exact = sum(r["text"] == " ".join(reversed(s.split())) for r, s in zip(results, HELD_OUT)) / len(HELD_OUT)
+    assert exact >= 0.9
+    first = results[0]
+    assert set(first) == {"text", "score", "log_prob", "tokens"}
+    assert tokenizer.decode([tokenizer.token_to_id(t) for t in first["tokens"]]) == first["text"]
+    assert first["score"] >= first["log_prob"]  # the length penalty is >= 1
+
+
+def test_translate_n_best_gives_sorted_distinct_alternatives(reverse):
+    model, tokenizer = reverse
+    results = translate(model, tokenizer, HELD_OUT[:5], beam_size=4, n_best=3)
+    for r in results:
+        assert len(r["alternatives"]) == 2
+        scores = [r["score"]] + [a["score"] for a in r["alternatives"]]
+        assert scores == sorted(scores, reverse=True)
+        assert len({r["text"], *(a["text"] for a in r["alternatives"])}) == 3
+
+
+def test_translate_refuses_a_bare_string_and_overlong_input(reverse):
+    model, tokenizer = reverse
+    with pytest.raises(ValueError, match="list of strings"):
+        translate(model, tokenizer, "a b c")
+    with pytest.raises(ValueError, match="max_positions=64"):
+        translate(model, tokenizer, [" ".join(["a"] * 80)])
+    assert translate(model, tokenizer, []) == []
+
+
+@pytest.mark.parametrize("layer", [-1, "all"])
+def test_alignments_point_at_the_mirrored_source_token(reverse, layer):
+    model, tokenizer = reverse
+    results = translate(model, tokenizer, HELD_OUT, return_alignment=True, alignment_layer=layer)
+    hits = total = 0
+    for r in results:
+        n = len(r["source_tokens"])
+        assert len(r["alignment"]) == len(r["tokens"])
+        assert all(0 <= j < n for j in r["alignment"])
+        hits += sum(j == n - 1 - i for i, j in enumerate(r["alignment"]))
+        total += len(r["alignment"])
+    assert hits / total >= 0.9, hits / total
+
+
+def test_alignment_layer_out_of_range_is_refused(reverse):
+    model, tokenizer = reverse
+    with pytest.raises(ValueError, match="layer=5"):
+        translate(model, tokenizer, ["a b"], return_alignment=True, alignment_layer=5)
+
+
+# -- fill_mask ------------------------------------------------------------------------------------------------
+
+def test_fill_mask_top1_on_the_learned_grammar(grammar):
+    model, tokenizer = grammar
+    items = grammar_cloze(100, seed=7)
+    correct = 0
+    for text, answer in items:
+        (candidates,) = fill_mask(model, tokenizer, text, top_k=5)
+        assert len(candidates) == 5
+        scores = [c["score"] for c in candidates]
+        assert scores == sorted(scores, reverse=True)
+        assert 0.0 < sum(scores) <= 1.0 + 1e-6
+        correct += candidates[0]["token_str"] == answer
+    assert correct / len(items) >= 0.8
+
+
+def test_fill_mask_candidates_have_pipeline_fields_and_filled_sequences(grammar):
+    model, tokenizer = grammar
+    (candidates,) = fill_mask(model, tokenizer, "the big dog <mask> in the garden", top_k=3)
+    best = candidates[0]
+    assert set(best) == {"score", "token", "token_str", "sequence"}
+    assert best["token_str"] == "barks"
+    assert best["sequence"] == "the big dog barks in the garden"
+    assert tokenizer.id_to_token(best["token"]) == "\u0120barks"
+    (first,) = fill_mask(model, tokenizer, "<mask> big dogs bark in the garden", top_k=2)
+    assert first[0]["sequence"].endswith(" big dogs bark in the garden")
+    assert not first[0]["sequence"].startswith(" ")
+
+
+def test_fill_mask_fills_every_mask_left_to_right(grammar):
+    model, tokenizer = grammar
+    results = fill_mask(model, tokenizer, "the small <mask> meows <mask> the river", top_k=2)
+    assert len(results) == 2
+    assert results[0][0]["token_str"] == "cat"
+    assert results[0][0]["sequence"] == "the small cat meows <mask> the river"
+    assert results[1][0]["token_str"] == "near"
+
+
+def test_fill_mask_span_mode_scores_whole_spans(grammar):
+    model, tokenizer = grammar
+    (candidates,) = fill_mask(model, tokenizer, "the big dog <mask> in the garden", top_k=3, max_span_tokens=3)
+    assert candidates[0]["token_str"] == "barks"
+    assert all(isinstance(c["token"], list) and 1 <= len(c["token"]) <= 3 for c in candidates)
+    assert sum(c["score"] for c in candidates) <= 1.0 + 1e-6
+    (single,) = fill_mask(model, tokenizer, "the big dog <mask> in the garden", top_k=1)
+    assert candidates[0]["score"] <= single[0]["score"] + 1e-6  # P(span, then "in") <= P(first token)
+
+
+def test_fill_mask_span_beam_ranks_spans_by_the_probability_of_span_then_next_token():
+    tokenizer = Tokenizer.train(["x y w z q"] * 20, 300)
+    x, y, w, z, q = (tokenizer.token_to_id(t) for t in ("x", "\u0120y", "\u0120w", "\u0120z", "\u0120q"))
+    # After "x": "y" (0.6) or "q" (0.4); the span ends when the decoder writes "z", the token after the mask.
+    table = {(x,): {y: 0.6, q: 0.4}, (x, y): {z: 0.5, w: 0.5}, (x, y, w): {z: 1.0}, (x, q): {z: 0.9, w: 0.1}}
+    model = ScriptedModel(table, vocab_size=tokenizer.vocab_size)
+    (candidates,) = fill_mask(model, tokenizer, "x <mask> z", top_k=3, max_span_tokens=2)
+    assert [c["token"] for c in candidates][:1] == [[q]]
+    assert candidates[0]["score"] == pytest.approx(0.36) and candidates[0]["sequence"] == "x q z"
+    assert {tuple(c["token"]) for c in candidates[1:]} == {(y,), (y, w)}
+    assert [c["score"] for c in candidates[1:]] == pytest.approx([0.30, 0.30])
+    assert sum(c["score"] for c in candidates) <= 1.0
+
+
+def test_fill_mask_without_a_mask_is_refused(grammar):
+    model, tokenizer = grammar
+    with pytest.raises(ValueError, match="no <mask>"):
+        fill_mask(model, tokenizer, "the big dog barks")
+
+
+# -- capture_attention ----------------------------------------------------------------------------------------
+
+def test_capture_attention_shapes_and_rows_that_sum_to_one(reverse):
+    model, tokenizer = reverse
+    out = capture_attention(model, tokenizer, "a b c d", target="d c b a")
+    cfg = model.config
+    S, T = len(out["source_tokens"]), len(out["target_tokens"])
+    assert out["source_tokens"][-1] == "</s>" and out["target_tokens"][0] == "<s>"
+    assert (S, T) == (5, 5)
+    for name, n_layers, t_q, t_k in (("encoder_self", cfg.n_encoder_layers, S, S),
+                                     ("decoder_self", cfg.n_decoder_layers, T, T),
+                                     ("cross", cfg.n_decoder_layers, T, S)):
+        w = torch.tensor(out[name])
+        assert w.shape == (n_layers, cfg.n_heads, t_q, t_k), name
+        assert torch.allclose(w.sum(-1), torch.ones(n_layers, cfg.n_heads, t_q), atol=1e-3), name
+        flat = [x for layer in out[name] for head in layer for row in head for x in row]
+        assert flat == [round(x, 4) for x in flat]  # compact: 4 decimals, as JSON will print them
+    decoder_self = torch.tensor(out["decoder_self"])
+    assert torch.all(decoder_self.triu(diagonal=1) == 0)  # causal: no position sees a later one
+
+
+def test_capture_attention_uses_the_greedy_translation_without_a_target(reverse):
+    model, tokenizer = reverse
+    out = capture_attention(model, tokenizer, "a b c")
+    assert out["target"] == "c b a"
+    assert out["target_tokens"] == ["<s>", "c", "\u0120b", "\u0120a"]
+
+
+# -- embedding_neighbors --------------------------------------------------------------------------------------
+
+def test_embedding_neighbors_exclude_the_token_and_special_tokens(grammar):
+    model, tokenizer = grammar
+    neighbors = embedding_neighbors(model, tokenizer, "dog", k=10)
+    assert len(neighbors) == 10
+    names = [n["token"] for n in neighbors]
+    assert "\u0120dog" not in names and not set(names) & set(SPECIAL_TOKENS)
+    sims = [n["similarity"] for n in neighbors]
+    assert sims == sorted(sims, reverse=True) and all(-1.0 <= s <= 1.0 for s in sims)
+    assert embedding_neighbors(model, tokenizer, "\u0120dog", k=10) == neighbors
+
+
+def test_tokens_resolve_with_or_without_the_space_marker(grammar):
+    _, tokenizer = grammar
+    assert resolve_token(tokenizer, "dogs") == tokenizer.token_to_id("\u0120dogs")
+    assert resolve_token(tokenizer, "\u0120dogs") == tokenizer.token_to_id("\u0120dogs")
+    assert resolve_token(tokenizer, 7) == 7
+    assert resolve_token(tokenizer, "the") == tokenizer.token_to_id("the")  # an exact entry wins
+
+
+def test_an_unknown_token_is_refused_by_name(grammar):
+    model, tokenizer = grammar
+    with pytest.raises(ValueError, match="'xylophone'"):
+        embedding_neighbors(model, tokenizer, "xylophone")
