@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     max_beam_size: int = Field(16, ge=1)
     max_top_k: int = Field(50, ge=1)
     inference_timeout_seconds: float = Field(30.0, gt=0)
+    ct2_compute_type: str = "default"  # CTranslate2 backend: default (as converted, float32), int8, float16, ...
     inference_queue_limit: int = Field(256, ge=1)  # waiting inference requests before 503 + Retry-After
     inference_cache_models: int = Field(4, ge=1)  # models kept loaded per inference worker process
     inference_max_batch: int = Field(64, ge=1)  # sentences decoded together

@@ -50,8 +50,10 @@ def translate(model_id: str, body: TranslateRequest, session: SessionDep, settin
     session.close()  # do not hold a connection while a worker decodes
     answer, elapsed = inference.call(settings, TRANSLATE, [model_id, body.texts],
                                      {"beam_size": body.beam_size, "n_best": body.n_best,
-                                      "max_length": body.max_length, "return_alignment": body.return_alignment})
-    return TranslateResponse(translations=answer["translations"], model_id=model_id, elapsed_ms=round(elapsed, 2))
+                                      "max_length": body.max_length, "return_alignment": body.return_alignment,
+                                      "backend": body.backend})
+    return TranslateResponse(translations=answer["translations"], model_id=model_id, backend=body.backend,
+                             elapsed_ms=round(elapsed, 2))
 
 
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=ERRORS)

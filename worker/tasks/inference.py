@@ -19,7 +19,9 @@ from app.settings import get_settings
 from app.tasks import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
 from model.inference import capture_attention, embedding_neighbors, fill_mask, translate
 from model.tokenizer import readable_token
+from worker.serving import ct2
 from worker.serving.cache import LoadedModel, ModelCache, ModelUnavailable
+from worker.serving.ct2 import CT2Translator
 from worker.serving.microbatch import MicroBatcher
 
 log = logging.getLogger(__name__)
@@ -60,9 +62,22 @@ def _note_batch(size: int) -> None:
     del batch_sizes[:-1000]
 
 
+_ct2: dict[str, CT2Translator] = {}  # by model id and sha256, built on the batching thread only
+
+
+def _ct2_translator(loaded: LoadedModel) -> CT2Translator:
+    key = f"{loaded.model_id}:{loaded.meta['sha256']}"
+    if key not in _ct2:
+        _ct2.clear()  # keep one converted model loaded; the PyTorch cache bounds the rest
+        _ct2[key] = CT2Translator(loaded)
+    return _ct2[key]
+
+
 def _translate_batch(key: tuple, texts: list[str]) -> list[dict[str, Any]]:
-    model_id, beam_size, n_best, max_length, return_alignment = key
+    model_id, beam_size, n_best, max_length, return_alignment, backend = key
     loaded = cache().get(model_id)
+    if backend == "ctranslate2":
+        return _ct2_translator(loaded).translate(texts, beam_size, n_best, max_length, return_alignment)
     with torch.inference_mode():
         return translate(loaded.model, loaded.tokenizer, texts, beam_size=beam_size, n_best=n_best,
                          max_len_a=0.0 if max_length else 2.0, max_len_b=max_length or 10,
@@ -122,21 +137,25 @@ def _translation_model(model_id: str) -> LoadedModel:
 @shared_task(name=TRANSLATE, ignore_result=False, acks_late=False)
 @_errors_as_results
 def translate_task(model_id: str, texts: list[str], beam_size: int = 4, n_best: int = 1,
-                   max_length: int | None = None, return_alignment: bool = False) -> dict[str, Any]:
+                   max_length: int | None = None, return_alignment: bool = False,
+                   backend: str = "pytorch") -> dict[str, Any]:
     started = time.perf_counter()
     loaded = _translation_model(model_id)
+    if backend == "ctranslate2" and not ct2.available():
+        raise RequestError(422, "backend 'ctranslate2' is not installed on the inference workers "
+                                "(pip install ctranslate2 transformers)")
     if n_best > beam_size:
         raise RequestError(422, f"n_best={n_best} cannot exceed beam_size={beam_size}")
     plans = [_pieces(loaded, text) for text in texts]
     flat = [piece for plan in plans for piece in plan]
-    results = batcher().submit((model_id, beam_size, n_best, max_length, return_alignment), flat)
+    results = batcher().submit((model_id, beam_size, n_best, max_length, return_alignment, backend), flat)
     translations, start = [], 0
     for plan in plans:
         parts = results[start : start + len(plan)]
         start += len(plan)
         translations.append(_public_translation(parts[0], n_best, return_alignment) if len(plan) == 1
                             else _merge(parts))
-    return {"translations": translations, "model_id": model_id,
+    return {"translations": translations, "model_id": model_id, "backend": backend,
             "compute_ms": round((time.perf_counter() - started) * 1000, 2)}
 
 
