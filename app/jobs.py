@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -11,9 +12,9 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import conflict, unprocessable
 from app.db.models import Dataset, Job
-from app.schemas.jobs import JobCreate
+from app.schemas.jobs import JobCreate, ModelSpec
 from app.settings import Settings
-from model.anatomy import estimate_memory
+from model.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.config import ModelConfig
 
 REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
@@ -35,15 +36,28 @@ def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objec
     return dataset
 
 
+def resolve_model_config(spec: ModelSpec) -> ModelConfig:
+    """The preset plus overrides as a ModelConfig, or 422 naming the problem."""
+    try:
+        return ModelConfig.from_preset(spec.preset, spec.vocab_size, **spec.overrides())
+    except ValueError as exc:
+        raise unprocessable("model", str(exc)) from exc
+
+
+def anatomy(config: ModelConfig, tokens_per_batch: int) -> dict[str, Any]:
+    """The fields of app.schemas.inference.Anatomy for a config."""
+    counts = count_parameters(config)
+    return {"total_parameters": counts["total"], "by_component": counts["by_component"],
+            "by_kind": counts["by_kind"], "parameters": parameter_groups(config),
+            "memory": estimate_memory(config, tokens_per_batch), "tokens_per_batch": tokens_per_batch}
+
+
 def validate(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> ModelConfig:
     """Everything that can be known before queueing; raises 422 naming the field."""
     _dataset(session, owner_id, str(body.dataset_id), "dataset_id", body.objective)
     if body.valid_dataset_id is not None:
         _dataset(session, owner_id, str(body.valid_dataset_id), "valid_dataset_id", body.objective)
-    try:
-        config = ModelConfig.from_preset(body.model.preset, body.model.vocab_size, **body.model.overrides())
-    except ValueError as exc:
-        raise unprocessable("model", str(exc)) from exc
+    config = resolve_model_config(body.model)
     training = body.training
     if training.max_length + 2 > config.max_positions:
         raise unprocessable("training.max_length", f"max_length={training.max_length} plus <s>/</s> exceeds the "

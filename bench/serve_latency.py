@@ -39,6 +39,7 @@ from model.demo import numbers_to_words_task  # noqa: E402
 from model.inference import translate  # noqa: E402
 from model.training import TrainConfig, prepare, train  # noqa: E402
 from tests.support import services  # noqa: E402
+from tests.support.rows import insert_model  # noqa: E402
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
 
 SENTENCE = "three hundred and forty two"
@@ -58,30 +59,12 @@ def train_small_model(folder: Path, preset: str = "small") -> Path:
 
 
 def register_model(database_url: str, owner: str, model_dir: Path, artifacts: Path) -> str:
-    """Rows for a model made outside a job (as an admin import would), files under the artifact root."""
+    """Rows for a model made outside a job, its files under the artifact root."""
     import shutil
 
-    from sqlalchemy import create_engine, text
-
-    model_id = str(uuid.uuid4())
-    shutil.copytree(model_dir, artifacts / "models" / model_id)
-    engine = create_engine(database_url.replace("postgresql+psycopg", "postgresql+psycopg"))
-    ids = {"d": str(uuid.uuid4()), "j": str(uuid.uuid4()), "m": model_id}
-    with engine.begin() as c:
-        o = c.execute(text("SELECT id FROM owners WHERE name = :n"), {"n": owner}).scalar()
-        c.execute(text("INSERT INTO datasets (id, owner_id, name, kind, format, rows, size_bytes, sha256, stats, "
-                       "storage_key, created_at) VALUES (:d, :o, 'bench', 'parallel', 'jsonl', 1, 1, '', '{}', 'x', now())"),
-                  {**ids, "o": o})
-        c.execute(text("INSERT INTO jobs (id, owner_id, dataset_id, objective, model_config, training_config, status, "
-                       "attempt, max_attempts, cancel_requested, request_sha256, step, total_steps, tokens_seen, "
-                       "created_at, updated_at) VALUES (:j, :o, :d, 'translation', '{}', '{}', 'succeeded', 1, 3, "
-                       "false, '', 1, 1, 0, now(), now())"), {**ids, "o": o})
-        c.execute(text("INSERT INTO models (id, owner_id, job_id, objective, config, tokenizer_fingerprint, metrics, "
-                       "source, parameters, storage_key, sha256, size_bytes, created_at) VALUES (:m, :o, :j, "
-                       "'translation', '{}', '', '{}', 'bench', 1, :k, :s, 1, now())"),
-                  {**ids, "o": o, "k": f"models/{model_id}", "s": checkpoint_sha256(model_dir)})
-    engine.dispose()
-    return model_id
+    key = f"models/import-{uuid.uuid4()}"
+    shutil.copytree(model_dir, artifacts / key)
+    return insert_model(database_url, owner, key, checkpoint_sha256(model_dir))
 
 
 def main() -> None:

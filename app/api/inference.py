@@ -7,6 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from app import inference
+from app.jobs import anatomy as describe_anatomy
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import unprocessable
 from app.api.models import owned_model
@@ -14,7 +15,6 @@ from app.schemas.inference import (AnatomyResponse, AttentionRequest, AttentionR
                                    FillMaskResponse, NeighborsResponse, TranslateRequest, TranslateResponse)
 from app.settings import Settings
 from app.tasks import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
-from model.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.config import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["inference"])
@@ -104,7 +104,4 @@ def anatomy(model_id: str, session: SessionDep, key: CurrentKey,
     if tokens_per_batch is None:
         job_config = model.job.training_config if model.job else {}
         tokens_per_batch = job_config.get("max_tokens_per_batch", 4096)
-    counts = count_parameters(config)
-    return AnatomyResponse(model_id=model_id, total_parameters=counts["total"], by_component=counts["by_component"],
-                           by_kind=counts["by_kind"], parameters=parameter_groups(config),
-                           memory=estimate_memory(config, tokens_per_batch), tokens_per_batch=tokens_per_batch)
+    return AnatomyResponse(model_id=model_id, **describe_anatomy(config, tokens_per_batch))

@@ -107,8 +107,9 @@ class ParameterGroup(Output):
     count: int
 
 
-class AnatomyResponse(Output):
-    model_id: str
+class Anatomy(Output):
+    """Parameters by component and memory estimates of a model config (pure arithmetic, no worker)."""
+
     total_parameters: int
     by_component: dict[str, int]
     by_kind: dict[str, int]
@@ -116,3 +117,7 @@ class AnatomyResponse(Output):
     memory: dict[str, int] = Field(description="bytes: weights, gradients, Adam state, activations for the "
                                                "training batch, training total, inference")
     tokens_per_batch: int
+
+
+class AnatomyResponse(Anatomy):
+    model_id: str

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
-
 import httpx
 import pytest
 import redis
 
+from tests.support.rows import insert_model
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 
 
@@ -33,7 +32,7 @@ def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, 
     try:
         wait_for(healthy_with_workers(url, 0), timeout=30, what="api")
         key = create_key(env, "alice")
-        model_id = _fake_model_row(env)
+        model_id = insert_model(env["DATABASE_URL"], "alice")  # no files: no worker looks at it here
         headers = {"Authorization": f"Bearer {key}"}
         response = httpx.post(f"{url}/v1/models/{model_id}/translate", json={"texts": ["one"]}, headers=headers, timeout=30)
         assert response.status_code == 504
@@ -49,26 +48,3 @@ def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, 
         assert "INFERENCE_QUEUE_LIMIT=3" in response.json()["detail"]
     finally:
         processes.stop()
-
-
-def _fake_model_row(env) -> str:
-    """A model row owned by alice (no files: no worker will look at it in this test)."""
-    from sqlalchemy import create_engine, text
-
-    engine = create_engine(env["DATABASE_URL"])
-    ids = {name: str(uuid.uuid4()) for name in ("dataset", "job", "model")}
-    with engine.begin() as c:
-        owner = c.execute(text("SELECT id FROM owners WHERE name = 'alice'")).scalar()
-        c.execute(text("INSERT INTO datasets (id, owner_id, name, kind, format, rows, size_bytes, sha256, stats, "
-                       "storage_key, created_at) VALUES (:d, :o, 'd', 'parallel', 'jsonl', 1, 1, '', '{}', 'x', now())"),
-                  {"d": ids["dataset"], "o": owner})
-        c.execute(text("INSERT INTO jobs (id, owner_id, dataset_id, objective, model_config, training_config, status, "
-                       "attempt, max_attempts, cancel_requested, request_sha256, step, total_steps, tokens_seen, "
-                       "created_at, updated_at) VALUES (:j, :o, :d, 'translation', '{}', '{}', 'succeeded', 1, 3, "
-                       "false, '', 1, 1, 0, now(), now())"), {"j": ids["job"], "o": owner, "d": ids["dataset"]})
-        c.execute(text("INSERT INTO models (id, owner_id, job_id, objective, config, tokenizer_fingerprint, metrics, "
-                       "source, parameters, storage_key, sha256, size_bytes, created_at) VALUES (:m, :o, :j, "
-                       "'translation', '{}', '', '{}', 'x', 1, 'models/x', '', 1, now())"),
-                  {"m": ids["model"], "o": owner, "j": ids["job"]})
-    engine.dispose()
-    return ids["model"]
