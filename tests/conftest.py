@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support import services
+from tests.support.s3 import S3Server, start_s3_server
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -46,6 +47,16 @@ def redis_url() -> str:
     url = services.redis_url()
     _require("Redis", services.redis_reachable(url), url)
     return url
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory) -> Iterator[S3Server]:
+    """A real S3-compatible server (moto in server mode) on 127.0.0.1 for the whole session."""
+    server = start_s3_server(tmp_path_factory.mktemp("s3") / "moto.log")
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

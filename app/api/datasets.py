@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, Response, UploadFile, status
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile, status
 from sqlalchemy import select
 
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
-from app.artifacts import get_store
+from app.artifacts import ArtifactStoreError, get_store
 from app.db.base import new_id
 from app.db.jobs import ACTIVE_STATES
 from app.db.models import Dataset, Job
@@ -20,6 +21,7 @@ from app.schemas.datasets import DatasetKind, DatasetPublic
 from model.data import DataError, dataset_stats, parse_monolingual_bytes, parse_parallel_bytes
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+log = logging.getLogger(__name__)
 
 EXTENSIONS = {"jsonl": "jsonl", "tsv": "tsv", "text": "txt"}
 SUFFIX_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".tsv": "tsv", ".tab": "tsv"}
@@ -33,6 +35,14 @@ def _parallel_format(filename: str, data: bytes) -> str:
     return "jsonl" if first.lstrip().startswith(b"{") else "tsv"
 
 
+async def _known_form_fields(request: Request) -> None:
+    """Unknown form fields (`storage_key`, `owner`...) get 422, as unknown fields of a JSON body do."""
+    unknown = sorted(set((await request.form()).keys()) - {"file", "name", "kind"})
+    if unknown:
+        raise unprocessable(unknown[0], f"unknown form field(s) {', '.join(map(repr, unknown))}; "
+                                        f"expected file, name and kind")
+
+
 def _owned(session, dataset_id: str, owner_id: str) -> Dataset:
     dataset = session.get(Dataset, dataset_id)
     if dataset is None or dataset.owner_id != owner_id:
@@ -41,7 +51,10 @@ def _owned(session, dataset_id: str, owner_id: str) -> Dataset:
 
 
 @router.post("", response_model=DatasetPublic, status_code=status.HTTP_201_CREATED,
-             responses={413: {"description": "File too large"}, 422: {"description": "Invalid file"}})
+             dependencies=[Depends(_known_form_fields)],
+             responses={400: {"description": "Body is not multipart form data"}, 413: {"description": "File too large"},
+                        422: {"description": "Invalid file"},
+                        503: {"description": "Artifact store unavailable"}})
 def upload_dataset(
     session: SessionDep,
     settings: SettingsDep,
@@ -67,7 +80,12 @@ def upload_dataset(
                       storage_key="")
     dataset.storage_key = f"datasets/{dataset.id}/data.{EXTENSIONS[fmt]}"
     store = get_store()
-    store.write_bytes(dataset.storage_key, data)  # the file first: a row never points at nothing
+    try:  # the file first, whole or not at all: a row never points at nothing
+        store.write_bytes(dataset.storage_key, data)
+    except ArtifactStoreError as exc:
+        log.error("dataset upload: %s", exc)
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, "the artifact store is unavailable; try again",
+                            headers={"Retry-After": "5"}) from exc
     try:
         session.add(dataset)
         session.commit()
@@ -102,5 +120,8 @@ def delete_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> Res
     storage_key = dataset.storage_key
     session.delete(dataset)
     session.commit()
-    get_store().delete(storage_key.rsplit("/", 1)[0])
+    try:
+        get_store().delete(storage_key.rsplit("/", 1)[0])
+    except ArtifactStoreError as exc:  # the row is gone; its file stays behind until the store is back
+        log.error("dataset %s deleted, its files not: %s", dataset_id, exc)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,4 +1,8 @@
-"""A per-process LRU cache of loaded models: each is read once, checked against its recorded sha256."""
+"""A per-process LRU cache of loaded models: each is read once, checked against its recorded sha256.
+
+The files come from the artifact store: with a remote one (S3) they are downloaded into this host's cache first,
+and files already there are reused when they match the store's.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,10 @@ from typing import Any
 
 import torch
 
-from app.artifacts import get_store
+from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
 from app.db.models import Job, TrainedModel
 from app.db.session import session_scope
-from model.checkpoint import load_model
+from model.checkpoint import CheckpointError, load_model
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
@@ -21,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 class ModelUnavailable(Exception):
-    """The model row is gone or its files fail their hash check; `status` is the HTTP status to report."""
+    """The model row is gone or its files fail verification; `status` is the HTTP status to report."""
 
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
@@ -50,7 +54,18 @@ def _load(model_id: str) -> LoadedModel:
         job = session.get(Job, row.job_id)
         noise = (job.training_config or {}).get("noise", "span") if job else "span"
         storage_key, sha256, objective = row.storage_key, row.sha256, row.objective
-    model, tokenizer, meta = load_model(get_store().path(storage_key), pick_device())
+    try:
+        model, tokenizer, meta = load_model(get_store().fetch(storage_key), pick_device())
+    except ArtifactNotFound as exc:
+        log.error("model %s: %s", model_id, exc)
+        raise ModelUnavailable(503, f"model {model_id}: its files are missing from the artifact store; "
+                                    "retrain it or restore them") from exc
+    except ArtifactStoreError as exc:
+        log.error("model %s: %s", model_id, exc)
+        raise ModelUnavailable(503, f"model {model_id}: the artifact store is unavailable; try again") from exc
+    except CheckpointError as exc:
+        log.error("model %s: %s", model_id, exc)
+        raise ModelUnavailable(503, f"model {model_id}: its files fail verification (not a valid safetensors checkpoint, or a hash mismatch); retrain or restore them") from exc
     if meta["sha256"] != sha256:
         raise ModelUnavailable(503, f"model {model_id}: files do not match the recorded sha256 "
                                     f"({meta['sha256'][:12]}… != {sha256[:12]}…); retrain or restore them")

@@ -1,0 +1,275 @@
+"""The S3-compatible store (AWS S3, MinIO, ...): ARTIFACT_ROOT=s3://bucket/prefix.
+
+Objects are named <prefix>/<key>; a folder is every object under <prefix>/<key>/. Readers fetch into a local
+cache (<DATA_DIR>/cache/s3/<bucket>/<prefix>/<key>) that mirrors the store: a file already there is kept when its
+size and ETag match the object's, so a model or a dataset is downloaded once per host.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import boto3
+from boto3.exceptions import Boto3Error
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from app.artifacts.base import (COMMIT_FILE, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, ArtifactStoreError,
+                                key_parts)
+from app.settings import Settings, parse_s3_root
+
+PART_SIZE = 8 * 1024 * 1024  # multipart threshold and part size; a file above it gets ETag "<md5 of md5s>-<parts>"
+NOT_FOUND_CODES = ("404", "NoSuchKey", "NotFound")
+NO_BUCKET_CODES = ("NoSuchBucket",)
+
+
+def s3_etag(path: Path, parts: int = 1, part_size: int = PART_SIZE) -> str:
+    """The ETag S3 gives this file uploaded in `parts` parts of part_size bytes (1 part: its plain MD5)."""
+    digests: list[bytes] = []
+    whole = hashlib.md5()
+    with open(path, "rb") as f:
+        while chunk := f.read(part_size):
+            whole.update(chunk)
+            digests.append(hashlib.md5(chunk).digest())
+    if parts <= 1:
+        return whole.hexdigest()
+    return hashlib.md5(b"".join(digests)).hexdigest() + f"-{len(digests)}"
+
+
+def _same_file(path: Path, size: int, etag: str) -> bool:
+    """True if the local file holds the object's bytes (by size, then ETag)."""
+    if not path.is_file() or path.stat().st_size != size:
+        return False
+    parts = int(etag.rsplit("-", 1)[1]) if "-" in etag else 1
+    return s3_etag(path, parts) == etag
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _is_temp(path: Path, root: Path) -> bool:
+    return any(part.startswith(TEMP_PREFIX) for part in path.relative_to(root).parts)
+
+
+class BucketNotFound(ArtifactNotFound):
+    pass
+
+
+class S3Store(ArtifactStore):
+    def __init__(self, bucket: str, prefix: str, cache_dir: str | Path, *, endpoint_url: str | None = None,
+                 access_key_id: str | None = None, secret_access_key: str | None = None,
+                 region: str | None = None) -> None:
+        self.bucket, self.prefix = bucket, prefix.strip("/")
+        self.cache_root = Path(cache_dir).resolve().joinpath("s3", bucket, *(key_parts(self.prefix) if self.prefix else ()))
+        self.region = region
+        self._client_options: dict[str, Any] = {
+            "endpoint_url": endpoint_url, "aws_access_key_id": access_key_id,
+            "aws_secret_access_key": secret_access_key, "region_name": region,
+            "config": Config(
+                connect_timeout=5, read_timeout=60, retries={"mode": "standard", "max_attempts": 3},
+                # Checksums only where S3 requires them: some S3-compatible stores refuse the newer defaults.
+                request_checksum_calculation="when_required", response_checksum_validation="when_required",
+                s3={"addressing_style": "path"} if endpoint_url else None),
+        }
+        self._transfer = TransferConfig(multipart_threshold=PART_SIZE, multipart_chunksize=PART_SIZE)
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._client_pid = 0
+        self._bucket_ready = False
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "S3Store":
+        bucket, prefix = parse_s3_root(settings.artifact_root)
+        secret = settings.aws_secret_access_key.get_secret_value()
+        return cls(bucket, prefix, settings.data_dir / "cache", endpoint_url=settings.aws_endpoint_url or None,
+                   access_key_id=settings.aws_access_key_id or None, secret_access_key=secret or None,
+                   region=settings.aws_default_region or None)
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.url!r})"
+
+    @property
+    def client(self) -> Any:
+        """A boto3 S3 client for this process (a forked worker process opens its own connections)."""
+        with self._lock:
+            if self._client is None or self._client_pid != os.getpid():
+                self._client = boto3.session.Session().client("s3", **self._client_options)
+                self._client_pid = os.getpid()
+            return self._client
+
+    # -- names --------------------------------------------------------------------------------------------------
+
+    def _object(self, key: str) -> str:
+        return "/".join((self.prefix, *key_parts(key)) if self.prefix else key_parts(key))
+
+    def local_path(self, key: str) -> Path:
+        return self.cache_root.joinpath(*key_parts(key))
+
+    @contextmanager
+    def _errors(self, action: str, key: str) -> Iterator[None]:
+        """S3 errors as ArtifactNotFound / ArtifactStoreError naming the key and the store."""
+        try:
+            yield
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in NO_BUCKET_CODES:
+                raise BucketNotFound(f"artifact {key!r} not found: bucket {self.bucket!r} does not exist") from exc
+            if code in NOT_FOUND_CODES:
+                raise ArtifactNotFound(f"artifact {key!r} not found in {self.url}") from exc
+            raise ArtifactStoreError(f"{action} {key!r} in {self.url} failed: {exc}") from exc
+        except (BotoCoreError, Boto3Error) as exc:
+            raise ArtifactStoreError(f"{action} {key!r}: the artifact store {self.url} failed: {exc}") from exc
+
+    def _ensure_bucket(self) -> None:
+        """Create the bucket on the first write if it is missing (a fresh MinIO starts empty)."""
+        if self._bucket_ready:
+            return
+        try:
+            with self._errors("check bucket for", ""):
+                self.client.head_bucket(Bucket=self.bucket)
+        except ArtifactNotFound:
+            options = ({"CreateBucketConfiguration": {"LocationConstraint": self.region}}
+                       if self.region and self.region != "us-east-1" else {})
+            try:
+                with self._errors("create bucket for", ""):
+                    self.client.create_bucket(Bucket=self.bucket, **options)
+            except ArtifactStoreError as exc:  # created meanwhile by another process is fine
+                if "BucketAlreadyOwnedByYou" not in str(exc):
+                    raise
+        self._bucket_ready = True
+
+    def _listing(self, key: str) -> list[dict[str, Any]]:
+        """Every object under the folder <key>/: [{"Key", "Size", "ETag"}, ...]; [] when there is no bucket."""
+        folder = self._object(key) + "/"
+        out: list[dict[str, Any]] = []
+        try:
+            with self._errors("list", key):
+                for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=folder):
+                    out.extend(page.get("Contents", []))
+        except BucketNotFound:
+            return []
+        return out
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        try:
+            with self._errors("read", key):
+                return self.client.head_object(Bucket=self.bucket, Key=self._object(key))
+        except ArtifactNotFound:
+            return None
+
+    # -- files and folders ---------------------------------------------------------------------------------------
+
+    def write_bytes(self, key: str, data: bytes) -> int:
+        """One PUT: S3 shows the whole object or nothing."""
+        self._ensure_bucket()
+        with self._errors("write", key):
+            self.client.put_object(Bucket=self.bucket, Key=self._object(key), Body=data)
+        return len(data)
+
+    def read_bytes(self, key: str) -> bytes:
+        with self._errors("read", key):
+            return self.client.get_object(Bucket=self.bucket, Key=self._object(key))["Body"].read()
+
+    def exists(self, key: str) -> bool:
+        return self._head(key) is not None or bool(self._listing(key))
+
+    def delete(self, key: str) -> None:
+        """Delete the object or folder in the store and its copy in the local cache."""
+        self._delete_remote(key)
+        _remove(self.local_path(key))
+
+    def _delete_remote(self, key: str) -> None:
+        names = [self._object(key)] + [o["Key"] for o in self._listing(key)]
+        for start in range(0, len(names), 1000):  # DeleteObjects takes at most 1000 keys
+            try:
+                with self._errors("delete", key):
+                    self.client.delete_objects(Bucket=self.bucket, Delete={
+                        "Objects": [{"Key": n} for n in names[start : start + 1000]], "Quiet": True})
+            except BucketNotFound:
+                return
+
+    def fetch(self, key: str, missing_ok: bool = False) -> Path:
+        """Download a file, or mirror a folder (local files the store no longer has are removed)."""
+        target = self.local_path(key)
+        head = self._head(key)
+        if head is not None:
+            if target.is_dir():
+                shutil.rmtree(target)
+            self._download(key, self._object(key), target, head["ContentLength"], head["ETag"])
+            return target
+        listing = self._listing(key)
+        if not listing:
+            if not missing_ok:
+                raise ArtifactNotFound(f"artifact {key!r} not found in {self.url}")
+            _remove(target)  # nothing in the store: nothing stale stays here either
+            return target
+        if target.is_file():
+            target.unlink()
+        folder = self._object(key) + "/"
+        wanted: set[Path] = set()
+        for item in listing:
+            name = item["Key"][len(folder):]
+            if not name or name.endswith("/"):  # a folder marker some tools create
+                continue
+            try:
+                path = target.joinpath(*key_parts(name))
+            except ValueError as exc:
+                raise ArtifactStoreError(f"{self.url}/{item['Key']} has a name that cannot be fetched: {exc}") from exc
+            wanted.add(path)
+            self._download(key, item["Key"], path, item["Size"], item["ETag"])
+        for path in sorted(target.rglob("*"), reverse=True):  # deepest first, so emptied folders can go too
+            if _is_temp(path, target) or path in wanted:
+                continue
+            if path.is_file():
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+        return target
+
+    def _download(self, key: str, name: str, path: Path, size: int, etag: str) -> None:
+        if _same_file(path, size, etag.strip('"')):
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.parent / f"{TEMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            with self._errors("fetch", key):
+                self.client.download_file(self.bucket, name, str(tmp), Config=self._transfer)
+            os.replace(tmp, path)  # readers see the old file or the new one, never half of one
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def push(self, source: str | Path, key: str) -> None:
+        """Upload a file, or a folder: what was under the key goes first, the folder's COMMIT_FILE last."""
+        source = Path(source)
+        if not source.exists():
+            raise FileNotFoundError(f"cannot push {source}: it does not exist")
+        self._ensure_bucket()
+        if source.is_file():
+            self._upload(key, source, self._object(key))
+            return
+        files = [p for p in source.rglob("*") if p.is_file() and not _is_temp(p, source)]
+        files.sort(key=lambda p: (p.name == COMMIT_FILE, p.relative_to(source).as_posix()))
+        self._delete_remote(key)  # a reader never sees old and new files mixed under one manifest
+        for path in files:
+            self._upload(key, path, f"{self._object(key)}/{path.relative_to(source).as_posix()}")
+
+    def _upload(self, key: str, path: Path, name: str) -> None:
+        with self._errors("push", key):
+            self.client.upload_file(str(path), self.bucket, name, Config=self._transfer)
