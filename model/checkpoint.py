@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import random
 import re
@@ -38,6 +39,7 @@ from model.config import ModelConfig
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
+logger = logging.getLogger(__name__)
 FORMAT_VERSION = 1
 OBJECTIVES = ("translation", "denoising")
 MODEL_FILE = "model.safetensors"
@@ -412,7 +414,8 @@ def latest_good_checkpoint(root: str | Path) -> Path | None:
     for path in reversed(list_checkpoints(root)):
         try:
             files, _ = _read_files(path, verify=True)
-        except CheckpointError:
+        except CheckpointError as e:
+            logger.warning("skipping checkpoint %s: %s", path.name, e)
             continue
         if TRAINER_STATE_FILE in files and OPTIMIZER_FILE in files:
             return path

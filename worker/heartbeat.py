@@ -18,19 +18,23 @@ log = logging.getLogger(__name__)
 _stop = threading.Event()
 
 
-def beat(hostname: str, queues: list[str]) -> None:
+def beat(hostname: str, queues: list[str], starting: bool = False) -> None:
     with session_scope() as session:
         row = session.scalar(select(Worker).where(Worker.hostname == hostname))
         if row is None:
             session.add(Worker(hostname=hostname, queues=",".join(queues), pid=os.getpid()))
         else:
             row.queues, row.pid, row.last_seen_at = ",".join(queues), os.getpid(), utcnow()
+            if starting:  # a worker restarted under the same name is no longer draining
+                row.draining, row.started_at = False, utcnow()
 
 
 def _loop(celery, hostname: str, queues: list[str], every: float) -> None:
+    starting = True
     while True:
         try:
-            beat(hostname, queues)
+            beat(hostname, queues, starting)
+            starting = False
             reaper.sweep(celery)
         except Exception:  # the database or the broker may be briefly away; keep beating
             log.exception("heartbeat of %s failed", hostname)

@@ -9,7 +9,9 @@ lapse.
 from __future__ import annotations
 
 import logging
+import signal
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,12 +22,13 @@ from app.db.session import session_scope
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(eq=False)  # compared by identity, hashable for the registry below
 class RunState:
     claim: job_rows.Claim
     progress: dict[str, Any] = field(default_factory=dict)
     pending: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> {name: value}
     cancel_requested: bool = False
+    preempt_requested: bool = False  # this worker is shutting down: checkpoint now and hand the job back
     lease_lost: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -40,6 +43,47 @@ class RunState:
     @property
     def should_stop(self) -> bool:
         return self.cancel_requested or self.lease_lost
+
+
+# Runs in this process, for the SIGTERM handler of pool processes.
+_RUNS: weakref.WeakSet[RunState] = weakref.WeakSet()
+_pool_process = False
+_previous_handler: Any = None
+
+
+def mark_pool_process() -> None:
+    """Called in each prefork pool process: there a SIGTERM during a run means 'checkpoint and hand back'.
+    (In the main process Celery owns SIGTERM: a warm shutdown marks the worker draining, see celery_app.)"""
+    global _pool_process
+    _pool_process = True
+
+
+def track(state: RunState) -> None:
+    """Register a run; in a pool process, take over SIGTERM until the last run ends (billiard's own handler
+    would raise SystemExit in the middle of a step)."""
+    global _previous_handler
+    _RUNS.add(state)
+    if _pool_process and threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+        _previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def untrack(state: RunState) -> None:
+    global _previous_handler
+    _RUNS.discard(state)
+    if not _RUNS and _previous_handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _previous_handler)
+        _previous_handler = None
+
+
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM sent to a pool process itself (systemd's control group, a kill of the whole process group): the
+    training run checkpoints and hands its job back; the process then ends when its main process tells it."""
+    runs = [s for s in list(_RUNS) if not s.lease_lost]
+    for state in runs:
+        state.preempt_requested = True
+    if not runs and callable(_previous_handler):
+        _previous_handler(signum, frame)
 
 
 def flush(state: RunState, lease_seconds: int) -> None:
@@ -63,6 +107,7 @@ def flush(state: RunState, lease_seconds: int) -> None:
         log.warning("job %s: lease lost (attempt %d); stopping without writing more", state.claim.job_id,
                     state.claim.attempt)
     state.cancel_requested = lease.cancel_requested
+    state.preempt_requested = state.preempt_requested or lease.preempt_requested
 
 
 class LeaseKeeper(threading.Thread):

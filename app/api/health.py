@@ -33,7 +33,8 @@ def healthz(session: SessionDep, settings: SettingsDep, response: Response) -> H
         database = ComponentHealth(ok=True, detail=session.bind.dialect.name)
         horizon = utcnow() - timedelta(seconds=3 * settings.worker_heartbeat_seconds)
         rows = session.scalars(select(Worker).where(Worker.last_seen_at >= horizon).order_by(Worker.hostname))
-        workers = [WorkerPublic(hostname=w.hostname, queues=w.queues.split(","), last_seen_at=w.last_seen_at) for w in rows]
+        workers = [WorkerPublic(hostname=w.hostname, queues=w.queues.split(","), last_seen_at=w.last_seen_at,
+                                draining=w.draining) for w in rows]
     except Exception as exc:
         database = ComponentHealth(ok=False, detail=f"{type(exc).__name__}: {exc}"[:300])
     broker = _check_broker(settings.health_timeout_seconds)

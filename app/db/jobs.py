@@ -14,7 +14,7 @@ from sqlalchemy import and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Job
+from app.db.models import Job, Worker
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 ACTIVE_STATES = (QUEUED, RUNNING)
@@ -24,8 +24,12 @@ TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
 @dataclass(frozen=True)
 class Claim:
     job_id: str
-    worker: str
+    worker: str  # "<celery hostname>/<pid>"
     attempt: int
+
+    @property
+    def hostname(self) -> str:
+        return self.worker.rsplit("/", 1)[0]
 
 
 def claim(session: Session, job_id: str, worker: str, lease_seconds: int) -> Claim | None:
@@ -47,6 +51,7 @@ def claim(session: Session, job_id: str, worker: str, lease_seconds: int) -> Cla
 class LeaseState:
     held: bool  # False: the lease was lost (expired and reaped); stop without writing anything
     cancel_requested: bool
+    preempt_requested: bool = False  # the worker is draining (shutting down): checkpoint and release the job
 
 
 def renew(session: Session, c: Claim, lease_seconds: int, **progress) -> LeaseState:
@@ -57,7 +62,8 @@ def renew(session: Session, c: Claim, lease_seconds: int, **progress) -> LeaseSt
         .values(lease_expires_at=now + timedelta(seconds=lease_seconds), updated_at=now, **progress)
     ).rowcount
     cancel = bool(session.scalar(select(Job.cancel_requested).where(Job.id == c.job_id)))
-    return LeaseState(held=bool(held), cancel_requested=cancel)
+    draining = bool(session.scalar(select(Worker.draining).where(Worker.hostname == c.hostname)))
+    return LeaseState(held=bool(held), cancel_requested=cancel, preempt_requested=draining)
 
 
 def finish(session: Session, c: Claim, status: str, error: str | None = None, **values) -> bool:
@@ -70,12 +76,14 @@ def finish(session: Session, c: Claim, status: str, error: str | None = None, **
     ).rowcount)
 
 
-def release(session: Session, c: Claim, reason: str) -> bool:
-    """running -> queued by the lease holder itself (e.g. a worker shutting down after a checkpoint)."""
+def release(session: Session, c: Claim, reason: str, refund_attempt: bool = False) -> bool:
+    """running -> queued by the lease holder itself: a crash to retry, or (refund_attempt) a worker shutting down
+    after a checkpoint, which does not count against the job's max_attempts."""
     now = utcnow()
     done = session.execute(
         update(Job).where(Job.id == c.job_id, Job.status == RUNNING, Job.worker == c.worker, Job.attempt == c.attempt)
-        .values(status=QUEUED, worker=None, lease_expires_at=None, dispatched_at=None, updated_at=now, error=reason)
+        .values(status=QUEUED, worker=None, lease_expires_at=None, dispatched_at=None, updated_at=now, error=reason,
+                attempt=Job.attempt - 1 if refund_attempt else Job.attempt, eta_seconds=None)
     ).rowcount
     session.commit()
     return bool(done)
@@ -93,6 +101,12 @@ def request_cancel(session: Session, job: Job) -> None:
     )
     session.commit()
     session.refresh(job)
+
+
+def set_draining(session: Session, hostname: str) -> None:
+    """A worker going away: its running jobs checkpoint and release themselves at their next lease renewal."""
+    session.execute(update(Worker).where(Worker.hostname == hostname).values(draining=True))
+    session.commit()
 
 
 def mark_dispatched(session: Session, job_id: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
@@ -62,6 +62,8 @@ class Worker(Base):
     pid: Mapped[int]
     started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # Set when the worker is told to shut down (SIGTERM): its training jobs checkpoint and go back to the queue.
+    draining: Mapped[bool] = mapped_column(default=False, server_default=false())
 
 
 class Dataset(Base):

@@ -17,6 +17,7 @@ class WorkerPublic(Output):
     hostname: str
     queues: list[str]
     last_seen_at: datetime
+    draining: bool = False  # shutting down: takes no new work; its training jobs checkpoint and move elsewhere
 
 
 class Health(Output):

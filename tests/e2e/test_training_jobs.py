@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import signal
-
 import pytest
-from sqlalchemy import create_engine, text
 
-from model.demo import numbers_to_words_task, split_numbers
-from tests.support.client import Api, write_jsonl
+from tests.support.client import Api
 from tests.support.stack import (Processes, create_key, free_port, healthy_with_workers, run_cli, service_env,
                                  wait_for)
-
-FAST_LEASES = {"JOB_LEASE_SECONDS": "10", "WORKER_HEARTBEAT_SECONDS": "2", "JOB_REDISPATCH_SECONDS": "30"}
-TINY = {"preset": "tiny", "vocab_size": 500}
-
-
-def numbers_job(dataset_id: str, valid_id: str | None = None, **training) -> dict:
-    base = {"max_steps": 150, "warmup_steps": 50, "eval_every": 50, "checkpoint_every": 50, "max_length": 40,
-            "max_tokens_per_batch": 2048, "seed": 3}
-    return {"objective": "translation", "dataset_id": dataset_id, "valid_dataset_id": valid_id, "model": TINY,
-            "training": {**base, **training}}
+from tests.support.training import FAST_LEASES, metric_duplicates, numbers_files, numbers_job
 
 
 @pytest.fixture(scope="module")
 def data_files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("data")
-    train_numbers, held_out = split_numbers(0, 999, held_out=0.1, seed=0)
-    return {
-        "train": write_jsonl(folder / "train.jsonl", numbers_to_words_task(len(train_numbers), numbers=train_numbers)),
-        "valid": write_jsonl(folder / "valid.jsonl", numbers_to_words_task(len(held_out), numbers=held_out)),
-    }
+    return numbers_files(tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture
@@ -51,16 +32,6 @@ def stack(tmp_path, fresh_postgres_url, redis_url):
 def _start_training_worker(processes, env, url, name):
     processes.start_worker(env, "training", name)
     wait_for(healthy_with_workers(url, 1), timeout=60, what=f"worker {name}")
-
-
-def _metric_duplicates(database_url: str, job_id: str) -> int:
-    engine = create_engine(database_url)
-    with engine.connect() as connection:
-        duplicates = connection.execute(text(
-            "SELECT count(*) FROM (SELECT step, name FROM metrics WHERE job_id = :j GROUP BY step, name "
-            "HAVING count(*) > 1) d"), {"j": job_id}).scalar()
-    engine.dispose()
-    return duplicates
 
 
 def test_upload_train_and_get_a_model_that_learned(stack, data_files):
@@ -87,31 +58,7 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     assert model["config"]["d_model"] == 64 and len(model["tokenizer_fingerprint"]) == 64
     assert model["metrics"]["exact_match"] >= 0.8
     assert api.http.get("/v1/models").json()["total"] == 1
-    assert _metric_duplicates(env["DATABASE_URL"], job["id"]) == 0
-
-
-def test_worker_killed_mid_job_resumes_elsewhere_from_its_checkpoint(stack, data_files):
-    """SIGKILL a worker after a checkpoint: the lease expires, another worker resumes and finishes (attempt 2)."""
-    url, env, processes = stack
-    first = processes.start_worker(env, "training", "doomed")
-    wait_for(healthy_with_workers(url, 1), timeout=60, what="first worker")
-    api = Api(url, create_key(env, "bob"))
-    train = api.upload(data_files["train"], "parallel")
-    job = api.submit(numbers_job(train["id"], max_steps=200, checkpoint_every=40, eval_every=40))
-    wait_for(lambda: any(c["step"] >= 40 for c in api.checkpoints(job["id"])), timeout=240, what="a checkpoint")
-    killed_at = api.job(job["id"])["progress"]["step"]
-    os.killpg(first.pid, signal.SIGKILL)
-    first.wait()
-    _start_training_worker(processes, env, url, "rescuer")
-    done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=300)
-    assert done["status"] == "succeeded", done["error"]
-    assert done["attempt"] == 2
-    assert "resumed from" in processes.log("rescuer") and "step-000000" in processes.log("rescuer")
-    resumed_at = int(processes.log("rescuer").split("at step ")[1].split()[0])
-    assert 40 <= resumed_at <= killed_at
-    assert killed_at - resumed_at <= 40, "lost more than one checkpoint interval"
-    assert api.metrics(job["id"], names="train_loss")["train_loss"]["steps"] == list(range(1, 201))
-    assert _metric_duplicates(env["DATABASE_URL"], job["id"]) == 0
+    assert metric_duplicates(env["DATABASE_URL"], job["id"]) == 0
 
 
 def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, data_files):

@@ -45,7 +45,7 @@ def test_tiny_model_learns_to_reverse_held_out_sequences(tmp_path):
     seen = {src for src, _ in pairs}
     held_out = [p for p in reverse_task(400, vocab=20, min_len=3, max_len=10, seed=1) if p[0] not in seen][:200]
     data = prepare("translation", pairs, preset="tiny", vocab_size=300, max_len=16, seed=0)
-    result = train(data, toy_config(1000), tmp_path)
+    result = train(data, toy_config(1600), tmp_path)
     model, tokenizer, _ = load_model(result.model_checkpoint)
     accuracy = exact_match(model, tokenizer, held_out)
     assert len(held_out) == 200 and accuracy >= 0.95, f"exact match {accuracy:.3f}"
