@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import sacrebleu
 import torch
@@ -42,10 +42,16 @@ from model.schedule import InverseSqrtSchedule
 from model.tokenizer import MIN_VOCAB_SIZE, Tokenizer
 from model.transformer import Transformer
 
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
+
+    from model.distributed import DistContext
+
 logger = logging.getLogger(__name__)
 
 Objective = Literal["translation", "denoising"]
-StopReason = Literal["max_steps", "max_minutes", "early_stopping", "cancelled"]
+# preempted: the worker is shutting down; a checkpoint of the current step is written so another resumes it.
+StopReason = Literal["max_steps", "max_minutes", "early_stopping", "cancelled", "preempted"]
 
 
 class TrainingError(ValueError):
@@ -305,21 +311,33 @@ def autocast_for(device: torch.device, bf16: bool) -> contextlib.AbstractContext
     return contextlib.nullcontext()
 
 
-def accumulate_gradients(model: Transformer, micro_batches: Sequence[Batch], smoothing: float,
-                         autocast: contextlib.AbstractContextManager | None = None) -> tuple[float, float, int]:
+def accumulate_gradients(model: Transformer | DistributedDataParallel, micro_batches: Sequence[Batch],
+                         smoothing: float, autocast: contextlib.AbstractContextManager | None = None,
+                         dist: DistContext | None = None) -> tuple[float, float, int]:
     """Backward over micro-batches, each scaled by the total target tokens of all of them, so the gradient
-    equals that of one batch holding them all. Returns (smoothed loss sum, NLL sum, target tokens)."""
+    equals that of one batch holding them all. Returns (smoothed loss sum, NLL sum, target tokens).
+
+    Data-parallel (dist, and model = dist.wrap(...)): micro_batches are this rank's share of the update; the token
+    count and the sums are over all ranks, and as DDP averages the ranks' gradients each loss is scaled by
+    world_size / tokens, so the gradient is again the one per target token of the whole update."""
     n_tokens = sum(b.n_tgt_tokens for b in micro_batches)
+    if dist is not None:
+        n_tokens = int(dist.all_reduce_sum([n_tokens])[0])
+    scale = n_tokens / (dist.world_size if dist is not None else 1)
     device = next(model.parameters()).device
     loss_sum = nll_sum = 0.0
-    for b in micro_batches:
+    for i, b in enumerate(micro_batches):
         b = b.to(device)
-        with autocast if autocast is not None else contextlib.nullcontext():
-            logits, target = batch_logits(model, b)
-        loss, nll = label_smoothed_loss(logits, target, smoothing)
-        (loss / n_tokens).backward()
+        last = i == len(micro_batches) - 1  # DDP all-reduces the gradients during the last backward only
+        with dist.gradient_sync(model, last) if dist is not None else contextlib.nullcontext():
+            with autocast if autocast is not None else contextlib.nullcontext():
+                logits, target = model(b) if dist is not None else batch_logits(model, b)
+            loss, nll = label_smoothed_loss(logits, target, smoothing)
+            (loss / scale).backward()
         loss_sum += loss.item()
         nll_sum += nll.item()
+    if dist is not None:
+        loss_sum, nll_sum = dist.all_reduce_sum([loss_sum, nll_sum])
     return loss_sum, nll_sum, n_tokens
 
 
@@ -338,11 +356,12 @@ def build_optimizer(model: Transformer, config: TrainConfig) -> torch.optim.Adam
                             weight_decay=config.weight_decay, fused=fused or None)
 
 
-def train_step(model: Transformer, optimizer: torch.optim.Optimizer, micro_batches: Sequence[Batch], lr: float,
-               config: TrainConfig, autocast: contextlib.AbstractContextManager | None = None) -> StepResult:
+def train_step(model: Transformer | DistributedDataParallel, optimizer: torch.optim.Optimizer,
+               micro_batches: Sequence[Batch], lr: float, config: TrainConfig,
+               autocast: contextlib.AbstractContextManager | None = None, dist: DistContext | None = None) -> StepResult:
     """One optimizer update: accumulate gradients over micro_batches, clip, Adam step at learning rate lr."""
     optimizer.zero_grad(set_to_none=True)
-    loss_sum, nll_sum, n_tokens = accumulate_gradients(model, micro_batches, config.label_smoothing, autocast)
+    loss_sum, nll_sum, n_tokens = accumulate_gradients(model, micro_batches, config.label_smoothing, autocast, dist)
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm or math.inf)
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -472,12 +491,15 @@ class CheckpointInfo:
 
 @dataclass
 class Callbacks:
-    """Hooks for the caller; each may be None. should_stop is polled once per step, so keep it cheap."""
+    """Hooks for the caller; each may be None. should_stop and should_preempt are polled once per step, so keep
+    them cheap. should_stop (cancel) ends the run without a final checkpoint; should_preempt (the process is
+    going away) ends it right after a checkpoint of the current step, skipping the final evaluation."""
 
     on_step: Callable[[StepInfo], None] | None = None
     on_eval: Callable[[int, dict[str, float]], None] | None = None
     on_checkpoint: Callable[[CheckpointInfo], None] | None = None
     should_stop: Callable[[], bool] | None = None
+    should_preempt: Callable[[], bool] | None = None
 
 
 @dataclass
@@ -507,7 +529,8 @@ class Trainer:
     def __init__(self, model: Transformer, tokenizer: Tokenizer, objective: str,
                  train_examples: Sequence[Example] | Callable[[int], Sequence[Example]],
                  valid_examples: Sequence[Example], config: TrainConfig, checkpoint_root: str | Path | None = None,
-                 callbacks: Callbacks | None = None, meta: dict[str, Any] | None = None) -> None:
+                 callbacks: Callbacks | None = None, meta: dict[str, Any] | None = None,
+                 dist: DistContext | None = None) -> None:
         if objective not in OBJECTIVES:
             raise TrainingError(f"objective={objective!r} must be one of {OBJECTIVES}")
         self.device = torch.device(config.device)
@@ -515,9 +538,11 @@ class Trainer:
             raise TrainingError(f"device={config.device!r} but no CUDA device is available")
         self.model = model.to(self.device).train()
         self.tokenizer, self.objective, self.config = tokenizer, objective, config
-        self.callbacks = callbacks or Callbacks()
+        self.dist, self.world_size = dist, dist.world_size if dist is not None else 1
+        self.is_main = dist is None or dist.is_main  # data-parallel: rank 0 alone evaluates, checkpoints, calls back
+        self.callbacks = (callbacks or Callbacks()) if self.is_main else Callbacks()
         self.meta = meta or {}
-        self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None else None
+        self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None and self.is_main else None
         self.optimizer = build_optimizer(model, config)
         self.schedule = config.schedule(model.config.d_model)
         self.autocast = autocast_for(self.device, config.bf16)
@@ -545,6 +570,16 @@ class Trainer:
         self.last_checkpoint: str | None = None
         self._last_checkpoint_step = 0
         self._iterator = None
+        self.ddp: DistributedDataParallel | None = None
+        if dist is not None:
+            if dist.device != self.device:
+                raise TrainingError(f"device={config.device!r} is not rank {dist.rank}'s device {dist.device}")
+            dist.check_same("model, tokenizer, training data or settings", {
+                "model": model.config.to_dict(), "tokenizer": tokenizer.fingerprint, "objective": objective,
+                "config": {k: v for k, v in config.to_dict().items() if k != "device"},
+                "batches": self.batcher.batch_indices(0), "valid": len(self.valid_examples),
+                "sample": [(e.src_ids, e.tgt_ids) for e in self.batcher.examples(0)[:64]]})
+            self.ddp = dist.wrap(self.model, batch_logits)
 
     # -- state ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -597,15 +632,27 @@ class Trainer:
                 self._iterator = None
         raise TrainingError("the training data yields no batches")
 
+    STOP_ORDER: tuple[StopReason, ...] = ("early_stopping", "max_steps", "cancelled", "preempted", "max_minutes")
+
     def _stop_reason(self, start: float, elapsed0: float) -> StopReason | None:
+        """The first reason to stop now, in STOP_ORDER."""
         cfg = self.config
+        if cfg.early_stopping_patience is not None and self.bad_evals >= cfg.early_stopping_patience:
+            return "early_stopping"
         if self.step >= cfg.max_steps:
             return "max_steps"
         if self.callbacks.should_stop is not None and self.callbacks.should_stop():
             return "cancelled"
+        if self.callbacks.should_preempt is not None and self.callbacks.should_preempt():
+            return "preempted"
         if cfg.max_minutes is not None and elapsed0 + time.monotonic() - start >= cfg.max_minutes * 60:
             return "max_minutes"
         return None
+
+    def _agreed(self, reason: StopReason | None) -> StopReason | None:
+        """Data-parallel: every rank stops at the same step, for the first reason in STOP_ORDER that any rank saw
+        (rank 0 alone polls the callbacks and evaluates for early stopping)."""
+        return reason if self.dist is None else self.dist.agree(reason, self.STOP_ORDER)
 
     def fit(self) -> TrainResult:
         cfg, cb = self.config, self.callbacks
@@ -613,12 +660,16 @@ class Trainer:
         step_seconds: float | None = None  # moving average
         tokens_per_second: float | None = None
         losses: list[float] = []
-        while (reason := self._stop_reason(start, elapsed0)) is None:
+        while (reason := self._agreed(self._stop_reason(start, elapsed0))) is None:
             t0 = time.monotonic()
-            batches = [self._next_batch() for _ in range(cfg.grad_accum_steps)]
+            batches = [self._next_batch() for _ in range(cfg.grad_accum_steps * self.world_size)]
             self.step += 1
+            if self.dist is not None:  # rank r takes micro-batches r, r + N, ...: one process's global batch
+                batches = self.dist.shard(batches)
+                self.dist.seed_step(cfg.seed, self.step)
             lr = self.schedule.lr(self.step)
-            result = train_step(self.model, self.optimizer, batches, lr, cfg, self.autocast)
+            result = train_step(self.ddp if self.ddp is not None else self.model, self.optimizer, batches, lr, cfg,
+                                self.autocast, self.dist)
             if not math.isfinite(result.loss):
                 raise TrainingError(f"the training loss became {result.loss} at step {self.step}; lower the "
                                     f"learning rate (peak_lr / lr_scale) or raise warmup_steps")
@@ -639,12 +690,12 @@ class Trainer:
                 self._evaluate()
             if checkpoint_due:
                 self._checkpoint()
-            if cfg.early_stopping_patience is not None and self.bad_evals >= cfg.early_stopping_patience:
-                reason = "early_stopping"
-                break
         self.elapsed = elapsed0 + time.monotonic() - start
         averaged = None
-        if reason != "cancelled" and self.step > 0:
+        if reason == "preempted":
+            if self.checkpoint_root is not None and self._last_checkpoint_step != self.step:
+                self._checkpoint()
+        elif reason != "cancelled" and self.step > 0:
             if self.last_eval_step != self.step:
                 self._evaluate()
             if self.checkpoint_root is not None and self._last_checkpoint_step != self.step:
@@ -656,6 +707,8 @@ class Trainer:
                            averaged or self.best_checkpoint or self.last_checkpoint, losses)
 
     def _evaluate(self) -> None:
+        if not self.is_main:
+            return
         self.metrics = evaluate(self.model, self.objective, self.valid_batches, self.tokenizer,
                                 self.decode_examples, self.config.bf16)
         self.last_eval_step = self.step
@@ -717,24 +770,30 @@ class Trainer:
 
 
 def train(data: PreparedData, config: TrainConfig, checkpoint_root: str | Path | None = None,
-          callbacks: Callbacks | None = None, resume: bool = True, meta: dict[str, Any] | None = None) -> TrainResult:
+          callbacks: Callbacks | None = None, resume: bool = True, meta: dict[str, Any] | None = None,
+          dist: DistContext | None = None) -> TrainResult:
     """Build the model (seeded by config.seed) and train it; with resume, continue from the newest good step
     checkpoint under checkpoint_root (newer, corrupted ones are deleted, as the run will rewrite them).
 
     To resume a job, call prepare() with the same rows and seed and tokenizer=Tokenizer.load(checkpoint), then
-    train() with the same config and checkpoint_root.
+    train() with the same config and checkpoint_root. Data-parallel (dist, see model/distributed.py): every rank
+    calls it with the same arguments but its own config.device; rank 0 picks the checkpoint all resume from.
     """
     torch.manual_seed(config.seed)
     model = Transformer(data.model_config)
     trainer = Trainer(model, data.tokenizer, data.objective, data.train_examples, data.valid_examples, config,
-                      checkpoint_root, callbacks, meta)
+                      checkpoint_root, callbacks, meta, dist)
     if checkpoint_root is not None:
-        remove_stale_temp_dirs(checkpoint_root)
-        good = latest_good_checkpoint(checkpoint_root) if resume else None
-        if good is not None:
-            for path in list_checkpoints(checkpoint_root):
+        good = None
+        if trainer.is_main:
+            remove_stale_temp_dirs(checkpoint_root)
+            good = latest_good_checkpoint(checkpoint_root) if resume else None
+            for path in list_checkpoints(checkpoint_root) if good is not None else []:
                 if path.name > good.name:
                     logger.warning("deleting %s: newer than the last good checkpoint %s", path, good)
                     shutil.rmtree(path, ignore_errors=True)
+        if dist is not None:
+            good = dist.broadcast(good)
+        if good is not None:
             trainer.restore(good)
     return trainer.fit()

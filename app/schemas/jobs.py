@@ -41,6 +41,9 @@ class TrainingSpec(Input):
     max_minutes: float | None = Field(None, gt=0, le=60 * 24 * 30)
     max_tokens_per_batch: int = Field(4096, ge=32, le=4_000_000)
     grad_accum_steps: int = Field(1, ge=1, le=1024)
+    devices: int = Field(1, ge=1, le=64, description="data-parallel processes on one worker host (one per GPU, "
+                         "or CPU processes); the global batch is max_tokens_per_batch x grad_accum_steps x devices. "
+                         "At most MAX_DEVICES_PER_JOB")
     warmup_steps: int = Field(400, ge=0, le=1_000_000)
     lr_scale: float = Field(1.0, gt=0, le=100, description="multiplies the paper's rate d_model^-0.5 * min(...)")
     label_smoothing: float = Field(0.1, ge=0, lt=1)
@@ -60,8 +63,8 @@ class TrainingSpec(Input):
 
 class JobCreate(Input):
     objective: Objective
-    dataset_id: UUID
-    valid_dataset_id: UUID | None = None
+    dataset_id: UUID = Field(strict=False)  # a JSON string (strict would want a UUID object)
+    valid_dataset_id: UUID | None = Field(None, strict=False)
     model: ModelSpec = ModelSpec()
     training: TrainingSpec = TrainingSpec()
 

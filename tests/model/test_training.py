@@ -348,6 +348,35 @@ def test_resumed_training_is_identical_to_an_uninterrupted_run(objective, tmp_pa
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_preemption_checkpoints_the_current_step_and_the_resumed_run_loses_no_step(tmp_path):
+    """Fault: the process is told to go away at step 7 (checkpoints every 5). Pass: a checkpoint of step 7 is
+    written at once (no final evaluation, no averaging), and a run resumed from it repeats steps 8-12 exactly
+    as an uninterrupted run does: no step is lost or repeated."""
+    rows = reverse_task(120, vocab=12, min_len=2, max_len=8, seed=0)
+
+    def data(tokenizer: Tokenizer | None = None) -> training.PreparedData:
+        return prepare("translation", rows, preset="tiny", model_overrides={"dropout": 0.2}, vocab_size=300,
+                       max_len=40, seed=1, tokenizer=tokenizer)
+
+    cfg = quick_config(max_steps=12, checkpoint_every=5, eval_every=5, max_tokens_per_batch=128, average_last=2)
+    whole: list[StepInfo] = []
+    train(data(), cfg, tmp_path / "whole", Callbacks(on_step=whole.append))
+
+    first: list[StepInfo] = []
+    evals: list[int] = []
+    result = train(data(), cfg, tmp_path / "cut", Callbacks(on_step=first.append, on_eval=lambda s, _: evals.append(s),
+                                                            should_preempt=lambda: len(first) >= 7))
+    assert result.stop_reason == "preempted" and result.step == 7
+    assert evals == [5] and result.averaged_checkpoint is None
+    assert [p.name for p in list_checkpoints(tmp_path / "cut")] == [step_dir(tmp_path, 5).name, step_dir(tmp_path, 7).name]
+    assert result.last_checkpoint == str(step_dir(tmp_path / "cut", 7))
+
+    second: list[StepInfo] = []
+    train(data(Tokenizer.load(result.last_checkpoint)), cfg, tmp_path / "cut", Callbacks(on_step=second.append))
+    assert [i.step for i in second] == list(range(8, 13))
+    assert [i.loss for i in first + second] == [i.loss for i in whole]
+
+
 def test_resume_refuses_a_checkpoint_of_another_objective(reverse_data, tmp_path):
     train(reverse_data, quick_config(max_steps=2, checkpoint_every=2), tmp_path)
     data = prepare("denoising", grammar_sentences(50), preset="tiny", tokenizer=reverse_data.tokenizer)

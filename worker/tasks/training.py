@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 import torch
-from celery import shared_task
+from celery import current_app, shared_task
 from sqlalchemy import delete, select
 
 from app.artifacts import get_store
@@ -22,14 +22,15 @@ from app.db.base import new_id
 from app.db.models import Checkpoint, Dataset, Job, TrainedModel
 from app.db.session import session_scope
 from app.settings import get_settings
-from app.tasks import TRAIN
+from app.tasks import TRAIN, TRAINING_QUEUE
 from model.anatomy import count_parameters
 from model.checkpoint import (CheckpointError, checkpoint_sha256, latest_good_checkpoint, list_checkpoints,
                               load_checkpoint, model_from_checkpoint, save_checkpoint)
 from model.data import DataError, read_monolingual, read_parallel
 from model.tokenizer import Tokenizer
-from model.training import Callbacks, CheckpointInfo, StepInfo, TrainConfig, TrainingError, prepare, train
-from worker.lease import LeaseKeeper, RunState, flush
+from model.training import (Callbacks, CheckpointInfo, PreparedData, StepInfo, TrainConfig, TrainingError, TrainResult,
+                            prepare, train)
+from worker.lease import LeaseKeeper, RunState, flush, track, untrack
 
 log = logging.getLogger(__name__)
 KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
@@ -56,7 +57,7 @@ def checkpoint_key(job_id: str) -> str:
 
 
 def _read_rows(dataset: Dataset) -> list:
-    path = get_store().path(dataset.storage_key)
+    path = get_store().fetch(dataset.storage_key)  # a remote store: downloaded once into this host's cache
     return read_parallel(path) if dataset.kind == "parallel" else read_monolingual(path)
 
 
@@ -85,15 +86,21 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
             raise LeaseLost(job_id)
         if info.kind != "step":
             return
+        store, key = get_store(), f"{checkpoint_key(job_id)}/{Path(info.path).name}"
+        store.push(info.path, key)  # before its row; a remote store gets the manifest last, so a torn upload is never good
         with session_scope() as session:
             session.execute(delete(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.step == info.step))
-            session.add(Checkpoint(job_id=job_id, step=info.step, storage_key=f"{checkpoint_key(job_id)}/{Path(info.path).name}",
+            session.add(Checkpoint(job_id=job_id, step=info.step, storage_key=key,
                                    sha256=info.sha256, size_bytes=info.size_bytes, metrics=eval_metrics(info.metrics)))
             kept = {f"{checkpoint_key(job_id)}/{p.name}" for p in list_checkpoints(root)}
+            rotated = session.scalars(select(Checkpoint.storage_key).where(
+                Checkpoint.job_id == job_id, Checkpoint.storage_key.not_in(kept))).all()
             session.execute(delete(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.storage_key.not_in(kept)))
+        for old in rotated:  # the trainer removed them here; remove them from the store too
+            store.delete(old)
 
     return Callbacks(on_step=on_step, on_eval=on_eval, on_checkpoint=on_checkpoint,
-                     should_stop=lambda: state.should_stop)
+                     should_stop=lambda: state.should_stop, should_preempt=lambda: state.preempt_requested)
 
 
 def _tokens_seen(state: RunState) -> int:
@@ -104,10 +111,11 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
     """Copy the weights to serve (no optimizer state) to models/<id> and describe them."""
     ckpt = load_checkpoint(checkpoint_dir, with_optimizer=False)
     model_id = new_id()
-    key = f"models/{model_id}"
-    target = save_checkpoint(get_store().path(key), model_from_checkpoint(ckpt), ckpt.tokenizer, ckpt.objective,
+    key, store = f"models/{model_id}", get_store()
+    target = save_checkpoint(store.local_path(key), model_from_checkpoint(ckpt), ckpt.tokenizer, ckpt.objective,
                              step=ckpt.step, metrics=ckpt.meta.get("metrics", {}), kind="model",
                              extra_meta={"job_id": job.id, "source": source})
+    store.push(target, key)
     size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
     return TrainedModel(id=model_id, owner_id=job.owner_id, job_id=job.id, objective=job.objective,
                         config=ckpt.model_config.to_dict(), tokenizer_fingerprint=ckpt.tokenizer.fingerprint,
@@ -116,7 +124,7 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
                         sha256=checkpoint_sha256(target), size_bytes=size)
 
 
-def run(claim: job_rows.Claim) -> None:
+def run(claim: job_rows.Claim, state: RunState) -> None:
     settings = get_settings()
     with session_scope() as session:
         job = session.get(Job, claim.job_id)
@@ -126,7 +134,7 @@ def run(claim: job_rows.Claim) -> None:
     if job.dataset_id not in datasets:
         raise TrainingError(f"dataset {job.dataset_id} no longer exists")
     device = pick_device()
-    root = get_store().path(checkpoint_key(job.id))
+    root = get_store().fetch(checkpoint_key(job.id), missing_ok=True)  # a remote store: this job's checkpoints, here
     resume_from = latest_good_checkpoint(root)
     tokenizer = Tokenizer.load(resume_from) if resume_from else None
     spec, model_spec = job.training_config, job.model_config
@@ -136,19 +144,21 @@ def run(claim: job_rows.Claim) -> None:
                    vocab_size=model_spec["vocab_size"], max_len=spec["max_length"], seed=spec["seed"],
                    valid_fraction=spec["valid_fraction"], tokenizer=tokenizer, noise=spec["noise"],
                    mask_ratio=spec["mask_ratio"])
-    state = RunState(claim=claim, progress={"device": device, "tokens_seen": job.tokens_seen})
+    state.set_progress(device=device, tokens_seen=job.tokens_seen)
     if resume_from is not None:
         state.progress["step"] = load_checkpoint(resume_from, with_optimizer=False).step
     keeper = LeaseKeeper(state, settings.job_lease_seconds, KEEPER_SECONDS)
     keeper.start()
     try:
-        result = train(data, _train_config(job, device), root, _callbacks(state, job.id, root, settings.job_lease_seconds),
-                       resume=True, meta={"job_id": job.id})
+        result = _train(job, data, device, root, _callbacks(state, job.id, root, settings.job_lease_seconds), state)
     finally:
         keeper.stop()
     flush(state, settings.job_lease_seconds)
     if state.lease_lost:
         raise LeaseLost(job.id)
+    if result.stop_reason == "preempted":
+        _hand_back(claim, result.step)
+        return
     with session_scope() as session:
         if result.stop_reason == "cancelled":
             job_rows.finish(session, claim, job_rows.CANCELLED, step=result.step)
@@ -162,6 +172,33 @@ def run(claim: job_rows.Claim) -> None:
             raise LeaseLost(job.id)
         session.add(model)
     log.info("job %s succeeded at step %d (%s): model %s", job.id, result.step, result.stop_reason, model.id)
+
+
+def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Callbacks, state: RunState) -> TrainResult:
+    """Train here, or with training.devices = N > 1 as rank 0 of N data-parallel processes (worker/ddp_peer.py)."""
+    devices = int(job.training_config.get("devices", 1))
+    if devices == 1:
+        return train(data, _train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
+    from worker.ddp_peer import train_data_parallel  # only data-parallel jobs need it
+
+    state.set_progress(device=f"{devices}x {device}")
+    return train_data_parallel(job.id, data, _train_config(job, device), devices, root, callbacks, {"job_id": job.id})
+
+
+def _hand_back(claim: job_rows.Claim, step: int) -> None:
+    """The worker is shutting down and step `step` is checkpointed: queue the job again (this attempt does not
+    count against max_attempts) and send its message, so a worker that is staying picks it up at once."""
+    with session_scope() as session:
+        if not job_rows.release(session, claim, f"worker {claim.worker} shut down; resuming from step {step}",
+                                refund_attempt=True):
+            raise LeaseLost(claim.job_id)
+    log.warning("job %s: preempted at step %d (checkpointed); back in the queue", claim.job_id, step)
+    try:
+        current_app.send_task(TRAIN, args=[claim.job_id], queue=TRAINING_QUEUE)
+        with session_scope() as session:
+            job_rows.mark_dispatched(session, claim.job_id)
+    except Exception:  # the broker is away: the reaper's outbox sweep sends it later
+        log.exception("job %s: could not re-send it; the reaper will", claim.job_id)
 
 
 def _fail_or_retry(claim: job_rows.Claim, message: str, retry: bool) -> None:
@@ -183,14 +220,25 @@ def train_job(self, job_id: str) -> None:
         log.info("job %s is not queued (done, running elsewhere, cancelled or gone); nothing to do", job_id)
         return
     log.info("job %s: attempt %d on %s", job_id, claim.attempt, worker)
+    state = RunState(claim=claim)
+    track(state)  # from here a SIGTERM to this process checkpoints and hands the job back
     try:
-        run(claim)
+        run(claim, state)
     except LeaseLost:
         log.warning("job %s: lease lost; another attempt owns it now", job_id)
     except (TrainingError, DataError, CheckpointError) as exc:
         _fail_or_retry(claim, str(exc), retry=False)
-    except torch.OutOfMemoryError:
-        _fail_or_retry(claim, "out of memory: lower training.max_tokens_per_batch or the model size", retry=False)
-    except Exception as exc:  # a bug or a transient fault: retried up to max_attempts, then failed
-        log.exception("job %s: attempt %d crashed", job_id, claim.attempt)
-        _fail_or_retry(claim, f"{type(exc).__name__}: {exc}", retry=True)
+    except Exception as exc:
+        if _out_of_memory(exc):  # it would run out again: failed now, with what to change
+            _fail_or_retry(claim, "out of memory: lower training.max_tokens_per_batch or the model size", retry=False)
+        else:  # a bug or a transient fault: retried up to max_attempts, then failed
+            log.exception("job %s: attempt %d crashed", job_id, claim.attempt)
+            _fail_or_retry(claim, f"{type(exc).__name__}: {exc}", retry=True)
+    finally:
+        untrack(state)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's RuntimeError."""
+    return (isinstance(exc, (torch.OutOfMemoryError, MemoryError))
+            or (isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)))
