@@ -8,6 +8,7 @@ from typing import Any
 from celery.exceptions import TimeoutError as CeleryTimeout
 from fastapi import HTTPException, status
 
+from app.observability import observe_batch_size
 from app.queueing import get_sender
 from app.settings import Settings
 from app.tasks import INFERENCE_QUEUE
@@ -17,17 +18,17 @@ DEPTH_TTL = 0.25  # seconds a queue-depth reading is reused: the bound is coarse
 _depth: tuple[float, int] = (0.0, 0)
 
 
-def _read_depth() -> int:
-    """Messages waiting in the inference queue (Redis LLEN, or a row count on the SQLite transport)."""
+def read_depth(queue: str = INFERENCE_QUEUE) -> int:
+    """Messages waiting in a queue (Redis LLEN, or a row count on the SQLite transport)."""
     with get_sender().connection_for_write() as connection:
-        return int(connection.default_channel._size(INFERENCE_QUEUE))
+        return int(connection.default_channel._size(queue))
 
 
 def queue_depth() -> int:
     global _depth
     now = time.monotonic()
     if now - _depth[0] > DEPTH_TTL:
-        _depth = (now, _read_depth())
+        _depth = (now, read_depth())
     return _depth[1]
 
 
@@ -58,4 +59,6 @@ def call(settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] 
         raise HTTPException(status.HTTP_502_BAD_GATEWAY, f"the inference worker failed: {type(exc).__name__}") from exc
     if "error" in answer:
         raise HTTPException(answer["error"]["status"], answer["error"]["detail"])
+    if "batch_size" in answer:  # translations: the micro-batch this request was decoded in, for /metrics only
+        observe_batch_size(answer.pop("batch_size"))
     return answer, (time.perf_counter() - started) * 1000

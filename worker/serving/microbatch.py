@@ -21,6 +21,7 @@ class _Request:
     done: threading.Event = field(default_factory=threading.Event)
     results: list[Any] | None = None
     error: BaseException | None = None
+    batch_size: int = 0  # items in the batch it was decoded in
 
 
 class MicroBatcher:
@@ -32,6 +33,10 @@ class MicroBatcher:
         threading.Thread(target=self._loop, name="microbatch", daemon=True).start()
 
     def submit(self, key: Hashable, items: Sequence[Any]) -> list[Any]:
+        return self.submit_sized(key, items)[0]
+
+    def submit_sized(self, key: Hashable, items: Sequence[Any]) -> tuple[list[Any], int]:
+        """Like `submit`; also returns how many items the batch this request was decoded in held."""
         request = _Request(items)
         with self._cond:
             self._waiting.setdefault(key, []).append((time.monotonic(), request))
@@ -40,7 +45,7 @@ class MicroBatcher:
         if request.error is not None:
             raise request.error
         assert request.results is not None
-        return request.results
+        return request.results, request.batch_size
 
     def _take(self) -> tuple[Hashable, list[_Request]]:
         """Block until some key's batch is due; pop and return it."""
@@ -80,6 +85,6 @@ class MicroBatcher:
                 continue
             start = 0
             for r in requests:
-                r.results = results[start : start + len(r.items)]
+                r.results, r.batch_size = results[start : start + len(r.items)], len(items)
                 start += len(r.items)
                 r.done.set()

@@ -148,7 +148,8 @@ def translate_task(model_id: str, texts: list[str], beam_size: int = 4, n_best: 
         raise RequestError(422, f"n_best={n_best} cannot exceed beam_size={beam_size}")
     plans = [_pieces(loaded, text) for text in texts]
     flat = [piece for plan in plans for piece in plan]
-    results = batcher().submit((model_id, beam_size, n_best, max_length, return_alignment, backend), flat)
+    results, batch_size = batcher().submit_sized((model_id, beam_size, n_best, max_length, return_alignment, backend),
+                                                 flat)
     translations, start = [], 0
     for plan in plans:
         parts = results[start : start + len(plan)]
@@ -156,7 +157,8 @@ def translate_task(model_id: str, texts: list[str], beam_size: int = 4, n_best: 
         translations.append(_public_translation(parts[0], n_best, return_alignment) if len(plan) == 1
                             else _merge(parts))
     return {"translations": translations, "model_id": model_id, "backend": backend,
-            "compute_ms": round((time.perf_counter() - started) * 1000, 2)}
+            "compute_ms": round((time.perf_counter() - started) * 1000, 2),
+            "batch_size": batch_size}  # for the API's metrics; not part of the public answer
 
 
 @shared_task(name=FILL_MASK, ignore_result=False, acks_late=False)
