@@ -11,6 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.api.errors import conflict, unprocessable
+from app.api.ratelimit import check_active_jobs
 from app.db.models import Dataset, Job
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.settings import Settings
@@ -69,6 +70,9 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
     if training.average_last > training.keep_checkpoints:
         raise unprocessable("training.average_last", f"average_last={training.average_last} needs keep_checkpoints "
                                                      f">= {training.average_last}, got {training.keep_checkpoints}")
+    if training.devices > settings.max_devices_per_job:
+        raise unprocessable("training.devices", f"devices={training.devices} exceeds the limit of "
+                                                f"{settings.max_devices_per_job} (MAX_DEVICES_PER_JOB)")
     memory = estimate_memory(config, training.max_tokens_per_batch)["training_total_bytes"]
     if memory > settings.worker_memory_limit_gb * GB:
         raise unprocessable("training.max_tokens_per_batch",
@@ -87,6 +91,7 @@ def create(session: Session, settings: Settings, owner_id: str, body: JobCreate,
         if existing is not None:
             return _replay(existing, digest, idempotency_key), False
     validate(session, settings, owner_id, body)
+    check_active_jobs(session, settings, owner_id)  # 429 over MAX_ACTIVE_JOBS_PER_KEY
     job = Job(owner_id=owner_id, dataset_id=str(body.dataset_id),
               valid_dataset_id=str(body.valid_dataset_id) if body.valid_dataset_id else None,
               objective=body.objective, model_config=body.model.model_dump(mode="json"),

@@ -2,27 +2,38 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import FastAPI
 
-from app.api import dashboard, datasets, estimate, health, inference, jobs, models, pings
+from app.api import dashboard, datasets, estimate, health, inference, jobs, metrics, models, pings
+from app.api.errors import method_not_allowed
 from app.api.limits import BodySizeLimit
+from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
+from app.observability import HttpMetrics
+from app.security import REDACT_KEYS
 
 
 def create_app() -> FastAPI:
+    for name in ("uvicorn.access", "uvicorn.error"):  # request lines may carry a key a client pasted
+        logging.getLogger(name).addFilter(REDACT_KEYS)
     app = FastAPI(
         title="Transformer service",
         version="0.1.0",
         description="Train and serve the encoder-decoder Transformer of 'Attention Is All You Need'.",
+        exception_handlers={405: method_not_allowed},
     )
     app.include_router(health.router)
-    app.include_router(pings.router)
-    app.include_router(datasets.router)
-    app.include_router(jobs.router)
-    app.include_router(models.router)
-    app.include_router(inference.router)
-    app.include_router(estimate.router)
+    app.include_router(pings.router, **KEYED)
+    app.include_router(datasets.router, **KEYED)
+    app.include_router(jobs.router, **KEYED)
+    app.include_router(models.router, **KEYED)
+    app.include_router(inference.router, **KEYED)
+    app.include_router(estimate.router, **KEYED)
     app.include_router(dashboard.router)
+    app.include_router(metrics.router)
     app.add_middleware(BodySizeLimit)
+    app.add_middleware(HttpMetrics)  # added last: outermost, so refused requests are counted too
     return app
 
 

@@ -7,16 +7,33 @@ on the SQLAlchemy transport over another SQLite file, and artifacts on disk. Pro
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DATABASE_SCHEMES = ("sqlite", "postgresql+psycopg")
 BROKER_SCHEMES = ("sqla+sqlite", "redis", "rediss")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 bucket naming rules, simplified
+
+
+def parse_s3_root(root: str) -> tuple[str, str]:
+    """s3://bucket/some/prefix -> ("bucket", "some/prefix"); ValueError naming the bad part."""
+    scheme, _, rest = root.partition("://")
+    if scheme != "s3":
+        raise ValueError(f"ARTIFACT_ROOT scheme {scheme!r} is not supported; use a folder path or s3://bucket/prefix")
+    bucket, _, prefix = rest.partition("/")
+    if not S3_BUCKET.fullmatch(bucket):
+        raise ValueError(f"ARTIFACT_ROOT={root!r} names no valid S3 bucket: {bucket!r} must be 3-63 lowercase "
+                         "letters, digits, dots or hyphens")
+    prefix = prefix.strip("/")
+    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise ValueError(f"ARTIFACT_ROOT={root!r} has an invalid prefix {prefix!r} (empty, '.' or '..' parts)")
+    return bucket, prefix
 
 
 class Settings(BaseSettings):
@@ -28,7 +45,12 @@ class Settings(BaseSettings):
     celery_broker_url: str = ""  # default: sqla+sqlite:///<data_dir>/broker.db
     # Where inference answers travel back to the API; default: the Redis broker, or db+sqlite:///<data_dir>/results.db
     celery_result_backend: str = ""
-    artifact_root: str = ""  # default: <data_dir>/artifacts
+    artifact_root: str = ""  # default: <data_dir>/artifacts; or s3://bucket/prefix (cached under <data_dir>/cache)
+    # The S3-compatible store reads the standard AWS variables; empty ones leave it to boto3 (~/.aws, instance roles).
+    aws_endpoint_url: str = ""  # e.g. http://minio:9000; empty: AWS itself
+    aws_access_key_id: str = ""
+    aws_secret_access_key: SecretStr = SecretStr("")
+    aws_default_region: str = ""
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -41,6 +63,7 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(10, ge=1, le=300)
     job_redispatch_seconds: int = Field(600, ge=5)  # re-send a queued job's message after this long unclaimed
     worker_memory_limit_gb: float = Field(16.0, gt=0)
+    max_devices_per_job: int = Field(8, ge=1, le=64)  # training.devices above it is refused (GPUs of a worker host)
     torch_threads: int = Field(0, ge=0, le=512)  # CPU threads per worker process; 0 = PyTorch's default
 
     # Request limits.
@@ -58,6 +81,10 @@ class Settings(BaseSettings):
     # How long a batch waits for company. 0: none, requests that arrive while a batch decodes form the next one.
     inference_batch_wait_ms: float = Field(0.0, ge=0, le=1000)
     health_timeout_seconds: float = Field(2.0, gt=0)
+    # Abuse limits (0 = off): queued + running jobs of a key's owner, and requests per minute per API key.
+    max_active_jobs_per_key: int = Field(8, ge=0)
+    rate_limit_per_minute: int = Field(600, ge=0)
+    metrics_token: str = ""  # bearer token a Prometheus scraper sends to GET /metrics; empty: /metrics is off
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_unsafe(self) -> "Settings":
@@ -72,6 +99,11 @@ class Settings(BaseSettings):
         if not self.artifact_root:
             self.artifact_root = str(data_dir / "artifacts")
         problems: list[str] = []
+        if "://" in self.artifact_root:
+            try:
+                parse_s3_root(self.artifact_root)
+            except ValueError as exc:
+                problems.append(str(exc))
         db_scheme = self.database_url.split("://", 1)[0]
         if db_scheme not in DATABASE_SCHEMES:
             hint = " (use postgresql+psycopg://)" if db_scheme.startswith("postgres") else ""

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import HTTPException, status
+from fastapi import HTTPException, Request, status
+from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
+from starlette.routing import Match
 
 
 def not_found(kind: str, object_id: str) -> HTTPException:
@@ -19,3 +22,13 @@ def unprocessable(field: str, message: str) -> HTTPException:
 
 def conflict(message: str) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, message)
+
+
+async def method_not_allowed(request: Request, _exc: Exception) -> JSONResponse:
+    """405 whose `Allow` lists the methods of every route on the path (Starlette names only the first route's)."""
+    allowed: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        if route.matches(request.scope)[0] != Match.NONE:
+            allowed |= getattr(route, "methods", None) or set()
+    return JSONResponse({"detail": "Method Not Allowed"}, status.HTTP_405_METHOD_NOT_ALLOWED,
+                        headers={"Allow": ", ".join(sorted(allowed))})

@@ -31,7 +31,8 @@ class EstimateResponse(Anatomy):
     fits_worker_memory: bool = Field(description="false: POST /v1/jobs would refuse this config and batch size")
 
 
-@router.post("", response_model=EstimateResponse, responses={422: {"description": "Invalid model config"}})
+@router.post("", response_model=EstimateResponse, responses={400: {"description": "Body is not UTF-8 JSON"},
+                                                                  422: {"description": "Invalid model config"}})
 def estimate(body: EstimateRequest, settings: SettingsDep, _key: CurrentKey) -> EstimateResponse:
     config = resolve_model_config(body.model)
     described = anatomy(config, body.tokens_per_batch)

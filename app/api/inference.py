@@ -20,6 +20,7 @@ from model.config import ModelConfig
 router = APIRouter(prefix="/v1/models", tags=["inference"])
 ERRORS = {404: {"description": "Not found"}, 422: {"description": "Invalid request or over a limit"},
           503: {"description": "Queue full or broker down"}, 504: {"description": "No worker answered in time"}}
+BODY_ERRORS = {**ERRORS, 400: {"description": "Body is not UTF-8 JSON"}}
 
 
 def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
@@ -35,7 +36,7 @@ def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
             raise unprocessable(f"{field}.{i}" if field == "texts" else field, "text is empty")
 
 
-@router.post("/{model_id}/translate", response_model=TranslateResponse, responses=ERRORS)
+@router.post("/{model_id}/translate", response_model=TranslateResponse, responses=BODY_ERRORS)
 def translate(model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> TranslateResponse:
     model = owned_model(session, model_id, key.owner_id)
@@ -56,7 +57,7 @@ def translate(model_id: str, body: TranslateRequest, session: SessionDep, settin
                              elapsed_ms=round(elapsed, 2))
 
 
-@router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=ERRORS)
+@router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)
 def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> FillMaskResponse:
     model = owned_model(session, model_id, key.owner_id)
@@ -73,7 +74,7 @@ def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, setting
     return FillMaskResponse(masks=answer["masks"], model_id=model_id, elapsed_ms=round(elapsed, 2))
 
 
-@router.post("/{model_id}/attention", response_model=AttentionResponse, responses=ERRORS)
+@router.post("/{model_id}/attention", response_model=AttentionResponse, responses=BODY_ERRORS)
 def attention(model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> AttentionResponse:
     owned_model(session, model_id, key.owner_id)

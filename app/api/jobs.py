@@ -70,7 +70,8 @@ def dispatch(job_id: str) -> None:
 
 
 @router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED,
-             responses={409: {"description": "Idempotency-Key reused with another body"},
+             responses={400: {"description": "Body is not UTF-8 JSON"},
+                        409: {"description": "Idempotency-Key reused with another body"},
                         422: {"description": "Invalid job"}})
 def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, key: CurrentKey, response: Response,
                background: BackgroundTasks,
@@ -111,7 +112,7 @@ def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
 @router.get("/{job_id}/metrics", response_model=MetricsPublic, responses=NOT_FOUND)
 def read_metrics(job_id: str, session: SessionDep, key: CurrentKey,
                  names: Annotated[str | None, Query(description="comma-separated series names")] = None,
-                 since_step: Annotated[int, Query(ge=0)] = 0,
+                 since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
                  max_points: Annotated[int, Query(ge=2, le=20000)] = 1000) -> MetricsPublic:
     _owned(session, job_id, key.owner_id)
     out = {}

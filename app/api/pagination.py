@@ -13,7 +13,7 @@ from app.schemas.common import Page
 
 T = TypeVar("T")
 Limit = Annotated[int, Query(ge=1, le=500)]
-Offset = Annotated[int, Query(ge=0)]
+Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]  # PostgreSQL refuses an OFFSET past 64 bits
 
 
 def paginate(session: Session, query: Select, order_by: tuple[Any, ...], limit: int, offset: int,

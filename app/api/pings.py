@@ -28,7 +28,9 @@ def read_me(key: CurrentKey) -> Me:
     return Me(owner=key.owner.name, key_name=key.name, key_prefix=key.prefix)
 
 
-@router.post("/pings", response_model=PingPublic, status_code=status.HTTP_202_ACCEPTED)
+@router.post("/pings", response_model=PingPublic, status_code=status.HTTP_202_ACCEPTED,
+             responses={400: {"description": "Body is not UTF-8 JSON"},
+                        503: {"description": "Broker unavailable"}})
 def create_ping(body: PingCreate, session: SessionDep, key: CurrentKey) -> PingPublic:
     ping = Ping(owner_id=key.owner_id, queue=body.queue)
     session.add(ping)

@@ -8,9 +8,10 @@ from pydantic import BaseModel, ConfigDict
 
 
 class Input(BaseModel):
-    """A request body: unknown fields (e.g. `status`, `owner`) are refused with 422."""
+    """A request body: unknown fields (e.g. `status`, `owner`) and values of another JSON type than the schema
+    says (`0` for a boolean, `"8"` for an integer) are refused with 422."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Output(BaseModel):

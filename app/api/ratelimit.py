@@ -1,0 +1,129 @@
+"""Abuse limits: requests per minute per API key, and queued + running jobs per owner.
+
+The request counts live in Redis when the broker is Redis, so every API process shares them, and in
+memory in embedded mode (one API process). The `limits` library keeps them in a moving window: at most
+RATE_LIMIT_PER_MINUTE requests in any 60 seconds. A limiter whose storage cannot be reached lets requests
+through and logs it (at most every WARN_EVERY seconds): a Redis outage must not refuse or fail requests.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from functools import lru_cache
+from typing import Any
+
+from fastapi import Depends, HTTPException, status
+from limits import RateLimitItem, RateLimitItemPerMinute
+from limits.storage import storage_from_string
+from limits.strategies import MovingWindowRateLimiter
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.api.deps import CurrentKey, SettingsDep
+from app.db.jobs import ACTIVE_STATES
+from app.db.models import Job, Owner
+from app.settings import Settings
+
+log = logging.getLogger(__name__)
+
+STORAGE_TIMEOUT = 0.5  # seconds a Redis call may take before the limiter gives up and lets the request in
+SKIP_AFTER_FAILURE = 5.0  # seconds the limiter stays out of the way after its storage failed
+WARN_EVERY = 30.0
+ACTIVE_JOBS_RETRY_AFTER = 60  # seconds; jobs take minutes, so a client should not poll faster than this
+
+KEY_RESPONSES = {
+    401: {"description": "Missing, invalid or revoked API key"},
+    429: {"description": "Over RATE_LIMIT_PER_MINUTE (or, for POST /v1/jobs, MAX_ACTIVE_JOBS_PER_KEY); see Retry-After",
+          "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}},
+}
+
+
+def too_many_requests(detail: str, retry_after: int) -> HTTPException:
+    return HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail, headers={"Retry-After": str(retry_after)})
+
+
+# -- request rate ---------------------------------------------------------------------------------------------
+
+def storage_url(settings: Settings) -> str:
+    return "memory://" if settings.embedded_broker else settings.celery_broker_url
+
+
+class _Limiter:
+    """A moving-window limiter on one storage, and what it remembers of that storage failing: after a failure
+    it stays out of the way for SKIP_AFTER_FAILURE seconds and logs at most every WARN_EVERY seconds."""
+
+    def __init__(self, url: str) -> None:
+        options: dict[str, Any] = {}
+        if not url.startswith("memory://"):
+            options = {"socket_timeout": STORAGE_TIMEOUT, "socket_connect_timeout": STORAGE_TIMEOUT}
+        self.strategy = MovingWindowRateLimiter(storage_from_string(url, **options))
+        self._lock = threading.Lock()
+        self._skip_until = 0.0
+        self._last_warning = -math.inf
+
+    def retry_after(self, item: RateLimitItem, identifier: str) -> int | None:
+        """Count one request; None if it is allowed (or the storage failed), else the seconds to wait."""
+        if time.monotonic() < self._skip_until:
+            return None
+        try:
+            if self.strategy.hit(item, "api-key", identifier):
+                return None
+            reset_at = self.strategy.get_window_stats(item, "api-key", identifier).reset_time
+        except Exception as exc:  # any storage failure (refused, timed out, evicted script...) fails open
+            self._failed(exc)
+            return None
+        return max(1, math.ceil(reset_at - time.time()))
+
+    def _failed(self, exc: Exception) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._skip_until = now + SKIP_AFTER_FAILURE
+            if now - self._last_warning < WARN_EVERY:
+                return
+            self._last_warning = now
+        log.warning("rate limiter storage unavailable (%s: %s); letting requests through unlimited",
+                    type(exc).__name__, str(exc)[:200])
+
+
+@lru_cache
+def limiter_for(url: str) -> _Limiter:
+    """One limiter per storage URL and process (its Redis connection pool is shared by all requests)."""
+    return _Limiter(url)
+
+
+def rate_limit(key: CurrentKey, settings: SettingsDep) -> None:
+    """A dependency of every authenticated route: 429 + Retry-After over RATE_LIMIT_PER_MINUTE for this key."""
+    per_minute = settings.rate_limit_per_minute
+    if per_minute <= 0:
+        return
+    retry_after = limiter_for(storage_url(settings)).retry_after(RateLimitItemPerMinute(per_minute), key.id)
+    if retry_after is not None:
+        raise too_many_requests(f"API key {key.prefix}... made more than {per_minute} requests in the last minute "
+                                f"(RATE_LIMIT_PER_MINUTE={per_minute}); retry in {retry_after} s", retry_after)
+
+
+# include_router(router, **KEYED): every route of the router needs a key (401) and counts against its rate (429).
+KEYED: dict[str, Any] = {"dependencies": [Depends(rate_limit)], "responses": KEY_RESPONSES}
+
+
+# -- active jobs ----------------------------------------------------------------------------------------------
+
+def check_active_jobs(session: Session, settings: Settings, owner_id: str) -> None:
+    """429 + Retry-After when the owner already has MAX_ACTIVE_JOBS_PER_KEY jobs queued or running.
+
+    Counted per owner: the keys of one owner share its objects, so a second key cannot double the bound.
+    The owner's row is locked until the new job commits (PostgreSQL), so concurrent submits cannot overshoot.
+    """
+    limit = settings.max_active_jobs_per_key
+    if limit <= 0:
+        return
+    session.execute(select(Owner.id).where(Owner.id == owner_id).with_for_update())
+    active = session.scalar(select(func.count()).select_from(Job)
+                            .where(Job.owner_id == owner_id, Job.status.in_(ACTIVE_STATES)))
+    if active >= limit:
+        session.rollback()  # release the lock now
+        raise too_many_requests(f"{active} jobs are already queued or running (MAX_ACTIVE_JOBS_PER_KEY={limit}); "
+                                f"wait for one to finish or cancel one", ACTIVE_JOBS_RETRY_AFTER)

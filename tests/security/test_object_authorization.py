@@ -1,0 +1,198 @@
+"""Object-level authorization: another key gets 404 on every route of an object it does not own, and learns
+nothing about it; request bodies cannot smuggle ownership, status or storage locations; no route takes a path.
+
+The routes come from `app.routes`, so a new `{id}` route is in the matrix the day it is added (a new kind of
+id, or a route that needs a body or a query parameter, fails here until it is given a sample).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.routing import APIRoute, iter_route_contexts
+
+from tests.security.conftest import bearer
+from tests.security.rows import insert_job_outputs, insert_tiny_model
+
+CORPUS = "".join(json.dumps({"source": f"{n} pears", "target": f"{n} Birnen"}) + "\n" for n in range(30)).encode()
+# Valid bodies and required query parameters, so that a 404 is the ownership check and not a 422.
+SAMPLE_BODIES = {
+    ("POST", "/v1/models/{model_id}/translate"): {"texts": ["one pear"]},
+    ("POST", "/v1/models/{model_id}/fill-mask"): {"text": "one <mask>"},
+    ("POST", "/v1/models/{model_id}/attention"): {"text": "one pear"},
+}
+SAMPLE_QUERIES = {("GET", "/v1/models/{model_id}/neighbors"): {"token": "pear"}}
+UNKNOWN_FIELDS = ("status", "owner", "owner_id", "storage_key")
+# Names of parameters or body fields that would let a client point the server at a file or a location.
+LOCATION_NAMES = {"path", "file_path", "filepath", "dir", "directory", "storage_key", "checkpoint_path",
+                  "model_path", "artifact_root", "url", "uri", "location", "filename"}
+
+
+def v1_routes(app) -> list[tuple[str, str, APIRoute]]:
+    """(method, path, route) of every /v1 route of the app, prefixes applied."""
+    out = []
+    for context in iter_route_contexts(app.routes):
+        route = context.original_route
+        if isinstance(route, APIRoute) and context.path.startswith("/v1/"):
+            out += [(method, context.path, route) for method in sorted(context.methods)]
+    return out
+
+
+@pytest.fixture
+def alice_objects(pg_client):
+    """Alice's dataset, queued job (with a checkpoint and metrics), ping and model, and everything that names them."""
+    from app.settings import get_settings
+
+    alice = bearer("alice")
+    dataset = pg_client.post("/v1/datasets", headers=alice, data={"name": "alice-private-corpus", "kind": "parallel"},
+                             files={"file": ("pears.jsonl", CORPUS)})
+    assert dataset.status_code == 201, dataset.text
+    job = pg_client.post("/v1/jobs", headers=alice, json={"objective": "translation",
+                                                          "dataset_id": dataset.json()["id"],
+                                                          "model": {"preset": "tiny", "vocab_size": 500},
+                                                          "training": {"max_steps": 10}})
+    assert job.status_code == 201, job.text
+    ping = pg_client.post("/v1/pings", headers=alice, json={"queue": "training"})
+    assert ping.status_code == 202, ping.text
+    database_url = get_settings().database_url
+    job_id = job.json()["id"]
+    checkpoint_id = insert_job_outputs(database_url, job_id, f"jobs/{job_id}/step-00000010")
+    model_id = insert_tiny_model(database_url, "alice", "models/alice-secret-model", sha256="a" * 64)
+    ids = {"dataset_id": dataset.json()["id"], "job_id": job_id, "ping_id": ping.json()["id"], "model_id": model_id}
+    secrets = [*ids.values(), checkpoint_id, "alice", "alice-private-corpus", dataset.json()["sha256"], "c" * 64,
+               "a" * 64, "alice-secret-model", f"jobs/{job_id}"]
+    return {"headers": alice, "ids": ids, "secrets": secrets}
+
+
+def test_another_key_gets_404_on_every_id_route_and_learns_nothing(pg_client, alice_objects):
+    """Bob calls every /v1 route with an `{id}` for Alice's objects: 404 each time, no trace of them in the body."""
+    bob = bearer("bob")
+    ids, secrets = alice_objects["ids"], alice_objects["secrets"]
+    schema = pg_client.get("/openapi.json").json()["paths"]
+    called = 0
+    for method, path, route in v1_routes(pg_client.app):
+        if "{" not in path:
+            continue
+        names = re.findall(r"\{(\w+)(?::\w+)?\}", path)
+        missing = [name for name in names if name not in ids]
+        assert not missing, f"{method} {path} takes {missing}: give Alice an object for it in alice_objects"
+        operation = schema.get(path, {}).get(method.lower(), {})
+        required_query = [p["name"] for p in operation.get("parameters", []) if p["in"] == "query" and p["required"]]
+        needs_body = route.body_field is not None
+        assert not needs_body or (method, path) in SAMPLE_BODIES, f"{method} {path}: add a valid body to SAMPLE_BODIES"
+        assert not required_query or (method, path) in SAMPLE_QUERIES, f"{method} {path}: add SAMPLE_QUERIES"
+        url = path.format(**{name: ids[name] for name in names})
+        response = pg_client.request(method, url, headers=bob, json=SAMPLE_BODIES.get((method, path)),
+                                     params=SAMPLE_QUERIES.get((method, path)))
+        assert response.status_code == 404, (method, url, response.status_code, response.text)
+        body = response.text
+        leaked = [s for s in secrets if s in body and s not in url]  # the id bob asked for may be echoed back
+        assert not leaked, f"{method} {path} told bob about {leaked}: {body}"
+        called += 1
+    assert called >= 15, f"only {called} id routes found: is the route enumeration broken?"
+
+
+def test_another_keys_lists_hold_none_of_the_owners_objects(pg_client, alice_objects):
+    bob = bearer("bob")
+    for method, path, _route in v1_routes(pg_client.app):
+        if method != "GET" or "{" in path:
+            continue
+        response = pg_client.get(path, headers=bob)
+        assert response.status_code == 200, (path, response.text)
+        leaked = [s for s in alice_objects["secrets"] if s in response.text]
+        assert not leaked, f"GET {path} lists {leaked} to bob: {response.text}"
+
+
+def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels(pg_client, alice_objects):
+    """Bob's DELETE and cancel calls change nothing: Alice still reads all her objects, checkpoint included."""
+    bob, alice, ids = bearer("bob"), alice_objects["headers"], alice_objects["ids"]
+    for method, url in (("DELETE", f"/v1/datasets/{ids['dataset_id']}"), ("DELETE", f"/v1/models/{ids['model_id']}"),
+                        ("POST", f"/v1/jobs/{ids['job_id']}/cancel")):
+        assert pg_client.request(method, url, headers=bob).status_code == 404
+    assert pg_client.get(f"/v1/datasets/{ids['dataset_id']}", headers=alice).status_code == 200
+    assert pg_client.get(f"/v1/models/{ids['model_id']}", headers=alice).json()["id"] == ids["model_id"]
+    assert pg_client.get(f"/v1/pings/{ids['ping_id']}", headers=alice).status_code == 200
+    job = pg_client.get(f"/v1/jobs/{ids['job_id']}", headers=alice).json()
+    assert job["status"] == "queued" and job["cancel_requested"] is False
+    checkpoints = pg_client.get(f"/v1/jobs/{ids['job_id']}/checkpoints", headers=alice).json()
+    assert [c["sha256"] for c in checkpoints] == ["c" * 64]
+    assert all("storage_key" not in c and "path" not in c for c in checkpoints), "a storage location left the server"
+
+
+def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
+    """`status`, `owner`, `owner_id` and `storage_key` in any request body (top level or nested) are refused."""
+    alice, ids = alice_objects["headers"], alice_objects["ids"]
+    valid = {**SAMPLE_BODIES,
+             ("POST", "/v1/jobs"): {"objective": "translation", "dataset_id": ids["dataset_id"],
+                                    "model": {"preset": "tiny", "vocab_size": 500}},
+             ("POST", "/v1/pings"): {"queue": "inference"},
+             ("POST", "/v1/estimate"): {"model": {"preset": "tiny", "vocab_size": 500}}}
+    checked = 0
+    for method, path, route in v1_routes(pg_client.app):
+        if route.body_field is None or path == "/v1/datasets":
+            continue
+        assert (method, path) in valid, f"{method} {path}: add a valid body to this test"
+        url = path.format(**ids)
+        for field in UNKNOWN_FIELDS:
+            response = pg_client.request(method, url, headers=alice, json={**valid[(method, path)], field: "x"})
+            assert response.status_code == 422, (method, path, field, response.text)
+            assert field in response.text
+        checked += 1
+    nested = {**valid[("POST", "/v1/jobs")], "model": {"preset": "tiny", "storage_key": "models/someone-elses"}}
+    response = pg_client.post("/v1/jobs", headers=alice, json=nested)
+    assert response.status_code == 422 and "storage_key" in response.text
+    assert checked >= 5
+
+
+@pytest.mark.parametrize("field", [*UNKNOWN_FIELDS, "path"])
+def test_unknown_upload_form_fields_are_422(pg_client, field):
+    """A dataset upload naming its own storage location (or owner, or status) is refused, not silently dropped."""
+    response = pg_client.post("/v1/datasets", headers=bearer("alice"),
+                              data={"name": "d", "kind": "parallel", field: "../../elsewhere"},
+                              files={"file": ("pears.jsonl", CORPUS)})
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["loc"] == ["body", field]
+
+
+def test_an_upload_filename_never_becomes_a_path(pg_client, tmp_path):
+    """The client's file name is only a format hint: the file lands under a key the server made."""
+    from app.settings import get_settings
+
+    response = pg_client.post("/v1/datasets", headers=bearer("alice"), data={"name": "d", "kind": "parallel"},
+                              files={"file": ("../../../escaped.jsonl", CORPUS)})
+    assert response.status_code == 201, response.text
+    root = Path(get_settings().artifact_root)
+    stored = [p for p in root.rglob("*") if p.is_file()]
+    assert [p.relative_to(root).as_posix() for p in stored] == [f"datasets/{response.json()['id']}/data.jsonl"]
+    assert not list(tmp_path.parent.rglob("escaped.jsonl"))
+
+
+def test_no_route_takes_a_file_path_or_storage_location(pg_client):
+    """Checkpoint and model files are found from database rows only: no parameter or body field names a location."""
+    spec = pg_client.get("/openapi.json").json()
+    components = spec.get("components", {}).get("schemas", {})
+
+    def properties(schema: dict, seen: set[str]) -> set[str]:
+        if "$ref" in schema:
+            name = schema["$ref"].rsplit("/", 1)[1]
+            return set() if name in seen else properties(components[name], seen | {name})
+        names = set(schema.get("properties", {}))
+        for sub in [*schema.get("properties", {}).values(), *schema.get("anyOf", []), *schema.get("allOf", []),
+                    schema.get("items"), schema.get("additionalProperties")]:
+            if isinstance(sub, dict) and sub:
+                names |= properties(sub, seen)
+        return names
+
+    found: dict[str, set[str]] = {}
+    for path, operations in spec["paths"].items():
+        for method, operation in operations.items():
+            names = {p["name"].lower() for p in operation.get("parameters", [])}
+            names |= {p.lower() for p in path.replace("}", "{").split("{")[1::2]}
+            for content in operation.get("requestBody", {}).get("content", {}).values():
+                names |= {n.lower() for n in properties(content.get("schema", {}), set())}
+            if names & LOCATION_NAMES:
+                found[f"{method.upper()} {path}"] = names & LOCATION_NAMES
+    assert not found, f"routes that take a location: {found}"
