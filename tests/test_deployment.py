@@ -11,8 +11,9 @@ import yaml
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVICE_NAMES = {"postgres", "redis", "migrate", "api", "worker-training", "worker-inference", "flower"}
-OUR_SERVICES = ("migrate", "api", "worker-training", "worker-inference")
+SERVICE_NAMES = {"postgres", "redis", "minio", "migrate", "api", "worker-training", "worker-training-gpu",
+                 "worker-inference", "flower"}
+OUR_SERVICES = ("migrate", "api", "worker-training", "worker-training-gpu", "worker-inference")
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,14 @@ def test_workers_consume_their_queues(compose):
     assert inference[inference.index("-Q") + 1] == "inference"
     assert all(s["build"]["target"] == "worker" for s in (compose["services"]["worker-training"],
                                                           compose["services"]["worker-inference"]))
+
+
+def test_the_gpu_training_worker_reserves_the_hosts_gpus_only_in_its_profile(compose):
+    gpu, cpu = compose["services"]["worker-training-gpu"], compose["services"]["worker-training"]
+    assert gpu["profiles"] == ["gpu"] and "profiles" not in cpu  # a laptop without GPUs still starts
+    assert gpu["deploy"]["resources"]["reservations"]["devices"] == [
+        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
+    assert gpu["command"][gpu["command"].index("-Q") + 1] == "training" and gpu["stop_grace_period"] == cpu["stop_grace_period"]
 
 
 def test_migrate_runs_alembic_before_api_and_workers(compose):
