@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -16,19 +17,24 @@ from app.tasks import INFERENCE_QUEUE
 
 DEPTH_TTL = 0.25  # seconds a queue-depth reading is reused: the bound is coarse, the check must be cheap
 _depth: tuple[float, int] = (0.0, 0)
+_depth_refresh = threading.Lock()
 
 
 def read_depth(queue: str = INFERENCE_QUEUE) -> int:
-    """Messages waiting in a queue (Redis LLEN, or a row count on the SQLite transport)."""
-    with get_sender().connection_for_write() as connection:
+    """Messages waiting in a queue (Redis LLEN, or a row count on the SQLite transport), on a pooled connection."""
+    with get_sender().pool.acquire(block=True) as connection:
         return int(connection.default_channel._size(queue))
 
 
 def queue_depth() -> int:
+    """The inference queue's depth, at most DEPTH_TTL old. One request thread refreshes it at a time; the others
+    use the last reading rather than all opening connections at once."""
     global _depth
-    now = time.monotonic()
-    if now - _depth[0] > DEPTH_TTL:
-        _depth = (now, read_depth())
+    if time.monotonic() - _depth[0] > DEPTH_TTL and _depth_refresh.acquire(blocking=False):
+        try:
+            _depth = (time.monotonic(), read_depth())
+        finally:
+            _depth_refresh.release()
     return _depth[1]
 
 

@@ -85,7 +85,7 @@ def main() -> None:
     services.create_database(admin, name)
     env = service_env(DATABASE_URL=services.with_database(admin, name), CELERY_BROKER_URL=services.redis_url(),
                       DATA_DIR=str(tmp / "var"), ARTIFACT_ROOT=str(tmp / "artifacts"), OMP_NUM_THREADS="1",
-                      MAX_TEXTS_PER_REQUEST="64", INFERENCE_QUEUE_LIMIT="10000")
+                      MAX_TEXTS_PER_REQUEST="64", INFERENCE_QUEUE_LIMIT="10000", RATE_LIMIT_PER_MINUTE="1000000")
     run_cli(env, "migrate")
     processes = Processes(tmp)
     url = processes.start_api(env, free_port())
