@@ -13,6 +13,14 @@ def default_max_len(model: Transformer, src_len: int) -> int:
     return min(src_len * 2 + 10, model.config.max_positions)
 
 
+def _max_lens(model: Transformer, src_ids: Tensor, max_len: int | None) -> list[int]:
+    """Each sentence's own limit: from its non-pad length, so a batch decodes as its sentences one by one."""
+    if max_len is not None:
+        return [min(max_len, model.config.max_positions)] * src_ids.size(0)
+    src_lens = (src_ids != model.config.pad_id).sum(dim=1).tolist()  # (B,)
+    return [default_max_len(model, n) for n in src_lens]
+
+
 @torch.inference_mode()
 def greedy_decode(
     model: Transformer, src_ids: Tensor, max_len: int | None = None, use_cache: bool = True
@@ -20,12 +28,13 @@ def greedy_decode(
     """Translate a batch src_ids (B, S), padded with config.pad_id, by taking the argmax at every step.
 
     Returns one list of token ids per sentence: what follows BOS, up to and excluding EOS (or max_len tokens).
-    max_len defaults to default_max_len() and is capped at config.max_positions. use_cache=False recomputes
+    max_len defaults to default_max_len() of each sentence's own length (padding does not count, so a sentence
+    decodes the same alone or beside a longer one) and is capped at config.max_positions. use_cache=False recomputes
     the whole prefix every step: slower, kept as the reference the KV cache must match.
     The model is put in eval mode for the call and restored afterwards.
     """
     cfg = model.config
-    max_len = min(max_len if max_len is not None else default_max_len(model, src_ids.size(1)), cfg.max_positions)
+    max_lens = _max_lens(model, src_ids, max_len)
     was_training = model.training
     model.eval()
     try:
@@ -34,19 +43,20 @@ def greedy_decode(
         B = src_ids.size(0)
         ys = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=src_ids.device)  # (B, 1)
         finished = torch.zeros(B, dtype=torch.bool, device=src_ids.device)
+        at_limit = torch.tensor(max_lens, device=src_ids.device)  # (B,)
         cache = model.new_cache() if use_cache else None
-        for _ in range(max_len):
+        for step in range(max(max_lens)):
             step_ids = ys[:, -1:] if use_cache else ys  # the cache already holds the earlier positions
             hidden = model.decode(step_ids, memory, src_key_padding_mask, cache=cache)  # (B, T, d_model)
             next_ids = model.project(hidden[:, -1]).argmax(dim=-1)  # (B,)
             next_ids = next_ids.masked_fill(finished, cfg.pad_id)
             ys = torch.cat([ys, next_ids[:, None]], dim=1)  # (B, T + 1)
-            finished |= next_ids == cfg.eos_id
+            finished |= (next_ids == cfg.eos_id) | (at_limit <= step + 1)
             if finished.all():
                 break
     finally:
         model.train(was_training)
-    return [_strip(row, cfg.eos_id) for row in ys[:, 1:].tolist()]
+    return [_strip(row[:limit], cfg.eos_id) for row, limit in zip(ys[:, 1:].tolist(), max_lens)]
 
 
 def _strip(ids: list[int], eos_id: int) -> list[int]:

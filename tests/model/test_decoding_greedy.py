@@ -97,6 +97,17 @@ def test_default_max_len_is_twice_the_source_plus_ten_capped_by_max_positions(fr
     assert len(greedy_decode(fresh_model, torch.tensor([[5, 6, EOS]]), max_len=4)[0]) == 4
 
 
+def test_a_sentence_decodes_the_same_alone_and_beside_a_longer_one(fresh_model):
+    """The length limit comes from each sentence's own length, not the padded batch width: an untrained model
+    that never says </s> stops the short sentence at 3 * 2 + 10 tokens in both cases."""
+    scripted(fresh_model, [None])
+    alone = greedy_decode(fresh_model, torch.tensor([[5, 6, EOS]]))
+    scripted(fresh_model, [None, None])
+    batched = greedy_decode(fresh_model, torch.tensor([[5, 6, EOS, PAD, PAD], [5, 6, 7, 8, EOS]]))
+    assert batched[0] == alone[0] and len(alone[0]) == 16
+    assert len(batched[1]) == 20  # its own limit, 5 * 2 + 10, capped by max_positions
+
+
 def test_greedy_decode_restores_training_mode(fresh_model):
     fresh_model.train()
     greedy_decode(fresh_model, torch.tensor([[5, 6, EOS]]), max_len=2)
