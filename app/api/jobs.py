@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from app import jobs as job_service
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
@@ -115,11 +115,13 @@ def read_metrics(job_id: str, session: SessionDep, key: CurrentKey,
                  since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
                  max_points: Annotated[int, Query(ge=2, le=20000)] = 1000) -> MetricsPublic:
     _owned(session, job_id, key.owner_id)
+    # Read first: a point recorded while the series are read may then be streamed twice, never missed.
+    last_event_id = session.scalar(select(func.max(Metric.id)).where(Metric.job_id == job_id)) or 0
     out = {}
     for name, (steps, values) in metric_rows.series(session, job_id, (names or "").split(","), since_step).items():
         kept_steps, kept_values = metric_rows.downsample(steps, values, max_points)
         out[name] = Series(steps=kept_steps, values=kept_values, total_points=len(steps))
-    return MetricsPublic(job_id=job_id, series=out)
+    return MetricsPublic(job_id=job_id, series=out, last_event_id=last_event_id)
 
 
 @router.get("/{job_id}/checkpoints", response_model=list[CheckpointPublic], responses=NOT_FOUND)

@@ -84,8 +84,8 @@ export function parseSSE(buffer, onEvent, state) {
  * Read an SSE route with fetch() (EventSource cannot send Authorization). Reconnects with Last-Event-ID
  * until an `end` event arrives or `signal` aborts. Returns a promise that settles when the stream is over.
  */
-export async function streamEvents(path, { onEvent, onError, signal }) {
-  const state = { event: "", data: [], id: "", retry: 2000 };
+export async function streamEvents(path, { onEvent, onError, signal, lastEventId = "" }) {
+  const state = { event: "", data: [], id: lastEventId, retry: 2000 };
   let ended = false;
   const handle = (ev) => {
     if (ev.event === "end") ended = true;

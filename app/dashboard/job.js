@@ -88,8 +88,10 @@ export function renderJob(container, jobId) {
     }
   }
 
+  let historyEventId = "";  // the stream starts after the points the history already holds
   async function loadHistory() {
-    const { series } = await api(`/v1/jobs/${jobId}/metrics?max_points=${HISTORY_POINTS}`, { signal });
+    const { series, last_event_id } = await api(`/v1/jobs/${jobId}/metrics?max_points=${HISTORY_POINTS}`, { signal });
+    historyEventId = last_event_id ? String(last_event_id) : "";
     for (const [name, chart] of Object.entries(charts)) {
       const s = series[name];
       if (s) chart.set(s.steps, s.values, s.total_points);
@@ -127,7 +129,7 @@ export function renderJob(container, jobId) {
     if (TERMINAL.has(job.status)) return;  // nothing live to watch
     liveNote.replaceChildren(h("p", { class: "muted" }, "Live: following the job…"));
     await streamEvents(`/v1/jobs/${jobId}/events`, {
-      signal,
+      signal, lastEventId: historyEventId,
       onEvent: (ev) => {
         if (ev.event === "metric") {
           const m = JSON.parse(ev.data);

@@ -114,6 +114,8 @@ class Series(Output):
 class MetricsPublic(Output):
     job_id: str
     series: dict[str, Series]
+    # Everything up to this point is in `series`: pass it as Last-Event-ID to /events to stream only what follows.
+    last_event_id: int = 0
 
 
 class CheckpointPublic(Output):

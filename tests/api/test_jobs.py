@@ -171,3 +171,27 @@ def test_events_stream_metrics_progress_and_end(client, alice, parallel_id):
     with client.stream("GET", f"/v1/jobs/{job_id}/events", headers={**alice, "Last-Event-ID": last_id}) as response:
         again = "".join(response.iter_text())
     assert "event: metric" not in again and "event: end" in again
+
+
+def test_metrics_history_gives_the_event_id_to_stream_only_newer_points(client, alice, parallel_id):
+    """The dashboard reads the (downsampled) history, then follows /events from the history's last_event_id:
+    the stream sends only the points recorded after the history was read, not everything again."""
+    from app.db import metrics
+    from app.db.session import session_scope
+
+    job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
+    assert client.get(f"/v1/jobs/{job_id}/metrics", headers=alice).json()["last_event_id"] == 0
+    with session_scope() as session:
+        for step in range(1, 4):
+            metrics.record(session, job_id, step, {"train_loss": 1.0 / step})
+    history = client.get(f"/v1/jobs/{job_id}/metrics", headers=alice).json()
+    assert history["series"]["train_loss"]["steps"] == [1, 2, 3] and history["last_event_id"] > 0
+    with session_scope() as session:
+        metrics.record(session, job_id, 4, {"train_loss": 0.25})
+    client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
+    with client.stream("GET", f"/v1/jobs/{job_id}/events",
+                       headers={**alice, "Last-Event-ID": str(history["last_event_id"])}) as response:
+        text = "".join(response.iter_text())
+    streamed = [json.loads(line.removeprefix("data: "))["step"] for block in text.split("\n\n")
+                if "event: metric" in block for line in block.splitlines() if line.startswith("data: ")]
+    assert streamed == [4]
