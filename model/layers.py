@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from model.attention import KVCache, MultiHeadAttention
 from model.config import ModelConfig
+from model.dropout import Dropout
 
 ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 
@@ -21,7 +22,7 @@ class PositionWiseFeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(d_model, d_ff)
         self.activation_fn = ACTIVATION_FNS[activation]
-        self.dropout = nn.Dropout(dropout)  # inside the FFN, as in the Annotated Transformer (t2t's relu_dropout)
+        self.dropout = Dropout(dropout)  # inside the FFN, as in the Annotated Transformer (t2t's relu_dropout)
         self.fc2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -60,7 +61,7 @@ class _ResidualLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.norm_first = config.norm_first
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def _residual(
         self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], tuple[Tensor, Tensor | None]]

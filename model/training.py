@@ -37,6 +37,7 @@ from model.checkpoint import (OBJECTIVES, Checkpoint, average_checkpoints, captu
                               remove_stale_temp_dirs, restore_rng_state, save_checkpoint, step_dir)
 from model.config import ModelConfig
 from model.decoding import greedy_decode
+from model.loss import label_smoothed_loss
 from model.objectives import MaskMode, encode_sentences, make_translation_examples, noise_examples, renoising
 from model.schedule import InverseSqrtSchedule
 from model.tokenizer import MIN_VOCAB_SIZE, Tokenizer
@@ -272,23 +273,6 @@ def _check_rows(objective: str, rows: Any, name: str) -> None:
 
 
 # -- loss and one optimizer update ----------------------------------------------------------------------------
-
-def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, ignore_index: int | None = None
-                        ) -> tuple[Tensor, Tensor]:
-    """(label-smoothed cross entropy, NLL), both summed over the non-ignored targets (Sec. 5.4).
-
-    logits (..., V), target (...). The smoothed target is (1 - eps) on the gold token + eps / V everywhere
-    (as torch's cross_entropy(label_smoothing=eps)); computed in float32 even under autocast.
-    """
-    lprobs = logits.float().log_softmax(dim=-1).flatten(0, -2)  # (N, V)
-    target = target.flatten()  # (N,)
-    if ignore_index is not None:
-        keep = target != ignore_index
-        lprobs, target = lprobs[keep], target[keep]
-    nll = -lprobs.gather(1, target[:, None]).sum()
-    smooth = -lprobs.sum() / lprobs.size(-1)
-    return (1.0 - smoothing) * nll + smoothing * smooth, nll
-
 
 def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
     """(logits (N, V), targets (N,)) at the N non-pad target positions only.

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from model.attention import KVCache
 from model.config import ModelConfig
+from model.dropout import Dropout
 from model.layers import DecoderLayer, EncoderLayer, SinusoidalPositionalEncoding
 
 
@@ -52,7 +53,7 @@ class _Stack(nn.Module):
         self.embed_tokens = embed_tokens
         self.embed_positions = SinusoidalPositionalEncoding(config.max_positions, config.d_model)
         self.embed_scale = math.sqrt(config.d_model)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
 
     def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
         x = self.embed_tokens(ids) * self.embed_scale  # (B, T, d_model)
