@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import lru_cache
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 from fastapi import HTTPException, status
 
+from app.coalesce import Coalescer
 from app.observability import observe_batch_size
 from app.queueing import get_sender
 from app.settings import Settings
@@ -36,6 +38,17 @@ def queue_depth() -> int:
         finally:
             _depth_refresh.release()
     return _depth[1]
+
+
+@lru_cache
+def _coalescer(max_texts: int, wait_seconds: float) -> Coalescer:
+    return Coalescer(max_texts, wait_seconds)
+
+
+def coalescer(settings: Settings) -> Coalescer:
+    """This process's grouping of translate requests (see app/coalesce.py); a request waits for its group at
+    most about twice the inference timeout before it goes alone."""
+    return _coalescer(settings.inference_max_batch, 2 * settings.inference_timeout_seconds + 1)
 
 
 def call(settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> tuple[dict, float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -49,12 +50,14 @@ def translate(model_id: str, body: TranslateRequest, session: SessionDep, settin
     if body.n_best > body.beam_size:
         raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
     session.close()  # do not hold a connection while a worker decodes
-    answer, elapsed = inference.call(settings, TRANSLATE, [model_id, body.texts],
-                                     {"beam_size": body.beam_size, "n_best": body.n_best,
-                                      "max_length": body.max_length, "return_alignment": body.return_alignment,
-                                      "backend": body.backend})
+    started = time.perf_counter()
+    options = {"beam_size": body.beam_size, "n_best": body.n_best, "max_length": body.max_length,
+               "return_alignment": body.return_alignment, "backend": body.backend}
+    answer = inference.coalescer(settings).run(
+        (model_id, *options.values()), body.texts,
+        lambda texts: inference.call(settings, TRANSLATE, [model_id, texts], options)[0])
     return TranslateResponse(translations=answer["translations"], model_id=model_id, backend=body.backend,
-                             elapsed_ms=round(elapsed, 2))
+                             elapsed_ms=round((time.perf_counter() - started) * 1000, 2))
 
 
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)

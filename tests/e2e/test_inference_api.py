@@ -201,11 +201,22 @@ def test_another_owner_gets_404(served):
 def test_concurrent_requests_share_batches(served):
     api, model_id = served["api"], served["models"]["translation"]
 
-    def one(i: int) -> int:
-        return api.http.post(f"/v1/models/{model_id}/translate", json={"texts": [f"{i} "]}).status_code
+    """32 requests from 16 clients at once: batched together (in the API's groups and the worker's micro-batches),
+    yet each gets exactly the translation it gets alone."""
+    texts = [f"{n} " for n in ("one", "two", "three hundred", "forty two", "seven", "ninety nine", "five", "twelve")]
+    alone = {text: api.http.post(f"/v1/models/{model_id}/translate", json={"texts": [text]}).json()["translations"]
+             for text in texts}
+
+    def one(i: int) -> tuple[str, int, list]:
+        text = texts[i % len(texts)]
+        response = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": [text]})
+        return text, response.status_code, response.json().get("translations")
 
     with ThreadPoolExecutor(16) as pool:
-        assert set(pool.map(one, range(32))) == {200}
+        answers = list(pool.map(one, range(32)))
+    assert {status for _, status, _ in answers} == {200}
+    for text, _, translations in answers:
+        assert [t["text"] for t in translations] == [t["text"] for t in alone[text]], text
     log = served["processes"].log("server")
     assert "micro-batch of" in log
     sizes = [int(line.split("micro-batch of ")[1].split()[0]) for line in log.splitlines() if "micro-batch of" in line]

@@ -1,0 +1,101 @@
+"""Translate requests for the same model and options that arrive while one is on its way travel as one task.
+
+Each inference task costs the API and the worker a fixed amount (a broker message each way, a result, task
+events) whatever it carries. So within one API process, requests for the same (model, options) form groups:
+the first finds nothing in flight and is sent at once (no added latency); requests that arrive while it is
+in flight join one pending group, sent as a single task as soon as the first comes back, and each request
+receives its own slice of the answer. A group that fails as a whole (one text too long, say) is retried
+request by request, so one request's error never becomes another's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+# send(texts) -> answer {"translations": [one per text], ...}; raises for an error (an HTTPException in the API)
+Send = Callable[[list[str]], dict[str, Any]]
+
+
+@dataclass
+class _Request:
+    texts: list[str]
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: dict[str, Any] | None = None
+    alone: bool = False  # the group failed: send these texts by themselves
+
+
+@dataclass
+class _Group:
+    requests: list[_Request] = field(default_factory=list)
+    n_texts: int = 0
+
+    def add(self, request: _Request) -> None:
+        self.requests.append(request)
+        self.n_texts += len(request.texts)
+
+
+class Coalescer:
+    def __init__(self, max_texts: int, wait_seconds: float) -> None:
+        self.max_texts = max_texts  # texts per task
+        self.wait_seconds = wait_seconds  # how long a request waits for its group before going alone
+        self._cond = threading.Condition()
+        self._busy: set[Hashable] = set()  # keys with a task in flight
+        self._pending: dict[Hashable, _Group] = {}  # keys -> the group that goes next
+
+    def run(self, key: Hashable, texts: list[str], send: Send) -> dict[str, Any]:
+        """The answer for `texts` (its "translations" are theirs alone), sent alone or with company."""
+        me = _Request(list(texts))
+        with self._cond:
+            pending = self._pending.get(key)
+            if pending is not None and pending.n_texts + len(texts) <= self.max_texts:
+                pending.add(me)
+                role = "member"
+            elif key not in self._busy:
+                self._busy.add(key)
+                group, role = _Group(), "leader"
+                group.add(me)
+            elif pending is None and len(texts) <= self.max_texts:
+                group = self._pending[key] = _Group()
+                group.add(me)
+                role = "next"
+            else:
+                role = "alone"  # the next group is full
+        if role == "alone":
+            return send(me.texts)
+        if role == "member":
+            if not me.done.wait(self.wait_seconds) or me.alone:
+                return send(me.texts)
+            assert me.answer is not None
+            return me.answer
+        if role == "next":
+            with self._cond:
+                self._cond.wait_for(lambda: key not in self._busy, timeout=self.wait_seconds)
+                self._busy.add(key)
+                del self._pending[key]  # closed: later arrivals form the group after this one
+        try:
+            return self._send_group(group, me, send)
+        finally:
+            with self._cond:
+                self._busy.discard(key)
+                self._cond.notify_all()
+
+    def _send_group(self, group: _Group, me: _Request, send: Send) -> dict[str, Any]:
+        if len(group.requests) == 1:
+            return send(me.texts)
+        try:
+            answer = send([text for request in group.requests for text in request.texts])
+        except BaseException:
+            for request in group.requests:  # each on its own, so each gets its own answer or error
+                request.alone = True
+                request.done.set()
+            return send(me.texts)
+        start = 0
+        for request in group.requests:
+            request.answer = {**answer, "translations": answer["translations"][start : start + len(request.texts)]}
+            start += len(request.texts)
+            request.done.set()
+        assert me.answer is not None
+        return me.answer
