@@ -40,18 +40,18 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     api = Api(url, create_key(env, "alice"))
     train = api.upload(data_files["train"], "parallel")
     valid = api.upload(data_files["valid"], "parallel")
-    job = api.submit(numbers_job(train["id"], valid["id"], max_steps=300, eval_every=100, checkpoint_every=100))
+    job = api.submit(numbers_job(train["id"], valid["id"], max_steps=400, eval_every=100, checkpoint_every=100))
     done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=400)
     assert done["status"] == "succeeded", done["error"]
-    assert done["attempt"] == 1 and done["progress"]["step"] == 300 and done["progress"]["fraction"] == 1.0
+    assert done["attempt"] == 1 and done["progress"]["step"] == 400 and done["progress"]["fraction"] == 1.0
     # Held-out numbers, never seen in training: the model spells them in German.
     assert done["latest_metrics"]["exact_match"]["value"] >= 0.8, done["latest_metrics"]
     series = api.metrics(job["id"], names="train_loss,valid_loss,lr")
-    assert series["train_loss"]["steps"] == list(range(1, 301))
-    assert series["valid_loss"]["steps"] == [100, 200, 300]
+    assert series["train_loss"]["steps"] == list(range(1, 401))
+    assert series["valid_loss"]["steps"] == [100, 200, 300, 400]
     assert series["train_loss"]["values"][-1] < series["train_loss"]["values"][0]
     checkpoints = api.checkpoints(job["id"])
-    assert [c["step"] for c in checkpoints] == [100, 200, 300]
+    assert [c["step"] for c in checkpoints] == [200, 300, 400]  # keep_checkpoints=3 (the best is among them)
     assert all(len(c["sha256"]) == 64 and c["size_bytes"] > 0 and "path" not in c for c in checkpoints)
     model = api.http.get(f"/v1/models/{done['model_id']}").json()
     assert model["job_id"] == job["id"] and model["objective"] == "translation"
