@@ -1,6 +1,6 @@
 """Command line: `python -m app.cli COMMAND`.
 
-Administration (direct database access): `create-key NAME`, `migrate`, `serve`.
+Administration (direct database access): `create-key NAME`, `revoke-key PREFIX_OR_NAME`, `migrate`, `serve`.
 Client (over HTTP): `upload`, `submit`, `status [--watch]`, `jobs`, `models`.
 """
 
@@ -48,6 +48,19 @@ def cmd_create_key(args: argparse.Namespace) -> None:
     print(clear)
 
 
+def cmd_revoke_key(args: argparse.Namespace) -> None:
+    from app.db.keys import revoke_keys
+    from app.db.session import session_scope
+
+    settings = _settings_or_exit()
+    with session_scope() as session:
+        revoked = revoke_keys(session, args.key)
+    if not revoked:
+        sys.exit(f"error: no active key has the prefix or name {args.key!r}")
+    print(f"revoked {len(revoked)} key(s): {', '.join(p + '...' for p in revoked)}; running API processes refuse "
+          f"them within {settings.auth_cache_seconds:g} s (AUTH_CACHE_SECONDS)")
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     from app.embedded import serve
 
@@ -64,6 +77,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("name")
     p.add_argument("--owner", help="owner the key acts for (default: NAME); keys of one owner share objects")
     p.set_defaults(func=cmd_create_key)
+    p = sub.add_parser("revoke-key", help="revoke the active keys with this display prefix (tsk_xxxxxx) or name")
+    p.add_argument("key", metavar="PREFIX_OR_NAME")
+    p.set_defaults(func=cmd_revoke_key)
     p = sub.add_parser("serve", help="migrate, then run the API and the workers (embedded mode)")
     p.add_argument("--no-workers", action="store_true", help="run only the API")
     p.set_defaults(func=cmd_serve)

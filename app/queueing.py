@@ -45,8 +45,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_publish_retry": True,
         "task_publish_retry_policy": {"max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1},
         "worker_hijack_root_logger": False,
-        "worker_send_task_events": True,  # for Flower
-        "task_send_sent_event": True,
+        "worker_send_task_events": True,  # for Flower (inference tasks opt out: worker/tasks/inference.py)
+        # No task-sent events: one more broker write per request, and Flower learns of a task from its worker.
+        "task_send_sent_event": False,
         "timezone": "UTC",
     }
 

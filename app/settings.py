@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     # Abuse limits (0 = off): queued + running jobs of a key's owner, and requests per minute per API key.
     max_active_jobs_per_key: int = Field(8, ge=0)
     rate_limit_per_minute: int = Field(600, ge=0)
+    # How long an API process reuses a key's or a model's lookup (app/api/recent.py); a revoked key or deleted model
+    # can keep working this long in the other API processes. 0: look both up on every request.
+    auth_cache_seconds: float = Field(5.0, ge=0, le=300)
     metrics_token: str = ""  # bearer token a Prometheus scraper sends to GET /metrics; empty: /metrics is off
 
     @model_validator(mode="after")

@@ -2,44 +2,61 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
-from app.db.keys import authenticate
-from app.db.models import ApiKey
+from app.api import recent
+from app.db.keys import Caller, identify
 from app.db.session import get_sessionmaker
+from app.security import hash_key
 from app.settings import Settings, get_settings
 
 
-def get_session() -> Iterator[Session]:
+async def get_session() -> AsyncIterator[Session]:
+    """A session for the request. It connects on its first query, from the route's thread; creating it needs no
+    thread of its own, and closing it needs one only when it still holds a connection."""
     session = get_sessionmaker()()
     try:
         yield session
     finally:
-        session.close()
+        if session.in_transaction():
+            await run_in_threadpool(session.close)  # a rollback and the connection back to the pool
+        else:
+            session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+
+
+async def current_settings() -> Settings:
+    return get_settings()  # async: a sync dependency would cost every request a trip through the thread pool
+
+
+SettingsDep = Annotated[Settings, Depends(current_settings)]
 
 _bearer = HTTPBearer(auto_error=False, description="An API key from `python -m app.cli create-key NAME`")
 
 
-def current_key(
+async def current_key(
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> ApiKey:
+) -> Caller:
     unauthorized = {"WWW-Authenticate": "Bearer"}
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer API key", headers=unauthorized)
-    key = authenticate(session, credentials.credentials)
-    if key is None:
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API key", headers=unauthorized)
-    return key
+    digest = hash_key(credentials.credentials)
+    caller = recent.callers().get(digest)
+    if caller is None:
+        caller = await run_in_threadpool(identify, session, credentials.credentials)
+        if caller is None:
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API key", headers=unauthorized)
+        recent.callers().put(digest, caller)
+    return caller
 
 
-CurrentKey = Annotated[ApiKey, Depends(current_key)]
+CurrentKey = Annotated[Caller, Depends(current_key)]

@@ -7,11 +7,15 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from sqlalchemy.orm import Session
+
 from app import inference
 from app.jobs import anatomy as describe_anatomy
+from app.api import recent
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
-from app.api.errors import unprocessable
+from app.api.errors import not_found, unprocessable
 from app.api.models import owned_model
+from app.api.recent import ModelFacts
 from app.schemas.inference import (AnatomyResponse, AttentionRequest, AttentionResponse, FillMaskRequest,
                                    FillMaskResponse, NeighborsResponse, TranslateRequest, TranslateResponse)
 from app.settings import Settings
@@ -22,6 +26,19 @@ router = APIRouter(prefix="/v1/models", tags=["inference"])
 ERRORS = {404: {"description": "Not found"}, 422: {"description": "Invalid request or over a limit"},
           503: {"description": "Queue full or broker down"}, 504: {"description": "No worker answered in time"}}
 BODY_ERRORS = {**ERRORS, 400: {"description": "Body is not UTF-8 JSON"}}
+
+
+def served_model(session: Session, model_id: str, owner_id: str) -> ModelFacts:
+    """The model's owner and objective, as looked up in the last AUTH_CACHE_SECONDS or now; 404 unless it is the
+    caller's (a worker loads the files themselves, verified against their sha256)."""
+    facts = recent.models().get(model_id)
+    if facts is None:
+        row = owned_model(session, model_id, owner_id)
+        facts = ModelFacts(id=row.id, owner_id=row.owner_id, objective=row.objective)
+        recent.models().put(model_id, facts)
+    if facts.owner_id != owner_id:
+        raise not_found("model", model_id)
+    return facts
 
 
 def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
@@ -40,7 +57,7 @@ def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
 @router.post("/{model_id}/translate", response_model=TranslateResponse, responses=BODY_ERRORS)
 def translate(model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> TranslateResponse:
-    model = owned_model(session, model_id, key.owner_id)
+    model = served_model(session, model_id, key.owner_id)
     if model.objective != "translation":
         raise unprocessable("", f"model {model_id} was trained for {model.objective}; translate needs a "
                                 f"translation model")
@@ -63,7 +80,7 @@ def translate(model_id: str, body: TranslateRequest, session: SessionDep, settin
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)
 def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> FillMaskResponse:
-    model = owned_model(session, model_id, key.owner_id)
+    model = served_model(session, model_id, key.owner_id)
     if model.objective != "denoising":
         raise unprocessable("", f"model {model_id} was trained for {model.objective}; fill-mask needs a "
                                 f"denoising model")
@@ -80,7 +97,7 @@ def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, setting
 @router.post("/{model_id}/attention", response_model=AttentionResponse, responses=BODY_ERRORS)
 def attention(model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> AttentionResponse:
-    owned_model(session, model_id, key.owner_id)
+    served_model(session, model_id, key.owner_id)
     _check_texts(settings, [body.text], "text")
     if body.target is not None:
         _check_texts(settings, [body.target], "target")
@@ -93,7 +110,7 @@ def attention(model_id: str, body: AttentionRequest, session: SessionDep, settin
 def neighbors(model_id: str, session: SessionDep, settings: SettingsDep, key: CurrentKey,
               token: Annotated[str, Query(min_length=1, max_length=100)],
               k: Annotated[int, Query(ge=1, le=100)] = 10) -> NeighborsResponse:
-    owned_model(session, model_id, key.owner_id)
+    served_model(session, model_id, key.owner_id)
     session.close()
     answer, _ = inference.call(settings, NEIGHBORS, [model_id, token, k])
     return NeighborsResponse(**answer)

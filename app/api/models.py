@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response, status
+from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
 
+from app.api import recent
 from app.api.deps import CurrentKey, SessionDep
 from app.api.errors import not_found
 from app.api.pagination import Limit, Offset, paginate
-from app.artifacts import get_store
+from app.artifacts import ArtifactStoreError, get_store
 from app.db.models import TrainedModel
 from app.schemas.common import Page
 from app.schemas.models import ModelPublic
@@ -34,11 +35,18 @@ def read_model(model_id: str, session: SessionDep, key: CurrentKey) -> ModelPubl
     return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))
 
 
-@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT, responses={404: {"description": "Not found"}})
+@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT,
+               responses={404: {"description": "Not found"}, 503: {"description": "Artifact store unavailable"}})
 def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Response:
+    """The files go first, then the row: a store that cannot be reached leaves the model whole (503, retry), and a
+    retry after a failed commit finds the files already gone, which is fine."""
     model = owned_model(session, model_id, key.owner_id)
-    storage_key = model.storage_key
+    try:
+        get_store().delete(model.storage_key)
+    except ArtifactStoreError as exc:
+        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"model {model_id} was not deleted: the artifact "
+                            f"store is unavailable ({type(exc).__name__}); try again", headers={"Retry-After": "10"})
     session.delete(model)
     session.commit()
-    get_store().delete(storage_key)
+    recent.models().forget(model_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -25,7 +25,7 @@ def _public(ping: Ping) -> PingPublic:
 
 @router.get("/me", response_model=Me)
 def read_me(key: CurrentKey) -> Me:
-    return Me(owner=key.owner.name, key_name=key.name, key_prefix=key.prefix)
+    return Me(owner=key.owner_name, key_name=key.name, key_prefix=key.prefix)
 
 
 @router.post("/pings", response_model=PingPublic, status_code=status.HTTP_202_ACCEPTED,

@@ -21,6 +21,7 @@ from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import CurrentKey, SettingsDep
 from app.db.jobs import ACTIVE_STATES
@@ -57,7 +58,8 @@ class _Limiter:
 
     def __init__(self, url: str) -> None:
         options: dict[str, Any] = {}
-        if not url.startswith("memory://"):
+        self.in_memory = url.startswith("memory://")
+        if not self.in_memory:
             options = {"socket_timeout": STORAGE_TIMEOUT, "socket_connect_timeout": STORAGE_TIMEOUT}
         self.strategy = MovingWindowRateLimiter(storage_from_string(url, **options))
         self._lock = threading.Lock()
@@ -94,12 +96,16 @@ def limiter_for(url: str) -> _Limiter:
     return _Limiter(url)
 
 
-def rate_limit(key: CurrentKey, settings: SettingsDep) -> None:
+async def rate_limit(key: CurrentKey, settings: SettingsDep) -> None:
     """A dependency of every authenticated route: 429 + Retry-After over RATE_LIMIT_PER_MINUTE for this key."""
     per_minute = settings.rate_limit_per_minute
     if per_minute <= 0:
         return
-    retry_after = limiter_for(storage_url(settings)).retry_after(RateLimitItemPerMinute(per_minute), key.id)
+    limiter, item = limiter_for(storage_url(settings)), RateLimitItemPerMinute(per_minute)
+    if limiter.in_memory:  # counted in this process: nothing to wait for
+        retry_after = limiter.retry_after(item, key.id)
+    else:  # a Redis round trip: off the event loop
+        retry_after = await run_in_threadpool(limiter.retry_after, item, key.id)
     if retry_after is not None:
         raise too_many_requests(f"API key {key.prefix}... made more than {per_minute} requests in the last minute "
                                 f"(RATE_LIMIT_PER_MINUTE={per_minute}); retry in {retry_after} s", retry_after)

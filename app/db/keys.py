@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -12,6 +13,17 @@ from app.db.models import ApiKey, Owner
 from app.security import display_prefix, generate_key, hash_key, key_matches
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # avoid a write on every request
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request comes from: a snapshot of its API key's row and its owner's name."""
+
+    id: str
+    owner_id: str
+    owner_name: str
+    name: str
+    prefix: str
 
 
 def create_key(session: Session, name: str, owner_name: str | None = None) -> tuple[ApiKey, str]:
@@ -43,3 +55,24 @@ def authenticate(session: Session, clear_key: str) -> ApiKey | None:
         row.last_used_at = now
         session.commit()
     return row
+
+
+def identify(session: Session, clear_key: str) -> Caller | None:
+    """The caller holding `clear_key`, or None for an unknown or revoked key (see `authenticate`)."""
+    row = authenticate(session, clear_key)
+    if row is None:
+        return None
+    owner_name = session.scalar(select(Owner.name).where(Owner.id == row.owner_id))
+    return Caller(id=row.id, owner_id=row.owner_id, owner_name=owner_name or "", name=row.name, prefix=row.prefix)
+
+
+def revoke_keys(session: Session, prefix_or_name: str) -> list[str]:
+    """Revoke the active keys whose display prefix or name is `prefix_or_name`; returns their prefixes."""
+    rows = session.scalars(select(ApiKey).where(ApiKey.revoked_at.is_(None),
+                                                (ApiKey.prefix == prefix_or_name) | (ApiKey.name == prefix_or_name)))
+    revoked = []
+    for row in rows:
+        row.revoked_at = utcnow()
+        revoked.append(row.prefix)
+    session.flush()
+    return revoked

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 from sqlalchemy import select, text
 
@@ -37,17 +38,83 @@ def test_every_v1_route_requires_a_key(client):
             assert client.request(method.upper(), concrete).status_code == 401, (method, path)
 
 
-def test_revoked_key_is_401(client, make_key):
+def _revoke_all_keys() -> None:
+    """Revoke in the database, as another API process or the CLI would: this process's cache is not told."""
     from app.db.base import utcnow
     from app.db.models import ApiKey
     from app.db.session import session_scope
 
-    headers = make_key("alice")
-    assert client.get("/v1/me", headers=headers).status_code == 200
     with session_scope() as session:
         for key in session.scalars(select(ApiKey)):
             key.revoked_at = utcnow()
+
+
+def test_revoked_key_is_401(client, make_key, settings_env):
+    settings_env(AUTH_CACHE_SECONDS="0")
+    headers = make_key("alice")
+    assert client.get("/v1/me", headers=headers).status_code == 200
+    _revoke_all_keys()
     assert client.get("/v1/me", headers=headers).status_code == 401
+
+
+def test_a_revoked_key_stops_working_within_auth_cache_seconds(client, make_key, settings_env):
+    settings_env(AUTH_CACHE_SECONDS="1")
+    headers = make_key("alice")
+    assert client.get("/v1/me", headers=headers).status_code == 200  # now remembered for a second
+    _revoke_all_keys()
+    revoked_at = time.monotonic()
+    while client.get("/v1/me", headers=headers).status_code == 200:
+        assert time.monotonic() - revoked_at < 1.5, "the revoked key still worked after AUTH_CACHE_SECONDS"
+        time.sleep(0.05)
+    assert client.get("/v1/me", headers=headers).json()["detail"] == "invalid or revoked API key"
+
+
+def test_a_recently_seen_key_is_not_looked_up_again(client, make_key):
+    from sqlalchemy import event
+
+    from app.db.session import get_engine
+
+    headers = make_key("alice")
+    assert client.get("/v1/me", headers=headers).status_code == 200
+    statements: list[str] = []
+    listener = lambda *args: statements.append(args[2])  # noqa: E731  (conn, cursor, statement, ...)
+    event.listen(get_engine(), "before_cursor_execute", listener)
+    try:
+        response = client.get("/v1/me", headers=headers)
+    finally:
+        event.remove(get_engine(), "before_cursor_execute", listener)
+    assert response.status_code == 200 and response.json()["owner"] == "alice"
+    assert not [s for s in statements if "api_keys" in s], statements
+
+
+def test_an_unknown_key_is_looked_up_every_time(client, make_key):
+    """Only successes are remembered: a key created after a failed attempt works at once."""
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+    from app.security import generate_key, hash_key
+
+    clear = generate_key()
+    assert client.get("/v1/me", headers={"Authorization": f"Bearer {clear}"}).status_code == 401
+    with session_scope() as session:
+        row, _ = create_key(session, "late")
+        row.key_hash = hash_key(clear)  # the key the client already holds
+    assert client.get("/v1/me", headers={"Authorization": f"Bearer {clear}"}).status_code == 200
+
+
+def test_revoke_key_cli_revokes_by_name(client, make_key, settings_env, tmp_path):
+    import os
+
+    settings_env(AUTH_CACHE_SECONDS="0")
+    headers, other = make_key("dave"), make_key("erin")
+    done = subprocess.run([sys.executable, "-m", "app.cli", "revoke-key", "dave"], cwd=ROOT, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "revoked 1 key" in done.stdout
+    assert client.get("/v1/me", headers=headers).status_code == 401
+    assert client.get("/v1/me", headers=other).status_code == 200
+    again = subprocess.run([sys.executable, "-m", "app.cli", "revoke-key", "dave"], cwd=ROOT, env=dict(os.environ),
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode != 0 and "no active key" in again.stderr
 
 
 def test_me_names_the_owner(client, make_key):

@@ -79,7 +79,11 @@ def test_metrics_of_a_training_job_and_a_translation(tmp_path, fresh_postgres_ur
             samples, waiting = scrape(url), broker.llen("training")
             return (samples, waiting) if api.job(first["id"])["status"] == "running" else None
 
-        samples, waiting = wait_for(while_first_runs, timeout=120, what="a scrape while the first job runs")
+        try:
+            samples, waiting = wait_for(while_first_runs, timeout=120, what="a scrape while the first job runs")
+        except AssertionError as exc:  # say where each job got to, and what the training worker did
+            states = {name: api.job(job["id"])["status"] for name, job in (("first", first), ("second", second))}
+            raise AssertionError(f"{exc}; jobs: {states}; trainer log:\n{processes.log('trainer')[-3000:]}") from exc
         assert waiting >= 1 and value(samples, "celery_queue_length", queue="training") == waiting
         assert value(samples, "celery_queue_length", queue="inference") is not None
         assert value(samples, "training_jobs", status="running") == 1
