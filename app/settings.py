@@ -51,6 +51,8 @@ class Settings(BaseSettings):
     aws_access_key_id: str = ""
     aws_secret_access_key: SecretStr = SecretStr("")
     aws_default_region: str = ""
+    # A worker host's local copy of an S3 store (DATA_DIR/cache) is trimmed to this size, least recently used first.
+    artifact_cache_gb: float = Field(20.0, ge=0)  # 0: no bound
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"

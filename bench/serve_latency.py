@@ -9,7 +9,7 @@ same sentence is decoded on both sides). Measures, alternating rounds:
   concurrent  32 clients at once (each sends its requests back to back), sentences/second
 
 Prints human lines, then one JSON object as the last line: p50/p95 of each, the overhead
-(http p50 - direct p50) and `ratio` = concurrent throughput / sequential throughput (higher is better;
+(http p50 - direct p50), the CPU the API and the worker processes used per sequential request, and `ratio` = concurrent throughput / sequential throughput (higher is better;
 the goal is >= 3, from micro-batching).
 
     .venv/bin/python bench/serve_latency.py [--requests 200] [--clients 32]
@@ -48,6 +48,12 @@ SENTENCE = "three hundred and forty two"
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def cpu_ms(pid: int) -> float:
+    """CPU time (user + system) a process has used so far, all its threads together."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def train_small_model(folder: Path, preset: str = "small") -> Path:
@@ -89,7 +95,7 @@ def main() -> None:
     run_cli(env, "migrate")
     processes = Processes(tmp)
     url = processes.start_api(env, free_port())
-    processes.start_worker(env, "inference", "bench-server", pool="threads", concurrency=args.clients)
+    worker = processes.start_worker(env, "inference", "bench-server", pool="threads", concurrency=args.clients)
     try:
         wait_for(healthy_with_workers(url, 1), timeout=90, what="the service")
         key = create_key(env, "bench")
@@ -110,11 +116,16 @@ def main() -> None:
             return (time.perf_counter() - t0) * 1000
 
         direct, http, sequential_rates, concurrent_rates = [], [], [], []
+        pids = {"api": processes.children["api"].pid, "worker": worker.pid}
+        cpu = dict.fromkeys(pids, 0.0)  # CPU the service spent on the sequential requests
         for _ in range(args.rounds):
             direct += [direct_once() for _ in range(args.requests // args.rounds)]
+            before = {name: cpu_ms(pid) for name, pid in pids.items()}
             t0 = time.perf_counter()
             latencies = [http_once() for _ in range(args.requests // args.rounds)]
             sequential_rates.append(len(latencies) / (time.perf_counter() - t0))
+            for name, pid in pids.items():
+                cpu[name] += cpu_ms(pid) - before[name]
             http += latencies
             n = args.clients * 4
             t0 = time.perf_counter()
@@ -131,12 +142,16 @@ def main() -> None:
         "overhead_p50_ms": round(statistics.median(http) - statistics.median(direct), 2),
         "sequential_sent_per_s": round(statistics.median(sequential_rates), 1),
         "concurrent_sent_per_s": round(statistics.median(concurrent_rates), 1),
+        "api_cpu_ms_per_request": round(cpu["api"] / len(http), 2),
+        "worker_cpu_ms_per_request": round(cpu["worker"] / len(http), 2),
         "clients": args.clients, "requests": args.requests, "threads": 1, "preset": args.preset,
     }
     result["ratio"] = round(result["concurrent_sent_per_s"] / result["sequential_sent_per_s"], 2)
     print(f"direct call     p50 {result['direct_p50_ms']} ms  p95 {result['direct_p95_ms']} ms")
     print(f"HTTP + Celery   p50 {result['http_p50_ms']} ms  p95 {result['http_p95_ms']} ms  "
           f"(overhead p50 {result['overhead_p50_ms']} ms)")
+    print(f"CPU a request   API {result['api_cpu_ms_per_request']} ms, worker {result['worker_cpu_ms_per_request']} ms "
+          f"(decoding included)")
     print(f"throughput      sequential {result['sequential_sent_per_s']}/s, {args.clients} clients "
           f"{result['concurrent_sent_per_s']}/s  -> x{result['ratio']}")
     print(json.dumps(result))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 # A folder's file that is written last and read first: whoever sees it sees the whole folder
@@ -62,3 +63,8 @@ class ArtifactStore(ABC):
     @abstractmethod
     def push(self, source: str | Path, key: str) -> None:
         """Store a local file or folder under key, replacing what was there; a folder's COMMIT_FILE goes last."""
+
+    def in_use(self, key: str) -> AbstractContextManager[None]:
+        """While open, this host keeps its local copy of the key's folder (a remote store's cache trimming skips
+        it). Local stores hand out their own files and keep everything."""
+        return nullcontext()

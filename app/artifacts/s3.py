@@ -2,18 +2,20 @@
 
 Objects are named <prefix>/<key>; a folder is every object under <prefix>/<key>/. Readers fetch into a local
 cache (<DATA_DIR>/cache/s3/<bucket>/<prefix>/<key>) that mirrors the store: a file already there is kept when its
-size and ETag match the object's, so a model or a dataset is downloaded once per host.
+size and ETag match the object's, so a model or a dataset is downloaded once per host. The cache is kept within
+ARTIFACT_CACHE_GB by deleting the least recently used files (app/artifacts/cache.py).
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import shutil
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +27,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from app.artifacts.base import (COMMIT_FILE, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, ArtifactStoreError,
                                 key_parts)
+from app.artifacts.cache import Trimmed, pinned, touch, trim
 from app.settings import Settings, parse_s3_root
 
+log = logging.getLogger(__name__)
 PART_SIZE = 8 * 1024 * 1024  # multipart threshold and part size; a file above it gets ETag "<md5 of md5s>-<parts>"
 NOT_FOUND_CODES = ("404", "NoSuchKey", "NotFound")
 NO_BUCKET_CODES = ("NoSuchBucket",)
@@ -64,6 +68,22 @@ def _is_temp(path: Path, root: Path) -> bool:
     return any(part.startswith(TEMP_PREFIX) for part in path.relative_to(root).parts)
 
 
+def _prune(folder: Path, wanted: set[Path]) -> None:
+    """Remove the files under a fetched folder that the store does not have, and the folders this empties;
+    files being written (`.tmp-*`, pins included) stay."""
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.rglob("*"), reverse=True):  # deepest first, so emptied folders can go too
+        if _is_temp(path, folder) or path in wanted:
+            continue
+        if path.is_file():
+            path.unlink()
+        elif path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+    if not any(folder.iterdir()):
+        folder.rmdir()
+
+
 class BucketNotFound(ArtifactNotFound):
     pass
 
@@ -71,8 +91,10 @@ class BucketNotFound(ArtifactNotFound):
 class S3Store(ArtifactStore):
     def __init__(self, bucket: str, prefix: str, cache_dir: str | Path, *, endpoint_url: str | None = None,
                  access_key_id: str | None = None, secret_access_key: str | None = None,
-                 region: str | None = None) -> None:
+                 region: str | None = None, cache_max_bytes: int = 0, cache_keep_seconds: float = 600) -> None:
         self.bucket, self.prefix = bucket, prefix.strip("/")
+        self.cache_max_bytes = cache_max_bytes  # 0: the cache may grow without bound
+        self.cache_keep_seconds = cache_keep_seconds  # files used this recently are never trimmed
         self.cache_root = Path(cache_dir).resolve().joinpath("s3", bucket, *(key_parts(self.prefix) if self.prefix else ()))
         self.region = region
         self._client_options: dict[str, Any] = {
@@ -96,7 +118,8 @@ class S3Store(ArtifactStore):
         secret = settings.aws_secret_access_key.get_secret_value()
         return cls(bucket, prefix, settings.data_dir / "cache", endpoint_url=settings.aws_endpoint_url or None,
                    access_key_id=settings.aws_access_key_id or None, secret_access_key=secret or None,
-                   region=settings.aws_default_region or None)
+                   region=settings.aws_default_region or None,
+                   cache_max_bytes=int(settings.artifact_cache_gb * 1024**3))
 
     @property
     def url(self) -> str:
@@ -213,12 +236,15 @@ class S3Store(ArtifactStore):
             if target.is_dir():
                 shutil.rmtree(target)
             self._download(key, self._object(key), target, head["ContentLength"], head["ETag"])
+            self.trim_cache()
             return target
         listing = self._listing(key)
         if not listing:
             if not missing_ok:
                 raise ArtifactNotFound(f"artifact {key!r} not found in {self.url}")
-            _remove(target)  # nothing in the store: nothing stale stays here either
+            if target.is_file():
+                target.unlink()
+            _prune(target, set())  # nothing in the store: nothing stale stays here either
             return target
         if target.is_file():
             target.unlink()
@@ -234,17 +260,13 @@ class S3Store(ArtifactStore):
                 raise ArtifactStoreError(f"{self.url}/{item['Key']} has a name that cannot be fetched: {exc}") from exc
             wanted.add(path)
             self._download(key, item["Key"], path, item["Size"], item["ETag"])
-        for path in sorted(target.rglob("*"), reverse=True):  # deepest first, so emptied folders can go too
-            if _is_temp(path, target) or path in wanted:
-                continue
-            if path.is_file():
-                path.unlink()
-            elif path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
+        _prune(target, wanted)
+        self.trim_cache()
         return target
 
     def _download(self, key: str, name: str, path: Path, size: int, etag: str) -> None:
         if _same_file(path, size, etag.strip('"')):
+            touch(path)  # used now: the last file a trim would remove
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.parent / f"{TEMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}"
@@ -263,12 +285,26 @@ class S3Store(ArtifactStore):
         self._ensure_bucket()
         if source.is_file():
             self._upload(key, source, self._object(key))
-            return
-        files = [p for p in source.rglob("*") if p.is_file() and not _is_temp(p, source)]
-        files.sort(key=lambda p: (p.name == COMMIT_FILE, p.relative_to(source).as_posix()))
-        self._delete_remote(key)  # a reader never sees old and new files mixed under one manifest
-        for path in files:
-            self._upload(key, path, f"{self._object(key)}/{path.relative_to(source).as_posix()}")
+        else:
+            files = [p for p in source.rglob("*") if p.is_file() and not _is_temp(p, source)]
+            files.sort(key=lambda p: (p.name == COMMIT_FILE, p.relative_to(source).as_posix()))
+            self._delete_remote(key)  # a reader never sees old and new files mixed under one manifest
+            for path in files:
+                self._upload(key, path, f"{self._object(key)}/{path.relative_to(source).as_posix()}")
+        self.trim_cache()
+
+    def in_use(self, key: str) -> AbstractContextManager[None]:
+        return pinned(self.local_path(key))
+
+    def trim_cache(self) -> Trimmed | None:
+        """Keep this host's cache within ARTIFACT_CACHE_GB (see app/artifacts/cache.py)."""
+        if not self.cache_max_bytes or not self.cache_root.is_dir():
+            return None
+        done = trim(self.cache_root, self.cache_max_bytes, self.cache_keep_seconds)
+        if done.removed_files:
+            log.info("artifact cache %s: removed %d least recently used files (%.1f MB); %.1f MB remain",
+                     self.cache_root, done.removed_files, done.freed_bytes / 1e6, done.remaining_bytes / 1e6)
+        return done
 
     def _upload(self, key: str, path: Path, name: str) -> None:
         with self._errors("push", key):

@@ -125,6 +125,11 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
 
 
 def run(claim: job_rows.Claim, state: RunState) -> None:
+    with get_store().in_use(checkpoint_key(claim.job_id)):  # its checkpoints are read again to average and publish
+        _run(claim, state)
+
+
+def _run(claim: job_rows.Claim, state: RunState) -> None:
     settings = get_settings()
     with session_scope() as session:
         job = session.get(Job, claim.job_id)
