@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from app.settings import Settings, get_settings
 from app.tasks import INFERENCE_QUEUE, QUEUES
@@ -39,7 +39,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_acks_late": True,
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
-        "task_queues": [Queue(name) for name in QUEUES],
+        # Each queue on its own direct exchange and key (a bare Queue(name) would be bound to the default queue's).
+        "task_queues": [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES],
         "task_default_queue": INFERENCE_QUEUE,
         "task_create_missing_queues": False,
         "task_publish_retry": True,

@@ -28,9 +28,10 @@ ERRORS = {404: {"description": "Not found"}, 422: {"description": "Invalid reque
 BODY_ERRORS = {**ERRORS, 400: {"description": "Body is not UTF-8 JSON"}}
 
 
-def served_model(session: Session, model_id: str, owner_id: str) -> ModelFacts:
+def served_model(session: Session, model_id: str, owner_id: str, route: str = "", objective: str = "") -> ModelFacts:
     """The model's owner and objective, as looked up in the last AUTH_CACHE_SECONDS or now; 404 unless it is the
-    caller's (a worker loads the files themselves, verified against their sha256)."""
+    caller's, 422 unless it was trained for `objective` (when given) to serve `route`. A worker loads the files
+    themselves and verifies them against their sha256."""
     facts = recent.models().get(model_id)
     if facts is None:
         row = owned_model(session, model_id, owner_id)
@@ -38,6 +39,9 @@ def served_model(session: Session, model_id: str, owner_id: str) -> ModelFacts:
         recent.models().put(model_id, facts)
     if facts.owner_id != owner_id:
         raise not_found("model", model_id)
+    if objective and facts.objective != objective:
+        raise unprocessable("", f"model {model_id} was trained for {facts.objective}; {route} needs a {objective} "
+                                f"model")
     return facts
 
 
@@ -57,10 +61,7 @@ def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
 @router.post("/{model_id}/translate", response_model=TranslateResponse, responses=BODY_ERRORS)
 def translate(model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> TranslateResponse:
-    model = served_model(session, model_id, key.owner_id)
-    if model.objective != "translation":
-        raise unprocessable("", f"model {model_id} was trained for {model.objective}; translate needs a "
-                                f"translation model")
+    served_model(session, model_id, key.owner_id, "translate", "translation")
     _check_texts(settings, body.texts, "texts")
     if body.beam_size > settings.max_beam_size:
         raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
@@ -80,10 +81,7 @@ def translate(model_id: str, body: TranslateRequest, session: SessionDep, settin
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)
 def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep,
               key: CurrentKey) -> FillMaskResponse:
-    model = served_model(session, model_id, key.owner_id)
-    if model.objective != "denoising":
-        raise unprocessable("", f"model {model_id} was trained for {model.objective}; fill-mask needs a "
-                                f"denoising model")
+    served_model(session, model_id, key.owner_id, "fill-mask", "denoising")
     _check_texts(settings, [body.text], "text")
     if "<mask>" not in body.text:
         raise unprocessable("text", "text has no <mask> to fill")

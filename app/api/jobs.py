@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import asyncio
 import json
 from collections.abc import AsyncIterator
@@ -26,6 +28,7 @@ from app.schemas.jobs import (CheckpointPublic, JobCreate, JobPublic, JobStatus,
                               Progress, Series)
 from app.tasks import TRAIN, TRAINING_QUEUE
 
+log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 NOT_FOUND = {404: {"description": "Not found"}}
 
@@ -60,7 +63,9 @@ def dispatch(job_id: str) -> None:
     """Send the job's id to the training queue; if the broker is down, the workers' reaper sends it later."""
     try:
         send(TRAIN, [job_id], queue=TRAINING_QUEUE)
-    except Exception:
+    except Exception as exc:
+        log.warning("job %s: its message could not be sent (%s: %s); a worker's reaper sends it", job_id,
+                    type(exc).__name__, exc)
         return
     session = get_sessionmaker()()
     try:

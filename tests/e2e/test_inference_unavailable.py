@@ -20,9 +20,11 @@ def lonely_redis_url(redis_url):
     client.flushdb()
 
 
-def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, lonely_redis_url):
+def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, lonely_redis_url, monkeypatch):
     """Without an inference worker, requests time out (504); over the queue bound they are refused (503)."""
     from celery import Celery
+
+    monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery prefers it to broker=: the messages would go there
 
     env = service_env(DATABASE_URL=fresh_postgres_url, CELERY_BROKER_URL=lonely_redis_url, DATA_DIR=str(tmp_path / "var"),
                       INFERENCE_TIMEOUT_SECONDS="2", INFERENCE_QUEUE_LIMIT="3")

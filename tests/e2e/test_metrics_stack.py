@@ -67,7 +67,10 @@ def test_metrics_of_a_training_job_and_a_translation(tmp_path, fresh_postgres_ur
 
         api = Api(url, create_key(env, "alice"))
         dataset = api.upload(write_jsonl(tmp_path / "n.jsonl", numbers_to_words_task(600, seed=1)), "parallel")
-        first = api.submit(tiny_job(dataset["id"], max_steps=30))
+        first = api.submit(tiny_job(dataset["id"], max_steps=200))
+        # Submitted once the first runs: two back-to-back submissions are dispatched by background tasks, in either
+        # order, and the second must be the one that waits.
+        api.wait(first["id"], ("running", "succeeded", "failed", "cancelled"), timeout=120)
         second = api.submit(tiny_job(dataset["id"], max_steps=100_000))  # waits: one training slot
 
         # While the first trains, the second's message waits in Redis: the depth must equal LLEN.

@@ -141,6 +141,11 @@ def test_transformers_beam_search_finds_our_beam_search_hypotheses(trained_expor
 
 @pytest.mark.parametrize("quantization", [None, "int8"])
 def test_ctranslate2_conversion_loads_and_translates_like_us(trained_export, tmp_path, quantization):
+    """int8 agreement fails on AMD CPUs without the worker's CT2_USE_MKL choice (0.725 here): the worker's own
+    setting is applied first, as the inference worker does when it imports its CTranslate2 backend."""
+    from worker.serving.ct2 import prefer_exact_int8_gemm
+
+    prefer_exact_int8_gemm()  # before ctranslate2 is loaded in this process
     ct2 = pytest.importorskip("ctranslate2")
     model, tok, directory = trained_export
     out = convert_to_ctranslate2(directory, tmp_path / "ct2", quantization=quantization)
@@ -151,7 +156,7 @@ def test_ctranslate2_conversion_loads_and_translates_like_us(trained_export, tmp
     theirs = [[tok.token_to_id(t) for t in r.hypotheses[0]] for r in results]
     ours = greedy_decode(model, src)
     agree = sum(a == b for a, b in zip(theirs, ours)) / len(ours)
-    assert agree == 1.0 if quantization is None else agree >= 0.9  # int8 weights may flip a close call
+    assert agree == 1.0 if quantization is None else agree >= 0.9, f"{agree:.3f} of {len(ours)} agree"
 
 
 def test_command_line_exports_a_checkpoint(trained_export, tmp_path, capsys):
