@@ -53,6 +53,9 @@ from model.demo import numbers_to_words_task  # noqa: E402
 from model.export import convert_to_ctranslate2, export_marian  # noqa: E402
 from model.tokenizer import Tokenizer  # noqa: E402
 from model.transformer import Transformer  # noqa: E402
+from worker.serving.ct2 import prefer_exact_int8_gemm  # noqa: E402
+
+prefer_exact_int8_gemm()  # CTranslate2 as the inference workers configure it (MKL's int8 GEMM on AMD CPUs)
 
 BEAM, ALPHA = 4, 0.6
 ENGINES = ("ours", "hf", "ct2_fp32", "ct2_int8")
