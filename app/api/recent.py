@@ -5,7 +5,7 @@ before it does any work: on a translate request that is half the API's own CPU. 
 (a key is revoked, a model deleted), so each API process keeps what it read for AUTH_CACHE_SECONDS (0: off):
 
 - a revoked key, or a deleted model, stops working at once in the API process that deleted it and within
-  AUTH_CACHE_SECONDS in the others (the bound in the README's Security section);
+  AUTH_CACHE_SECONDS in the others (the bound the README gives under API keys);
 - only successes are kept: an unknown key or model is looked up every time, so a new key works at once;
 - keys are kept by their SHA-256, never in clear.
 """
@@ -40,7 +40,6 @@ class Recent(Generic[V]):
     """A thread-safe map whose entries expire `ttl` seconds after they were stored (cachetools' TTLCache)."""
 
     def __init__(self, ttl: float, max_entries: int = MAX_ENTRIES) -> None:
-        self.ttl = ttl
         self._entries: TTLCache[Hashable, V] | None = TTLCache(max_entries, ttl) if ttl > 0 else None
         self._lock = threading.Lock()
 
