@@ -221,7 +221,10 @@ def restore_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
     torch.set_rng_state(torch.tensor(state["torch"], dtype=torch.uint8))
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+        # Saved on a host with any number of GPUs, resumed on one with any other: devices both hosts have get
+        # their saved state; set_rng_state_all would raise IndexError for a GPU this host lacks.
+        for index, saved in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(torch.tensor(saved, dtype=torch.uint8), index)
 
 
 # -- writing --------------------------------------------------------------------------------------------------

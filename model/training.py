@@ -78,7 +78,11 @@ class TrainConfig:
     adam_eps: float = 1e-9
     weight_decay: float = 0.0
     seed: int = 0
-    eval_every: int = 1000  # steps; checkpoints and the last step are always evaluated too
+    eval_every: int = 1000  # steps; the last step is always evaluated, and checkpoints are when the budget allows
+    # Most of wall-clock time evaluation may take (0.05 = 5%): an evaluation due by eval_every is skipped while
+    # the evaluations so far plus one more would exceed it. None = evaluate every eval_every steps and at every
+    # checkpoint, whatever it costs.
+    eval_budget: float | None = None
     checkpoint_every: int = 1000
     early_stopping_patience: int | None = None  # evaluations without a lower validation loss before stopping
     keep_checkpoints: int | None = 5  # newest step checkpoints kept (plus the best); None = keep all
@@ -97,6 +101,8 @@ class TrainConfig:
         for name in ("early_stopping_patience", "keep_checkpoints"):
             if getattr(self, name) is not None:
                 _positive_int(self, name)
+        if self.eval_budget is not None and not (_number(self.eval_budget) and 0 < self.eval_budget <= 1):
+            raise ValueError(f"eval_budget={self.eval_budget!r} must be a fraction in (0, 1] or None")
         for name in ("max_minutes", "lr_scale", "peak_lr", "clip_norm"):
             value = getattr(self, name)
             if value is not None and not (_number(value) and math.isfinite(value) and value > 0):
@@ -197,12 +203,16 @@ def prepare(
     mean_span: float = 3.0,
     overlong: Overlong = "drop",
     min_frequency: int = 2,
+    tokenizer_kind: str = "byte_bpe",
+    normalization: str = "nfkc",
+    prefix_space: bool = True,
 ) -> PreparedData:
     """Tokenizer, model config and examples from raw rows: (source, target) pairs for "translation",
     sentences for "denoising" (BART-style infilling: `noise` "span" or "token" masks, redrawn every epoch).
 
     Without valid_rows, a validation set is held out of train_rows (deterministic by seed). The tokenizer is
-    trained on the training rows only, unless one is given (pass the checkpoint's when resuming). Sequences
+    trained on the training rows only, unless one is given (pass the checkpoint's when resuming): tokenizer_kind,
+    normalization and prefix_space as in Tokenizer.train. Sequences
     longer than max_len tokens are dropped or truncated (`overlong`). User errors raise TrainingError.
     """
     if objective not in OBJECTIVES:
@@ -226,7 +236,10 @@ def prepare(
         if vocab_size < MIN_VOCAB_SIZE:
             raise TrainingError(f"vocab_size={vocab_size} is below the minimum {MIN_VOCAB_SIZE}")
         texts = [t for row in train_rows for t in row] if objective == "translation" else list(train_rows)
-        tokenizer = Tokenizer.train(texts, vocab_size, min_frequency)
+        try:
+            tokenizer = Tokenizer.train(texts, vocab_size, min_frequency, tokenizer_kind, normalization, prefix_space)
+        except ValueError as e:
+            raise TrainingError(f"invalid tokenizer settings: {e}") from e
     try:
         config = ModelConfig.from_preset(preset, tokenizer.vocab_size, **(model_overrides or {}))
     except ValueError as e:
@@ -549,6 +562,8 @@ class Trainer:
         self.best_step: int | None = None
         self.bad_evals = 0
         self.last_eval_step = 0
+        self.eval_seconds = 0.0  # wall-clock spent evaluating, summed over resumed attempts (part of elapsed)
+        self._last_eval_seconds: float | None = None
         self.metrics: dict[str, float] = {}
         self.best_checkpoint: str | None = None
         self.last_checkpoint: str | None = None
@@ -569,7 +584,7 @@ class Trainer:
     def state_dict(self) -> dict[str, Any]:
         return {"step": self.step, "elapsed_seconds": self.elapsed, "best_valid_loss": self.best_valid_loss,
                 "best_step": self.best_step, "bad_evals": self.bad_evals, "last_eval_step": self.last_eval_step,
-                "metrics": self.metrics,
+                "eval_seconds": self.eval_seconds, "metrics": self.metrics,
                 # A name, not a path: another worker may mount the artifact store elsewhere.
                 "best_checkpoint": Path(self.best_checkpoint).name if self.best_checkpoint else None,
                 "batcher": self.batcher.state_dict(), "schedule": self.schedule.state_dict(),
@@ -597,6 +612,7 @@ class Trainer:
         self.step, self.elapsed = int(state["step"]), float(state["elapsed_seconds"])
         self.best_valid_loss, self.best_step = state["best_valid_loss"], state["best_step"]
         self.bad_evals, self.last_eval_step = int(state["bad_evals"]), int(state["last_eval_step"])
+        self.eval_seconds = float(state.get("eval_seconds", 0.0))  # absent in checkpoints of older versions
         self.metrics, best = dict(state["metrics"]), state["best_checkpoint"]
         root = self.checkpoint_root
         self.best_checkpoint = str(root / best) if best and root is not None and (root / best).is_dir() else None
@@ -670,7 +686,7 @@ class Trainer:
                 cb.on_step(StepInfo(self.step, cfg.max_steps, result.loss, lr, tokens_per_second, result.grad_norm,
                                     self.elapsed, eta, result.nll_loss, result.n_tokens, self.batcher.epoch))
             checkpoint_due = self.checkpoint_root is not None and self.step % cfg.checkpoint_every == 0
-            if self.step % cfg.eval_every == 0 or checkpoint_due:
+            if (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable():
                 self._evaluate()
             if checkpoint_due:
                 self._checkpoint()
@@ -690,11 +706,24 @@ class Trainer:
                            self.last_checkpoint, self.best_checkpoint, averaged,
                            averaged or self.best_checkpoint or self.last_checkpoint, losses)
 
+    def _eval_affordable(self) -> bool:
+        """Whether one more evaluation, as long as the last one, keeps evaluation within eval_budget of the
+        wall-clock time (always true without a budget, and before the first evaluation)."""
+        budget, last = self.config.eval_budget, self._last_eval_seconds
+        if budget is None or last is None:
+            return True
+        return self.eval_seconds + last <= budget * (self.elapsed + last)
+
     def _evaluate(self) -> None:
         if not self.is_main:
             return
+        t0 = time.monotonic()
         self.metrics = evaluate(self.model, self.objective, self.valid_batches, self.tokenizer,
                                 self.decode_examples, self.config.bf16)
+        self._last_eval_seconds = time.monotonic() - t0
+        self.eval_seconds += self._last_eval_seconds
+        self.elapsed += self._last_eval_seconds
+        self.metrics["eval_seconds"] = self.eval_seconds
         self.last_eval_step = self.step
         loss = self.metrics["loss"]
         if not math.isfinite(loss):

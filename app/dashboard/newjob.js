@@ -37,6 +37,9 @@ export function renderNewJob(container) {
   const noise = h("select", { id: "noise", name: "noise" }, h("option", { value: "span" }, "span (BART infilling)"),
                   h("option", { value: "token" }, "token (one token per <mask>)"));
   const noiseField = field("Noise", noise, "denoising only");
+  const tokenizer = h("select", { id: "tokenizer", name: "tokenizer" },
+    [["byte_bpe", "byte-level BPE (GPT-2)"], ["bpe", "BPE, SentencePiece-style (▁, byte fallback, NFKC)"],
+     ["unigram", "unigram, SentencePiece-style (▁, byte fallback, NFKC)"]].map(([v, t]) => h("option", { value: v }, t)));
   const overrides = Object.fromEntries(["d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff"]
     .map((k) => [k, num(k, "", { min: 1, placeholder: "preset" })]));
   const estimateBox = h("div", { id: "estimate", class: "estimate", "aria-live": "polite" }, h("p", { class: "muted" }, "…"));
@@ -54,6 +57,7 @@ export function renderNewJob(container) {
         field("File", file), field("Name", uploadName), uploadButton, uploadStatus)),
     h("section", { class: "card" }, h("h2", {}, "Model"),
       field("Preset", preset), field("Vocabulary size", t.vocab_size, "subword vocabulary shared by source and target"),
+      field("Tokenizer", tokenizer, "trained on the job's data"),
       h("details", {}, h("summary", {}, "Override the preset"),
         h("div", { class: "grid2" }, Object.entries(overrides).map(([k, el]) => field(k, el))))),
     h("section", { class: "card" }, h("h2", {}, "Training"),
@@ -120,6 +124,7 @@ export function renderNewJob(container) {
       if (intOf(t[k]) !== undefined) training[k] = intOf(t[k]);
     }
     if (objective.value === "denoising") training.noise = noise.value;
+    training.tokenizer = tokenizer.value;
     const b = { objective: objective.value, dataset_id: dataset.value || null, model: modelSpec(), training };
     if (validDataset.value) b.valid_dataset_id = validDataset.value;
     return b;

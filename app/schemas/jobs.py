@@ -28,6 +28,9 @@ class ModelSpec(Input):
     dropout: float | None = Field(None, ge=0, lt=1)
     attention_dropout: float | None = Field(None, ge=0, lt=1)
     activation: Literal["relu", "gelu", "swish"] | None = None
+    init: Literal["normal", "xavier"] | None = Field(None, description="weight initialisation: normal = "
+                                                     "N(0, 0.32/sqrt(d_model)), Marian's 0.02 at d_model 256 (the "
+                                                     "default); xavier = fairseq's, for lower peak rates")
     norm_first: bool | None = Field(None, description="false: post-norm as in the paper; true: pre-norm")
     share_embeddings: bool | None = None
     max_positions: int | None = Field(None, ge=16, le=65536)
@@ -50,11 +53,19 @@ class TrainingSpec(Input):
     clip_norm: float | None = Field(1.0, gt=0)
     seed: int = Field(1, ge=0, le=2**31 - 1)
     eval_every: int = Field(200, ge=1)
+    eval_budget: float | None = Field(0.05, gt=0, le=1, description="most of the wall-clock time validation may "
+                                      "take; an evaluation that would exceed it is skipped (null: every eval_every)")
     checkpoint_every: int = Field(500, ge=1)
     early_stopping_patience: int | None = Field(None, ge=1, description="evaluations without improvement")
     keep_checkpoints: int = Field(3, ge=1, le=100)
     average_last: int = Field(1, ge=1, le=20, description="average the last N checkpoints into the model")
     max_length: int = Field(128, ge=4, le=16384, description="longest sentence in tokens; longer ones are dropped")
+    tokenizer: Literal["bpe", "unigram", "byte_bpe"] = Field(
+        "byte_bpe", description="subword model trained on the job's data: GPT-2 byte-level BPE (the default: it "
+        "trained the better model in bench/quality.py) or SentencePiece-style BPE or unigram (byte fallback, no <unk>)")
+    normalization: Literal["nfkc", "nfc", "none"] = Field("nfkc", description="Unicode normalisation (bpe, unigram)")
+    prefix_space: bool = Field(True, description="bpe, unigram: a sentence starts with the word mark, so its first "
+                               "word is the same token as elsewhere")
     valid_fraction: float = Field(0.05, gt=0, lt=0.5, description="held out when no validation dataset is given")
     noise: Literal["span", "token"] = Field("span", description="denoising: a <mask> replaces a span (BART "
                                              "infilling) or exactly one token")

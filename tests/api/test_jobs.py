@@ -36,6 +36,7 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
     assert job["progress"] == {"step": 0, "total_steps": 50, "fraction": 0.0, "tokens_seen": 0,
                                "tokens_per_second": None, "eta_seconds": None}
     assert job["model"]["preset"] == "tiny" and job["training"]["label_smoothing"] == 0.1
+    assert (job["training"]["eval_budget"], job["training"]["tokenizer"]) == (0.05, "byte_bpe")
     assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["id"] == job["id"]
 
 
@@ -53,6 +54,9 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
         ({"training": {"average_last": 5, "keep_checkpoints": 3}}, ["body", "training", "average_last"],
          "needs keep_checkpoints >= 5"),
         ({"training": {"learning_rate": 1}}, ["body", "training", "learning_rate"], "Extra inputs are not permitted"),
+        ({"training": {"tokenizer": "wordpiece"}}, ["body", "training", "tokenizer"], "'bpe', 'unigram' or 'byte_bpe'"),
+        ({"training": {"eval_budget": 0}}, ["body", "training", "eval_budget"], "greater than 0"),
+        ({"model": {"init": "kaiming"}}, ["body", "model", "init"], "'normal' or 'xavier'"),
         ({"status": "succeeded"}, ["body", "status"], "Extra inputs are not permitted"),
         ({"owner": "bob"}, ["body", "owner"], "Extra inputs are not permitted"),
     ],

@@ -148,8 +148,27 @@ def test_unshared_embeddings_are_three_parameters():
     assert model.shared is None
 
 
+@pytest.mark.parametrize("d_model, std", [(256, 0.02), (64, 0.04)])
+def test_default_initialisation_is_normal_scaled_by_width_with_zero_biases(d_model, std):
+    model = make_model(vocab_size=2000, d_model=d_model, n_heads=4, d_ff=4 * d_model)
+    assert model.config.init == "normal"
+    for name, p in model.named_parameters():
+        if "layer_norm" in name:
+            continue
+        if name.endswith("bias"):
+            assert torch.all(p == 0), name
+        else:
+            assert p.mean().item() == pytest.approx(0.0, abs=std / 10), name
+            assert p.std().item() == pytest.approx(std, rel=0.1), name
+
+
+def test_unknown_init_is_refused_naming_it():
+    with pytest.raises(ValueError, match="init='kaiming'"):
+        ModelConfig.from_preset("tiny", 300, init="kaiming")
+
+
 def test_initialisation_xavier_linears_zero_biases_normal_embeddings():
-    model = make_model(vocab_size=2000)
+    model = make_model(vocab_size=2000, init="xavier")
     q = model.encoder.layers[0].self_attn.q_proj
     assert q.weight.abs().max() <= math.sqrt(6 / (64 + 64))
     assert torch.all(q.bias == 0)

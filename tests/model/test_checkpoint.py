@@ -114,6 +114,26 @@ def test_rng_state_round_trips_through_json():
     assert torch.equal(got[0], expected[0]) and got[1] == expected[1]
 
 
+@pytest.mark.parametrize("saved_gpus, host_gpus", [(8, 1), (1, 2), (2, 2)])
+def test_cuda_rng_states_restore_on_a_host_with_another_gpu_count(monkeypatch, saved_gpus, host_gpus):
+    """Fault: a checkpoint written on an 8-GPU host, resumed on a 1-GPU host (and the reverse). Pass: no
+    IndexError; each GPU the host has gets the state saved for that index, and no other index is touched."""
+    restored: dict[int, list[int]] = {}
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: host_gpus)
+
+    def set_rng_state(state: torch.Tensor, device: int) -> None:
+        if device >= host_gpus:
+            raise IndexError(f"no GPU {device} on this host")
+        restored[device] = state.tolist()
+
+    monkeypatch.setattr(torch.cuda, "set_rng_state", set_rng_state)
+    state = json.loads(json.dumps(capture_rng_state()))
+    state["cuda"] = [[g, 7, 7] for g in range(saved_gpus)]
+    restore_rng_state(state)
+    assert restored == {g: [g, 7, 7] for g in range(min(saved_gpus, host_gpus))}
+
+
 # -- atomic writes and hashes ---------------------------------------------------------------------------------
 
 def test_manifest_lists_every_file_with_its_sha256(tokenizer, tmp_path):

@@ -134,3 +134,59 @@ def test_readable_token_shows_utf8_and_the_space_mark():
     pieces = [readable_token(tokenizer.id_to_token(i)) for i in tokenizer.encode(" fünf")]
     assert "".join(pieces) == "\u2581fünf"
     assert readable_token("</s>") == "</s>"
+
+
+# -- SentencePiece-style kinds ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=["bpe", "unigram"])
+def sp_tok(request) -> Tokenizer:
+    return Tokenizer.train(CORPUS, vocab_size=400, kind=request.param)
+
+
+def test_sentencepiece_kinds_keep_special_ids_and_put_byte_pieces_after_them(sp_tok):
+    assert [sp_tok.token_to_id(t) for t in SPECIAL_TOKENS] == [0, 1, 2, 3, 4]
+    assert [sp_tok.id_to_token(i) for i in (5, 6, 260)] == ["<0x00>", "<0x01>", "<0xFF>"]
+    assert sp_tok.vocab_size <= 400
+
+
+@pytest.mark.parametrize("text", [
+    "the cat sat on the mat",
+    "Die Größe der Bäume überrascht die Kinder.",
+    "never seen: Ωμέγα 東京 🙂 here",
+])
+def test_sentencepiece_kinds_never_give_unk_and_decode_back(sp_tok, text):
+    ids = sp_tok.encode(text)
+    assert UNK_ID not in ids
+    assert sp_tok.decode(ids) == text
+
+
+def test_unseen_characters_fall_back_to_their_utf8_bytes(sp_tok):
+    ids = sp_tok.encode("🙂")
+    assert [sp_tok.id_to_token(i) for i in ids][-4:] == ["<0xF0>", "<0x9F>", "<0x99>", "<0x82>"]
+
+
+def test_prefix_space_makes_a_first_word_the_same_token_as_elsewhere():
+    with_mark = Tokenizer.train(CORPUS, vocab_size=400, kind="bpe")
+    assert with_mark.encode("cat")[-1] == with_mark.encode("the cat")[-1]
+    without = Tokenizer.train(CORPUS, vocab_size=400, kind="bpe", prefix_space=False)
+    assert without.encode("cat") != without.encode("the cat")[-len(without.encode("cat")):]
+
+
+def test_nfkc_folds_compatibility_characters_and_none_keeps_them():
+    nfkc = Tokenizer.train(CORPUS, vocab_size=400, kind="bpe")
+    assert nfkc.decode(nfkc.encode("ﬁve cats")) == "five cats"  # the "ﬁ" ligature is two letters after NFKC
+    raw = Tokenizer.train(CORPUS, vocab_size=400, kind="bpe", normalization="none")
+    assert raw.decode(raw.encode("ﬁve cats")) == "ﬁve cats"
+
+
+def test_kind_is_read_back_from_a_saved_tokenizer(tmp_path):
+    for kind in ("bpe", "unigram", "byte_bpe"):
+        tok = Tokenizer.train(CORPUS, vocab_size=400, kind=kind)
+        assert Tokenizer.load(tok.save(tmp_path / kind)).kind == kind
+
+
+def test_bad_kind_or_normalization_is_refused_naming_it():
+    with pytest.raises(ValueError, match="kind='wordpiece'"):
+        Tokenizer.train(CORPUS, vocab_size=400, kind="wordpiece")
+    with pytest.raises(ValueError, match="normalization='nfd'"):
+        Tokenizer.train(CORPUS, vocab_size=400, normalization="nfd")

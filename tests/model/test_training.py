@@ -83,7 +83,8 @@ def test_lambda_lr_follows_the_schedule_from_step_1():
 @pytest.mark.parametrize("field, value", [
     ("max_steps", 0), ("max_minutes", -1.0), ("max_tokens_per_batch", 0), ("grad_accum_steps", 0),
     ("warmup_steps", 0), ("peak_lr", 0.0), ("label_smoothing", 1.0), ("clip_norm", -1.0), ("adam_betas", (0.9,)),
-    ("adam_eps", 0.0), ("weight_decay", -0.1), ("eval_every", 0), ("early_stopping_patience", 0),
+    ("adam_eps", 0.0), ("weight_decay", -0.1), ("eval_every", 0), ("eval_budget", 0.0), ("eval_budget", 1.5),
+    ("early_stopping_patience", 0),
     ("keep_checkpoints", 0), ("average_last", -1), ("device", "gpu"), ("bf16", "yes"), ("eval_max_sentences", 0),
     ("seed", 1.5),
 ])
@@ -203,6 +204,36 @@ def test_evaluation_reports_validation_loss_perplexity_bleu_and_chrf(reverse_dat
     assert {"loss", "perplexity", "token_accuracy", "bleu", "chrf", "exact_match"} <= set(metrics)
     assert metrics["perplexity"] == pytest.approx(math.exp(metrics["loss"]))
     assert 0 <= metrics["bleu"] <= 100 and 0 <= metrics["chrf"] <= 100
+
+
+def test_evaluation_stays_within_its_budget_of_wall_clock_time(reverse_data, monkeypatch):
+    """An evaluation 10x as long as a step, due every step: with a 20% budget most are skipped, the time spent
+    stays within the budget (the first evaluation aside), the last step is still evaluated, and eval_seconds is
+    the running total reported with each evaluation."""
+    import time as time_module
+
+    def slow_evaluate(*args, **kwargs):
+        time_module.sleep(0.05)
+        return {"loss": 1.0}
+
+    monkeypatch.setattr(training, "evaluate", slow_evaluate)
+    evals: list[tuple[int, dict]] = []
+    result = train(reverse_data, quick_config(max_steps=60, eval_every=1, eval_budget=0.2),
+                   callbacks=Callbacks(on_eval=lambda s, m: evals.append((s, dict(m)))))
+    steps = [s for s, _ in evals]
+    assert steps[0] == 1 and steps[-1] == 60 and 2 < len(steps) < 40
+    spent = evals[-1][1]["eval_seconds"]
+    assert spent == pytest.approx(0.05 * len(steps), rel=0.5)
+    assert spent <= 0.2 * result.elapsed + 0.05 + 0.02
+    assert [m["eval_seconds"] for _, m in evals] == sorted(m["eval_seconds"] for _, m in evals)
+
+
+def test_without_a_budget_every_due_evaluation_runs(reverse_data, monkeypatch):
+    monkeypatch.setattr(training, "evaluate", lambda *a, **k: {"loss": 1.0})
+    evals: list[int] = []
+    train(reverse_data, quick_config(max_steps=12, eval_every=3, eval_budget=None),
+          callbacks=Callbacks(on_eval=lambda s, m: evals.append(s)))
+    assert evals == [3, 6, 9, 12]
 
 
 def test_denoising_evaluation_reports_masked_token_accuracy():
@@ -382,3 +413,16 @@ def test_resume_refuses_a_checkpoint_of_another_objective(reverse_data, tmp_path
     data = prepare("denoising", grammar_sentences(50), preset="tiny", tokenizer=reverse_data.tokenizer)
     with pytest.raises(TrainingError, match="translation"):
         train(data, quick_config(max_steps=4), tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram", "byte_bpe"])
+def test_prepare_trains_the_tokenizer_kind_asked_for(kind):
+    data = prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
+                   vocab_size=300, max_len=16, seed=0, tokenizer_kind=kind)
+    assert data.tokenizer.kind == kind and data.model_config.vocab_size == data.tokenizer.vocab_size
+
+
+def test_prepare_refuses_an_unknown_tokenizer_kind_as_a_user_error():
+    with pytest.raises(TrainingError, match="kind='sentencepiece'"):
+        prepare("translation", reverse_task(50, vocab=12, seed=0), preset="tiny", vocab_size=300, max_len=16,
+                tokenizer_kind="sentencepiece")

@@ -35,7 +35,7 @@ from worker.lease import LeaseKeeper, RunState, flush, track, untrack
 log = logging.getLogger(__name__)
 KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
 TRAIN_CONFIG_FIELDS = ("max_steps", "max_minutes", "max_tokens_per_batch", "grad_accum_steps", "warmup_steps",
-                       "lr_scale", "label_smoothing", "clip_norm", "seed", "eval_every", "checkpoint_every",
+                       "lr_scale", "label_smoothing", "clip_norm", "seed", "eval_every", "eval_budget", "checkpoint_every",
                        "early_stopping_patience", "keep_checkpoints", "average_last")
 EVAL_NAMES = {"loss": "valid_loss", "perplexity": "valid_ppl"}  # the rest keep their names (bleu, chrf, ...)
 
@@ -63,7 +63,8 @@ def _read_rows(dataset: Dataset) -> list:
 
 def _train_config(job: Job, device: str) -> TrainConfig:
     spec = job.training_config
-    return TrainConfig(**{name: spec[name] for name in TRAIN_CONFIG_FIELDS}, device=device,
+    # A job submitted before a field existed lacks it and gets TrainConfig's default.
+    return TrainConfig(**{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec}, device=device,
                        bf16=device.startswith("cuda"))
 
 
@@ -148,7 +149,8 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
                    model_overrides={k: v for k, v in model_spec.items() if k not in ("preset", "vocab_size") and v is not None},
                    vocab_size=model_spec["vocab_size"], max_len=spec["max_length"], seed=spec["seed"],
                    valid_fraction=spec["valid_fraction"], tokenizer=tokenizer, noise=spec["noise"],
-                   mask_ratio=spec["mask_ratio"])
+                   mask_ratio=spec["mask_ratio"], tokenizer_kind=spec.get("tokenizer", "byte_bpe"),
+                   normalization=spec.get("normalization", "nfkc"), prefix_space=spec.get("prefix_space", True))
     state.set_progress(device=device, tokens_seen=job.tokens_seen)
     if resume_from is not None:
         state.progress["step"] = load_checkpoint(resume_from, with_optimizer=False).step
