@@ -28,9 +28,9 @@ class ModelSpec(Input):
     dropout: float | None = Field(None, ge=0, lt=1)
     attention_dropout: float | None = Field(None, ge=0, lt=1)
     activation: Literal["relu", "gelu", "swish"] | None = None
-    init: Literal["normal", "xavier"] | None = Field(None, description="weight initialisation: normal = "
-                                                     "N(0, 0.32/sqrt(d_model)), Marian's 0.02 at d_model 256 (the "
-                                                     "default); xavier = fairseq's, for lower peak rates")
+    init: Literal["normal", "xavier"] | None = Field(None, description="weight initialisation: normal = N(0, 0.02) "
+                                                     "(Marian, BART; the default but for tiny), xavier = fairseq's "
+                                                     "(tiny's default)")
     norm_first: bool | None = Field(None, description="false: post-norm as in the paper; true: pre-norm")
     share_embeddings: bool | None = None
     max_positions: int | None = Field(None, ge=16, le=65536)

@@ -148,10 +148,12 @@ def test_unshared_embeddings_are_three_parameters():
     assert model.shared is None
 
 
-@pytest.mark.parametrize("d_model, std", [(256, 0.02), (64, 0.04)])
-def test_default_initialisation_is_normal_scaled_by_width_with_zero_biases(d_model, std):
-    model = make_model(vocab_size=2000, d_model=d_model, n_heads=4, d_ff=4 * d_model)
+@pytest.mark.parametrize("preset", ["small", "base"])
+def test_default_initialisation_is_normal_0_02_with_zero_biases(preset):
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.from_preset(preset, 2000, n_encoder_layers=1, n_decoder_layers=1))
     assert model.config.init == "normal"
+    std = 0.02
     for name, p in model.named_parameters():
         if "layer_norm" in name:
             continue
@@ -167,8 +169,9 @@ def test_unknown_init_is_refused_naming_it():
         ModelConfig.from_preset("tiny", 300, init="kaiming")
 
 
-def test_initialisation_xavier_linears_zero_biases_normal_embeddings():
-    model = make_model(vocab_size=2000, init="xavier")
+def test_tiny_initialisation_is_xavier_linears_zero_biases_normal_embeddings():
+    model = make_model(vocab_size=2000)
+    assert model.config.init == "xavier"
     q = model.encoder.layers[0].self_attn.q_proj
     assert q.weight.abs().max() <= math.sqrt(6 / (64 + 64))
     assert torch.all(q.bias == 0)
