@@ -302,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
 
     result: dict[str, Any] = {"bench": "quality", "recipe": args.recipe, "through": args.through,
                               "minutes": args.minutes, "seeds": args.seeds, "lang": args.lang,
+                              "corpus": counts,  # it grows with the catalogs the machine's packages install
                               "test_sentences": len(test), "threads": args.threads, "overrides": overrides,
                               **{f"{side}_{key}": median(side, key) for side in ("ours", "peer")
                                  for key in ("bleu", "chrf", "steps")}, "runs": runs, "torch": torch.__version__,
