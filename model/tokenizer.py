@@ -19,8 +19,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-
-from typing import Literal
+from typing import Literal, get_args
 
 from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
@@ -31,7 +30,7 @@ FILENAME = "tokenizer.json"
 # The 256 byte symbols (or byte pieces) are always in the vocabulary, so the smallest useful vocabulary is 261.
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256
 TokenizerKind = Literal["bpe", "unigram", "byte_bpe"]
-TOKENIZER_KINDS: tuple[str, ...] = ("bpe", "unigram", "byte_bpe")
+TOKENIZER_KINDS: tuple[str, ...] = get_args(TokenizerKind)
 NORMALIZATIONS: tuple[str, ...] = ("nfkc", "nfc", "none")
 BYTE_PIECES = [f"<0x{b:02X}>" for b in range(256)]
 SPACE_MARK = "\u2581"
@@ -99,7 +98,7 @@ class Tokenizer:
     @property
     def kind(self) -> str:
         """"bpe", "unigram" or "byte_bpe", read from the tokenizer itself."""
-        if json.loads(self._tk.to_str())["model"]["type"] == "Unigram":
+        if isinstance(self._tk.model, models.Unigram):
             return "unigram"
         return "byte_bpe" if isinstance(self._tk.pre_tokenizer, pre_tokenizers.ByteLevel) else "bpe"
 
