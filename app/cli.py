@@ -25,14 +25,11 @@ def _settings_or_exit():
 
 
 def cmd_migrate(_args: argparse.Namespace) -> None:
-    from alembic import command
-    from alembic.config import Config
+    from app.db.migrations import upgrade_to_head
 
     settings = _settings_or_exit()
     settings.ensure_dirs()
-    config = Config("alembic.ini")
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, "head")
+    upgrade_to_head()
     print(f"database at head: {settings.database_url.split('@')[-1]}")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from app.settings import Settings
-from app.tasks import INFERENCE_QUEUE, TRAINING_QUEUE
+from app.task_names import INFERENCE_QUEUE, TRAINING_QUEUE
 
 GRACE_SECONDS = 15
 
@@ -78,7 +78,7 @@ def stop_all(children: list[subprocess.Popen]) -> None:
 def prepare_broker() -> None:
     """Create the SQLite broker's tables and queues once, before several processes race to do it."""
     from app.queueing import get_sender
-    from app.tasks import QUEUES
+    from app.task_names import QUEUES
 
     with get_sender().connection_for_write() as connection:
         channel = connection.default_channel
@@ -87,9 +87,11 @@ def prepare_broker() -> None:
 
 
 def serve(settings: Settings, with_workers: bool = True) -> None:
-    from app.cli import cmd_migrate
+    from app.db.migrations import upgrade_to_head
 
-    cmd_migrate(None)
+    settings.ensure_dirs()
+    upgrade_to_head()
+    print(f"database at head: {settings.database_url.split('@')[-1]}")
     if settings.embedded_broker:
         prepare_broker()
     key = local_key(settings)

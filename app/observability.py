@@ -30,11 +30,12 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.db.base import utcnow
-from app.db.jobs import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED
+from app.db.job_rows import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED
 from app.db.models import Job, Worker
 from app.db.session import get_sessionmaker
+from app.queueing import read_depth  # the same reading the inference queue limit uses
 from app.settings import get_settings
-from app.tasks import QUEUES
+from app.task_names import QUEUES
 
 log = logging.getLogger(__name__)
 JOB_STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
@@ -116,8 +117,6 @@ class HttpMetrics:
 # --- Scrape time: the database and the broker ----------------------------------------------------------------
 
 def _queue_depths() -> dict[str, int]:
-    from app.inference import read_depth  # the same reading the inference queue limit uses
-
     return {queue: read_depth(queue) for queue in QUEUES}
 
 

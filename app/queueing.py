@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from functools import lru_cache
 from typing import Any
 
 from celery import Celery
 from kombu import Exchange, Queue
 
+from app.db.job_rows import mark_dispatched
+from app.db.session import session_scope
 from app.settings import Settings, get_settings
-from app.tasks import INFERENCE_QUEUE, QUEUES
+from app.task_names import INFERENCE_QUEUE, QUEUES, TRAIN, TRAINING_QUEUE
 
 
 def broker_transport_options(settings: Settings) -> dict[str, Any]:
@@ -67,3 +71,36 @@ def get_sender() -> Celery:
 
 def send(task_name: str, args: list[Any], queue: str) -> None:
     get_sender().send_task(task_name, args=args, queue=queue)
+
+
+def dispatch_training(job_id: str, celery: Celery | None = None) -> None:
+    """Send a queued job's training task, then record that it was sent. Raises when the broker is away: the
+    job stays undispatched, and a worker's reaper sends it later (worker/reaper.py). celery: the caller's app
+    (a worker's), else the API's sender."""
+    (celery or get_sender()).send_task(TRAIN, args=[job_id], queue=TRAINING_QUEUE)
+    with session_scope() as session:
+        mark_dispatched(session, job_id)
+
+
+DEPTH_TTL = 0.25  # seconds a queue-depth reading is reused: the bound is coarse, the check must be cheap
+_depth: tuple[float, int] = (0.0, 0)
+_depth_refresh = threading.Lock()
+
+
+def read_depth(queue: str = INFERENCE_QUEUE) -> int:
+    """Messages waiting in a queue (Redis LLEN, or a row count on the SQLite transport), on a pooled connection.
+    A declare is what AMQP offers to count a queue's messages; on these transports it creates nothing new."""
+    with get_sender().pool.acquire(block=True) as connection:
+        return int(connection.default_channel.queue_declare(queue=queue, passive=False).message_count)
+
+
+def queue_depth() -> int:
+    """The inference queue's depth, at most DEPTH_TTL old. One request thread refreshes it at a time; the others
+    use the last reading rather than all opening connections at once."""
+    global _depth
+    if time.monotonic() - _depth[0] > DEPTH_TTL and _depth_refresh.acquire(blocking=False):
+        try:
+            _depth = (time.monotonic(), read_depth())
+        finally:
+            _depth_refresh.release()
+    return _depth[1]

@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     worker_memory_limit_gb: float = Field(16.0, gt=0)
     max_devices_per_job: int = Field(8, ge=1, le=64)  # training.devices above it is refused (GPUs of a worker host)
     torch_threads: int = Field(0, ge=0, le=512)  # CPU threads per worker process; 0 = PyTorch's default
+    # Batch tokens per second that settings chosen from a job's time budget assume (model/budget.py); 0: measured
+    # by a few timed steps at the job's start. Pin it to make those choices the same on every host.
+    worker_tokens_per_second: float = Field(0.0, ge=0)
 
     # Request limits.
     max_upload_mb: int = Field(100, ge=1, le=10_000)
@@ -86,13 +89,13 @@ class Settings(BaseSettings):
     # Abuse limits (0 = off): queued + running jobs of a key's owner, and requests per minute per API key.
     max_active_jobs_per_key: int = Field(8, ge=0)
     rate_limit_per_minute: int = Field(600, ge=0)
-    # How long an API process reuses a key's or a model's lookup (app/api/recent.py); a revoked key or deleted model
+    # How long an API process reuses a key's or a model's lookup (app/api/ttl_cache.py); a revoked key or deleted model
     # can keep working this long in the other API processes. 0: look both up on every request.
     auth_cache_seconds: float = Field(5.0, ge=0, le=300)
     metrics_token: str = ""  # bearer token a Prometheus scraper sends to GET /metrics; empty: /metrics is off
 
     @model_validator(mode="after")
-    def _fill_defaults_and_refuse_unsafe(self) -> "Settings":
+    def _fill_defaults_and_refuse_unsafe(self) -> Settings:
         data_dir = self.data_dir.resolve()
         if not self.database_url:
             self.database_url = f"sqlite:///{data_dir / 'service.db'}"

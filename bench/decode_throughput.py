@@ -62,8 +62,9 @@ ENGINES = ("ours", "hf", "ct2_fp32", "ct2_int8")
 
 
 def train(model: Transformer, examples: list[Example], steps: int) -> None:
-    """Paper-style training (model.training.train_step, label smoothing 0.1), warm-up then linear decay."""
-    from model.training import TrainConfig, build_optimizer, train_step
+    """Paper-style training (model.step.train_step, label smoothing 0.1), warm-up then linear decay."""
+    from model.step import build_optimizer, train_step
+    from model.train_config import TrainConfig
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # training is not measured; one thread is much faster on a shared CPU

@@ -18,7 +18,8 @@ part and scores them on the test part with sacrebleu (BLEU and chrF on detokeniz
          generate(num_beams=4).
 
 Recipes: `peer` gives both sides vocabulary 4000, 1500-token batches and warm-up 400; `ours` gives both our
-job defaults (vocabulary, batch tokens and warm-up of TrainingSpec). Prints a line per run, then one JSON
+job defaults (vocabulary, batch tokens and warm-up of TrainingSpec); `auto` gives ours only the budget
+(`max_minutes`; the worker chooses vocabulary, batch, warm-up, model/budget.py) and the peer its recipe. Prints a line per run, then one JSON
 object as the last line with medians over seeds and `ratio` = our median BLEU / the peer's.
 """
 
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import statistics
@@ -53,6 +53,9 @@ RECIPES: dict[str, dict[str, Any]] = {
     "peer": {"vocab_size": 4000, "max_tokens_per_batch": 1500, "warmup_steps": 400},
     "ours": {"vocab_size": ModelSpec().vocab_size, "max_tokens_per_batch": TrainingSpec().max_tokens_per_batch,
              "warmup_steps": TrainingSpec().warmup_steps},
+    # Ours leaves vocabulary, batch, warm-up and step limit to the budget (model/budget.py); the peer keeps its
+    # best recipe (that of "peer").
+    "auto": {"vocab_size": 4000, "max_tokens_per_batch": 1500, "warmup_steps": 400, "ours_from_budget": True},
 }
 
 
@@ -70,11 +73,15 @@ def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
 
 def ours_function(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, Any], seed: int, minutes: float,
                   overrides: dict[str, Any]) -> dict[str, Any]:
+    if recipe.get("ours_from_budget"):
+        raise SystemExit("--recipe auto: the settings are chosen by the worker; run it with --through service")
     from model.checkpoint import load_model
     from model.data import read_parallel
     from model.inference import translate
-    from model.training import TrainConfig, prepare, train
-    from worker.tasks.training import TRAIN_CONFIG_FIELDS
+    from model.prepare import prepare
+    from model.train_config import TrainConfig
+    from model.trainer import train
+    from worker.job_data import TRAIN_CONFIG_FIELDS
 
     spec = {**TrainingSpec().model_dump(), "max_steps": 10_000_000, "max_minutes": minutes, "seed": seed,
             "max_tokens_per_batch": recipe["max_tokens_per_batch"], "warmup_steps": recipe["warmup_steps"],
@@ -135,9 +142,12 @@ def ours_service(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, An
             r.raise_for_status()
             return r.json()["id"]
 
-        training = {"max_steps": 10_000_000, "max_minutes": minutes, "seed": seed,
-                    "max_tokens_per_batch": recipe["max_tokens_per_batch"], "warmup_steps": recipe["warmup_steps"]}
-        model = {"preset": PRESET, "vocab_size": recipe["vocab_size"]}
+        if recipe.get("ours_from_budget"):  # only the budget: the worker chooses the rest
+            training, model = {"max_minutes": minutes, "seed": seed}, {"preset": PRESET}
+        else:
+            training = {"max_steps": 10_000_000, "max_minutes": minutes, "seed": seed,
+                        "max_tokens_per_batch": recipe["max_tokens_per_batch"], "warmup_steps": recipe["warmup_steps"]}
+            model = {"preset": PRESET, "vocab_size": recipe["vocab_size"]}
         for name, value in overrides.items():
             section, field = name.split(".", 1)
             (training if section == "training" else model)[field] = value
@@ -161,7 +171,11 @@ def ours_service(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, An
         eval_seconds = series.get("eval_seconds", {}).get("values", [])
         return {**score(hyps, [t for _, t in test]), "steps": job["progress"]["step"],
                 "eval_seconds": round(max(eval_seconds), 1) if eval_seconds else None,
-                "decode_seconds": round(time.monotonic() - t0, 1), "job": job_id}
+                "decode_seconds": round(time.monotonic() - t0, 1), "job": job_id,
+                **({"auto_settings": {k: job["auto_settings"][k] for k in ("chosen", "expected_updates", "throughput",
+                                                                           "probe_seconds")}
+                    | {"tokens_per_second": job["auto_settings"]["inputs"]["tokens_per_second"]}}
+                   if job.get("auto_settings") else {})}
     finally:
         processes.stop()
 

@@ -37,7 +37,9 @@ sys.path.insert(0, str(ROOT))
 from model.checkpoint import checkpoint_sha256, load_model, save_checkpoint  # noqa: E402
 from model.demo import numbers_to_words_task  # noqa: E402
 from model.inference import translate  # noqa: E402
-from model.training import TrainConfig, prepare, train  # noqa: E402
+from model.prepare import prepare  # noqa: E402
+from model.train_config import TrainConfig  # noqa: E402
+from model.trainer import train  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.rows import insert_model  # noqa: E402
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402

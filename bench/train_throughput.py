@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from model.batching import Batch, Example, TokenBatcher  # noqa: E402
 from model.config import ModelConfig  # noqa: E402
-from model.training import TrainConfig, build_optimizer, train_step  # noqa: E402
+from model.step import build_optimizer, train_step  # noqa: E402
+from model.train_config import TrainConfig  # noqa: E402
 from model.transformer import Transformer  # noqa: E402
 
 PAD, BOS, EOS = 0, 1, 2

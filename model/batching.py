@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import torch
 
-from model.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from model.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 Overlong = Literal["drop", "truncate"]
 

@@ -19,14 +19,13 @@ the batch, so a batch costs what its live sentences cost.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
+from model.decoding import eval_mode
 from model.transformer import DecoderCache, Transformer
 
 
@@ -49,20 +48,6 @@ def max_target_len(src_len: int, max_len_a: float, max_len_b: int, max_positions
     """Most tokens (</s> included) a hypothesis may have: max_len_a * src_len + max_len_b, at least 1 and at
     most max_positions. src_len counts the source's </s>, as greedy_decode's default (a=2, b=10) does."""
     return max(1, min(int(max_len_a * src_len + max_len_b), max_positions))
-
-
-@contextlib.contextmanager
-def eval_mode(model: nn.Module) -> Iterator[None]:
-    """The model in eval mode inside the block and in its previous mode afterwards. Free for a model already
-    in eval mode (Module.eval() walks every submodule: a few percent of a short search)."""
-    if not model.training:
-        yield
-        return
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train()
 
 
 def _check(model: Transformer, src_ids: Tensor, beam_size: int, n_best: int, alpha: float) -> None:

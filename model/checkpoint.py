@@ -24,7 +24,7 @@ import random
 import re
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -486,11 +486,15 @@ def average_checkpoints(directories: Sequence[str | Path]) -> dict[str, Tensor]:
 
 
 def write_averaged_checkpoint(directories: Sequence[str | Path], directory: str | Path,
-                              metrics: dict[str, float] | None = None) -> Path:
-    """Average checkpoints and write the result as an inference-only checkpoint (kind "averaged")."""
+                              metrics: dict[str, float] | Callable[[Transformer], dict[str, float]] | None = None,
+                              device: str | torch.device = "cpu") -> Path:
+    """Average checkpoints and write the result as an inference-only checkpoint (kind "averaged"). metrics: the
+    averaged model's, or a function that measures them on it (the model is on `device` then)."""
     newest = load_checkpoint(directories[-1], with_optimizer=False)
-    model = Transformer(newest.model_config)
+    model = Transformer(newest.model_config).to(device)
     model.load_state_dict(average_checkpoints(directories), strict=True)
+    if callable(metrics):
+        metrics = metrics(model)
     extra = {k: v for k, v in newest.meta.items()
              if k not in ("format_version", "kind", "objective", "step", "metrics", "model", "tokenizer_fingerprint")}
     extra["averaged_from"] = [Path(d).name for d in directories]

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from model.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, UNK_ID
+
 ACTIVATIONS = ("relu", "gelu", "swish")
 # "normal": every linear and embedding weight from N(0, 0.02), biases zero (Marian, BART, T5 in transformers).
 # "xavier": Xavier-uniform linears, embeddings N(0, d_model^-0.5) (fairseq); it suits lower peak rates.
@@ -47,11 +49,11 @@ class ModelConfig:
     norm_first: bool = False  # False: post-norm LayerNorm(x + Sublayer(x)) as in Sec. 3.1; True: pre-norm
     share_embeddings: bool = True  # one matrix for source/target embeddings and pre-softmax projection (Sec. 3.4)
     max_positions: int = 1024  # rows of the sinusoidal table; longest sequence the model accepts
-    pad_id: int = 0
-    bos_id: int = 1
-    eos_id: int = 2
-    unk_id: int = 3
-    mask_id: int = 4
+    pad_id: int = PAD_ID
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    unk_id: int = UNK_ID
+    mask_id: int = MASK_ID
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff",

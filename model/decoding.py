@@ -1,11 +1,29 @@
-"""Greedy search over a trained Transformer (beam search lives elsewhere)."""
+"""Greedy search over a trained Transformer (beam search: model/beam.py), and the eval-mode switch every
+decoder and evaluation uses."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from model.transformer import Transformer
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """The model in eval mode inside the block and in its previous mode afterwards. Free for a model already
+    in eval mode (Module.eval() walks every submodule: a few percent of a short search)."""
+    if not model.training:
+        yield
+        return
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train()
 
 
 def default_max_len(model: Transformer, src_len: int) -> int:
@@ -35,9 +53,7 @@ def greedy_decode(
     """
     cfg = model.config
     max_lens = _max_lens(model, src_ids, max_len)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         src_key_padding_mask = src_ids == cfg.pad_id  # (B, S)
         memory = model.encode(src_ids, src_key_padding_mask)  # (B, S, d_model)
         B = src_ids.size(0)
@@ -54,8 +70,6 @@ def greedy_decode(
             finished |= (next_ids == cfg.eos_id) | (at_limit <= step + 1)
             if finished.all():
                 break
-    finally:
-        model.train(was_training)
     return [_strip(row[:limit], cfg.eos_id) for row, limit in zip(ys[:, 1:].tolist(), max_lens)]
 
 

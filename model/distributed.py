@@ -3,7 +3,7 @@
 Every process (rank) holds a whole replica and takes every N-th micro-batch of the same TokenBatcher order, so
 an update sees the same global batch, and leaves the data at the same position, as one process accumulating
 grad_accum_steps x N micro-batches. DistributedDataParallel averages the gradients over the ranks during the last
-backward of an update (model/training.py scales the loss so the average is the gradient per target token of the
+backward of an update (model/step.py scales the loss so the average is the gradient per target token of the
 whole update). Rank 0 alone evaluates, writes checkpoints and calls back; the checkpoints are those of a single
 process (the bare model's weights, no `module.` prefixes), so a run resumes on another number of devices.
 

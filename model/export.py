@@ -29,7 +29,8 @@ from torch import Tensor
 
 from model.checkpoint import load_model
 from model.config import ModelConfig
-from model.tokenizer import SPECIAL_TOKENS, Tokenizer
+from model.special_tokens import SPECIAL_TOKENS
+from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
 # transformers' ACT2FN names for our activations ("swish" is SiLU in both).

@@ -1,13 +1,11 @@
-"""What users ask a trained model: translations (with n-best lists and alignments), masked-token fills,
-attention maps and embedding neighbours. Pure functions over (model, tokenizer) returning plain JSON-ready
+"""What users ask a trained model: translations (with n-best lists and alignments), attention maps and
+embedding neighbours (masked-token fills: model/fill_mask.py). Pure functions over (model, tokenizer) returning plain JSON-ready
 lists and dicts; inputs follow the training convention (model.batching.collate: source = ids + [</s>],
 decoder input = [<s>] + ids).
 """
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -16,13 +14,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from model.batching import pad_sequences
-from model.beam import Hypothesis, beam_search, eval_mode
-from model.decoding import greedy_decode
-from model.tokenizer import SPECIAL_TOKENS, Tokenizer
+from model.beam import Hypothesis, beam_search
+from model.decoding import eval_mode, greedy_decode
+from model.special_tokens import SPECIAL_TOKENS
+from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
 AlignmentLayer = int | Literal["all"]
-_MASK_TEXT = SPECIAL_TOKENS[4]
 _BPE_SPACE = "\u0120"  # "Ġ": byte-level BPE's symbol for a leading space
 
 
@@ -30,7 +28,8 @@ def _device(model: Transformer) -> torch.device:
     return next(model.parameters()).device
 
 
-def _source_ids(model: Transformer, tokenizer: Tokenizer, text: str) -> list[int]:
+def source_ids(model: Transformer, tokenizer: Tokenizer, text: str) -> list[int]:
+    """The encoder's input for a text: its ids and </s>; ValueError when it is longer than the model takes."""
     ids = tokenizer.encode(text) + [tokenizer.eos_id]
     if len(ids) > model.config.max_positions:
         raise ValueError(f"source has {len(ids)} tokens (with </s>), more than max_positions="
@@ -71,7 +70,7 @@ def translate(
         raise ValueError(f"batch_size={batch_size} must be >= 1")
     if return_alignment:
         _check_layer(model, alignment_layer)
-    sources = [_source_ids(model, tokenizer, t) for t in texts]
+    sources = [source_ids(model, tokenizer, t) for t in texts]
     device = _device(model)
     order = sorted(range(len(texts)), key=lambda i: len(sources[i]))  # similar lengths pad little
     nbest: list[list[Hypothesis]] = [[] for _ in texts]
@@ -129,115 +128,6 @@ def align(model: Transformer, src_ids: Sequence[int], tgt_ids: Sequence[int],
     return mean[: len(tgt_ids), : len(src_ids) - 1].argmax(dim=-1).tolist()
 
 
-# -- fill-mask ------------------------------------------------------------------------------------------------
-
-@torch.inference_mode()
-def fill_mask(model: Transformer, tokenizer: Tokenizer, text: str, top_k: int = 5,
-              max_span_tokens: int = 1, span_beam: int = 4) -> list[list[dict[str, Any]]]:
-    """For each "<mask>" in text, left to right, the top_k candidates {"score", "token", "token_str",
-    "sequence"} (the Hugging Face fill-mask pipeline's fields), most probable first.
-
-    The model is a denoising one: the encoder reads the masked text, the decoder writes the original. The
-    decoder is teacher-forced with the text's tokens; at a mask its next-token softmax gives the candidates
-    (score = probability, so the top_k scores sum to at most 1; special tokens are never candidates), and the
-    most probable one is fed on, so later masks see the earlier ones filled. "sequence" is the text with this
-    mask filled by the candidate (other masks left as "<mask>"); token_str is the candidate without
-    surrounding spaces.
-
-    max_span_tokens > 1 is for span-denoising models, where one <mask> stands for several tokens: a beam of
-    span_beam (at least top_k) extends the span token by token, and a span ends where the decoder next
-    writes the token that follows the mask in the text (</s> for a mask at the end). A candidate's score is
-    P(span, then that token): spans never contain it, so candidates are disjoint events and sum to <= 1;
-    "token" is then the list of the span's ids.
-    """
-    if not isinstance(text, str):
-        raise ValueError(f"text must be a string, got {text!r:.80}")
-    if top_k < 1 or max_span_tokens < 1 or span_beam < 1:
-        raise ValueError(f"top_k={top_k}, max_span_tokens={max_span_tokens}, span_beam={span_beam} must be >= 1")
-    src_ids = _source_ids(model, tokenizer, text)
-    mask_id = tokenizer.mask_id
-    masks = [i for i, t in enumerate(src_ids) if t == mask_id]
-    if not masks:
-        raise ValueError(f"text has no {_MASK_TEXT} token to fill: {text[:80]!r}")
-    spans = [m.span() for m in re.finditer(re.escape(_MASK_TEXT), text)]
-    if len(spans) != len(masks):  # e.g. "<mask>" spelled inside a longer token; cannot place the fills
-        raise ValueError(f"found {len(spans)} '{_MASK_TEXT}' in the text but {len(masks)} mask tokens")
-
-    with eval_mode(model):
-        device = _device(model)
-        src = torch.tensor([src_ids], device=device)  # (1, S)
-        src_key_padding_mask = src == model.config.pad_id
-        memory = model.encode(src, src_key_padding_mask)  # (1, S, d_model)
-        prefix = [model.config.bos_id]  # decoder input so far
-        results: list[list[dict[str, Any]]] = []
-        for k, pos in enumerate(masks):
-            prev = masks[k - 1] + 1 if k else 0
-            prefix += src_ids[prev:pos]  # teacher-force the unmasked text up to this mask
-            if max_span_tokens == 1:
-                cands = _token_candidates(model, memory, src_key_padding_mask, prefix, top_k)
-            else:
-                anchor = src_ids[pos + 1] if src_ids[pos + 1] != mask_id else None
-                cands = _span_candidates(model, memory, src_key_padding_mask, prefix, top_k,
-                                         max_span_tokens, max(span_beam, top_k), anchor)
-            results.append([_candidate_dict(tokenizer, text, spans[k], ids, p, max_span_tokens > 1)
-                            for ids, p in cands])
-            prefix += cands[0][0]  # later masks see the best fill
-    return results
-
-
-def _next_log_probs(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor,
-                    prefixes: list[list[int]]) -> Tensor:
-    """log P(next token | prefix, source) for equal-length prefixes: (len(prefixes), V)."""
-    n = len(prefixes)
-    tgt = torch.tensor(prefixes, device=memory.device)  # (n, T)
-    hidden = model.decode(tgt, memory.expand(n, -1, -1), src_key_padding_mask.expand(n, -1))  # (n, T, d_model)
-    return torch.log_softmax(model.project(hidden[:, -1]).float(), dim=-1)  # (n, V)
-
-
-def _token_candidates(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor, prefix: list[int],
-                      top_k: int) -> list[tuple[list[int], float]]:
-    probs = _next_log_probs(model, memory, src_key_padding_mask, [prefix])[0].exp()  # (V,)
-    probs[: len(SPECIAL_TOKENS)] = 0.0  # a mask stands for text, never for <pad>, </s>, <mask>, ...
-    top = probs.topk(min(top_k, probs.numel() - len(SPECIAL_TOKENS)))
-    return [([i], p) for i, p in zip(top.indices.tolist(), top.values.tolist())]
-
-
-def _span_candidates(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor, prefix: list[int],
-                     top_k: int, max_tokens: int, beam: int, anchor: int | None) -> list[tuple[list[int], float]]:
-    """Beam over the span behind one <mask>; a span ends when the next token is `anchor` (</s> when the mask
-    is followed by another mask, which span noise never produces)."""
-    end = anchor if anchor is not None else model.config.eos_id
-    live: list[tuple[list[int], float]] = [([], 0.0)]  # (span so far, log-prob)
-    finished: list[tuple[list[int], float]] = []
-    for length in range(max_tokens + 1):
-        logp = _next_log_probs(model, memory, src_key_padding_mask, [prefix + s for s, _ in live])  # (n, V)
-        if length > 0:  # a span is never empty
-            finished += [(s, lp + float(logp[i, end])) for i, (s, lp) in enumerate(live)]
-        if length == max_tokens:
-            break
-        logp[:, : len(SPECIAL_TOKENS)] = float("-inf")  # a span is text: no </s>, <mask>, ...
-        logp[:, end] = float("-inf")  # and it goes on: a span that ends here is finished above
-        total = torch.tensor([lp for _, lp in live], device=logp.device)[:, None] + logp  # (n, V)
-        top = total.view(-1).topk(min(beam, total.numel()))
-        V = logp.size(1)
-        live = [(live[i // V][0] + [i % V], v) for i, v in zip(top.indices.tolist(), top.values.tolist())
-                if v > float("-inf")]
-        if not live:
-            break
-    finished.sort(key=lambda c: c[1], reverse=True)
-    return [(s, math.exp(lp)) for s, lp in finished[:top_k]]
-
-
-def _candidate_dict(tokenizer: Tokenizer, text: str, span: tuple[int, int], ids: list[int], p: float,
-                    as_span: bool) -> dict[str, Any]:
-    piece = tokenizer.decode(ids)
-    start, stop = span
-    if piece[:1].isspace():  # "<mask>" absorbs the spaces before it (lstrip), as the fill's own space does
-        start = len(text[:start].rstrip(" "))
-    return {"score": p, "token": ids if as_span else ids[0], "token_str": piece.strip(),
-            "sequence": text[:start] + piece + text[stop:]}
-
-
 # -- attention maps -------------------------------------------------------------------------------------------
 
 @torch.inference_mode()
@@ -253,7 +143,7 @@ def capture_attention(model: Transformer, tokenizer: Tokenizer, source: str, tar
     """
     if not isinstance(source, str) or (target is not None and not isinstance(target, str)):
         raise ValueError("source and target must be strings")
-    src_ids = _source_ids(model, tokenizer, source)
+    src_ids = source_ids(model, tokenizer, source)
     device = _device(model)
     src = torch.tensor([src_ids], device=device)  # (1, S)
     if target is None:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 from model.batching import Example, LengthReport, Overlong, fit_length
-from model.tokenizer import MASK_ID, Tokenizer
+from model.special_tokens import MASK_ID
+from model.tokenizer import Tokenizer
 
 MaskMode = Literal["span", "token"]
 
@@ -104,11 +105,3 @@ def renoising(token_ids: Sequence[Sequence[int]], seed: int, mode: MaskMode = "s
     """epoch -> fresh denoising examples; pass it to TokenBatcher so every epoch sees new noise."""
     ids = [list(t) for t in token_ids]
     return lambda epoch: noise_examples(ids, seed, epoch, mode, mask_ratio, mean_span, mask_id)
-
-
-def make_denoising_examples(sentences: Sequence[str], tokenizer: Tokenizer, max_len: int, seed: int,
-                            epoch: int = 0, mode: MaskMode = "span", mask_ratio: float = 0.15,
-                            mean_span: float = 3.0, overlong: Overlong = "drop") -> tuple[list[Example], LengthReport]:
-    """Encode, length-limit, then noise sentences for one epoch (see renoising for every epoch)."""
-    ids, report = encode_sentences(sentences, tokenizer, max_len, overlong)
-    return noise_examples(ids, seed, epoch, mode, mask_ratio, mean_span, tokenizer.mask_id), report

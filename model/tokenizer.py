@@ -24,8 +24,8 @@ from typing import Literal, get_args
 from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
-SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>", "<mask>")
-PAD_ID, BOS_ID, EOS_ID, UNK_ID, MASK_ID = range(5)
+from model.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+
 FILENAME = "tokenizer.json"
 # The 256 byte symbols (or byte pieces) are always in the vocabulary, so the smallest useful vocabulary is 261.
 MIN_VOCAB_SIZE = len(SPECIAL_TOKENS) + 256

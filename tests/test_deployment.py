@@ -22,7 +22,11 @@ def compose() -> dict:
 
 
 def _env(service: dict) -> dict[str, str]:
-    return {k: re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", str(v)) for k, v in service.get("environment", {}).items()}
+    """The service's variables as compose would set them: defaults filled, required secrets given a value."""
+    def fill(value: str) -> str:
+        return re.sub(r"\$\{(\w+):\?[^}]*\}", r"secret-\1", re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", value))
+
+    return {k: fill(str(v)) for k, v in service.get("environment", {}).items()}
 
 
 def test_compose_has_the_production_services(compose):
@@ -80,3 +84,40 @@ def test_dockerfile_api_target_has_no_torch_and_worker_target_does():
     assert {"api", "worker"} <= set(stages)
     assert "torch" not in stages["api"] and "[worker]" not in stages["api"]
     assert "torch==2.13.0" in stages["worker"] and "'.[worker]'" in stages["worker"]
+
+
+LONG_RUNNING = SERVICE_NAMES - {"migrate"}
+SECRETS = ("POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "FLOWER_BASIC_AUTH")
+
+
+def test_secrets_are_required_never_defaulted():
+    text = (ROOT / "docker-compose.yml").read_text()
+    for name in SECRETS:
+        assert re.search(rf"\$\{{{name}:\?", text), f"{name} is not required"
+        assert not re.search(rf"\$\{{{name}(:?-|\}})", text), f"{name} has a default or may be empty"
+
+
+def test_long_running_services_restart_and_workers_report_health(compose):
+    services = compose["services"]
+    assert {name for name in LONG_RUNNING if services[name].get("restart") != "unless-stopped"} == set()
+    assert "restart" not in services["migrate"]  # a one-shot
+    for name in ("worker-training", "worker-training-gpu", "worker-inference"):
+        check = services[name]["healthcheck"]["test"]
+        node = services[name]["command"][services[name]["command"].index("-n") + 1].split("@")[0]
+        assert "inspect ping" in check[-1] and f"-d {node}@" in check[-1], (name, check)
+        assert any(v.endswith(":/data") for v in services[name]["volumes"]), f"{name} has no cache volume"
+        assert _env(services[name])["DATA_DIR"] == "/data"
+
+
+def test_flower_needs_a_password_and_listens_on_loopback(compose):
+    flower = compose["services"]["flower"]
+    assert "FLOWER_BASIC_AUTH" in flower["environment"]
+    assert all(str(port).startswith("127.0.0.1:") for port in flower["ports"])
+
+
+def test_the_build_context_leaves_out_the_local_environment_and_its_secrets():
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    assert {".venv", "var", ".git", ".env"} <= ignored
+    copied = re.findall(r"^COPY (?!--from)(.+?) \S+$", (ROOT / "Dockerfile").read_text(), re.M)
+    assert all(part not in ignored for line in copied for part in line.split()), copied

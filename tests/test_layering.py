@@ -45,3 +45,69 @@ def test_model_package_does_not_depend_on_the_service():
         for path in (ROOT / "model").rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _first_party_imports(path: Path, modules: set[str]) -> set[str]:
+    """Modules of ours that `path` imports anywhere (inside functions too: a lazy import is a dependency that
+    was hidden, not removed). `from a.b import c` names a.b.c when that is a module, else a.b."""
+    found: set[str] = set()
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name in modules}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from its package, up level - 1 more
+                parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(parent + ([base] if base else []))
+            for alias in node.names:
+                candidate = f"{base}.{alias.name}"
+                if candidate in modules:
+                    found.add(candidate)
+                elif base in modules:
+                    found.add(base)
+    return found - {_module_name(path)}
+
+
+def test_no_import_cycles_among_our_modules():
+    """Two modules that import each other (even lazily) are one idea split badly, or one that belongs in a third."""
+    files = [p for package in ("app", "worker", "model") for p in (ROOT / package).rglob("*.py")]
+    modules = {_module_name(p) for p in files}
+    graph = {_module_name(p): _first_party_imports(p, modules) for p in files}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def connect(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            connect(module)
+    assert cycles == []
+    assert {"app.cli", "model.trainer", "worker.tasks.training"} <= modules  # the walk saw the packages

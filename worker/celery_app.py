@@ -8,7 +8,7 @@ import threading
 import torch
 from celery.signals import worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
 
-from app.db import jobs as job_rows
+from app.db import job_rows
 from app.db.session import session_scope
 from app.queueing import make_celery
 from app.settings import get_settings

@@ -25,14 +25,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from sqlalchemy import select
 
-from app.db.models import Dataset, Job
-from app.db.session import session_scope
 from app.settings import get_settings
 from model.distributed import destroy_process_group, device_for, init_process_group, rendezvous_store
+from model.prepare import PreparedData
 from model.tokenizer import Tokenizer
-from model.training import Callbacks, PreparedData, TrainConfig, TrainingError, TrainResult, prepare, train
+from model.train_config import TrainConfig, TrainingError
+from model.trainer import Callbacks, TrainResult, train
+from worker.job_data import load_job, prepare_job
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,21 +178,6 @@ def train_data_parallel(job_id: str, data: PreparedData, config: TrainConfig, de
 
 # -- ranks 1..N-1 ---------------------------------------------------------------------------------------------
 
-def prepare_job(job: Job, datasets: dict[str, Dataset], tokenizer: Tokenizer) -> PreparedData:
-    """The data worker.tasks.training.run() prepares for the job, with rank 0's tokenizer (the Trainer checks
-    that every rank holds the same model, data and settings before the first update)."""
-    from worker.tasks.training import _read_rows
-
-    spec, model_spec = job.training_config, job.model_config
-    valid_rows = _read_rows(datasets[job.valid_dataset_id]) if job.valid_dataset_id else None
-    return prepare(job.objective, _read_rows(datasets[job.dataset_id]), valid_rows, preset=model_spec["preset"],
-                   model_overrides={k: v for k, v in model_spec.items()
-                                    if k not in ("preset", "vocab_size") and v is not None},
-                   vocab_size=model_spec["vocab_size"], max_len=spec["max_length"], seed=spec["seed"],
-                   valid_fraction=spec["valid_fraction"], tokenizer=tokenizer, noise=spec["noise"],
-                   mask_ratio=spec["mask_ratio"])
-
-
 def _watch_parent(parent_pid: int) -> None:
     """Exit at once when rank 0 is gone (this process is re-parented)."""
     def watch() -> None:
@@ -219,14 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if get_settings().torch_threads:
         torch.set_num_threads(get_settings().torch_threads)
-    with session_scope() as session:
-        job = session.get(Job, args.job_id)
-        if job is None:
-            raise TrainingError(f"job {args.job_id} no longer exists")
-        datasets = {d.id: d for d in session.scalars(select(Dataset).where(Dataset.id.in_(
-            [i for i in (job.dataset_id, job.valid_dataset_id) if i])))}
-        session.expunge_all()
-    data = prepare_job(job, datasets, Tokenizer.load(args.workdir))
+    data = prepare_job(load_job(args.job_id), Tokenizer.load(args.workdir))  # rank 0's tokenizer
     rank0_config = TrainConfig.from_dict(json.loads((args.workdir / "train_config.json").read_text()))
     device_type = torch.device(rank0_config.device).type
     config = replace(rank0_config, device=str(device_for(rank, device_type)))

@@ -15,8 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.db import jobs as job_rows
-from app.db import metrics as metric_rows
+from app.db import job_rows, metric_rows
 from app.db.session import session_scope
 
 log = logging.getLogger(__name__)

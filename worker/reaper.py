@@ -1,6 +1,6 @@
 """The reaper: re-queues jobs whose lease expired and (re)sends jobs whose message was never sent or lost.
 
-Every worker runs it from its heartbeat thread; the conditional UPDATEs in app.db.jobs make concurrent
+Every worker runs it from its heartbeat thread; the conditional UPDATEs in app.db.job_rows make concurrent
 reapers harmless, and a duplicate message is a no-op for the training task.
 """
 
@@ -11,10 +11,10 @@ from datetime import timedelta
 
 from celery import Celery
 
-from app.db import jobs as job_rows
+from app.db import job_rows
 from app.db.session import session_scope
+from app.queueing import dispatch_training
 from app.settings import get_settings
-from app.tasks import TRAIN, TRAINING_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +31,6 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
         log.error("job %s: lease expired on its last attempt; failed", job_id)
     dispatched = []
     for job_id in to_send:
-        celery.send_task(TRAIN, args=[job_id], queue=TRAINING_QUEUE)
-        with session_scope() as session:
-            job_rows.mark_dispatched(session, job_id)
+        dispatch_training(job_id, celery)
         dispatched.append(job_id)
     return requeued, failed, dispatched

@@ -14,7 +14,7 @@ from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
 from app.db.base import new_id
-from app.db.jobs import ACTIVE_STATES
+from app.db.job_rows import ACTIVE_STATES
 from app.db.models import Dataset, Job
 from app.schemas.common import Page
 from app.schemas.datasets import DatasetKind, DatasetPublic

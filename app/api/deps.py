@@ -10,7 +10,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app.api import recent
+from app.api import ttl_cache
 from app.db.keys import Caller, identify
 from app.db.session import get_sessionmaker
 from app.security import hash_key
@@ -50,12 +50,12 @@ async def current_key(
     if credentials is None or credentials.scheme.lower() != "bearer":
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer API key", headers=unauthorized)
     digest = hash_key(credentials.credentials)
-    caller = recent.callers().get(digest)
+    caller = ttl_cache.callers().get(digest)
     if caller is None:
         caller = await run_in_threadpool(identify, session, credentials.credentials)
         if caller is None:
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API key", headers=unauthorized)
-        recent.callers().put(digest, caller)
+        ttl_cache.callers().put(digest, caller)
     return caller
 
 

@@ -11,7 +11,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from app.api.deps import CurrentKey, SettingsDep
-from app.jobs import anatomy, resolve_model_config
+from app.job_submission import describe_anatomy, resolve_model_config
 from app.schemas.common import Input
 from app.schemas.inference import Anatomy
 from app.schemas.jobs import ModelSpec
@@ -35,7 +35,7 @@ class EstimateResponse(Anatomy):
                                                                   422: {"description": "Invalid model config"}})
 def estimate(body: EstimateRequest, settings: SettingsDep, _key: CurrentKey) -> EstimateResponse:
     config = resolve_model_config(body.model)
-    described = anatomy(config, body.tokens_per_batch)
+    described = describe_anatomy(config, body.tokens_per_batch)
     limit = int(settings.worker_memory_limit_gb * GB)
     return EstimateResponse(**described, config=config.to_dict(), worker_memory_limit_bytes=limit,
                             fits_worker_memory=described["memory"]["training_total_bytes"] <= limit)

@@ -6,20 +6,27 @@ import time
 from typing import Annotated
 
 from fastapi import APIRouter, Query
-
 from sqlalchemy.orm import Session
 
-from app import inference
-from app.jobs import anatomy as describe_anatomy
-from app.api import recent
+from app import inference_client
+from app.api import ttl_cache
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import not_found, unprocessable
 from app.api.models import owned_model
-from app.api.recent import ModelFacts
-from app.schemas.inference import (AnatomyResponse, AttentionRequest, AttentionResponse, FillMaskRequest,
-                                   FillMaskResponse, NeighborsResponse, TranslateRequest, TranslateResponse)
+from app.api.ttl_cache import ModelFacts
+from app.job_submission import describe_anatomy
+from app.schemas.inference import (
+    AnatomyResponse,
+    AttentionRequest,
+    AttentionResponse,
+    FillMaskRequest,
+    FillMaskResponse,
+    NeighborsResponse,
+    TranslateRequest,
+    TranslateResponse,
+)
 from app.settings import Settings
-from app.tasks import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
+from app.task_names import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
 from model.config import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["inference"])
@@ -32,11 +39,11 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
     """The model's owner and objective, as looked up in the last AUTH_CACHE_SECONDS or now; 404 unless it is the
     caller's, 422 unless it was trained for `objective` (when given) to serve `route`. A worker loads the files
     themselves and verifies them against their sha256."""
-    facts = recent.models().get(model_id)
+    facts = ttl_cache.models().get(model_id)
     if facts is None:
         row = owned_model(session, model_id, owner_id)
         facts = ModelFacts(id=row.id, owner_id=row.owner_id, objective=row.objective)
-        recent.models().put(model_id, facts)
+        ttl_cache.models().put(model_id, facts)
     if facts.owner_id != owner_id:
         raise not_found("model", model_id)
     if objective and facts.objective != objective:
@@ -71,9 +78,9 @@ def translate(model_id: str, body: TranslateRequest, session: SessionDep, settin
     started = time.perf_counter()
     options = {"beam_size": body.beam_size, "n_best": body.n_best, "max_length": body.max_length,
                "return_alignment": body.return_alignment, "backend": body.backend}
-    answer = inference.coalescer(settings).run(
+    answer = inference_client.coalescer(settings).run(
         (model_id, *options.values()), body.texts,
-        lambda texts: inference.call(settings, TRANSLATE, [model_id, texts], options)[0])
+        lambda texts: inference_client.call(settings, TRANSLATE, [model_id, texts], options)[0])
     return TranslateResponse(translations=answer["translations"], model_id=model_id, backend=body.backend,
                              elapsed_ms=round((time.perf_counter() - started) * 1000, 2))
 
@@ -88,7 +95,7 @@ def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, setting
     if body.top_k > settings.max_top_k:
         raise unprocessable("top_k", f"top_k={body.top_k} exceeds MAX_TOP_K={settings.max_top_k}")
     session.close()
-    answer, elapsed = inference.call(settings, FILL_MASK, [model_id, body.text, body.top_k])
+    answer, elapsed = inference_client.call(settings, FILL_MASK, [model_id, body.text, body.top_k])
     return FillMaskResponse(masks=answer["masks"], model_id=model_id, elapsed_ms=round(elapsed, 2))
 
 
@@ -100,7 +107,7 @@ def attention(model_id: str, body: AttentionRequest, session: SessionDep, settin
     if body.target is not None:
         _check_texts(settings, [body.target], "target")
     session.close()
-    answer, _ = inference.call(settings, ATTENTION, [model_id, body.text, body.target])
+    answer, _ = inference_client.call(settings, ATTENTION, [model_id, body.text, body.target])
     return AttentionResponse(**answer)
 
 
@@ -110,7 +117,7 @@ def neighbors(model_id: str, session: SessionDep, settings: SettingsDep, key: Cu
               k: Annotated[int, Query(ge=1, le=100)] = 10) -> NeighborsResponse:
     served_model(session, model_id, key.owner_id)
     session.close()
-    answer, _ = inference.call(settings, NEIGHBORS, [model_id, token, k])
+    answer, _ = inference_client.call(settings, NEIGHBORS, [model_id, token, k])
     return NeighborsResponse(**answer)
 
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-
 import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -14,19 +13,26 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from sqlalchemy import func, select
 
-from app import jobs as job_service
+from app import job_submission
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import conflict, not_found
 from app.api.pagination import Limit, Offset, paginate
-from app.db import metrics as metric_rows
-from app.db.jobs import TERMINAL_STATES, mark_dispatched, request_cancel
-from app.db.models import Checkpoint, Job, Metric, TrainedModel
+from app.db import metric_rows
+from app.db.job_rows import TERMINAL_STATES, request_cancel
+from app.db.models import Job, JobCheckpoint, Metric, TrainedModel
 from app.db.session import get_sessionmaker
-from app.queueing import send
+from app.queueing import dispatch_training
 from app.schemas.common import Page
-from app.schemas.jobs import (CheckpointPublic, JobCreate, JobPublic, JobStatus, MetricPoint, MetricsPublic,
-                              Progress, Series)
-from app.tasks import TRAIN, TRAINING_QUEUE
+from app.schemas.jobs import (
+    CheckpointPublic,
+    JobCreate,
+    JobPublic,
+    JobStatus,
+    MetricPoint,
+    MetricsPublic,
+    Progress,
+    Series,
+)
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -41,7 +47,13 @@ def _owned(session, job_id: str, owner_id: str) -> Job:
 
 
 def progress_of(job: Job) -> Progress:
-    return Progress(step=job.step, total_steps=job.total_steps, fraction=min(1.0, job.step / max(1, job.total_steps)),
+    fraction = job.step / max(1, job.total_steps)
+    budget = 60 * ((job.training_config or {}).get("max_minutes") or 0)
+    if budget and job.eta_seconds is not None:  # a time budget: the fraction of whichever binds first
+        fraction = max(fraction, 1 - job.eta_seconds / budget)
+    if job.status == "succeeded":  # the budget that bound (steps, minutes, early stopping) is spent
+        fraction = 1.0
+    return Progress(step=job.step, total_steps=job.total_steps, fraction=min(1.0, max(0.0, fraction)),
                     tokens_seen=job.tokens_seen, tokens_per_second=job.tokens_per_second, eta_seconds=job.eta_seconds)
 
 
@@ -54,7 +66,8 @@ def job_public(session, job: Job, detail: bool = True) -> JobPublic:
         id=job.id, objective=job.objective, status=job.status, attempt=job.attempt, max_attempts=job.max_attempts,
         error=job.error, cancel_requested=job.cancel_requested, dataset_id=job.dataset_id,
         valid_dataset_id=job.valid_dataset_id, model=job.model_config, training=job.training_config,
-        progress=progress_of(job), latest_metrics=latest, model_id=model_id, device=job.device,
+        progress=progress_of(job), latest_metrics=latest, model_id=model_id, auto_settings=job.auto_settings,
+        device=job.device,
         created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at, updated_at=job.updated_at,
     )
 
@@ -62,16 +75,10 @@ def job_public(session, job: Job, detail: bool = True) -> JobPublic:
 def dispatch(job_id: str) -> None:
     """Send the job's id to the training queue; if the broker is down, the workers' reaper sends it later."""
     try:
-        send(TRAIN, [job_id], queue=TRAINING_QUEUE)
+        dispatch_training(job_id)
     except Exception as exc:
         log.warning("job %s: its message could not be sent (%s: %s); a worker's reaper sends it", job_id,
                     type(exc).__name__, exc)
-        return
-    session = get_sessionmaker()()
-    try:
-        mark_dispatched(session, job_id)
-    finally:
-        session.close()
 
 
 @router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED,
@@ -81,7 +88,7 @@ def dispatch(job_id: str) -> None:
 def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, key: CurrentKey, response: Response,
                background: BackgroundTasks,
                idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> JobPublic:
-    job, created = job_service.create(session, settings, key.owner_id, body, idempotency_key)
+    job, created = job_submission.create(session, settings, key.owner_id, body, idempotency_key)
     if created:
         background.add_task(dispatch, job.id)  # after the commit, and after the response is sent
     else:
@@ -132,7 +139,7 @@ def read_metrics(job_id: str, session: SessionDep, key: CurrentKey,
 @router.get("/{job_id}/checkpoints", response_model=list[CheckpointPublic], responses=NOT_FOUND)
 def list_checkpoints(job_id: str, session: SessionDep, key: CurrentKey) -> list[CheckpointPublic]:
     _owned(session, job_id, key.owner_id)
-    rows = session.scalars(select(Checkpoint).where(Checkpoint.job_id == job_id).order_by(Checkpoint.step))
+    rows = session.scalars(select(JobCheckpoint).where(JobCheckpoint.job_id == job_id).order_by(JobCheckpoint.step))
     return [CheckpointPublic.model_validate(c) for c in rows]
 
 

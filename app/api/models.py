@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
 
-from app.api import recent
+from app.api import ttl_cache
 from app.api.deps import CurrentKey, SessionDep
 from app.api.errors import not_found
 from app.api.pagination import Limit, Offset, paginate
@@ -48,5 +48,5 @@ def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Respons
                             f"store is unavailable ({type(exc).__name__}); try again", headers={"Retry-After": "10"})
     session.delete(model)
     session.commit()
-    recent.models().forget(model_id)
+    ttl_cache.models().forget(model_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

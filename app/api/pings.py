@@ -8,7 +8,7 @@ from app.api.deps import CurrentKey, SessionDep
 from app.db.models import Ping
 from app.queueing import send
 from app.schemas.service import Me, PingCreate, PingPublic
-from app.tasks import PING
+from app.task_names import PING
 
 router = APIRouter(prefix="/v1", tags=["service"])
 

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import CurrentKey, SettingsDep
-from app.db.jobs import ACTIVE_STATES
+from app.db.job_rows import ACTIVE_STATES
 from app.db.models import Job, Owner
 from app.settings import Settings
 

@@ -25,8 +25,7 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from app.artifacts.base import (COMMIT_FILE, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, ArtifactStoreError,
-                                key_parts)
+from app.artifacts.base import COMMIT_FILE, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, ArtifactStoreError, key_parts
 from app.artifacts.cache import Trimmed, pinned, touch, trim
 from app.settings import Settings, parse_s3_root
 
@@ -113,7 +112,7 @@ class S3Store(ArtifactStore):
         self._bucket_ready = False
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "S3Store":
+    def from_settings(cls, settings: Settings) -> S3Store:
         bucket, prefix = parse_s3_root(settings.artifact_root)
         secret = settings.aws_secret_access_key.get_secret_value()
         return cls(bucket, prefix, settings.data_dir / "cache", endpoint_url=settings.aws_endpoint_url or None,

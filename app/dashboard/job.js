@@ -22,6 +22,28 @@ function settingsText(settings) {
   return Object.entries(settings).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}`).join("\n");
 }
 
+/** What the worker chose from the time budget, and why; or which settings it will choose. */
+function autoSettingsView(auto) {
+  if (!auto) return null;
+  if (!auto.chosen) {
+    return h("p", { class: "muted", id: "auto-settings" },
+      `Chosen by the worker from the time budget when the job starts: ${auto.fields.join(", ")}.`);
+  }
+  const inputs = auto.inputs || {};
+  return h("div", { id: "auto-settings" },
+    h("h3", {}, "chosen from the time budget"),
+    h("table", {},
+      h("thead", {}, h("tr", {}, ["Setting", "Value", "Why"].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, Object.entries(auto.chosen).map(([name, value]) => h("tr", {},
+        h("td", { "data-label": "Setting" }, h("code", {}, name)),
+        h("td", { "data-label": "Value" }, fmtNumber(value)),
+        h("td", { "data-label": "Why" }, auto.reasons?.[name] ?? "–"))))),
+    h("p", { class: "muted" },
+      `From ${fmtNumber(inputs.training_pairs ?? 0)} training pairs, a longest example of ${inputs.longest_example ?? "?"} tokens ` +
+      `and ${fmtNumber(Math.round(inputs.tokens_per_second ?? 0))} batch tokens/s (${auto.throughput ?? "unknown"}` +
+      `${auto.probe_seconds ? `, timed in ${auto.probe_seconds} s` : ""}).`));
+}
+
 export function renderJob(container, jobId) {
   const controller = new AbortController();
   const signal = controller.signal;
@@ -33,7 +55,7 @@ export function renderJob(container, jobId) {
   const config = h("section", { class: "card", id: "config" }, h("h2", {}, "Configuration"));
   clear(container, head, summary, liveNote, chartsGrid, h("div", { class: "grid2 wide" }, checkpoints, config));
 
-  let job = null, charts = {}, lastCheckpointStep = -1;
+  let job = null, charts = {}, lastCheckpointStep = -1, refetching = false;
 
   function renderSummary(state) {
     const p = state.progress;
@@ -66,9 +88,31 @@ export function renderJob(container, jobId) {
       state.error ? h("div", { class: "error-text", role: "alert" }, h("strong", {}, "Error: "), h("pre", {}, state.error)) : null);
   }
 
-  function update(state) {
+  function renderConfig() {
+    clear(config, h("h2", {}, "Configuration"),
+      h("dl", { class: "kv" }, h("dt", {}, "dataset"), h("dd", {}, h("code", {}, job.dataset_id || "–")),
+        h("dt", {}, "validation"), h("dd", {}, h("code", {}, job.valid_dataset_id || "held out"))),
+      autoSettingsView(job.auto_settings),
+      h("h3", {}, "model"), h("pre", {}, settingsText(job.model)),
+      h("h3", {}, "training"), h("pre", {}, settingsText(job.training)));
+  }
+
+  async function update(state) {
+    const choicePending = job.auto_settings && !job.auto_settings.chosen;
     job = { ...job, ...state, progress: state.progress ?? job.progress };
     renderSummary(job);
+    // The worker records its choice before the first step: reload the job once training has started or ended.
+    if (choicePending && !refetching && (job.progress?.step > 0 || TERMINAL.has(job.status))) {
+      refetching = true;
+      try {
+        job = await api(`/v1/jobs/${jobId}`, { signal });
+        renderConfig();
+      } catch (err) {
+        if (err.name !== "AbortError") liveNote.replaceChildren(errorBox(err.message));
+      } finally {
+        refetching = false;
+      }
+    }
   }
 
   async function loadCheckpoints() {
@@ -106,11 +150,7 @@ export function renderJob(container, jobId) {
       return;
     }
     renderSummary(job);
-    clear(config, h("h2", {}, "Configuration"),
-      h("dl", { class: "kv" }, h("dt", {}, "dataset"), h("dd", {}, h("code", {}, job.dataset_id || "–")),
-        h("dt", {}, "validation"), h("dd", {}, h("code", {}, job.valid_dataset_id || "held out"))),
-      h("h3", {}, "model"), h("pre", {}, settingsText(job.model)),
-      h("h3", {}, "training"), h("pre", {}, settingsText(job.training)));
+    renderConfig();
     charts = {};
     chartsGrid.replaceChildren();
     for (const [name, title, color] of chartsFor(job.objective)) {

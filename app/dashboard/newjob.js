@@ -34,6 +34,19 @@ export function renderNewJob(container) {
     eval_every: num("eval_every", 200, { min: 1 }),
     checkpoint_every: num("checkpoint_every", 500, { min: 1 }),
   };
+  const maxMinutes = h("input", { id: "max_minutes", name: "max_minutes", type: "number", inputmode: "decimal",
+                                  min: 0.1, step: "any", placeholder: "none" });
+  // With a time budget, what is left blank here is chosen by the worker from the corpus and its throughput.
+  const FROM_BUDGET = ["vocab_size", "max_steps", "max_tokens_per_batch", "warmup_steps"];
+  const defaults = Object.fromEntries(FROM_BUDGET.map((k) => [k, t[k].value]));
+  maxMinutes.addEventListener("input", () => {
+    const budget = maxMinutes.value.trim() !== "";
+    for (const k of FROM_BUDGET) {
+      if (budget && t[k].value === defaults[k]) t[k].value = "";
+      if (!budget && t[k].value === "") t[k].value = defaults[k];
+      t[k].placeholder = budget ? "from the budget" : "";
+    }
+  });
   const noise = h("select", { id: "noise", name: "noise" }, h("option", { value: "span" }, "span (BART infilling)"),
                   h("option", { value: "token" }, "token (one token per <mask>)"));
   const noiseField = field("Noise", noise, "denoising only");
@@ -62,6 +75,7 @@ export function renderNewJob(container) {
         h("div", { class: "grid2" }, Object.entries(overrides).map(([k, el]) => field(k, el))))),
     h("section", { class: "card" }, h("h2", {}, "Training"),
       h("div", { class: "grid2" },
+        field("Time budget (minutes)", maxMinutes, "blank settings are then chosen from the budget"),
         field("Max steps", t.max_steps), field("Max tokens per batch", t.max_tokens_per_batch),
         field("Warm-up steps", t.warmup_steps), field("Evaluate every", t.eval_every),
         field("Checkpoint every", t.checkpoint_every), noiseField)),
@@ -123,6 +137,7 @@ export function renderNewJob(container) {
     for (const k of ["max_steps", "max_tokens_per_batch", "warmup_steps", "eval_every", "checkpoint_every"]) {
       if (intOf(t[k]) !== undefined) training[k] = intOf(t[k]);
     }
+    if (maxMinutes.value.trim() !== "") training.max_minutes = Number(maxMinutes.value);
     if (objective.value === "denoising") training.noise = noise.value;
     training.tokenizer = tokenizer.value;
     const b = { objective: objective.value, dataset_id: dataset.value || null, model: modelSpec(), training };

@@ -19,7 +19,7 @@ class Owner(Base):
     name: Mapped[str] = mapped_column(String(100), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
-    keys: Mapped[list["ApiKey"]] = relationship(back_populates="owner")
+    keys: Mapped[list[ApiKey]] = relationship(back_populates="owner")
 
 
 class ApiKey(Base):
@@ -101,6 +101,9 @@ class Job(Base):
     objective: Mapped[str] = mapped_column(String(20))  # translation | denoising
     model_config: Mapped[dict] = mapped_column(JSON)  # the request's "model" section, as validated
     training_config: Mapped[dict] = mapped_column(JSON)  # the request's "training" section, defaults filled
+    # {"fields": [...]} when the worker is to choose those settings from the time budget (model/budget.py);
+    # the worker adds "chosen", "reasons" and "inputs", and writes the chosen values into the two configs.
+    auto_settings: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
     attempt: Mapped[int] = mapped_column(default=0)  # claims so far; 1 while the first run trains
     max_attempts: Mapped[int]
@@ -139,7 +142,7 @@ class Metric(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
-class Checkpoint(Base):
+class JobCheckpoint(Base):
     """A checkpoint directory in the artifact store, with its digest; paths never leave the server."""
 
     __tablename__ = "checkpoints"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import Field
@@ -94,6 +94,21 @@ class MetricPoint(Output):
     value: float
 
 
+class AutoSettings(Output):
+    """Settings chosen by the worker from the time budget, because the job gave max_minutes without them."""
+
+    fields: list[str] = Field(description="what the job left to the budget")
+    chosen: dict[str, int] | None = Field(None, description="the values, once the worker has chosen them (they are "
+                                          "also in the job's model and training sections)")
+    reasons: dict[str, str] | None = Field(None, description="why each value, in words")
+    inputs: dict[str, Any] | None = Field(None, description="what the choice was made from: corpus size, longest "
+                                          "example, measured throughput, ...; the same inputs give the same choice")
+    expected_updates: int | None = None
+    throughput: Literal["measured", "pinned"] | None = Field(None, description="batch tokens/s timed on a few steps "
+                                                             "of this job, or pinned by WORKER_TOKENS_PER_SECOND")
+    probe_seconds: float | None = Field(None, description="how long the timed steps took")
+
+
 class JobPublic(Output):
     id: str
     objective: Objective
@@ -109,6 +124,7 @@ class JobPublic(Output):
     progress: Progress
     latest_metrics: dict[str, MetricPoint] | None = None
     model_id: str | None = None
+    auto_settings: AutoSettings | None = None
     device: str | None
     created_at: datetime
     started_at: datetime | None

@@ -40,6 +40,38 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
     assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["id"] == job["id"]
 
 
+def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice, parallel_id):
+    """With max_minutes, the vocabulary, batch, warm-up and step limit the request left out are marked for the
+    worker to choose (model/budget.py); those given stay the user's, and without max_minutes nothing is chosen."""
+    budget_only = client.post("/v1/jobs", json=_job(parallel_id, training={"max_minutes": 10}), headers=alice).json()
+    assert budget_only["auto_settings"] == {"fields": ["vocab_size", "max_tokens_per_batch", "warmup_steps",
+                                                       "max_steps"], "chosen": None, "reasons": None,
+                                            "inputs": None, "expected_updates": None,
+                                            "throughput": None, "probe_seconds": None}
+    some = client.post("/v1/jobs", json=_job(parallel_id, model={"preset": "tiny", "vocab_size": 8000},
+                                             training={"max_minutes": 10, "max_tokens_per_batch": 4096}),
+                       headers=alice).json()
+    assert some["auto_settings"]["fields"] == ["warmup_steps", "max_steps"]
+    assert client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 50}),
+                       headers=alice).json()["auto_settings"] is None
+    # Leaving a setting out is another request than giving its default: an Idempotency-Key tells them apart.
+    key = {**alice, "Idempotency-Key": "budget-1"}
+    assert client.post("/v1/jobs", json=_job(parallel_id, training={"max_minutes": 5}), headers=key).status_code == 201
+    explicit = _job(parallel_id, training={"max_minutes": 5, "max_tokens_per_batch": 4096, "warmup_steps": 400,
+                                           "max_steps": 2000}, model={"preset": "tiny", "vocab_size": 8000})
+    assert client.post("/v1/jobs", json=explicit, headers=key).status_code == 409
+
+
+def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, parallel_id):
+    """The worker's batch starts at 1,024 tokens: a model too large for the worker even at that size is refused
+    now, naming the size, not after the worker has prepared the data."""
+    response = client.post("/v1/jobs", json=_job(parallel_id, model={"preset": "big", "d_model": 8192, "n_heads": 16,
+                                                                     "d_ff": 32768},
+                                                 training={"max_minutes": 10}), headers=alice)
+    assert response.status_code == 422
+    assert "at 1024 tokens per batch" in response.json()["detail"][0]["msg"], response.text
+
+
 @pytest.mark.parametrize(
     ("body_update", "loc", "message"),
     [

@@ -112,7 +112,7 @@ def test_jobs_by_status_running_jobs_and_live_workers_are_read_from_the_database
 
 def test_queue_depth_counts_waiting_messages_on_the_embedded_transport(client, settings_env):
     from app.queueing import get_sender
-    from app.tasks import PING
+    from app.task_names import PING
 
     settings_env(METRICS_TOKEN=TOKEN)
     assert value(scrape(client), "celery_queue_length", queue="training") == 0

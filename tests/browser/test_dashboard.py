@@ -145,6 +145,30 @@ def test_attention_viewer_draws_heatmaps_with_hover(submitted):
     p.screenshot("attention")
 
 
+def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(page, demo_files):
+    """The form's time budget blanks vocabulary, steps, batch and warm-up; the job page then shows what the
+    worker chose for them, with its reasons."""
+    p = page
+    p.sign_in()
+    p.page.get_by_role("navigation").get_by_role("link", name="New job").click()
+    p.page.locator("#upload-file").set_input_files(str(demo_files["translation_train"]))
+    p.page.get_by_role("button", name="Upload dataset").click()
+    p.page.wait_for_selector("#upload-status .ok")
+    p.page.select_option("#preset", "tiny")
+    p.page.locator("#max_minutes").fill("0.1")
+    for name in ("vocab_size", "max_steps", "max_tokens_per_batch", "warmup_steps"):
+        assert p.page.locator(f"#{name}").input_value() == ""
+        assert p.page.locator(f"#{name}").get_attribute("placeholder") == "from the budget"
+    p.page.get_by_role("button", name="Submit job").click()
+    p.page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
+    p.page.wait_for_selector("#auto-settings table", timeout=240_000)
+    table = p.page.inner_text("#auto-settings")
+    for name in ("vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"):
+        assert name in table
+    assert "batch tokens/s (measured" in table and "expected updates" in table
+    p.screenshot("job-auto-settings")
+
+
 def test_wrong_key_shows_a_sign_in_error(page):
     page.sign_in("not-a-real-key")
     error = page.page.locator("#signin-error .error")
@@ -198,7 +222,7 @@ def _job_with_many_points(stack, monkeypatch, n_steps: int) -> str:
     monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
     services.reset_caches()
     try:
-        from app.db.metrics import record
+        from app.db.metric_rows import record
         from app.db.session import session_scope
 
         with session_scope() as session:

@@ -136,7 +136,8 @@ def test_a_host_with_fewer_gpus_than_devices_fails_the_job_with_a_clear_message(
     before any process starts (the task fails the job with it)."""
     import torch
 
-    from model.training import Callbacks, TrainConfig, TrainingError
+    from model.train_config import TrainConfig, TrainingError
+    from model.trainer import Callbacks
     from worker.ddp_peer import train_data_parallel
 
     gpus = torch.cuda.device_count()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import sys
 import uuid
+
 import httpx
 import redis
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,8 +13,7 @@ from sqlalchemy import create_engine, text
 
 from model.demo import numbers_to_words_task
 from tests.support.client import Api, write_jsonl
-from tests.support.stack import (Processes, create_key, free_port, healthy_with_workers, run_cli, service_env,
-                                 wait_for)
+from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 
 TOKEN = "e2e-metrics-token-" + uuid.uuid4().hex
 TRANSLATE_ROUTE = "/v1/models/{model_id}/translate"

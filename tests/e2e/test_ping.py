@@ -5,13 +5,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.stack import (ROOT, Processes, create_key, free_port, healthy_with_workers, run_cli,
-                                 service_env, wait_for)
+from tests.support.stack import (
+    ROOT,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 
 
 def _ping_round_trip(url: str, key: str, queue: str) -> dict:

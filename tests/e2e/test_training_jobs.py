@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.client import Api
-from tests.support.stack import (Processes, create_key, free_port, healthy_with_workers, run_cli, service_env,
-                                 wait_for)
+from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.training import FAST_LEASES, metric_duplicates, numbers_files, numbers_job
 
 
@@ -81,3 +80,31 @@ def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, dat
     wait_for(lambda: "is not queued" in processes.log("trainer-2"), timeout=60, what="the duplicate to be a no-op")
     assert api.job(job["id"])["attempt"] == 1
     assert max(api.metrics(job["id"], names="train_loss")["train_loss"]["steps"]) == last
+
+
+def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(stack, data_files):
+    """A job that gives only max_minutes: its worker chooses vocabulary, batch, warm-up and step limit from the
+    corpus and its throughput (pinned here, as an operator pins it for the same choice on every host), records
+    them with their reasons, and trains with them; the same corpus and budget get the same choice."""
+    url, env, processes = stack
+    _start_training_worker(processes, {**env, "WORKER_TOKENS_PER_SECOND": "3000"}, url, "trainer-budget")
+    api = Api(url, create_key(env, "alice"))
+    train = api.upload(data_files["train"], "parallel")
+    valid = api.upload(data_files["valid"], "parallel")
+    body = {"objective": "translation", "dataset_id": train["id"], "valid_dataset_id": valid["id"],
+            "model": {"preset": "tiny"}, "training": {"max_minutes": 0.1, "max_length": 40, "seed": 3}}
+    jobs = [api.submit(body) for _ in range(2)]
+    assert jobs[0]["auto_settings"]["fields"] == ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"]
+    done = [api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=300) for job in jobs]
+    assert [d["status"] for d in done] == ["succeeded", "succeeded"], [d["error"] for d in done]
+    first, second = (d["auto_settings"] for d in done)
+    assert first["chosen"] == second["chosen"] and first["inputs"] == second["inputs"]
+    assert first["inputs"]["tokens_per_second"] == 3000 and first["throughput"] == "pinned"
+    chosen = first["chosen"]
+    assert done[0]["model"]["vocab_size"] == chosen["vocab_size"]
+    assert {k: done[0]["training"][k] for k in ("max_tokens_per_batch", "warmup_steps", "max_steps")} == {
+        k: chosen[k] for k in ("max_tokens_per_batch", "warmup_steps", "max_steps")}
+    assert all(first["reasons"][k] for k in chosen)
+    # The time budget bound, not the step limit set out of its way; progress says done.
+    assert done[0]["progress"]["total_steps"] == chosen["max_steps"] > done[0]["progress"]["step"] > 0
+    assert done[0]["progress"]["fraction"] == 1.0

@@ -6,9 +6,16 @@ import pytest
 import torch
 
 from model.batching import Example, LengthReport, TokenBatcher, collate, fit_length
-from model.objectives import (encode_sentences, make_denoising_examples, make_translation_examples, mask_spans,
-                              mask_tokens, noise_examples, renoising)
-from model.tokenizer import BOS_ID, EOS_ID, MASK_ID, PAD_ID, Tokenizer
+from model.objectives import (
+    encode_sentences,
+    make_translation_examples,
+    mask_spans,
+    mask_tokens,
+    noise_examples,
+    renoising,
+)
+from model.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+from model.tokenizer import Tokenizer
 
 
 def _examples(n: int = 300, seed: int = 0) -> list[Example]:
@@ -192,12 +199,13 @@ def test_make_translation_examples_encodes_and_limits_length(tok):
     assert examples == [Example(tok.encode("the cat sat"), tok.encode("die Katze saß"))]
 
 
-def test_make_denoising_examples(tok):
+def test_denoising_examples_from_sentences(tok):
+    """What prepare() does for denoising: encode with a length limit, then noise."""
     sentences = ["the cat sat on the mat"] * 5 + ["the mat " * 20]
-    ids, _ = encode_sentences(sentences, tok, max_len=16)
-    examples, report = make_denoising_examples(sentences, tok, max_len=16, seed=0, mode="token", mask_ratio=0.2)
+    ids, report = encode_sentences(sentences, tok, max_len=16)
+    examples = noise_examples(ids, seed=0, epoch=0, mode="token", mask_ratio=0.2)
     assert report.dropped == 1 and len(examples) == 5
     assert [e.tgt_ids for e in examples] == ids
     assert all(e.src_ids.count(MASK_ID) == 1 and len(e.src_ids) == len(e.tgt_ids) for e in examples)
-    spans, _ = make_denoising_examples(sentences, tok, max_len=16, seed=0, mode="span", mask_ratio=0.5)
+    spans = noise_examples(ids, seed=0, epoch=0, mode="span", mask_ratio=0.5)
     assert all(_is_infilling(e.src_ids, e.tgt_ids) for e in spans)

@@ -17,8 +17,9 @@ from model.beam import beam_search, length_penalty, max_target_len
 from model.config import ModelConfig
 from model.decoding import default_max_len, greedy_decode
 from model.demo import reverse_task
+from model.step import build_optimizer, train_step
 from model.tokenizer import Tokenizer
-from model.training import TrainConfig, build_optimizer, train_step
+from model.train_config import TrainConfig
 from model.transformer import Transformer
 
 PAD, BOS, EOS = 0, 1, 2
@@ -40,7 +41,7 @@ def single_thread() -> Iterator[None]:
 
 def train_tiny(examples: Sequence[Example] | Callable[[int], Sequence[Example]], vocab_size: int, steps: int,
                peak_lr: float = 3e-3, seed: int = 0) -> Transformer:
-    """A tiny-preset model trained with model.training.train_step; warm-up then linear decay to 0, so the last
+    """A tiny-preset model trained with model.step.train_step; warm-up then linear decay to 0, so the last
     steps are calm and the result does not depend on where a noisy step happened to land.
 
     On one thread (see single_thread)."""

@@ -13,10 +13,25 @@ import torch
 from safetensors.torch import load_file
 
 from model import checkpoint as ckpt_module
-from model.checkpoint import (MANIFEST_FILE, MODEL_FILE, OPTIMIZER_FILE, CheckpointError, average_checkpoints,
-                              capture_rng_state, checkpoint_sha256, latest_good_checkpoint, list_checkpoints,
-                              load_checkpoint, load_model, load_optimizer_state, restore_rng_state, save_checkpoint,
-                              step_dir, verify_checkpoint, write_averaged_checkpoint)
+from model.checkpoint import (
+    MANIFEST_FILE,
+    MODEL_FILE,
+    OPTIMIZER_FILE,
+    CheckpointError,
+    average_checkpoints,
+    capture_rng_state,
+    checkpoint_sha256,
+    latest_good_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    load_model,
+    load_optimizer_state,
+    restore_rng_state,
+    save_checkpoint,
+    step_dir,
+    verify_checkpoint,
+    write_averaged_checkpoint,
+)
 from model.config import ModelConfig
 from model.decoding import greedy_decode
 from model.demo import reverse_task
@@ -223,7 +238,7 @@ def test_a_pickle_in_place_of_a_checkpoint_file_is_never_unpickled(tokenizer, tm
 
 
 def test_checkpoint_code_never_unpickles():
-    for name in ("checkpoint.py", "training.py"):
+    for name in ("checkpoint.py", "trainer.py", "train_config.py", "prepare.py", "step.py", "evaluate.py"):
         source = (Path(ckpt_module.__file__).parent / name).read_text()
         assert "import pickle" not in source and "torch.save" not in source
         for call in re.findall(r"torch\.load\([^)]*\)", source):

@@ -4,8 +4,14 @@ import sys
 
 import pytest
 
-from model.data import (DataError, dataset_stats, parse_monolingual_bytes, parse_parallel_bytes, read_monolingual,
-                        read_parallel)
+from model.data import (
+    DataError,
+    dataset_stats,
+    parse_monolingual_bytes,
+    parse_parallel_bytes,
+    read_monolingual,
+    read_parallel,
+)
 
 PAIRS = [("the cat sat", "die Katze saß"), ("green apples", "grüne Äpfel")]
 
@@ -75,7 +81,7 @@ def test_bad_parallel_rows_raise_data_error_naming_the_line(data, fmt, line, pro
 
 
 def test_non_utf8_raises_data_error_naming_the_line():
-    data = "ok\tgut\n".encode("utf-8") + "bad\tschön\n".encode("latin-1")
+    data = b"ok\tgut\n" + "bad\tschön\n".encode("latin-1")
     with pytest.raises(DataError, match=r"^line 2: not valid UTF-8") as info:
         parse_parallel_bytes(data)
     assert info.value.line == 2

@@ -5,8 +5,18 @@ import pytest
 from num2words import num2words
 
 from model.data import read_monolingual, read_parallel
-from model.demo import (ADJECTIVES, ANIMALS, DETERMINERS, PLACES, grammar_cloze, grammar_sentences,
-                        numbers_to_words_task, reverse_task, split_numbers, write_demo_files)
+from model.demo import (
+    ADJECTIVES,
+    ANIMALS,
+    DETERMINERS,
+    PLACES,
+    grammar_cloze,
+    grammar_sentences,
+    numbers_to_words_task,
+    reverse_task,
+    split_numbers,
+    write_demo_files,
+)
 
 
 def test_reverse_task_targets_are_reversals():

@@ -21,8 +21,10 @@ import torch.multiprocessing as mp
 from model.checkpoint import list_checkpoints, load_checkpoint, step_dir
 from model.demo import reverse_task
 from model.distributed import DistributedError, destroy_process_group, init_process_group, rendezvous_store
+from model.prepare import PreparedData, prepare
 from model.tokenizer import Tokenizer
-from model.training import Callbacks, PreparedData, TrainConfig, prepare, train
+from model.train_config import TrainConfig
+from model.trainer import Callbacks, train
 
 WORLD = 2
 REL = 1e-4

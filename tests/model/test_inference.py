@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from model.demo import grammar_cloze, grammar_sentences, reverse_task
-from model.inference import capture_attention, embedding_neighbors, fill_mask, resolve_token, translate
+from model.fill_mask import fill_mask
+from model.inference import capture_attention, embedding_neighbors, resolve_token, translate
 from model.objectives import renoising
-from model.tokenizer import SPECIAL_TOKENS, Tokenizer
+from model.special_tokens import SPECIAL_TOKENS
+from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 from tests.model.test_beam import ScriptedModel, one_thread, reverse_model, train_tiny  # noqa: F401 (autouse)
 

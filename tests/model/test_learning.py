@@ -12,8 +12,11 @@ import torch
 from model.batching import Example, collate
 from model.checkpoint import load_model
 from model.demo import grammar_cloze, grammar_sentences, numbers_to_words_task, reverse_task, split_numbers
+from model.evaluate import translate_examples
+from model.prepare import prepare
 from model.tokenizer import Tokenizer
-from model.training import TrainConfig, prepare, train, translate_examples
+from model.train_config import TrainConfig
+from model.trainer import train
 from model.transformer import Transformer
 
 pytestmark = pytest.mark.slow

@@ -10,16 +10,22 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import training
+from model import evaluate as evaluation
+from model import trainer
 from model.batching import Example, collate
-from model.config import ModelConfig
 from model.checkpoint import list_checkpoints, load_checkpoint, step_dir
+from model.config import ModelConfig
 from model.demo import grammar_sentences, reverse_task
+from model.evaluate import masked_positions
+from model.loss import label_smoothed_loss
 from model.objectives import mask_spans, mask_tokens
+from model.prepare import PreparedData, prepare, split_validation
 from model.schedule import InverseSqrtSchedule, lambda_lr
-from model.tokenizer import EOS_ID, MASK_ID, PAD_ID, Tokenizer
-from model.training import (Callbacks, CheckpointInfo, StepInfo, TrainConfig, TrainingError, accumulate_gradients,
-                            autocast_for, label_smoothed_loss, masked_positions, prepare, split_validation, train)
+from model.special_tokens import EOS_ID, MASK_ID, PAD_ID
+from model.step import accumulate_gradients, autocast_for
+from model.tokenizer import Tokenizer
+from model.train_config import TrainConfig, TrainingError
+from model.trainer import Callbacks, CheckpointInfo, StepInfo, train
 from model.transformer import Transformer
 
 
@@ -33,7 +39,7 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def reverse_data() -> training.PreparedData:
+def reverse_data() -> PreparedData:
     return prepare("translation", reverse_task(300, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
                    vocab_size=300, max_len=16, seed=0)
 
@@ -186,7 +192,7 @@ def test_max_minutes_is_respected(reverse_data):
 
 def test_early_stopping_after_patience_evaluations_without_improvement(reverse_data, monkeypatch):
     losses = iter([3.0, 2.0, 2.5, 2.1, 2.0, 1.0])  # best at the 2nd evaluation, then 3 without improvement
-    monkeypatch.setattr(training, "evaluate", lambda *a, **k: {"loss": next(losses)})
+    monkeypatch.setattr(trainer, "evaluate", lambda *a, **k: {"loss": next(losses)})
     evals: list[tuple[int, dict]] = []
     result = train(reverse_data, quick_config(max_steps=100, eval_every=2, early_stopping_patience=3),
                    callbacks=Callbacks(on_eval=lambda step, m: evals.append((step, m))))
@@ -216,7 +222,7 @@ def test_evaluation_stays_within_its_budget_of_wall_clock_time(reverse_data, mon
         time_module.sleep(0.05)
         return {"loss": 1.0}
 
-    monkeypatch.setattr(training, "evaluate", slow_evaluate)
+    monkeypatch.setattr(trainer, "evaluate", slow_evaluate)
     evals: list[tuple[int, dict]] = []
     result = train(reverse_data, quick_config(max_steps=60, eval_every=1, eval_budget=0.2),
                    callbacks=Callbacks(on_eval=lambda s, m: evals.append((s, dict(m)))))
@@ -229,7 +235,7 @@ def test_evaluation_stays_within_its_budget_of_wall_clock_time(reverse_data, mon
 
 
 def test_without_a_budget_every_due_evaluation_runs(reverse_data, monkeypatch):
-    monkeypatch.setattr(training, "evaluate", lambda *a, **k: {"loss": 1.0})
+    monkeypatch.setattr(trainer, "evaluate", lambda *a, **k: {"loss": 1.0})
     evals: list[int] = []
     train(reverse_data, quick_config(max_steps=12, eval_every=3, eval_budget=None),
           callbacks=Callbacks(on_eval=lambda s, m: evals.append(s)))
@@ -267,7 +273,7 @@ def test_masked_token_accuracy_counts_exactly_the_hidden_positions():
     rng = random.Random(0)
     examples = [Example(*mask_spans([rng.randint(5, 30) for _ in range(rng.randint(2, 15))], MASK_ID, rng, 0.3))
                 for _ in range(20)]
-    metrics = training.evaluate(WrongAtMasks(32), "denoising", [collate(examples[:9]), collate(examples[9:])], None)
+    metrics = evaluation.evaluate(WrongAtMasks(32), "denoising", [collate(examples[:9]), collate(examples[9:])], None)
     n_tokens = sum(len(e.tgt_ids) + 1 for e in examples)
     n_hidden = sum(len(e.tgt_ids) - len(e.src_ids) + e.src_ids.count(MASK_ID) for e in examples)
     assert metrics["masked_token_accuracy"] == 0.0
@@ -276,7 +282,7 @@ def test_masked_token_accuracy_counts_exactly_the_hidden_positions():
 
 def test_checkpoints_rotate_keep_the_best_and_average_the_last(reverse_data, tmp_path, monkeypatch):
     losses = iter([1.0, 2.0, 3.0, 4.0, 5.0])  # the first checkpoint stays the best
-    monkeypatch.setattr(training, "evaluate", lambda *a, **k: {"loss": next(losses, 9.0)})
+    monkeypatch.setattr(trainer, "evaluate", lambda *a, **k: {"loss": next(losses, 9.0)})
     infos: list[CheckpointInfo] = []
     result = train(reverse_data, quick_config(max_steps=10, checkpoint_every=2, keep_checkpoints=2, average_last=2),
                    tmp_path, Callbacks(on_checkpoint=infos.append))
@@ -358,7 +364,7 @@ def test_resumed_training_is_identical_to_an_uninterrupted_run(objective, tmp_pa
         rows = grammar_sentences(120, seed=0)
     overrides = {"dropout": 0.2, "attention_dropout": 0.1}
 
-    def data(tokenizer: Tokenizer | None = None) -> training.PreparedData:
+    def data(tokenizer: Tokenizer | None = None) -> PreparedData:
         return prepare(objective, rows, preset="tiny", model_overrides=overrides, vocab_size=300, max_len=40,
                        seed=1, tokenizer=tokenizer)
 
@@ -385,7 +391,7 @@ def test_preemption_checkpoints_the_current_step_and_the_resumed_run_loses_no_st
     as an uninterrupted run does: no step is lost or repeated."""
     rows = reverse_task(120, vocab=12, min_len=2, max_len=8, seed=0)
 
-    def data(tokenizer: Tokenizer | None = None) -> training.PreparedData:
+    def data(tokenizer: Tokenizer | None = None) -> PreparedData:
         return prepare("translation", rows, preset="tiny", model_overrides={"dropout": 0.2}, vocab_size=300,
                        max_len=40, seed=1, tokenizer=tokenizer)
 

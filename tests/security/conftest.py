@@ -13,8 +13,16 @@ import redis
 from fastapi.testclient import TestClient
 
 from tests.support import services
-from tests.support.stack import (ROOT, Processes, create_key, free_port, healthy_with_workers, run_cli, service_env,
-                                 wait_for)
+from tests.support.stack import (
+    ROOT,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 
 QUEUES = ("training", "inference")
 

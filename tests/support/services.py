@@ -63,7 +63,7 @@ def redis_reachable(url: str) -> bool:
 
 def reset_caches() -> None:
     """Forget cached settings, engines and the Celery sender, so new environment variables apply."""
-    from app.api import recent
+    from app.api import ttl_cache
     from app.artifacts import get_store
     from app.db import session
     from app.queueing import get_sender
@@ -73,4 +73,4 @@ def reset_caches() -> None:
         session.get_engine().dispose()
     for cached in (get_settings, session.get_engine, session.get_sessionmaker, get_sender, get_store):
         cached.cache_clear()
-    recent.clear()
+    ttl_cache.clear()

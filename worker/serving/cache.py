@@ -20,16 +20,9 @@ from app.db.session import session_scope
 from model.checkpoint import CheckpointError, load_model
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
+from worker.serving.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
-
-
-class ModelUnavailable(Exception):
-    """The model row is gone or its files fail verification; `status` is the HTTP status to report."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.detail = status, detail
 
 
 @dataclass

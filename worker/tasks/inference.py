@@ -16,12 +16,14 @@ import torch
 from celery import shared_task
 
 from app.settings import get_settings
-from app.tasks import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
-from model.inference import capture_attention, embedding_neighbors, fill_mask, translate
+from app.task_names import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
+from model.fill_mask import fill_mask
+from model.inference import capture_attention, embedding_neighbors, translate
 from model.tokenizer import readable_token
 from worker.serving import ct2
-from worker.serving.cache import LoadedModel, ModelCache, ModelUnavailable
+from worker.serving.cache import LoadedModel, ModelCache
 from worker.serving.ct2 import CT2Translator
+from worker.serving.errors import RequestError
 from worker.serving.microbatch import MicroBatcher
 
 log = logging.getLogger(__name__)
@@ -33,12 +35,6 @@ SPAN_DENOISING_MAX_TOKENS = 6  # longest span a <mask> of a span-denoising model
 # writes each, about 3 ms of worker CPU per request); /metrics counts them in the API instead. Training tasks keep
 # their events for Flower. Answers go through the result backend; a lost message is simply a 504.
 INFERENCE_TASK = {"ignore_result": False, "acks_late": False, "send_events": False}
-
-
-class RequestError(Exception):
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.detail = status, detail
 
 
 _cache: ModelCache | None = None
@@ -125,7 +121,7 @@ def _errors_as_results(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (RequestError, ModelUnavailable) as exc:
+        except RequestError as exc:  # ModelUnavailable too
             return {"error": {"status": exc.status, "detail": exc.detail}}
         except ValueError as exc:  # the model library names the bad value
             return {"error": {"status": 422, "detail": str(exc)}}

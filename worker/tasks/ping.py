@@ -10,7 +10,7 @@ from sqlalchemy import update
 from app.db.base import utcnow
 from app.db.models import Ping
 from app.db.session import session_scope
-from app.tasks import PING
+from app.task_names import PING
 
 log = logging.getLogger(__name__)
 

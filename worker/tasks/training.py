@@ -16,27 +16,34 @@ from celery import current_app, shared_task
 from sqlalchemy import delete, select
 
 from app.artifacts import get_store
-from app.db import jobs as job_rows
-from app.db import metrics as metric_rows
+from app.db import job_rows
 from app.db.base import new_id
-from app.db.models import Checkpoint, Dataset, Job, TrainedModel
+from app.db.models import Job, JobCheckpoint, TrainedModel
 from app.db.session import session_scope
+from app.queueing import dispatch_training
 from app.settings import get_settings
-from app.tasks import TRAIN, TRAINING_QUEUE
+from app.task_names import TRAIN
 from model.anatomy import count_parameters
-from model.checkpoint import (CheckpointError, checkpoint_sha256, latest_good_checkpoint, list_checkpoints,
-                              load_checkpoint, model_from_checkpoint, save_checkpoint)
-from model.data import DataError, read_monolingual, read_parallel
+from model.checkpoint import (
+    CheckpointError,
+    checkpoint_sha256,
+    latest_good_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    model_from_checkpoint,
+    save_checkpoint,
+)
+from model.data import DataError
+from model.prepare import PreparedData
 from model.tokenizer import Tokenizer
-from model.training import (Callbacks, CheckpointInfo, PreparedData, StepInfo, TrainConfig, TrainingError, TrainResult,
-                            prepare, train)
+from model.train_config import TrainingError
+from model.trainer import Callbacks, CheckpointInfo, StepInfo, TrainResult, train
+from worker.auto_settings import choose_settings, pending
+from worker.job_data import load_job, prepare_job, train_config
 from worker.lease import LeaseKeeper, RunState, flush, track, untrack
 
 log = logging.getLogger(__name__)
 KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
-TRAIN_CONFIG_FIELDS = ("max_steps", "max_minutes", "max_tokens_per_batch", "grad_accum_steps", "warmup_steps",
-                       "lr_scale", "label_smoothing", "clip_norm", "seed", "eval_every", "eval_budget", "checkpoint_every",
-                       "early_stopping_patience", "keep_checkpoints", "average_last")
 EVAL_NAMES = {"loss": "valid_loss", "perplexity": "valid_ppl"}  # the rest keep their names (bleu, chrf, ...)
 
 
@@ -54,18 +61,6 @@ def pick_device() -> str:
 
 def checkpoint_key(job_id: str) -> str:
     return f"jobs/{job_id}/checkpoints"
-
-
-def _read_rows(dataset: Dataset) -> list:
-    path = get_store().fetch(dataset.storage_key)  # a remote store: downloaded once into this host's cache
-    return read_parallel(path) if dataset.kind == "parallel" else read_monolingual(path)
-
-
-def _train_config(job: Job, device: str) -> TrainConfig:
-    spec = job.training_config
-    # A job submitted before a field existed lacks it and gets TrainConfig's default.
-    return TrainConfig(**{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec}, device=device,
-                       bf16=device.startswith("cuda"))
 
 
 def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> Callbacks:
@@ -90,13 +85,13 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
         store, key = get_store(), f"{checkpoint_key(job_id)}/{Path(info.path).name}"
         store.push(info.path, key)  # before its row; a remote store gets the manifest last, so a torn upload is never good
         with session_scope() as session:
-            session.execute(delete(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.step == info.step))
-            session.add(Checkpoint(job_id=job_id, step=info.step, storage_key=key,
+            session.execute(delete(JobCheckpoint).where(JobCheckpoint.job_id == job_id, JobCheckpoint.step == info.step))
+            session.add(JobCheckpoint(job_id=job_id, step=info.step, storage_key=key,
                                    sha256=info.sha256, size_bytes=info.size_bytes, metrics=eval_metrics(info.metrics)))
             kept = {f"{checkpoint_key(job_id)}/{p.name}" for p in list_checkpoints(root)}
-            rotated = session.scalars(select(Checkpoint.storage_key).where(
-                Checkpoint.job_id == job_id, Checkpoint.storage_key.not_in(kept))).all()
-            session.execute(delete(Checkpoint).where(Checkpoint.job_id == job_id, Checkpoint.storage_key.not_in(kept)))
+            rotated = session.scalars(select(JobCheckpoint.storage_key).where(
+                JobCheckpoint.job_id == job_id, JobCheckpoint.storage_key.not_in(kept))).all()
+            session.execute(delete(JobCheckpoint).where(JobCheckpoint.job_id == job_id, JobCheckpoint.storage_key.not_in(kept)))
         for old in rotated:  # the trainer removed them here; remove them from the store too
             store.delete(old)
 
@@ -130,36 +125,37 @@ def run(claim: job_rows.Claim, state: RunState) -> None:
         _run(claim, state)
 
 
-def _run(claim: job_rows.Claim, state: RunState) -> None:
-    settings = get_settings()
-    with session_scope() as session:
-        job = session.get(Job, claim.job_id)
-        datasets = {d.id: d for d in session.scalars(select(Dataset).where(Dataset.id.in_(
-            [i for i in (job.dataset_id, job.valid_dataset_id) if i])))}
-        session.expunge_all()
-    if job.dataset_id not in datasets:
-        raise TrainingError(f"dataset {job.dataset_id} no longer exists")
+def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData, str, Path]:
+    """The job (with the settings its time budget chose, recorded once), its data, the device, its checkpoints."""
+    rows = load_job(claim.job_id)
     device = pick_device()
-    root = get_store().fetch(checkpoint_key(job.id), missing_ok=True)  # a remote store: this job's checkpoints, here
+    root = get_store().fetch(checkpoint_key(claim.job_id), missing_ok=True)  # a remote store: its checkpoints, here
     resume_from = latest_good_checkpoint(root)
-    tokenizer = Tokenizer.load(resume_from) if resume_from else None
-    spec, model_spec = job.training_config, job.model_config
-    valid_rows = _read_rows(datasets[job.valid_dataset_id]) if job.valid_dataset_id else None
-    data = prepare(job.objective, _read_rows(datasets[job.dataset_id]), valid_rows, preset=model_spec["preset"],
-                   model_overrides={k: v for k, v in model_spec.items() if k not in ("preset", "vocab_size") and v is not None},
-                   vocab_size=model_spec["vocab_size"], max_len=spec["max_length"], seed=spec["seed"],
-                   valid_fraction=spec["valid_fraction"], tokenizer=tokenizer, noise=spec["noise"],
-                   mask_ratio=spec["mask_ratio"], tokenizer_kind=spec.get("tokenizer", "byte_bpe"),
-                   normalization=spec.get("normalization", "nfkc"), prefix_space=spec.get("prefix_space", True))
-    state.set_progress(device=device, tokens_seen=job.tokens_seen)
+    if pending(rows):  # settings left to the time budget, chosen once; a later attempt trains with them
+        data = choose_settings(rows, device)
+        with session_scope() as session:
+            if not job_rows.record_auto_settings(session, claim, rows.job.model_config, rows.job.training_config,
+                                                 rows.job.auto_settings):
+                raise LeaseLost(claim.job_id)
+    else:
+        data = prepare_job(rows, Tokenizer.load(resume_from) if resume_from else None)
+    state.set_progress(device=device, tokens_seen=rows.job.tokens_seen)
     if resume_from is not None:
         state.progress["step"] = load_checkpoint(resume_from, with_optimizer=False).step
+    return rows.job, data, device, root
+
+
+def _run(claim: job_rows.Claim, state: RunState) -> None:
+    settings = get_settings()
+    # The lease is renewed from the claim on: preparing a large corpus or timing steps can outlast a short lease.
     keeper = LeaseKeeper(state, settings.job_lease_seconds, KEEPER_SECONDS)
     keeper.start()
     try:
+        job, data, device, root = _prepare(claim, state)
         result = _train(job, data, device, root, _callbacks(state, job.id, root, settings.job_lease_seconds), state)
     finally:
         keeper.stop()
+    spec = job.training_config
     flush(state, settings.job_lease_seconds)
     if state.lease_lost:
         raise LeaseLost(job.id)
@@ -185,11 +181,11 @@ def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Cal
     """Train here, or with training.devices = N > 1 as rank 0 of N data-parallel processes (worker/ddp_peer.py)."""
     devices = int(job.training_config.get("devices", 1))
     if devices == 1:
-        return train(data, _train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
+        return train(data, train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
     from worker.ddp_peer import train_data_parallel  # only data-parallel jobs need it
 
     state.set_progress(device=f"{devices}x {device}")
-    return train_data_parallel(job.id, data, _train_config(job, device), devices, root, callbacks, {"job_id": job.id})
+    return train_data_parallel(job.id, data, train_config(job, device), devices, root, callbacks, {"job_id": job.id})
 
 
 def _hand_back(claim: job_rows.Claim, step: int) -> None:
@@ -201,9 +197,7 @@ def _hand_back(claim: job_rows.Claim, step: int) -> None:
             raise LeaseLost(claim.job_id)
     log.warning("job %s: preempted at step %d (checkpointed); back in the queue", claim.job_id, step)
     try:
-        current_app.send_task(TRAIN, args=[claim.job_id], queue=TRAINING_QUEUE)
-        with session_scope() as session:
-            job_rows.mark_dispatched(session, claim.job_id)
+        dispatch_training(claim.job_id, current_app)
     except Exception:  # the broker is away: the reaper's outbox sweep sends it later
         log.exception("job %s: could not re-send it; the reaper will", claim.job_id)
 

@@ -16,14 +16,27 @@ from app.db.models import Dataset, Job
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.settings import Settings
 from model.anatomy import count_parameters, estimate_memory, parameter_groups
+from model.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
 from model.config import ModelConfig
 
 REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
 GB = 1024**3
 
 
+def auto_fields(body: JobCreate) -> list[str]:
+    """The settings the worker is to choose from the time budget (model/budget.py): with max_minutes, those of
+    vocab_size, max_tokens_per_batch, warmup_steps and max_steps that the request left out."""
+    if body.training.max_minutes is None:
+        return []
+    given = {"model": body.model.model_fields_set, "training": body.training.model_fields_set}
+    return [name for name, section in AUTO_FIELDS.items() if name not in given[section]]
+
+
 def request_digest(body: JobCreate) -> str:
-    canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    payload = body.model_dump(mode="json")
+    if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
+        payload["auto"] = auto
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -45,7 +58,7 @@ def resolve_model_config(spec: ModelSpec) -> ModelConfig:
         raise unprocessable("model", str(exc)) from exc
 
 
-def anatomy(config: ModelConfig, tokens_per_batch: int) -> dict[str, Any]:
+def describe_anatomy(config: ModelConfig, tokens_per_batch: int) -> dict[str, Any]:
     """The fields of app.schemas.inference.Anatomy for a config."""
     counts = count_parameters(config)
     return {"total_parameters": counts["total"], "by_component": counts["by_component"],
@@ -63,7 +76,11 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
     if training.max_length + 2 > config.max_positions:
         raise unprocessable("training.max_length", f"max_length={training.max_length} plus <s>/</s> exceeds the "
                                                    f"model's max_positions={config.max_positions}")
-    if training.max_tokens_per_batch < training.max_length + 2:
+    auto = auto_fields(body)
+    # A batch size the worker chooses holds the longest sentence and starts at MIN_BATCH_TOKENS.
+    batch_tokens = (max(MIN_BATCH_TOKENS, training.max_length + 2) if "max_tokens_per_batch" in auto
+                    else training.max_tokens_per_batch)
+    if "max_tokens_per_batch" not in auto and training.max_tokens_per_batch < training.max_length + 2:
         raise unprocessable("training.max_tokens_per_batch",
                             f"max_tokens_per_batch={training.max_tokens_per_batch} cannot hold one sentence of "
                             f"max_length={training.max_length} tokens")
@@ -73,10 +90,11 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
     if training.devices > settings.max_devices_per_job:
         raise unprocessable("training.devices", f"devices={training.devices} exceeds the limit of "
                                                 f"{settings.max_devices_per_job} (MAX_DEVICES_PER_JOB)")
-    memory = estimate_memory(config, training.max_tokens_per_batch)["training_total_bytes"]
+    memory = estimate_memory(config, batch_tokens)["training_total_bytes"]
     if memory > settings.worker_memory_limit_gb * GB:
         raise unprocessable("training.max_tokens_per_batch",
-                            f"estimated training memory {memory / GB:.1f} GB exceeds the worker limit of "
+                            f"estimated training memory {memory / GB:.1f} GB at {batch_tokens} tokens per batch "
+                            f"exceeds the worker limit of "
                             f"{settings.worker_memory_limit_gb:g} GB (WORKER_MEMORY_LIMIT_GB); lower "
                             f"max_tokens_per_batch or the model size")
     return config
@@ -96,6 +114,7 @@ def create(session: Session, settings: Settings, owner_id: str, body: JobCreate,
               valid_dataset_id=str(body.valid_dataset_id) if body.valid_dataset_id else None,
               objective=body.objective, model_config=body.model.model_dump(mode="json"),
               training_config=body.training.model_dump(mode="json"), max_attempts=settings.job_max_attempts,
+              auto_settings={"fields": auto} if (auto := auto_fields(body)) else None,
               total_steps=body.training.max_steps, idempotency_key=idempotency_key, request_sha256=digest)
     session.add(job)
     try:

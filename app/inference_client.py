@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from functools import lru_cache
 from typing import Any
@@ -12,32 +11,9 @@ from fastapi import HTTPException, status
 
 from app.coalesce import Coalescer
 from app.observability import observe_batch_size
-from app.queueing import get_sender
+from app.queueing import get_sender, queue_depth
 from app.settings import Settings
-from app.tasks import INFERENCE_QUEUE
-
-
-DEPTH_TTL = 0.25  # seconds a queue-depth reading is reused: the bound is coarse, the check must be cheap
-_depth: tuple[float, int] = (0.0, 0)
-_depth_refresh = threading.Lock()
-
-
-def read_depth(queue: str = INFERENCE_QUEUE) -> int:
-    """Messages waiting in a queue (Redis LLEN, or a row count on the SQLite transport), on a pooled connection."""
-    with get_sender().pool.acquire(block=True) as connection:
-        return int(connection.default_channel._size(queue))
-
-
-def queue_depth() -> int:
-    """The inference queue's depth, at most DEPTH_TTL old. One request thread refreshes it at a time; the others
-    use the last reading rather than all opening connections at once."""
-    global _depth
-    if time.monotonic() - _depth[0] > DEPTH_TTL and _depth_refresh.acquire(blocking=False):
-        try:
-            _depth = (time.monotonic(), read_depth())
-        finally:
-            _depth_refresh.release()
-    return _depth[1]
+from app.task_names import INFERENCE_QUEUE
 
 
 @lru_cache

@@ -76,6 +76,19 @@ def finish(session: Session, c: Claim, status: str, error: str | None = None, **
     ).rowcount)
 
 
+def record_auto_settings(session: Session, c: Claim, model_config: dict, training_config: dict,
+                         auto_settings: dict) -> bool:
+    """The lease holder writes the settings it chose from the time budget into the job, once: a later attempt
+    finds them recorded and trains with them. Commits."""
+    held = session.execute(
+        update(Job).where(Job.id == c.job_id, Job.status == RUNNING, Job.worker == c.worker, Job.attempt == c.attempt)
+        .values(model_config=model_config, training_config=training_config, auto_settings=auto_settings,
+                total_steps=training_config["max_steps"], updated_at=utcnow())
+    ).rowcount
+    session.commit()
+    return bool(held)
+
+
 def release(session: Session, c: Claim, reason: str, refund_attempt: bool = False) -> bool:
     """running -> queued by the lease holder itself: a crash to retry, or (refund_attempt) a worker shutting down
     after a checkpoint, which does not count against the job's max_attempts."""

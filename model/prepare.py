@@ -1,0 +1,140 @@
+"""Raw rows to training input: a tokenizer trained on the training rows, the model config, and examples
+(translation pairs, or denoising sentences re-noised every epoch), with a validation set held out if none is
+given."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from model.batching import Example, Overlong
+from model.checkpoint import OBJECTIVES
+from model.config import ModelConfig
+from model.objectives import MaskMode, encode_sentences, make_translation_examples, noise_examples, renoising
+from model.tokenizer import MIN_VOCAB_SIZE, Tokenizer
+from model.train_config import TrainingError
+
+
+@dataclass
+class PreparedData:
+    """Everything train() needs besides the TrainConfig; stats is plain numbers for the job record."""
+
+    objective: str
+    tokenizer: Tokenizer
+    model_config: ModelConfig
+    train_examples: list[Example] | Callable[[int], list[Example]]  # denoising: fresh noise every epoch
+    valid_examples: list[Example]
+    stats: dict[str, int]
+
+
+def split_validation(rows: Sequence[Any], fraction: float, max_rows: int, seed: int) -> tuple[list[Any], list[Any]]:
+    """(train, valid): a random fraction of rows (at least 1, at most max_rows) held out, fixed by seed."""
+    n = len(rows)
+    if n < 2:
+        raise TrainingError(f"need at least 2 rows to hold out a validation set, got {n}; add data or pass "
+                            f"validation rows")
+    k = min(n - 1, max_rows, max(1, round(n * fraction)))
+    held = set(random.Random(f"valid:{seed}").sample(range(n), k))
+    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
+
+
+def prepare(
+    objective: str,
+    train_rows: Sequence[tuple[str, str]] | Sequence[str],
+    valid_rows: Sequence[tuple[str, str]] | Sequence[str] | None = None,
+    *,
+    preset: str = "small",
+    model_overrides: dict[str, Any] | None = None,
+    vocab_size: int = 8000,
+    max_len: int = 128,
+    seed: int = 0,
+    valid_fraction: float = 0.05,
+    max_valid_rows: int = 1000,
+    tokenizer: Tokenizer | None = None,
+    noise: MaskMode = "span",
+    mask_ratio: float = 0.15,
+    mean_span: float = 3.0,
+    overlong: Overlong = "drop",
+    min_frequency: int = 2,
+    tokenizer_kind: str = "byte_bpe",
+    normalization: str = "nfkc",
+    prefix_space: bool = True,
+) -> PreparedData:
+    """Tokenizer, model config and examples from raw rows: (source, target) pairs for "translation",
+    sentences for "denoising" (BART-style infilling: `noise` "span" or "token" masks, redrawn every epoch).
+
+    Without valid_rows, a validation set is held out of train_rows (deterministic by seed). The tokenizer is
+    trained on the training rows only, unless one is given (pass the checkpoint's when resuming): tokenizer_kind,
+    normalization and prefix_space as in Tokenizer.train. Sequences
+    longer than max_len tokens are dropped or truncated (`overlong`). User errors raise TrainingError.
+    """
+    if objective not in OBJECTIVES:
+        raise TrainingError(f"objective={objective!r} must be one of {OBJECTIVES}")
+    _check_rows(objective, train_rows, "train_rows")
+    if valid_rows is None:
+        if not 0.0 < valid_fraction < 1.0 or max_valid_rows < 1:
+            raise TrainingError(f"need 0 < valid_fraction={valid_fraction} < 1 and "
+                                f"max_valid_rows={max_valid_rows} >= 1")
+        train_rows, valid_rows = split_validation(train_rows, valid_fraction, max_valid_rows, seed)
+    else:
+        _check_rows(objective, valid_rows, "valid_rows")
+    if not isinstance(max_len, int) or max_len < 1:
+        raise TrainingError(f"max_len={max_len!r} must be an int >= 1")
+    if objective == "denoising":
+        if noise not in ("span", "token"):
+            raise TrainingError(f"noise={noise!r} must be 'span' or 'token'")
+        if not 0.0 < mask_ratio <= 1.0 or mean_span <= 0:
+            raise TrainingError(f"need 0 < mask_ratio={mask_ratio} <= 1 and mean_span={mean_span} > 0")
+    if tokenizer is None:
+        if vocab_size < MIN_VOCAB_SIZE:
+            raise TrainingError(f"vocab_size={vocab_size} is below the minimum {MIN_VOCAB_SIZE}")
+        texts = [t for row in train_rows for t in row] if objective == "translation" else list(train_rows)
+        try:
+            tokenizer = Tokenizer.train(texts, vocab_size, min_frequency, tokenizer_kind, normalization, prefix_space)
+        except ValueError as e:
+            raise TrainingError(f"invalid tokenizer settings: {e}") from e
+    try:
+        config = ModelConfig.from_preset(preset, tokenizer.vocab_size, **(model_overrides or {}))
+    except ValueError as e:
+        raise TrainingError(f"invalid model config: {e}") from e
+    if max_len + 1 > config.max_positions:
+        raise TrainingError(f"max_len={max_len} needs max_positions >= {max_len + 1}, got {config.max_positions}")
+
+    if objective == "translation":
+        train, report = make_translation_examples(train_rows, tokenizer, max_len, overlong)
+        valid, valid_report = make_translation_examples(valid_rows, tokenizer, max_len, overlong)
+        n_train: int = len(train)
+        train_examples: list[Example] | Callable[[int], list[Example]] = train
+    else:
+        ids, report = encode_sentences(train_rows, tokenizer, max_len, overlong)
+        valid_ids, valid_report = encode_sentences(valid_rows, tokenizer, max_len, overlong)
+        ids, valid_ids = [t for t in ids if t], [t for t in valid_ids if t]
+        n_train = len(ids)
+        train_examples = renoising(ids, seed, noise, mask_ratio, mean_span)
+        # Validation noise is drawn once (epoch -1 never occurs in training), so every evaluation is comparable.
+        valid = noise_examples(valid_ids, seed, -1, noise, mask_ratio, mean_span)
+    _require_examples("training", n_train, len(train_rows), report.dropped, max_len)
+    _require_examples("validation", len(valid), len(valid_rows), valid_report.dropped, max_len)
+    stats = {"train_examples": n_train, "valid_examples": len(valid), "dropped": report.dropped,
+             "truncated": report.truncated, "valid_dropped": valid_report.dropped, "vocab_size": tokenizer.vocab_size}
+    return PreparedData(objective, tokenizer, config, train_examples, valid, stats)
+
+
+def _require_examples(what: str, n: int, n_rows: int, dropped: int, max_len: int) -> None:
+    if n == 0:
+        raise TrainingError(f"no {what} examples left: {dropped} of {n_rows} rows are longer than max_len={max_len} "
+                            f"tokens; raise max_len or use overlong='truncate'")
+
+
+def _check_rows(objective: str, rows: Any, name: str) -> None:
+    if not isinstance(rows, Sequence) or isinstance(rows, str) or len(rows) == 0:
+        raise TrainingError(f"{name} is empty")
+    for i, row in enumerate(rows):
+        ok = (isinstance(row, (tuple, list)) and len(row) == 2 and all(isinstance(s, str) and s.strip() for s in row)
+              if objective == "translation" else isinstance(row, str) and row.strip())
+        if not ok:
+            shape = ("a (source, target) pair of non-empty strings" if objective == "translation"
+                     else "a non-empty string")
+            raise TrainingError(f"{name}[{i}] must be {shape}, got {row!r:.80}")

@@ -1,0 +1,39 @@
+"""Timing a few real training steps (model/throughput.py) without changing how the job then trains."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model.demo import reverse_task
+from model.prepare import prepare
+from model.throughput import measure_throughput
+from model.train_config import TrainConfig
+from model.trainer import train
+
+
+@pytest.fixture(scope="module")
+def data():
+    return prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
+                   vocab_size=300, max_len=16, seed=0)
+
+
+def _config(**overrides) -> TrainConfig:
+    return TrainConfig(**{**dict(max_steps=4, max_tokens_per_batch=256, warmup_steps=10, eval_every=1000,
+                                 checkpoint_every=1000, eval_max_sentences=8, keep_checkpoints=None), **overrides})
+
+
+def test_throughput_is_batch_tokens_per_second_and_leaves_the_rng_alone(data):
+    torch.manual_seed(5)
+    before = torch.get_rng_state()
+    tokens_per_second = measure_throughput(data, _config(), max_tokens=256, steps=2)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert 0 < tokens_per_second < 1e9 and tokens_per_second != float("inf")
+    with pytest.raises(ValueError, match="steps=0"):
+        measure_throughput(data, _config(), max_tokens=256, steps=0)
+
+
+def test_a_job_trains_the_same_with_or_without_the_measurement(data):
+    plain = train(data, _config()).losses
+    measure_throughput(data, _config(), max_tokens=256, steps=1)
+    assert train(data, _config()).losses == plain

@@ -1,0 +1,73 @@
+"""A job's row and datasets turned into training input: the one place that maps a job spec onto prepare().
+
+Rank 0 (worker/tasks/training.py) and the data-parallel peers (worker/ddp_peer.py) both read a job through
+here, so adding a training option touches the schema and this module only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.artifacts import get_store
+from app.db.models import Dataset, Job
+from app.db.session import session_scope
+from model.data import read_monolingual, read_parallel
+from model.prepare import PreparedData, prepare
+from model.tokenizer import Tokenizer
+from model.train_config import TrainConfig, TrainingError
+
+TRAIN_CONFIG_FIELDS = ("max_steps", "max_minutes", "max_tokens_per_batch", "grad_accum_steps", "warmup_steps",
+                       "lr_scale", "label_smoothing", "clip_norm", "seed", "eval_every", "eval_budget",
+                       "checkpoint_every", "early_stopping_patience", "keep_checkpoints", "average_last")
+
+
+@dataclass
+class JobRows:
+    """A job (detached from its session) and the rows of its datasets."""
+
+    job: Job
+    train_rows: list
+    valid_rows: list | None
+
+
+def read_rows(dataset: Dataset) -> list:
+    path = get_store().fetch(dataset.storage_key)  # a remote store: downloaded once into this host's cache
+    return read_parallel(path) if dataset.kind == "parallel" else read_monolingual(path)
+
+
+def load_job(job_id: str) -> JobRows:
+    """The job's row and its datasets' rows; TrainingError when the job or its training data is gone."""
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise TrainingError(f"job {job_id} no longer exists")
+        datasets = {d.id: d for d in session.scalars(select(Dataset).where(Dataset.id.in_(
+            [i for i in (job.dataset_id, job.valid_dataset_id) if i])))}
+        session.expunge_all()
+    if job.dataset_id not in datasets:
+        raise TrainingError(f"dataset {job.dataset_id} no longer exists")
+    valid = datasets.get(job.valid_dataset_id) if job.valid_dataset_id else None
+    return JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
+
+
+def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedData:
+    """prepare() with the job's settings; tokenizer: a checkpoint's or rank 0's (None: train one)."""
+    job = rows.job
+    spec, model_spec = job.training_config, job.model_config
+    # A job submitted before a field existed lacks it and gets the behaviour of that time.
+    return prepare(job.objective, rows.train_rows, rows.valid_rows, preset=model_spec["preset"],
+                   model_overrides={k: v for k, v in model_spec.items()
+                                    if k not in ("preset", "vocab_size") and v is not None},
+                   vocab_size=model_spec["vocab_size"], max_len=spec["max_length"], seed=spec["seed"],
+                   valid_fraction=spec["valid_fraction"], tokenizer=tokenizer, noise=spec["noise"],
+                   mask_ratio=spec["mask_ratio"], tokenizer_kind=spec.get("tokenizer", "byte_bpe"),
+                   normalization=spec.get("normalization", "nfkc"), prefix_space=spec.get("prefix_space", True))
+
+
+def train_config(job: Job, device: str) -> TrainConfig:
+    spec = job.training_config
+    # A job submitted before a field existed lacks it and gets TrainConfig's default.
+    return TrainConfig(**{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec}, device=device,
+                       bf16=device.startswith("cuda"))
