@@ -164,13 +164,13 @@ def test_other_owner_gets_404_for_every_job_route(client, alice, make_key, paral
 
 
 def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
-    from app.db import metrics
+    from app.db import metric_rows
     from app.db.session import session_scope
 
     job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
     with session_scope() as session:
         for step in range(1, 20_001):
-            metrics.record(session, job_id, step, {"loss": 1.0 / step})
+            metric_rows.record(session, job_id, step, {"loss": 1.0 / step})
     body = client.get(f"/v1/jobs/{job_id}/metrics?names=loss&max_points=500", headers=alice).json()
     series = body["series"]["loss"]
     assert series["total_points"] == 20_000
@@ -183,13 +183,13 @@ def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
 
 
 def test_events_stream_metrics_progress_and_end(client, alice, parallel_id):
-    from app.db import metrics
+    from app.db import metric_rows
     from app.db.session import session_scope
 
     job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
     with session_scope() as session:
-        metrics.record(session, job_id, 1, {"train_loss": 5.0})
-        metrics.record(session, job_id, 2, {"train_loss": 4.0})
+        metric_rows.record(session, job_id, 1, {"train_loss": 5.0})
+        metric_rows.record(session, job_id, 2, {"train_loss": 4.0})
     client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
     with client.stream("GET", f"/v1/jobs/{job_id}/events", headers=alice) as response:
         assert response.status_code == 200
@@ -212,18 +212,18 @@ def test_events_stream_metrics_progress_and_end(client, alice, parallel_id):
 def test_metrics_history_gives_the_event_id_to_stream_only_newer_points(client, alice, parallel_id):
     """The dashboard reads the (downsampled) history, then follows /events from the history's last_event_id:
     the stream sends only the points recorded after the history was read, not everything again."""
-    from app.db import metrics
+    from app.db import metric_rows
     from app.db.session import session_scope
 
     job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
     assert client.get(f"/v1/jobs/{job_id}/metrics", headers=alice).json()["last_event_id"] == 0
     with session_scope() as session:
         for step in range(1, 4):
-            metrics.record(session, job_id, step, {"train_loss": 1.0 / step})
+            metric_rows.record(session, job_id, step, {"train_loss": 1.0 / step})
     history = client.get(f"/v1/jobs/{job_id}/metrics", headers=alice).json()
     assert history["series"]["train_loss"]["steps"] == [1, 2, 3] and history["last_event_id"] > 0
     with session_scope() as session:
-        metrics.record(session, job_id, 4, {"train_loss": 0.25})
+        metric_rows.record(session, job_id, 4, {"train_loss": 0.25})
     client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
     with client.stream("GET", f"/v1/jobs/{job_id}/events",
                        headers={**alice, "Last-Event-ID": str(history["last_event_id"])}) as response:
