@@ -83,9 +83,14 @@ def choose_vocabulary(training_pairs: int) -> tuple[int, str]:
     return LARGEST_VOCABULARY, f"{training_pairs:,} training pairs: the largest automatic vocabulary"
 
 
+def training_seconds(inputs: BudgetInputs) -> float:
+    """The budget less evaluation and overhead: the seconds that go to updates."""
+    return inputs.max_minutes * 60 * (1 - (inputs.eval_budget or 0) - OVERHEAD)
+
+
 def choose_batch(inputs: BudgetInputs) -> tuple[int, int, str]:
     """(max_tokens_per_batch per device, expected updates, why)."""
-    seconds = inputs.max_minutes * 60 * (1 - (inputs.eval_budget or 0) - OVERHEAD)
+    seconds = training_seconds(inputs)
     per_update = inputs.devices * inputs.grad_accum_steps  # batches of max_tokens_per_batch in one update
     budget_tokens = inputs.tokens_per_second * inputs.devices * seconds
     smallest = min(max(MIN_BATCH_TOKENS, inputs.longest_example), inputs.max_batch_tokens)
@@ -128,8 +133,7 @@ def choose(fields: list[str] | tuple[str, ...], inputs: BudgetInputs,
         chosen["max_tokens_per_batch"] = batch
     elif "warmup_steps" in fields and inputs.tokens_per_second > 0:
         batch = fixed["max_tokens_per_batch"]
-        seconds = inputs.max_minutes * 60 * (1 - (inputs.eval_budget or 0) - OVERHEAD)
-        updates = max(1, int(inputs.tokens_per_second * seconds / (batch * inputs.grad_accum_steps)))
+        updates = max(1, int(inputs.tokens_per_second * training_seconds(inputs) / (batch * inputs.grad_accum_steps)))
     if "warmup_steps" in fields:
         if updates is None:
             raise ValueError("tokens_per_second is needed to choose warmup_steps")
