@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test migrate key bench clean
+.PHONY: install run test lint migrate key bench clean
 
 install: $(STAMP)
 
@@ -22,6 +22,12 @@ run: install
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff (lint + format) over the tree, mypy strict on model/ and app/ (settings in pyproject.toml).
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 migrate: install
 	$(PY) -m app.cli migrate

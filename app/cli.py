@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from app.client_cli import add_client_commands
 
+if TYPE_CHECKING:
+    from app.settings import Settings
 
-def _settings_or_exit():
+
+def _settings_or_exit() -> Settings:
     from app.settings import get_settings
 
     try:
@@ -54,8 +58,10 @@ def cmd_revoke_key(args: argparse.Namespace) -> None:
         revoked = revoke_keys(session, args.key)
     if not revoked:
         sys.exit(f"error: no active key has the prefix or name {args.key!r}")
-    print(f"revoked {len(revoked)} key(s): {', '.join(p + '...' for p in revoked)}; running API processes refuse "
-          f"them within {settings.auth_cache_seconds:g} s (AUTH_CACHE_SECONDS)")
+    print(
+        f"revoked {len(revoked)} key(s): {', '.join(p + '...' for p in revoked)}; running API processes refuse "
+        f"them within {settings.auth_cache_seconds:g} s (AUTH_CACHE_SECONDS)"
+    )
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
@@ -65,8 +71,9 @@ def cmd_serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m app.cli", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m app.cli", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("migrate", help="upgrade the database schema to the latest revision")
     p.set_defaults(func=cmd_migrate)

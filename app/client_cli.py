@@ -53,8 +53,11 @@ def _print(obj: Any) -> None:
 def cmd_upload(args: argparse.Namespace) -> None:
     path = Path(args.file)
     with _client(args) as client, open(path, "rb") as f:
-        dataset = _check(client.post("/v1/datasets", data={"name": args.name or path.name, "kind": args.kind},
-                                     files={"file": (path.name, f)}))
+        dataset = _check(
+            client.post(
+                "/v1/datasets", data={"name": args.name or path.name, "kind": args.kind}, files={"file": (path.name, f)}
+            )
+        )
     print(f"dataset {dataset['id']}: {dataset['rows']} rows ({dataset['kind']}, {dataset['format']})", file=sys.stderr)
     print(dataset["id"])
 
@@ -67,8 +70,12 @@ def _parse_value(text: str) -> Any:
 
 
 def cmd_submit(args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {"objective": args.objective, "dataset_id": args.dataset,
-                            "model": {"preset": args.preset}, "training": {}}
+    body: dict[str, Any] = {
+        "objective": args.objective,
+        "dataset_id": args.dataset,
+        "model": {"preset": args.preset},
+        "training": {},
+    }
     if args.valid:
         body["valid_dataset_id"] = args.valid
     if args.max_steps:
@@ -95,17 +102,26 @@ def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "--:--"
     seconds = int(seconds)
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else f"{seconds // 60:02d}:{seconds % 60:02d}"
+    return (
+        f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60:02d}:{seconds % 60:02d}"
+    )
 
 
-def status_line(job: dict) -> str:
+def status_line(job: dict[str, Any]) -> str:
     p = job["progress"]
     metrics = job.get("latest_metrics") or {}
-    shown = " ".join(f"{name}={metrics[name]['value']:.4g}" for name in
-                     ("train_loss", "valid_loss", "bleu", "exact_match", "masked_token_accuracy") if name in metrics)
+    shown = " ".join(
+        f"{name}={metrics[name]['value']:.4g}"
+        for name in ("train_loss", "valid_loss", "bleu", "exact_match", "masked_token_accuracy")
+        if name in metrics
+    )
     speed = f"{p['tokens_per_second']:.0f} tok/s" if p["tokens_per_second"] else ""
-    return (f"{job['status']:<9} {_bar(p['fraction'])} {p['step']}/{p['total_steps']} "
-            f"{speed} ETA {_duration(p['eta_seconds'])} {shown}").rstrip()
+    return (
+        f"{job['status']:<9} {_bar(p['fraction'])} {p['step']}/{p['total_steps']} "
+        f"{speed} ETA {_duration(p['eta_seconds'])} {shown}"
+    ).rstrip()
 
 
 def cmd_status(args: argparse.Namespace) -> None:
@@ -140,7 +156,7 @@ def cmd_models(args: argparse.Namespace) -> None:
             print(f"{model['id']}  {model['objective']:<11} {model['parameters']:>11,} params  {metrics}")
 
 
-def add_client_commands(sub: argparse._SubParsersAction) -> None:
+def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("upload", help="upload a dataset file; prints its id")
     p.add_argument("file")
     p.add_argument("--kind", choices=("parallel", "monolingual"), required=True)
@@ -152,8 +168,12 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--objective", choices=("translation", "denoising"), default="translation")
     p.add_argument("--preset", choices=("tiny", "small", "base", "big"), default="tiny")
     p.add_argument("--max-steps", type=int)
-    p.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
-                   help="any model or training field, e.g. --set training.warmup_steps=100 --set model.vocab_size=2000")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.FIELD=VALUE",
+        help="any model or training field, e.g. --set training.warmup_steps=100 --set model.vocab_size=2000",
+    )
     p.add_argument("--idempotency-key")
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("status", help="show a job; --watch draws a progress bar with ETA until it ends")

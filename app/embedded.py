@@ -39,16 +39,39 @@ def local_key(settings: Settings) -> str:
 def worker_command(queue: str) -> list[str]:
     """Training: one job at a time in a child process. Inference: threads, so requests can share a batch."""
     pool = ["-P", "prefork", "-c", "1"] if queue == TRAINING_QUEUE else ["-P", "threads", "-c", "16"]
-    return [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue, *pool,
-            "-n", f"{queue}-{os.getpid()}@%h", "--loglevel", "INFO"]
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "worker",
+        "-Q",
+        queue,
+        *pool,
+        "-n",
+        f"{queue}-{os.getpid()}@%h",
+        "--loglevel",
+        "INFO",
+    ]
 
 
 def api_command(settings: Settings) -> list[str]:
-    return [sys.executable, "-m", "uvicorn", "app.main:app", "--host", settings.host,
-            "--port", str(settings.port), "--log-level", settings.log_level]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "app.main:app",
+        "--host",
+        settings.host,
+        "--port",
+        str(settings.port),
+        "--log-level",
+        settings.log_level,
+    ]
 
 
-def wait_until_healthy(url: str, children: list[subprocess.Popen], timeout: float = 60) -> None:
+def wait_until_healthy(url: str, children: list[subprocess.Popen[bytes]], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any(child.poll() is not None for child in children):
@@ -62,7 +85,7 @@ def wait_until_healthy(url: str, children: list[subprocess.Popen], timeout: floa
     raise RuntimeError(f"{url}/healthz did not answer within {timeout:.0f}s")
 
 
-def stop_all(children: list[subprocess.Popen]) -> None:
+def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
     for child in children:
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)

@@ -27,29 +27,42 @@ def coalescer(settings: Settings) -> Coalescer:
     return _coalescer(settings.inference_max_batch, 2 * settings.inference_timeout_seconds + 1)
 
 
-def call(settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> tuple[dict, float]:
+def call(
+    settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], float]:
     """Run `task` on an inference worker; returns (answer, elapsed ms) or raises the HTTP error to send."""
     started = time.perf_counter()
     try:
         depth = queue_depth()
     except Exception as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"broker unavailable: {type(exc).__name__}",
-                            headers={"Retry-After": "5"}) from exc
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"broker unavailable: {type(exc).__name__}",
+            headers={"Retry-After": "5"},
+        ) from exc
     if depth >= settings.inference_queue_limit:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE,
-                            f"{depth} inference requests are waiting (INFERENCE_QUEUE_LIMIT="
-                            f"{settings.inference_queue_limit}); try again shortly", headers={"Retry-After": "2"})
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"{depth} inference requests are waiting (INFERENCE_QUEUE_LIMIT="
+            f"{settings.inference_queue_limit}); try again shortly",
+            headers={"Retry-After": "2"},
+        )
     timeout = settings.inference_timeout_seconds
     try:
         result = get_sender().send_task(task, args=args, kwargs=kwargs or {}, queue=INFERENCE_QUEUE, expires=timeout)
     except Exception as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"broker unavailable: {type(exc).__name__}",
-                            headers={"Retry-After": "5"}) from exc
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"broker unavailable: {type(exc).__name__}",
+            headers={"Retry-After": "5"},
+        ) from exc
     try:
         answer = result.get(timeout=timeout, interval=0.005, propagate=True)  # results expire on their own
     except CeleryTimeout as exc:
-        raise HTTPException(status.HTTP_504_GATEWAY_TIMEOUT, f"no inference worker answered within {timeout:g}s "
-                                                             f"(INFERENCE_TIMEOUT_SECONDS)") from exc
+        raise HTTPException(
+            status.HTTP_504_GATEWAY_TIMEOUT,
+            f"no inference worker answered within {timeout:g}s (INFERENCE_TIMEOUT_SECONDS)",
+        ) from exc
     except Exception as exc:  # the task raised: a bug on the worker, reported without its internals
         raise HTTPException(status.HTTP_502_BAD_GATEWAY, f"the inference worker failed: {type(exc).__name__}") from exc
     if "error" in answer:

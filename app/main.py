@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import FastAPI
 
+from app import logs
 from app.api import dashboard, datasets, estimate, health, inference, jobs, metrics, models, pings
 from app.api.errors import method_not_allowed
 from app.api.limits import BodySizeLimit
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
+from app.api.request_id import RequestId
 from app.observability import HttpMetrics
-from app.security import REDACT_KEYS
+from app.settings import get_settings
 
 
 def create_app() -> FastAPI:
-    for name in ("uvicorn.access", "uvicorn.error"):  # request lines may carry a key a client pasted
-        logging.getLogger(name).addFilter(REDACT_KEYS)
+    logs.configure(get_settings())  # JSON lines with the request's ids; keys redacted from every line
     app = FastAPI(
         title="Transformer service",
         version="0.1.0",
@@ -33,6 +32,7 @@ def create_app() -> FastAPI:
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
     app.add_middleware(BodySizeLimit)
+    app.add_middleware(RequestId)  # before the limits: a refused request still has its id
     app.add_middleware(HttpMetrics)  # added last: outermost, so refused requests are counted too
     return app
 

@@ -43,16 +43,29 @@ UNMATCHED = "<unmatched>"  # the route label of a path no route serves: raw path
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})  # any other counts as OTHER
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-disable_created_metrics()  # no `*_created` series: Prometheus does not need them and they double the output
+# No `*_created` series: Prometheus does not need them and they double the output.
+disable_created_metrics()
 
 # registry=None: the scrape registry below decides how they are read (this process, or all of them).
-HTTP_REQUESTS = Counter("http_requests", "HTTP requests answered, by method, route template and status.",
-                        ("method", "route", "status"), registry=None)
-HTTP_LATENCY = Histogram("http_request_duration_seconds", "Time from a request's arrival to its last byte, "
-                         "by method and route template.", ("method", "route"), buckets=LATENCY_BUCKETS,
-                         registry=None)
-INFERENCE_BATCH = Histogram("inference_batch_size", "Sentences in the micro-batch each translate request was "
-                            "decoded in (one observation per request).", buckets=BATCH_BUCKETS, registry=None)
+HTTP_REQUESTS = Counter(
+    "http_requests",
+    "HTTP requests answered, by method, route template and status.",
+    ("method", "route", "status"),
+    registry=None,
+)
+HTTP_LATENCY = Histogram(
+    "http_request_duration_seconds",
+    "Time from a request's arrival to its last byte, by method and route template.",
+    ("method", "route"),
+    buckets=LATENCY_BUCKETS,
+    registry=None,
+)
+INFERENCE_BATCH = Histogram(
+    "inference_batch_size",
+    "Sentences in the micro-batch each translate request was decoded in (one observation per request).",
+    buckets=BATCH_BUCKETS,
+    registry=None,
+)
 
 
 def observe_batch_size(size: int) -> None:
@@ -60,6 +73,7 @@ def observe_batch_size(size: int) -> None:
 
 
 # --- HTTP: a pure ASGI middleware --------------------------------------------------------------------------
+
 
 def _match(routes: Iterable[BaseRoute], scope: Scope) -> tuple[Match, str | None]:
     """The first route that fully matches (else the first partial match, a 405), descending into included routers."""
@@ -116,6 +130,7 @@ class HttpMetrics:
 
 # --- Scrape time: the database and the broker ----------------------------------------------------------------
 
+
 def _queue_depths() -> dict[str, int]:
     return {queue: read_depth(queue) for queue in QUEUES}
 
@@ -124,8 +139,9 @@ class ServiceCollector(Collector):
     """Series read from the database and the broker each time /metrics is scraped."""
 
     def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily("metrics_source_up", "1 when the source could be read for this scrape, else 0.",
-                               labels=["source"])
+        up = GaugeMetricFamily(
+            "metrics_source_up", "1 when the source could be read for this scrape, else 0.", labels=["source"]
+        )
         try:
             yield from self._database()
             up.add_metric(["database"], 1)
@@ -149,22 +165,26 @@ class ServiceCollector(Collector):
         horizon = utcnow() - timedelta(seconds=3 * settings.worker_heartbeat_seconds)  # as /healthz counts them
         with get_sessionmaker()() as session:
             by_status = dict(session.execute(select(Job.status, func.count()).group_by(Job.status)).all())
-            running = session.execute(select(Job.id, Job.tokens_per_second, Job.step, Job.total_steps)
-                                      .where(Job.status == RUNNING)).all()
+            running = session.execute(
+                select(Job.id, Job.tokens_per_second, Job.step, Job.total_steps).where(Job.status == RUNNING)
+            ).all()
             worker_queues = session.scalars(select(Worker.queues).where(Worker.last_seen_at >= horizon)).all()
         jobs = GaugeMetricFamily("training_jobs", "Training jobs by status.", labels=["status"])
         for name in sorted(set(JOB_STATUSES) | set(by_status)):
             jobs.add_metric([name], by_status.get(name, 0))
-        speed = GaugeMetricFamily("training_job_tokens_per_second", "Tokens per second of a running job.",
-                                  labels=["job_id"])
-        progress = GaugeMetricFamily("training_job_progress_ratio", "Steps done over total steps of a running job.",
-                                     labels=["job_id"])
+        speed = GaugeMetricFamily(
+            "training_job_tokens_per_second", "Tokens per second of a running job.", labels=["job_id"]
+        )
+        progress = GaugeMetricFamily(
+            "training_job_progress_ratio", "Steps done over total steps of a running job.", labels=["job_id"]
+        )
         for job_id, tokens_per_second, step, total_steps in running:
             if tokens_per_second is not None:
                 speed.add_metric([job_id], tokens_per_second)
             progress.add_metric([job_id], step / total_steps if total_steps else 0.0)
-        alive = GaugeMetricFamily("celery_workers_alive", "Workers with a recent heartbeat, by queue they consume.",
-                                  labels=["queue"])
+        alive = GaugeMetricFamily(
+            "celery_workers_alive", "Workers with a recent heartbeat, by queue they consume.", labels=["queue"]
+        )
         for queue in sorted(set(QUEUES) | {q for row in worker_queues for q in row.split(",") if q}):
             alive.add_metric([queue], sum(queue in row.split(",") for row in worker_queues))
         return [jobs, speed, progress, alive]

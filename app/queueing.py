@@ -8,12 +8,17 @@ from functools import lru_cache
 from typing import Any
 
 from celery import Celery
-from kombu import Exchange, Queue
+from celery.signals import before_task_publish
+from kombu.entity import Exchange, Queue  # kombu/__init__ re-exports them lazily, invisibly to mypy
 
+from app import logs
 from app.db.job_rows import mark_dispatched
 from app.db.session import session_scope
 from app.settings import Settings, get_settings
 from app.task_names import INFERENCE_QUEUE, QUEUES, TRAIN, TRAINING_QUEUE
+
+# A task sent while handling a request carries the request's id (its lines in the worker carry it too).
+before_task_publish.connect(logs.publish_request_id, weak=False)
 
 
 def broker_transport_options(settings: Settings) -> dict[str, Any]:
@@ -44,7 +49,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "worker_prefetch_multiplier": 1,
         # Each queue on its own direct exchange and key (a bare Queue(name) would be bound to the default queue's).
-        "task_queues": [Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES],
+        "task_queues": [
+            # kombu's Queue and Exchange have no type hints
+            Queue(name, Exchange(name, type="direct"), routing_key=name)
+            for name in QUEUES
+        ],
         "task_default_queue": INFERENCE_QUEUE,
         "task_create_missing_queues": False,
         "task_publish_retry": True,

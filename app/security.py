@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
 import re
 import secrets
 
 KEY_PREFIX = "tsk_"
 _KEY = re.compile(re.escape(KEY_PREFIX) + r"[A-Za-z0-9_-]+")
-_SECRET_PARAM = re.compile(r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token|auth|authorization)=)[^&;\s\"]*")
+# A credential-like query parameter's value ends at a separator, a space, a quote or a quote's JSON escape.
+_SECRET_PARAM = re.compile(r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token|auth|authorization)=)[^&;\s\"\\]*")
 
 
 def generate_key() -> str:
@@ -33,18 +33,3 @@ def display_prefix(key: str) -> str:
 def redact_keys(text: str) -> str:
     """`text` with every API key (and any query parameter named like a credential) replaced by `[redacted]`."""
     return _KEY.sub(KEY_PREFIX + "[redacted]", _SECRET_PARAM.sub(r"\1[redacted]", text))
-
-
-class RedactKeys(logging.Filter):
-    """Redacts keys from log records: uvicorn's access log prints each request's path and query, where a client
-    may have pasted a key (`?api_key=...`, or as an id). Headers are never logged."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.msg, str):
-            record.msg = redact_keys(record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(redact_keys(a) if isinstance(a, str) else a for a in record.args)
-        return True
-
-
-REDACT_KEYS = RedactKeys()

@@ -28,8 +28,10 @@ def parse_s3_root(root: str) -> tuple[str, str]:
         raise ValueError(f"ARTIFACT_ROOT scheme {scheme!r} is not supported; use a folder path or s3://bucket/prefix")
     bucket, _, prefix = rest.partition("/")
     if not S3_BUCKET.fullmatch(bucket):
-        raise ValueError(f"ARTIFACT_ROOT={root!r} names no valid S3 bucket: {bucket!r} must be 3-63 lowercase "
-                         "letters, digits, dots or hyphens")
+        raise ValueError(
+            f"ARTIFACT_ROOT={root!r} names no valid S3 bucket: {bucket!r} must be 3-63 lowercase "
+            "letters, digits, dots or hyphens"
+        )
     prefix = prefix.strip("/")
     if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
         raise ValueError(f"ARTIFACT_ROOT={root!r} has an invalid prefix {prefix!r} (empty, '.' or '..' parts)")
@@ -56,6 +58,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # json: one JSON object per line with request/job/model/owner ids (app/logs.py); text: for a terminal.
+    log_format: Literal["json", "text"] = "json"
 
     # Jobs and the broker. A task's message must not be redelivered while its lease is alive,
     # so the broker's visibility timeout has to outlast the lease (checked below).
@@ -92,7 +96,8 @@ class Settings(BaseSettings):
     # How long an API process reuses a key's or a model's lookup (app/api/ttl_cache.py); a revoked key or deleted model
     # can keep working this long in the other API processes. 0: look both up on every request.
     auth_cache_seconds: float = Field(5.0, ge=0, le=300)
-    metrics_token: str = ""  # bearer token a Prometheus scraper sends to GET /metrics; empty: /metrics is off
+    # Bearer token a Prometheus scraper sends to GET /metrics; empty: /metrics is off. A secret: never printed.
+    metrics_token: SecretStr = SecretStr("")
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_unsafe(self) -> Settings:
@@ -102,8 +107,11 @@ class Settings(BaseSettings):
         if not self.celery_broker_url:
             self.celery_broker_url = f"sqla+sqlite:///{data_dir / 'broker.db'}"
         if not self.celery_result_backend:
-            self.celery_result_backend = (f"db+sqlite:///{data_dir / 'results.db'}" if
-                                          self.celery_broker_url.startswith("sqla+") else self.celery_broker_url)
+            self.celery_result_backend = (
+                f"db+sqlite:///{data_dir / 'results.db'}"
+                if self.celery_broker_url.startswith("sqla+")
+                else self.celery_broker_url
+            )
         if not self.artifact_root:
             self.artifact_root = str(data_dir / "artifacts")
         problems: list[str] = []
@@ -139,7 +147,9 @@ class Settings(BaseSettings):
             if db_scheme == "sqlite":
                 problems.append("DATABASE_URL is SQLite, which is unsafe with ENVIRONMENT=production; use PostgreSQL")
             if broker_scheme == "sqla+sqlite":
-                problems.append("CELERY_BROKER_URL is the SQLite transport, which is unsafe with ENVIRONMENT=production; use Redis")
+                problems.append(
+                    "CELERY_BROKER_URL is the SQLite transport, which is unsafe with ENVIRONMENT=production; use Redis"
+                )
         elif self.host not in LOOPBACK_HOSTS:
             problems.append(
                 f"HOST={self.host!r} exposes the embedded (local) service beyond this machine; "

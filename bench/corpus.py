@@ -72,8 +72,14 @@ def part_of(source: str, valid_per_mille: int, test_per_mille: int) -> str:
     return "valid" if bucket < test_per_mille + valid_per_mille else "train"
 
 
-def build(lang: str, out: Path, max_chars: int = 200, valid_per_mille: int = 20, test_per_mille: int = 20,
-          root: Path = LOCALE_ROOT) -> dict[str, int]:
+def build(
+    lang: str,
+    out: Path,
+    max_chars: int = 200,
+    valid_per_mille: int = 20,
+    test_per_mille: int = 20,
+    root: Path = LOCALE_ROOT,
+) -> dict[str, int]:
     paths = catalogs(lang, root)
     if not paths:
         raise SystemExit(f"no catalogs under {root / lang / 'LC_MESSAGES'}; try another --lang")

@@ -84,8 +84,14 @@ def train(model: Transformer, examples: list[Example], steps: int) -> None:
     print(f"trained {steps} steps in {time.perf_counter() - start:.0f} s, last loss {result.loss:.3f}")
 
 
-def measure(model: Transformer, tokenizer: Tokenizer, sources: list[list[int]], args: argparse.Namespace,
-            fixed_length: int | None, workdir: Path) -> dict[str, Any]:
+def measure(
+    model: Transformer,
+    tokenizer: Tokenizer,
+    sources: list[list[int]],
+    args: argparse.Namespace,
+    fixed_length: int | None,
+    workdir: Path,
+) -> dict[str, Any]:
     """Sentences/second of every engine on one model; fixed_length forces every beam to that many tokens."""
     import ctranslate2
     import transformers
@@ -93,8 +99,12 @@ def measure(model: Transformer, tokenizer: Tokenizer, sources: list[list[int]], 
     marian_dir = export_marian(model, tokenizer, workdir / "marian")
     hf = transformers.MarianMTModel.from_pretrained(str(marian_dir)).eval()
     translators = {
-        q: ctranslate2.Translator(str(convert_to_ctranslate2(marian_dir, workdir / f"ct2-{q}", quantization=q)),
-                                  device="cpu", intra_threads=args.threads, inter_threads=1)
+        q: ctranslate2.Translator(
+            str(convert_to_ctranslate2(marian_dir, workdir / f"ct2-{q}", quantization=q)),
+            device="cpu",
+            intra_threads=args.threads,
+            inter_threads=1,
+        )
         for q in ("float32", "int8")
     }
     batches = [sources[i : i + args.batch_size] for i in range(0, len(sources), args.batch_size)]
@@ -118,22 +128,33 @@ def measure(model: Transformer, tokenizer: Tokenizer, sources: list[list[int]], 
         lengths = dict(max_new_tokens=L, min_new_tokens=L) if L is not None else dict(max_new_tokens=max_len)
         with torch.inference_mode():
             for src in tensors:
-                gen = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=BEAM, do_sample=False,
-                                  early_stopping=True, length_penalty=ALPHA, num_return_sequences=1, **lengths)
+                gen = hf.generate(
+                    input_ids=src,
+                    attention_mask=(src != 0).long(),
+                    num_beams=BEAM,
+                    do_sample=False,
+                    early_stopping=True,
+                    length_penalty=ALPHA,
+                    num_return_sequences=1,
+                    **lengths,
+                )
                 out += [[t for t in row[1:] if t not in (tokenizer.pad_id, tokenizer.eos_id)] for row in gen.tolist()]
         return out
 
     def ct2(q: str) -> Callable[[], list[list[int]]]:
-        lengths = dict(max_decoding_length=L, min_decoding_length=L) if L is not None else \
-            dict(max_decoding_length=max_len)
+        lengths = (
+            dict(max_decoding_length=L, min_decoding_length=L) if L is not None else dict(max_decoding_length=max_len)
+        )
 
         def run() -> list[list[int]]:
             out = []
             for b in token_batches:
-                results = translators[q].translate_batch(b, beam_size=BEAM, length_penalty=ALPHA, patience=1,
-                                                         max_batch_size=args.batch_size, **lengths)
+                results = translators[q].translate_batch(
+                    b, beam_size=BEAM, length_penalty=ALPHA, patience=1, max_batch_size=args.batch_size, **lengths
+                )
                 out += [[tokenizer.token_to_id(t) for t in r.hypotheses[0]] for r in results]
             return out
+
         return run
 
     engines = {"ours": ours, "hf": hf_generate, "ct2_fp32": ct2("float32"), "ct2_int8": ct2("int8")}
@@ -150,8 +171,10 @@ def measure(model: Transformer, tokenizer: Tokenizer, sources: list[list[int]], 
     mean_len = sum(len(o) for o in outputs["ours"]) / len(sources)
     for name in ENGINES:
         print(f"  {name:9s} {rate[name]:8.1f} sentences/s  (same 1-best as ours: {agree[name]:.0%})")
-    print(f"  ours / transformers = {rate['ours'] / rate['hf']:.2f}x; ours / CTranslate2 fp32 = "
-          f"{rate['ours'] / rate['ct2_fp32']:.2f}x; ours / CTranslate2 int8 = {rate['ours'] / rate['ct2_int8']:.2f}x")
+    print(
+        f"  ours / transformers = {rate['ours'] / rate['hf']:.2f}x; ours / CTranslate2 fp32 = "
+        f"{rate['ours'] / rate['ct2_fp32']:.2f}x; ours / CTranslate2 int8 = {rate['ours'] / rate['ct2_int8']:.2f}x"
+    )
     return {
         "ours_sent_per_s": round(rate["ours"], 2),
         "hf_sent_per_s": round(rate["hf"], 2),
@@ -172,8 +195,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--preset", default="small")
-    parser.add_argument("--vocab-size", type=int, default=300,
-                        help="BPE vocabulary; 300 splits a German number word into ~8 tokens")
+    parser.add_argument(
+        "--vocab-size", type=int, default=300, help="BPE vocabulary; 300 splits a German number word into ~8 tokens"
+    )
     parser.add_argument("--train-steps", type=int, default=300, help="training of the 'trained' workload's model")
     parser.add_argument("--length", type=int, default=24, help="tokens per beam in the 'fixed' workload")
     parser.add_argument("--workloads", default="trained,fixed", help="comma-separated: trained, fixed")
@@ -193,9 +217,11 @@ def main() -> None:
     sources = sorted((tokenizer.encode(s) + [tokenizer.eos_id] for s, _ in pairs[: args.sentences]), key=len)
     config = ModelConfig.from_preset(args.preset, tokenizer.vocab_size, max_positions=256)
     n_params = sum(p.numel() for p in Transformer(config).parameters())
-    print(f"preset {args.preset}: {n_params / 1e6:.1f}M parameters, vocabulary {tokenizer.vocab_size}; "
-          f"{len(sources)} sentences in batches of {args.batch_size}, beam {BEAM}, {args.threads} thread(s), "
-          f"{args.rounds} rounds")
+    print(
+        f"preset {args.preset}: {n_params / 1e6:.1f}M parameters, vocabulary {tokenizer.vocab_size}; "
+        f"{len(sources)} sentences in batches of {args.batch_size}, beam {BEAM}, {args.threads} thread(s), "
+        f"{args.rounds} rounds"
+    )
 
     results: dict[str, dict[str, Any]] = {}
     workdir = Path(tempfile.mkdtemp(prefix="decode-bench-"))
@@ -207,18 +233,30 @@ def main() -> None:
             train(model, [Example(tokenizer.encode(s), tokenizer.encode(t)) for s, t in pairs], args.train_steps)
         else:
             print(f"fixed: random weights, exactly {args.length} tokens per beam")
-        results[workload] = measure(model.eval(), tokenizer, sources, args,
-                                    None if workload == "trained" else args.length, workdir / workload)
+        results[workload] = measure(
+            model.eval(), tokenizer, sources, args, None if workload == "trained" else args.length, workdir / workload
+        )
 
     summary = dict(results[workloads[0]])
     summary["workload"] = workloads[0]
     if "fixed" in results and workloads[0] != "fixed":
         summary["fixed_length"] = results["fixed"]
-    summary.update(threads=args.threads, sentences=len(sources), batch_size=args.batch_size, beam=BEAM,
-                   rounds=args.rounds, preset=args.preset, parameters=n_params, vocab_size=tokenizer.vocab_size,
-                   train_steps=args.train_steps, fixed_tokens=args.length, cpu_count=os.cpu_count(),
-                   torch=torch.__version__, transformers=transformers.__version__,
-                   ctranslate2=__import__("ctranslate2").__version__)
+    summary.update(
+        threads=args.threads,
+        sentences=len(sources),
+        batch_size=args.batch_size,
+        beam=BEAM,
+        rounds=args.rounds,
+        preset=args.preset,
+        parameters=n_params,
+        vocab_size=tokenizer.vocab_size,
+        train_steps=args.train_steps,
+        fixed_tokens=args.length,
+        cpu_count=os.cpu_count(),
+        torch=torch.__version__,
+        transformers=transformers.__version__,
+        ctranslate2=__import__("ctranslate2").__version__,
+    )
     print(json.dumps(summary))
 
 

@@ -19,8 +19,9 @@ part and scores them on the test part with sacrebleu (BLEU and chrF on detokeniz
 
 Recipes: `peer` gives both sides vocabulary 4000, 1500-token batches and warm-up 400; `ours` gives both our
 job defaults (vocabulary, batch tokens and warm-up of TrainingSpec); `auto` gives ours only the budget
-(`max_minutes`; the worker chooses vocabulary, batch, warm-up, model/budget.py) and the peer its recipe. Prints a line per run, then one JSON
-object as the last line with medians over seeds and `ratio` = our median BLEU / the peer's.
+(`max_minutes`; the worker chooses vocabulary, batch, warm-up, model/budget.py) and the peer its recipe.
+Prints a line per run, then one JSON object as the last line with medians over seeds and
+`ratio` = our median BLEU / the peer's.
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ PRESET = "small"
 SIZES = dict(d_model=256, n_heads=4, layers=3, d_ff=1024, dropout=0.1)  # the `small` preset, for the peer
 RECIPES: dict[str, dict[str, Any]] = {
     "peer": {"vocab_size": 4000, "max_tokens_per_batch": 1500, "warmup_steps": 400},
-    "ours": {"vocab_size": ModelSpec().vocab_size, "max_tokens_per_batch": TrainingSpec().max_tokens_per_batch,
-             "warmup_steps": TrainingSpec().warmup_steps},
+    "ours": {
+        "vocab_size": ModelSpec().vocab_size,
+        "max_tokens_per_batch": TrainingSpec().max_tokens_per_batch,
+        "warmup_steps": TrainingSpec().warmup_steps,
+    },
     # Ours leaves vocabulary, batch, warm-up and step limit to the budget (model/budget.py); the peer keeps its
     # best recipe (that of "peer").
     "auto": {"vocab_size": 4000, "max_tokens_per_batch": 1500, "warmup_steps": 400, "ours_from_budget": True},
@@ -65,14 +69,23 @@ def read_jsonl(path: Path) -> list[tuple[str, str]]:
 
 
 def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
-    return {"bleu": round(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score, 2),
-            "chrf": round(sacrebleu.corpus_chrf(list(hyps), [list(refs)]).score, 2)}
+    return {
+        "bleu": round(sacrebleu.corpus_bleu(list(hyps), [list(refs)]).score, 2),
+        "chrf": round(sacrebleu.corpus_chrf(list(hyps), [list(refs)]).score, 2),
+    }
 
 
 # -- ours, in this process ------------------------------------------------------------------------------------
 
-def ours_function(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, Any], seed: int, minutes: float,
-                  overrides: dict[str, Any]) -> dict[str, Any]:
+
+def ours_function(
+    corpus: Path,
+    test: list[tuple[str, str]],
+    recipe: dict[str, Any],
+    seed: int,
+    minutes: float,
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
     if recipe.get("ours_from_budget"):
         raise SystemExit("--recipe auto: the settings are chosen by the worker; run it with --through service")
     from model.checkpoint import load_model
@@ -83,15 +96,30 @@ def ours_function(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, A
     from model.trainer import train
     from worker.job_data import TRAIN_CONFIG_FIELDS
 
-    spec = {**TrainingSpec().model_dump(), "max_steps": 10_000_000, "max_minutes": minutes, "seed": seed,
-            "max_tokens_per_batch": recipe["max_tokens_per_batch"], "warmup_steps": recipe["warmup_steps"],
-            **{k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("training.")}}
+    spec = {
+        **TrainingSpec().model_dump(),
+        "max_steps": 10_000_000,
+        "max_minutes": minutes,
+        "seed": seed,
+        "max_tokens_per_batch": recipe["max_tokens_per_batch"],
+        "warmup_steps": recipe["warmup_steps"],
+        **{k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("training.")},
+    }
     model_overrides = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("model.")}
     t0 = time.monotonic()
-    data = prepare("translation", read_parallel(corpus / "train.jsonl"), read_parallel(corpus / "valid.jsonl"),
-                   preset=PRESET, model_overrides=model_overrides, vocab_size=recipe["vocab_size"],
-                   max_len=spec["max_length"], seed=seed, tokenizer_kind=spec["tokenizer"],
-                   normalization=spec["normalization"], prefix_space=spec["prefix_space"])
+    data = prepare(
+        "translation",
+        read_parallel(corpus / "train.jsonl"),
+        read_parallel(corpus / "valid.jsonl"),
+        preset=PRESET,
+        model_overrides=model_overrides,
+        vocab_size=recipe["vocab_size"],
+        max_len=spec["max_length"],
+        seed=seed,
+        tokenizer_kind=spec["tokenizer"],
+        normalization=spec["normalization"],
+        prefix_space=spec["prefix_space"],
+    )
     prepare_s = time.monotonic() - t0
     with tempfile.TemporaryDirectory(prefix="quality-") as tmp:
         config = TrainConfig(**{k: spec[k] for k in TRAIN_CONFIG_FIELDS}, bf16=False)
@@ -100,25 +128,46 @@ def ours_function(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, A
     t0 = time.monotonic()
     hyps = [r["text"] for r in translate(model, tokenizer, [s for s, _ in test], beam_size=4)]
     sources = tokenizer.encode_batch([s for s, _ in test])
-    return {**score(hyps, [t for _, t in test]), "steps": result.step, "train_seconds": round(result.elapsed, 1),
-            "eval_seconds": result.metrics.get("eval_seconds"),
-            "prepare_seconds": round(prepare_s, 1), "decode_seconds": round(time.monotonic() - t0, 1),
-            "source_pieces_per_sentence": round(statistics.mean(map(len, sources)), 2), "stop": result.stop_reason}
+    return {
+        **score(hyps, [t for _, t in test]),
+        "steps": result.step,
+        "train_seconds": round(result.elapsed, 1),
+        "eval_seconds": result.metrics.get("eval_seconds"),
+        "prepare_seconds": round(prepare_s, 1),
+        "decode_seconds": round(time.monotonic() - t0, 1),
+        "source_pieces_per_sentence": round(statistics.mean(map(len, sources)), 2),
+        "stop": result.stop_reason,
+    }
 
 
 # -- ours, as a real job --------------------------------------------------------------------------------------
 
-def ours_service(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, Any], seed: int, minutes: float,
-                 overrides: dict[str, Any]) -> dict[str, Any]:
+
+def ours_service(
+    corpus: Path,
+    test: list[tuple[str, str]],
+    recipe: dict[str, Any],
+    seed: int,
+    minutes: float,
+    overrides: dict[str, Any],
+) -> dict[str, Any]:
     import httpx
 
     from tests.support.stack import Processes, free_port, service_env, wait_for
 
     tmp = Path(tempfile.mkdtemp(prefix="quality-service-"))
     port = free_port()
-    env = {**service_env(DATA_DIR=str(tmp / "var"), PORT=str(port), OMP_NUM_THREADS=str(torch.get_num_threads()),
-                         MAX_TEXTS_PER_REQUEST="64", RATE_LIMIT_PER_MINUTE="1000000", MAX_UPLOAD_MB="200"),
-           "TORCH_THREADS": str(torch.get_num_threads())}  # the training worker's threads, as the peer's
+    env = {
+        **service_env(
+            DATA_DIR=str(tmp / "var"),
+            PORT=str(port),
+            OMP_NUM_THREADS=str(torch.get_num_threads()),
+            MAX_TEXTS_PER_REQUEST="64",
+            RATE_LIMIT_PER_MINUTE="1000000",
+            MAX_UPLOAD_MB="200",
+        ),
+        "TORCH_THREADS": str(torch.get_num_threads()),
+    }  # the training worker's threads, as the peer's
     processes = Processes(tmp)
     processes.start("serve", [sys.executable, "-m", "app.cli", "serve"], env)
     url = f"http://127.0.0.1:{port}"
@@ -132,31 +181,52 @@ def ours_service(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, An
                 return False
 
         wait_for(up, 120, "the service")
-        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key_file.read_text().strip()}"},
-                              timeout=600)
+        client = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {key_file.read_text().strip()}"}, timeout=600
+        )
 
         def upload(name: str) -> str:
             with open(corpus / f"{name}.jsonl", "rb") as f:
-                r = client.post("/v1/datasets", data={"name": name, "kind": "parallel"},
-                                files={"file": (f"{name}.jsonl", f)})
+                r = client.post(
+                    "/v1/datasets", data={"name": name, "kind": "parallel"}, files={"file": (f"{name}.jsonl", f)}
+                )
             r.raise_for_status()
             return r.json()["id"]
 
         if recipe.get("ours_from_budget"):  # only the budget: the worker chooses the rest
             training, model = {"max_minutes": minutes, "seed": seed}, {"preset": PRESET}
         else:
-            training = {"max_steps": 10_000_000, "max_minutes": minutes, "seed": seed,
-                        "max_tokens_per_batch": recipe["max_tokens_per_batch"], "warmup_steps": recipe["warmup_steps"]}
+            training = {
+                "max_steps": 10_000_000,
+                "max_minutes": minutes,
+                "seed": seed,
+                "max_tokens_per_batch": recipe["max_tokens_per_batch"],
+                "warmup_steps": recipe["warmup_steps"],
+            }
             model = {"preset": PRESET, "vocab_size": recipe["vocab_size"]}
         for name, value in overrides.items():
             section, field = name.split(".", 1)
             (training if section == "training" else model)[field] = value
-        r = client.post("/v1/jobs", json={"objective": "translation", "dataset_id": upload("train"),
-                                          "valid_dataset_id": upload("valid"), "model": model, "training": training})
+        r = client.post(
+            "/v1/jobs",
+            json={
+                "objective": "translation",
+                "dataset_id": upload("train"),
+                "valid_dataset_id": upload("valid"),
+                "model": model,
+                "training": training,
+            },
+        )
         r.raise_for_status()
         job_id = r.json()["id"]
-        job = wait_for(lambda: (j := client.get(f"/v1/jobs/{job_id}").json())["status"] in
-                       ("succeeded", "failed", "cancelled") and j, minutes * 60 + 900, "the job", interval=5)
+        job = wait_for(
+            lambda: (
+                (j := client.get(f"/v1/jobs/{job_id}").json())["status"] in ("succeeded", "failed", "cancelled") and j
+            ),
+            minutes * 60 + 900,
+            "the job",
+            interval=5,
+        )
         if job["status"] != "succeeded":
             raise RuntimeError(f"job {job_id} {job['status']}: {job.get('error')}")
         model_id = job["model_id"]
@@ -164,23 +234,37 @@ def ours_service(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, An
         t0 = time.monotonic()
         hyps: list[str] = []
         for start in range(0, len(test), 64):
-            r = client.post(f"/v1/models/{model_id}/translate",
-                            json={"texts": [s for s, _ in test[start:start + 64]], "beam_size": 4})
+            r = client.post(
+                f"/v1/models/{model_id}/translate",
+                json={"texts": [s for s, _ in test[start : start + 64]], "beam_size": 4},
+            )
             r.raise_for_status()
             hyps += [t["text"] for t in r.json()["translations"]]
         eval_seconds = series.get("eval_seconds", {}).get("values", [])
-        return {**score(hyps, [t for _, t in test]), "steps": job["progress"]["step"],
-                "eval_seconds": round(max(eval_seconds), 1) if eval_seconds else None,
-                "decode_seconds": round(time.monotonic() - t0, 1), "job": job_id,
-                **({"auto_settings": {k: job["auto_settings"][k] for k in ("chosen", "expected_updates", "throughput",
-                                                                           "probe_seconds")}
-                    | {"tokens_per_second": job["auto_settings"]["inputs"]["tokens_per_second"]}}
-                   if job.get("auto_settings") else {})}
+        return {
+            **score(hyps, [t for _, t in test]),
+            "steps": job["progress"]["step"],
+            "eval_seconds": round(max(eval_seconds), 1) if eval_seconds else None,
+            "decode_seconds": round(time.monotonic() - t0, 1),
+            "job": job_id,
+            **(
+                {
+                    "auto_settings": {
+                        k: job["auto_settings"][k]
+                        for k in ("chosen", "expected_updates", "throughput", "probe_seconds")
+                    }
+                    | {"tokens_per_second": job["auto_settings"]["inputs"]["tokens_per_second"]}
+                }
+                if job.get("auto_settings")
+                else {}
+            ),
+        }
     finally:
         processes.stop()
 
 
 # -- the peer -------------------------------------------------------------------------------------------------
+
 
 def peer_tokenizer(texts: list[str], vocab_size: int):
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
@@ -189,8 +273,15 @@ def peer_tokenizer(texts: list[str], vocab_size: int):
     tk.normalizer = normalizers.NFC()
     tk.pre_tokenizer = pre_tokenizers.Metaspace()
     tk.decoder = decoders.Metaspace()
-    tk.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
-                                                      special_tokens=["<pad>", "<s>", "</s>", "<unk>"]))
+    tk.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            min_frequency=2,
+            show_progress=False,
+            special_tokens=["<pad>", "<s>", "</s>", "<unk>"],
+        ),
+    )
     return tk
 
 
@@ -211,29 +302,46 @@ def peer_batches(pairs: list[tuple[list[int], list[int]]], max_tokens: int, rng:
         yield batch
 
 
-def peer(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, Any], seed: int, minutes: float,
-         max_len: int = 128) -> dict[str, Any]:
+def peer(
+    corpus: Path, test: list[tuple[str, str]], recipe: dict[str, Any], seed: int, minutes: float, max_len: int = 128
+) -> dict[str, Any]:
     from transformers import MarianConfig, MarianMTModel
 
     pad, bos, eos = 0, 1, 2
     train_rows = read_jsonl(corpus / "train.jsonl")
     tk = peer_tokenizer([t for row in train_rows for t in row], recipe["vocab_size"])
-    pairs = [(s.ids, t.ids) for s, t in zip(tk.encode_batch([s for s, _ in train_rows]),
-                                            tk.encode_batch([t for _, t in train_rows]))]
+    pairs = [
+        (s.ids, t.ids)
+        for s, t in zip(tk.encode_batch([s for s, _ in train_rows]), tk.encode_batch([t for _, t in train_rows]))
+    ]
     pairs = [p for p in pairs if 0 < len(p[0]) <= max_len and 0 < len(p[1]) <= max_len]
     torch.manual_seed(seed)
     config = MarianConfig(
-        vocab_size=tk.get_vocab_size(), d_model=SIZES["d_model"], encoder_layers=SIZES["layers"],
-        decoder_layers=SIZES["layers"], encoder_attention_heads=SIZES["n_heads"],
-        decoder_attention_heads=SIZES["n_heads"], encoder_ffn_dim=SIZES["d_ff"], decoder_ffn_dim=SIZES["d_ff"],
-        dropout=SIZES["dropout"], max_position_embeddings=512, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=pad, eos_token_id=eos,
-        bos_token_id=bos, decoder_start_token_id=bos, forced_eos_token_id=eos)
+        vocab_size=tk.get_vocab_size(),
+        d_model=SIZES["d_model"],
+        encoder_layers=SIZES["layers"],
+        decoder_layers=SIZES["layers"],
+        encoder_attention_heads=SIZES["n_heads"],
+        decoder_attention_heads=SIZES["n_heads"],
+        encoder_ffn_dim=SIZES["d_ff"],
+        decoder_ffn_dim=SIZES["d_ff"],
+        dropout=SIZES["dropout"],
+        max_position_embeddings=512,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        pad_token_id=pad,
+        eos_token_id=eos,
+        bos_token_id=bos,
+        decoder_start_token_id=bos,
+        forced_eos_token_id=eos,
+    )
     model = MarianMTModel(config).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     d, warmup = SIZES["d_model"], recipe["warmup_steps"]
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: d ** -0.5 * min((s + 1) ** -0.5, (s + 1) * warmup ** -1.5))
+        optimizer, lambda s: d**-0.5 * min((s + 1) ** -0.5, (s + 1) * warmup**-1.5)
+    )
     rng, step, start = random.Random(seed), 0, time.monotonic()
     while time.monotonic() - start < minutes * 60:
         for idx in peer_batches(pairs, recipe["max_tokens_per_batch"], rng):
@@ -258,18 +366,24 @@ def peer(corpus: Path, test: list[tuple[str, str]], recipe: dict[str, Any], seed
     hyps = [""] * len(test)
     with torch.no_grad():
         for b in range(0, len(order), 32):
-            idx = order[b:b + 32]
+            idx = order[b : b + 32]
             src = torch.nn.utils.rnn.pad_sequence([torch.tensor(sources[i]) for i in idx], True, pad)
-            out = model.generate(input_ids=src, attention_mask=src != pad, num_beams=4,
-                                 max_new_tokens=2 * src.size(1) + 10)
+            out = model.generate(
+                input_ids=src, attention_mask=src != pad, num_beams=4, max_new_tokens=2 * src.size(1) + 10
+            )
             for i, ids in zip(idx, out.tolist()):
                 hyps[i] = tk.decode([t for t in ids if t > eos])
-    return {**score(hyps, [t for _, t in test]), "steps": step, "train_seconds": round(train_seconds, 1),
-            "decode_seconds": round(time.monotonic() - t0, 1),
-            "source_pieces_per_sentence": round(statistics.mean(len(s) - 1 for s in sources), 2)}
+    return {
+        **score(hyps, [t for _, t in test]),
+        "steps": step,
+        "train_seconds": round(train_seconds, 1),
+        "decode_seconds": round(time.monotonic() - t0, 1),
+        "source_pieces_per_sentence": round(statistics.mean(len(s) - 1 for s in sources), 2),
+    }
 
 
 # -- the comparison -------------------------------------------------------------------------------------------
+
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -278,8 +392,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--recipe", choices=sorted(RECIPES), default="peer")
     p.add_argument("--through", choices=("function", "service"), default="function")
     p.add_argument("--sides", default="ours,peer", help="ours, peer or both (a side not run counts as missing)")
-    p.add_argument("--set", action="append", default=[], metavar="model.X=V|training.X=V",
-                   help="an override of our side only, e.g. --set model.init=xavier (JSON values)")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="model.X=V|training.X=V",
+        help="an override of our side only, e.g. --set model.init=xavier (JSON values)",
+    )
     p.add_argument("--lang", default="fr")
     p.add_argument("--corpus", type=Path, default=ROOT / "var" / "corpus")
     p.add_argument("--test-size", type=int, default=800, help="test sentences scored (the first N)")
@@ -297,8 +416,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         except ValueError:
             overrides[name] = value
     recipe, sides = RECIPES[args.recipe], args.sides.split(",")
-    print(f"corpus en-{args.lang}: {counts}; recipe {args.recipe} {recipe}; {args.minutes:g} min a run; "
-          f"{args.threads} threads; ours through {args.through}; overrides {overrides}")
+    print(
+        f"corpus en-{args.lang}: {counts}; recipe {args.recipe} {recipe}; {args.minutes:g} min a run; "
+        f"{args.threads} threads; ours through {args.through}; overrides {overrides}"
+    )
     load_before = os.getloadavg()[0]
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
     ours = ours_service if args.through == "service" else ours_function
@@ -314,13 +435,22 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         values = [r[key] for r in runs[side] if r.get(key) is not None]
         return round(statistics.median(values), 2) if values else None
 
-    result: dict[str, Any] = {"bench": "quality", "recipe": args.recipe, "through": args.through,
-                              "minutes": args.minutes, "seeds": args.seeds, "lang": args.lang,
-                              "corpus": counts,  # it grows with the catalogs the machine's packages install
-                              "test_sentences": len(test), "threads": args.threads, "overrides": overrides,
-                              **{f"{side}_{key}": median(side, key) for side in ("ours", "peer")
-                                 for key in ("bleu", "chrf", "steps")}, "runs": runs, "torch": torch.__version__,
-                              "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)]}
+    result: dict[str, Any] = {
+        "bench": "quality",
+        "recipe": args.recipe,
+        "through": args.through,
+        "minutes": args.minutes,
+        "seeds": args.seeds,
+        "lang": args.lang,
+        "corpus": counts,  # it grows with the catalogs the machine's packages install
+        "test_sentences": len(test),
+        "threads": args.threads,
+        "overrides": overrides,
+        **{f"{side}_{key}": median(side, key) for side in ("ours", "peer") for key in ("bleu", "chrf", "steps")},
+        "runs": runs,
+        "torch": torch.__version__,
+        "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
     ours_bleu, peer_bleu = result["ours_bleu"], result["peer_bleu"]
     result["ratio"] = round(ours_bleu / peer_bleu, 3) if ours_bleu is not None and peer_bleu else None
     print(json.dumps(result))

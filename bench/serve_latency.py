@@ -9,8 +9,8 @@ same sentence is decoded on both sides). Measures, alternating rounds:
   concurrent  32 clients at once (each sends its requests back to back), sentences/second
 
 Prints human lines, then one JSON object as the last line: p50/p95 of each, the overhead
-(http p50 - direct p50), the CPU the API and the worker processes used per sequential request, and `ratio` = concurrent throughput / sequential throughput (higher is better;
-the goal is >= 3, from micro-batching).
+(http p50 - direct p50), the CPU the API and the worker processes used per sequential request, and
+`ratio` = concurrent throughput / sequential throughput (higher is better; the goal is >= 3, from micro-batching).
 
     .venv/bin/python bench/serve_latency.py [--requests 200] [--clients 32]
 """
@@ -34,7 +34,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from model.checkpoint import checkpoint_sha256, load_model, save_checkpoint  # noqa: E402
+from model.checkpoint import load_model, save_checkpoint  # noqa: E402
+from model.checkpoint_files import checkpoint_sha256  # noqa: E402
 from model.demo import numbers_to_words_task  # noqa: E402
 from model.inference import translate  # noqa: E402
 from model.prepare import prepare  # noqa: E402
@@ -60,8 +61,18 @@ def cpu_ms(pid: int) -> float:
 
 def train_small_model(folder: Path, preset: str = "small") -> Path:
     data = prepare("translation", numbers_to_words_task(900), preset=preset, vocab_size=500, max_len=40, seed=0)
-    result = train(data, TrainConfig(max_steps=60, warmup_steps=30, eval_every=60, checkpoint_every=60,
-                                     max_tokens_per_batch=2048, eval_max_sentences=20), folder / "ckpt")
+    result = train(
+        data,
+        TrainConfig(
+            max_steps=60,
+            warmup_steps=30,
+            eval_every=60,
+            checkpoint_every=60,
+            max_tokens_per_batch=2048,
+            eval_max_sentences=20,
+        ),
+        folder / "ckpt",
+    )
     model, tokenizer, meta = load_model(result.model_checkpoint)
     return save_checkpoint(folder / "model", model, tokenizer, "translation", step=result.step, kind="model")
 
@@ -91,9 +102,16 @@ def main() -> None:
     admin = services.postgres_url()
     name = f"bench_{uuid.uuid4().hex[:8]}"
     services.create_database(admin, name)
-    env = service_env(DATABASE_URL=services.with_database(admin, name), CELERY_BROKER_URL=services.redis_url(),
-                      DATA_DIR=str(tmp / "var"), ARTIFACT_ROOT=str(tmp / "artifacts"), OMP_NUM_THREADS="1",
-                      MAX_TEXTS_PER_REQUEST="64", INFERENCE_QUEUE_LIMIT="10000", RATE_LIMIT_PER_MINUTE="1000000")
+    env = service_env(
+        DATABASE_URL=services.with_database(admin, name),
+        CELERY_BROKER_URL=services.redis_url(),
+        DATA_DIR=str(tmp / "var"),
+        ARTIFACT_ROOT=str(tmp / "artifacts"),
+        OMP_NUM_THREADS="1",
+        MAX_TEXTS_PER_REQUEST="64",
+        INFERENCE_QUEUE_LIMIT="10000",
+        RATE_LIMIT_PER_MINUTE="1000000",
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp)
     url = processes.start_api(env, free_port())
@@ -102,8 +120,12 @@ def main() -> None:
         wait_for(healthy_with_workers(url, 1), timeout=90, what="the service")
         key = create_key(env, "bench")
         model_id = register_model(env["DATABASE_URL"], "bench", model_dir, tmp / "artifacts")
-        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=60,
-                              limits=httpx.Limits(max_connections=args.clients * 2))
+        client = httpx.Client(
+            base_url=url,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+            limits=httpx.Limits(max_connections=args.clients * 2),
+        )
         body = {"texts": [SENTENCE], "beam_size": 4}
         client.post(f"/v1/models/{model_id}/translate", json=body).raise_for_status()  # load the model
 
@@ -139,23 +161,34 @@ def main() -> None:
         services.drop_database(admin, name)
 
     result = {
-        "direct_p50_ms": round(statistics.median(direct), 2), "direct_p95_ms": round(percentile(direct, 0.95), 2),
-        "http_p50_ms": round(statistics.median(http), 2), "http_p95_ms": round(percentile(http, 0.95), 2),
+        "direct_p50_ms": round(statistics.median(direct), 2),
+        "direct_p95_ms": round(percentile(direct, 0.95), 2),
+        "http_p50_ms": round(statistics.median(http), 2),
+        "http_p95_ms": round(percentile(http, 0.95), 2),
         "overhead_p50_ms": round(statistics.median(http) - statistics.median(direct), 2),
         "sequential_sent_per_s": round(statistics.median(sequential_rates), 1),
         "concurrent_sent_per_s": round(statistics.median(concurrent_rates), 1),
         "api_cpu_ms_per_request": round(cpu["api"] / len(http), 2),
         "worker_cpu_ms_per_request": round(cpu["worker"] / len(http), 2),
-        "clients": args.clients, "requests": args.requests, "threads": 1, "preset": args.preset,
+        "clients": args.clients,
+        "requests": args.requests,
+        "threads": 1,
+        "preset": args.preset,
     }
     result["ratio"] = round(result["concurrent_sent_per_s"] / result["sequential_sent_per_s"], 2)
     print(f"direct call     p50 {result['direct_p50_ms']} ms  p95 {result['direct_p95_ms']} ms")
-    print(f"HTTP + Celery   p50 {result['http_p50_ms']} ms  p95 {result['http_p95_ms']} ms  "
-          f"(overhead p50 {result['overhead_p50_ms']} ms)")
-    print(f"CPU a request   API {result['api_cpu_ms_per_request']} ms, worker {result['worker_cpu_ms_per_request']} ms "
-          f"(decoding included)")
-    print(f"throughput      sequential {result['sequential_sent_per_s']}/s, {args.clients} clients "
-          f"{result['concurrent_sent_per_s']}/s  -> x{result['ratio']}")
+    print(
+        f"HTTP + Celery   p50 {result['http_p50_ms']} ms  p95 {result['http_p95_ms']} ms  "
+        f"(overhead p50 {result['overhead_p50_ms']} ms)"
+    )
+    print(
+        f"CPU a request   API {result['api_cpu_ms_per_request']} ms, worker {result['worker_cpu_ms_per_request']} ms "
+        f"(decoding included)"
+    )
+    print(
+        f"throughput      sequential {result['sequential_sent_per_s']}/s, {args.clients} clients "
+        f"{result['concurrent_sent_per_s']}/s  -> x{result['ratio']}"
+    )
     print(json.dumps(result))
 
 

@@ -64,8 +64,9 @@ def make_batches(args: argparse.Namespace, n: int) -> list[Batch]:
     def pair() -> Example:  # target length within +-25% of the source length, as in translation data
         n_src = rng.randint(args.min_len, args.max_len)
         n_tgt = max(1, round(n_src * rng.uniform(0.75, 1.25)))
-        return Example([rng.randrange(5, args.vocab) for _ in range(n_src)],
-                       [rng.randrange(5, args.vocab) for _ in range(n_tgt)])
+        return Example(
+            [rng.randrange(5, args.vocab) for _ in range(n_src)], [rng.randrange(5, args.vocab) for _ in range(n_tgt)]
+        )
 
     examples = [pair() for _ in range(n * args.batch_tokens // args.min_len)]
     batches = list(TokenBatcher(examples, args.batch_tokens, shuffle=True, seed=args.seed))
@@ -74,8 +75,15 @@ def make_batches(args: argparse.Namespace, n: int) -> list[Batch]:
 
 def ours(args: argparse.Namespace, cfg: TrainConfig) -> tuple[torch.nn.Module, Callable[[Batch], None]]:
     torch.manual_seed(args.seed)
-    config = ModelConfig(vocab_size=args.vocab, d_model=args.d_model, n_heads=args.heads, n_encoder_layers=args.layers,
-                         n_decoder_layers=args.layers, d_ff=args.d_ff, dropout=args.dropout)
+    config = ModelConfig(
+        vocab_size=args.vocab,
+        d_model=args.d_model,
+        n_heads=args.heads,
+        n_encoder_layers=args.layers,
+        n_decoder_layers=args.layers,
+        d_ff=args.d_ff,
+        dropout=args.dropout,
+    )
     model = Transformer(config).to(args.device).train()
     optimizer = build_optimizer(model, cfg)
     return model, lambda batch: train_step(model, optimizer, [batch], 1e-4, cfg)
@@ -86,12 +94,27 @@ def marian(args: argparse.Namespace, cfg: TrainConfig) -> tuple[torch.nn.Module,
 
     torch.manual_seed(args.seed)
     config = MarianConfig(
-        vocab_size=args.vocab, d_model=args.d_model, encoder_layers=args.layers, decoder_layers=args.layers,
-        encoder_attention_heads=args.heads, decoder_attention_heads=args.heads, encoder_ffn_dim=args.d_ff,
-        decoder_ffn_dim=args.d_ff, activation_function="relu", dropout=args.dropout, attention_dropout=0.0,
-        activation_dropout=args.dropout, max_position_embeddings=1024, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True, pad_token_id=PAD, eos_token_id=EOS,
-        decoder_start_token_id=BOS, forced_eos_token_id=None, use_cache=False,
+        vocab_size=args.vocab,
+        d_model=args.d_model,
+        encoder_layers=args.layers,
+        decoder_layers=args.layers,
+        encoder_attention_heads=args.heads,
+        decoder_attention_heads=args.heads,
+        encoder_ffn_dim=args.d_ff,
+        decoder_ffn_dim=args.d_ff,
+        activation_function="relu",
+        dropout=args.dropout,
+        attention_dropout=0.0,
+        activation_dropout=args.dropout,
+        max_position_embeddings=1024,
+        scale_embedding=True,
+        share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+        pad_token_id=PAD,
+        eos_token_id=EOS,
+        decoder_start_token_id=BOS,
+        forced_eos_token_id=None,
+        use_cache=False,
     )
     model = MarianMTModel(config).to(args.device).train()
     optimizer = build_optimizer(model, cfg)  # same Adam (and the same fused/foreach choice) as ours
@@ -99,11 +122,17 @@ def marian(args: argparse.Namespace, cfg: TrainConfig) -> tuple[torch.nn.Module,
     def step(batch: Batch) -> None:
         b = batch.to(args.device)
         optimizer.zero_grad(set_to_none=True)
-        logits = model(input_ids=b.src, attention_mask=b.src != PAD, decoder_input_ids=b.tgt_in,
-                       use_cache=False).logits  # (B, T, V)
+        logits = model(
+            input_ids=b.src, attention_mask=b.src != PAD, decoder_input_ids=b.tgt_in, use_cache=False
+        ).logits  # (B, T, V)
         # The usual way to train an HF model: cross entropy over all positions, pads ignored.
-        loss = F.cross_entropy(logits.flatten(0, 1), b.tgt_out.flatten(), ignore_index=PAD,
-                               label_smoothing=cfg.label_smoothing, reduction="sum")
+        loss = F.cross_entropy(
+            logits.flatten(0, 1),
+            b.tgt_out.flatten(),
+            ignore_index=PAD,
+            label_smoothing=cfg.label_smoothing,
+            reduction="sum",
+        )
         (loss / b.n_tgt_tokens).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
         for group in optimizer.param_groups:
@@ -133,15 +162,21 @@ def main(argv: Sequence[str] | None = None) -> dict:
     real = sum(b.n_tgt_tokens for b in batches)
     sides = {"ours": ours(args, cfg), "peer": marian(args, cfg)}
     n_params = {name: sum(p.numel() for p in model.parameters()) for name, (model, _) in sides.items()}
-    print(f"config: d_model={args.d_model} heads={args.heads} layers={args.layers}+{args.layers} d_ff={args.d_ff} "
-          f"vocab={args.vocab} dropout={args.dropout} device={args.device} threads={args.threads}")
+    print(
+        f"config: d_model={args.d_model} heads={args.heads} layers={args.layers}+{args.layers} d_ff={args.d_ff} "
+        f"vocab={args.vocab} dropout={args.dropout} device={args.device} threads={args.threads}"
+    )
     print(f"parameters: ours {n_params['ours']:,}, Marian {n_params['peer']:,}")
-    print(f"batches: {len(batches)} x ~{args.batch_tokens} padded tokens, {real} target tokens "
-          f"({real / padded:.0%} of target positions are real)")
+    print(
+        f"batches: {len(batches)} x ~{args.batch_tokens} padded tokens, {real} target tokens "
+        f"({real / padded:.0%} of target positions are real)"
+    )
     load_before = os.getloadavg()[0]
     if load_before > 0.5 * (os.cpu_count() or 1):
-        print(f"warning: load average {load_before:.1f} on {os.cpu_count()} CPUs; other processes share the cores "
-              f"(with several threads per side this slows both sides erratically; --threads 1 is steadier)")
+        print(
+            f"warning: load average {load_before:.1f} on {os.cpu_count()} CPUs; other processes share the cores "
+            f"(with several threads per side this slows both sides erratically; --threads 1 is steadier)"
+        )
     rates: dict[str, list[float]] = {"ours": [], "peer": []}
     for r in range(args.rounds + 1):
         for name, (_, step) in sides.items():
@@ -155,14 +190,29 @@ def main(argv: Sequence[str] | None = None) -> dict:
         "peer_tokens_per_s": round(statistics.median(rates["peer"]), 1),
     }
     result["ratio"] = round(result["ours_tokens_per_s"] / result["peer_tokens_per_s"], 3)
-    print(f"median: ours {result['ours_tokens_per_s']:,.0f} tok/s, Marian {result['peer_tokens_per_s']:,.0f} tok/s, "
-          f"ratio {result['ratio']:.2f}x (target tokens per second of full training steps)")
-    result.update(peer="transformers.MarianMTModel", d_model=args.d_model, heads=args.heads, layers=args.layers,
-                  d_ff=args.d_ff, vocab=args.vocab, dropout=args.dropout, batch_tokens=args.batch_tokens,
-                  steps_per_round=args.steps, rounds=args.rounds, threads=args.threads, device=args.device,
-                  torch=torch.__version__, params_ours=n_params["ours"], params_peer=n_params["peer"],
-                  real_target_fraction=round(real / padded, 3), load_average=[round(load_before, 2),
-                                                                               round(os.getloadavg()[0], 2)])
+    print(
+        f"median: ours {result['ours_tokens_per_s']:,.0f} tok/s, Marian {result['peer_tokens_per_s']:,.0f} tok/s, "
+        f"ratio {result['ratio']:.2f}x (target tokens per second of full training steps)"
+    )
+    result.update(
+        peer="transformers.MarianMTModel",
+        d_model=args.d_model,
+        heads=args.heads,
+        layers=args.layers,
+        d_ff=args.d_ff,
+        vocab=args.vocab,
+        dropout=args.dropout,
+        batch_tokens=args.batch_tokens,
+        steps_per_round=args.steps,
+        rounds=args.rounds,
+        threads=args.threads,
+        device=args.device,
+        torch=torch.__version__,
+        params_ours=n_params["ours"],
+        params_peer=n_params["peer"],
+        real_target_fraction=round(real / padded, 3),
+        load_average=[round(load_before, 2), round(os.getloadavg()[0], 2)],
+    )
     print(json.dumps(result))
     return result
 

@@ -24,8 +24,9 @@ def database_url() -> str:
 
 
 def run_migrations_offline() -> None:
-    context.configure(url=database_url(), target_metadata=target_metadata, literal_binds=True,
-                      render_as_batch=True, compare_type=True)
+    context.configure(
+        url=database_url(), target_metadata=target_metadata, literal_binds=True, render_as_batch=True, compare_type=True
+    )
     with context.begin_transaction():
         context.run_migrations()
 
@@ -37,8 +38,9 @@ def run_migrations_online() -> None:
     engine = make_engine(url)
     with engine.connect() as connection:
         # render_as_batch lets ALTERs work on SQLite (table copy) and is a no-op elsewhere.
-        context.configure(connection=connection, target_metadata=target_metadata,
-                          render_as_batch=True, compare_type=True)
+        context.configure(
+            connection=connection, target_metadata=target_metadata, render_as_batch=True, compare_type=True
+        )
         with context.begin_transaction():
             context.run_migrations()
     engine.dispose()

@@ -28,6 +28,7 @@ class KVCache:
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of the batch (beam search: follow the surviving hypotheses)."""
         if self.key is not None:
+            assert self.value is not None  # key and value are set together
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
 
@@ -78,12 +79,14 @@ class MultiHeadAttention(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """K and V for this call, read from / written to the cache: (B, n_heads, T_k, d_k) each."""
         if key_value_states is not None and cache is not None and cache.key is not None:
+            assert cache.value is not None  # key and value are set together
             return cache.key, cache.value  # cross-attention: memory was projected on the first step
         source = hidden_states if key_value_states is None else key_value_states
         k = self._split_heads(self.k_proj(source))  # (B, n_heads, T_new, d_k)
         v = self._split_heads(self.v_proj(source))  # (B, n_heads, T_new, d_k)
         if cache is not None:
             if key_value_states is None and cache.key is not None:  # self-attention: append the new steps
+                assert cache.value is not None  # key and value are set together
                 k = torch.cat([cache.key, k], dim=2)  # (B, n_heads, T_past + T_new, d_k)
                 v = torch.cat([cache.value, v], dim=2)
             cache.key, cache.value = k, v

@@ -50,8 +50,14 @@ class Batch:
     indices: tuple[int, ...] = ()  # positions of these examples in the batcher's example list
 
     def to(self, device: torch.device | str) -> Batch:
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
-                     self.n_src_tokens, self.n_tgt_tokens, self.indices)
+        return Batch(
+            self.src.to(device),
+            self.tgt_in.to(device),
+            self.tgt_out.to(device),
+            self.n_src_tokens,
+            self.n_tgt_tokens,
+            self.indices,
+        )
 
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
@@ -69,8 +75,14 @@ def collate(examples: Sequence[Example], indices: Sequence[int] = ()) -> Batch:
     src = pad_sequences([e.src_ids + [EOS_ID] for e in examples])
     tgt_in = pad_sequences([[BOS_ID] + e.tgt_ids for e in examples])
     tgt_out = pad_sequences([e.tgt_ids + [EOS_ID] for e in examples])
-    return Batch(src, tgt_in, tgt_out, n_src_tokens=int((src != PAD_ID).sum()),
-                 n_tgt_tokens=int((tgt_out != PAD_ID).sum()), indices=tuple(indices))
+    return Batch(
+        src,
+        tgt_in,
+        tgt_out,
+        n_src_tokens=int((src != PAD_ID).sum()),
+        n_tgt_tokens=int((tgt_out != PAD_ID).sum()),
+        indices=tuple(indices),
+    )
 
 
 def fit_length(examples: Sequence[Example], max_len: int, overlong: Overlong) -> tuple[list[Example], LengthReport]:
@@ -92,8 +104,7 @@ def fit_length(examples: Sequence[Example], max_len: int, overlong: Overlong) ->
     return kept, LengthReport(kept=len(kept), dropped=n_over - truncated, truncated=truncated)
 
 
-def plan_batches(sizes: Sequence[int], max_tokens: int, rng: random.Random | None,
-                 bucket_size: int) -> list[list[int]]:
+def plan_batches(sizes: Sequence[int], max_tokens: int, rng: random.Random | None, bucket_size: int) -> list[list[int]]:
     """Index lists with len(batch) * max(size) <= max_tokens.
 
     With rng: shuffle, sort by size within chunks of bucket_size, then shuffle the batches (fairseq/OpenNMT
@@ -128,9 +139,17 @@ class TokenBatcher:
     batch resumes at the next one.
     """
 
-    def __init__(self, examples: Sequence[Example] | Callable[[int], Sequence[Example]], max_tokens: int,
-                 shuffle: bool = True, seed: int = 0, *, max_len: int | None = None, overlong: Overlong = "drop",
-                 bucket_size: int = 4096) -> None:
+    def __init__(
+        self,
+        examples: Sequence[Example] | Callable[[int], Sequence[Example]],
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        *,
+        max_len: int | None = None,
+        overlong: Overlong = "drop",
+        bucket_size: int = 4096,
+    ) -> None:
         if max_len is not None and max_len + 1 > max_tokens:
             raise ValueError(f"max_tokens={max_tokens} cannot hold one example of max_len={max_len} (+1 special)")
         if bucket_size < 1:
@@ -150,8 +169,10 @@ class TokenBatcher:
             sizes = [e.size for e in examples]
             too_big = [i for i, s in enumerate(sizes) if s > self.max_tokens]
             if too_big:
-                raise ValueError(f"example {too_big[0]} needs {sizes[too_big[0]]} tokens > max_tokens="
-                                 f"{self.max_tokens}; pass max_len to drop or truncate long examples")
+                raise ValueError(
+                    f"example {too_big[0]} needs {sizes[too_big[0]]} tokens > max_tokens="
+                    f"{self.max_tokens}; pass max_len to drop or truncate long examples"
+                )
             rng = random.Random(f"{self.seed}:{epoch}") if self.shuffle else None
             self._cache = (epoch, examples, plan_batches(sizes, self.max_tokens, rng, self.bucket_size))
         return self._cache[1], self._cache[2]
@@ -177,8 +198,13 @@ class TokenBatcher:
         self.epoch, self.position = self.epoch + 1, 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "batch": self.position, "seed": self.seed, "max_tokens": self.max_tokens,
-                "shuffle": self.shuffle}
+        return {
+            "epoch": self.epoch,
+            "batch": self.position,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+            "shuffle": self.shuffle,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume at (epoch, batch); refuses a state made with another seed, max_tokens or shuffle."""

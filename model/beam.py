@@ -20,6 +20,7 @@ the batch, so a batch costs what its live sentences cost.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
 
 import torch
 import torch.nn.functional as F
@@ -37,6 +38,14 @@ class Hypothesis:
     score: float  # log_prob / length_penalty(length, alpha): what the n-best list is sorted by
     log_prob: float  # sum of the log-probabilities of the tokens (and of </s> when finished)
     finished: bool  # ended with </s>; False when cut at the maximum length
+
+
+@overload
+def length_penalty(length: int, alpha: float) -> float: ...
+
+
+@overload
+def length_penalty(length: Tensor, alpha: float) -> Tensor: ...
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -89,11 +98,21 @@ def beam_search(
         return _search(model, src_ids, beam_size, n_best, alpha, max_len_a, max_len_b, min_len, use_cache)
 
 
-def _search(model: Transformer, src_ids: Tensor, K: int, n_best: int, alpha: float, max_len_a: float,
-            max_len_b: int, min_len: int, use_cache: bool) -> list[list[Hypothesis]]:
+def _search(
+    model: Transformer,
+    src_ids: Tensor,
+    K: int,
+    n_best: int,
+    alpha: float,
+    max_len_a: float,
+    max_len_b: int,
+    min_len: int,
+    use_cache: bool,
+) -> list[list[Hypothesis]]:
     cfg, device = model.config, src_ids.device
     B, V = src_ids.size(0), cfg.vocab_size
-    src_key_padding_mask: Tensor | None = src_ids == cfg.pad_id  # (B, S)
+    src_key_padding_mask: Tensor | None  # None further down when no sentence has padding
+    src_key_padding_mask = src_ids == cfg.pad_id  # (B, S)
     src_lens = (~src_key_padding_mask).sum(dim=1).tolist()
     max_lens = [max_target_len(n, max_len_a, max_len_b, cfg.max_positions) for n in src_lens]
     memory = model.encode(src_ids, src_key_padding_mask)  # (B, S, d_model)
@@ -161,8 +180,17 @@ def _search(model: Transformer, src_ids: Tensor, K: int, n_best: int, alpha: flo
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in done]
 
 
-def _finish_ended(done: list[list[Hypothesis]], alive: list[int], rows: Tensor, scores: Tensor, beams: Tensor,
-                  is_eos: Tensor, K: int, length: int, alpha: float) -> None:
+def _finish_ended(
+    done: list[list[Hypothesis]],
+    alive: list[int],
+    rows: Tensor,
+    scores: Tensor,
+    beams: Tensor,
+    is_eos: Tensor,
+    K: int,
+    length: int,
+    alpha: float,
+) -> None:
     """Add the candidates ending in </s> among each sentence's first K to its finished list (up to K)."""
     hits = is_eos & (scores > float("-inf"))  # (b, K)
     if not bool(hits.any()):
@@ -173,8 +201,17 @@ def _finish_ended(done: list[list[Hypothesis]], alive: list[int], rows: Tensor, 
             done[alive[i]].append(_hypothesis(rows[i, beams_l[i][r]].tolist(), scores_l[i][r], length, alpha, True))
 
 
-def _finish_cut(done: list[list[Hypothesis]], alive: list[int], cut: list[int], rows: Tensor, scores: Tensor,
-                parents: Tensor, new_tok: Tensor, length: int, alpha: float) -> None:
+def _finish_cut(
+    done: list[list[Hypothesis]],
+    alive: list[int],
+    cut: list[int],
+    rows: Tensor,
+    scores: Tensor,
+    parents: Tensor,
+    new_tok: Tensor,
+    length: int,
+    alpha: float,
+) -> None:
     """Add the live hypotheses of the sentences in `cut` (batch positions) to their lists, unfinished."""
     scores_l, parents_l, tok_l = scores.tolist(), parents.tolist(), new_tok.tolist()
     for i in cut:
@@ -194,6 +231,7 @@ def _follow_beams(cache: DecoderCache, src_rows: Tensor) -> None:
         return
     from_rows = src_rows[moved]
     for c in cache.self_attn:
+        assert c.key is not None and c.value is not None  # filled by the first step
         c.key.index_copy_(0, moved, c.key.index_select(0, from_rows))  # the read is a copy: safe in place
         c.value.index_copy_(0, moved, c.value.index_select(0, from_rows))
 

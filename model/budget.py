@@ -25,11 +25,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Fields a job may leave to the budget: (section of the job spec, name).
-AUTO_FIELDS: dict[str, str] = {"vocab_size": "model", "max_tokens_per_batch": "training",
-                               "warmup_steps": "training", "max_steps": "training"}
+AUTO_FIELDS: dict[str, str] = {
+    "vocab_size": "model",
+    "max_tokens_per_batch": "training",
+    "warmup_steps": "training",
+    "max_steps": "training",
+}
 # (fewer training pairs than, vocabulary): the last one applies above every bound.
-VOCABULARY_BY_PAIRS: tuple[tuple[int, int], ...] = ((20_000, 2_000), (100_000, 4_000), (400_000, 8_000),
-                                                    (1_500_000, 16_000))
+VOCABULARY_BY_PAIRS: tuple[tuple[int, int], ...] = (
+    (20_000, 2_000),
+    (100_000, 4_000),
+    (400_000, 8_000),
+    (1_500_000, 16_000),
+)
 LARGEST_VOCABULARY = 32_000
 BATCH_CONSTANT = 0.75  # batch tokens = sqrt(BATCH_CONSTANT x batch tokens in the budget)
 MIN_BATCH_TOKENS = 1_024  # below this the paper's rate is too noisy (Popel and Bojar, 2018)
@@ -58,8 +66,10 @@ class BudgetInputs:
         if not self.max_minutes > 0:
             raise ValueError(f"max_minutes={self.max_minutes} must be positive")
         if self.training_pairs < 0 or self.longest_example < 0 or self.tokens_per_second < 0:
-            raise ValueError(f"training_pairs={self.training_pairs}, longest_example={self.longest_example} and "
-                             f"tokens_per_second={self.tokens_per_second} cannot be negative")
+            raise ValueError(
+                f"training_pairs={self.training_pairs}, longest_example={self.longest_example} and "
+                f"tokens_per_second={self.tokens_per_second} cannot be negative"
+            )
         if self.devices < 1 or self.grad_accum_steps < 1:
             raise ValueError(f"devices={self.devices} and grad_accum_steps={self.grad_accum_steps} must be >= 1")
 
@@ -78,8 +88,10 @@ class BudgetChoice:
 def choose_vocabulary(training_pairs: int) -> tuple[int, str]:
     for bound, size in VOCABULARY_BY_PAIRS:
         if training_pairs < bound:
-            return size, (f"{training_pairs:,} training pairs (fewer than {bound:,}): a vocabulary of {size:,}; "
-                          f"small corpora learn faster with small vocabularies")
+            return size, (
+                f"{training_pairs:,} training pairs (fewer than {bound:,}): a vocabulary of {size:,}; "
+                f"small corpora learn faster with small vocabularies"
+            )
     return LARGEST_VOCABULARY, f"{training_pairs:,} training pairs: the largest automatic vocabulary"
 
 
@@ -100,9 +112,11 @@ def choose_batch(inputs: BudgetInputs) -> tuple[int, int, str]:
     batch = int(round(ideal / BATCH_MULTIPLE)) * BATCH_MULTIPLE
     batch = max(smallest, min(batch, inputs.max_batch_tokens))
     updates = max(1, int(budget_tokens / (batch * per_update)))
-    why = (f"{inputs.tokens_per_second:,.0f} batch tokens/s measured x {inputs.devices} device(s) x "
-           f"{seconds:,.0f} s of training = {budget_tokens / 1e6:,.2f}M batch tokens: {batch:,}-token batches give "
-           f"about {updates:,} updates (batch and updates both grow as the square root of the budget)")
+    why = (
+        f"{inputs.tokens_per_second:,.0f} batch tokens/s measured x {inputs.devices} device(s) x "
+        f"{seconds:,.0f} s of training = {budget_tokens / 1e6:,.2f}M batch tokens: {batch:,}-token batches give "
+        f"about {updates:,} updates (batch and updates both grow as the square root of the budget)"
+    )
     if batch == smallest and ideal < smallest:
         why += f"; raised to the smallest batch, {smallest:,}"
     if batch == inputs.max_batch_tokens and ideal > batch:
@@ -115,8 +129,9 @@ def choose_warmup(updates: int) -> tuple[int, str]:
     return warmup, f"about a fifth of the {updates:,} expected updates, within [{MIN_WARMUP}, {MAX_WARMUP}]"
 
 
-def choose(fields: list[str] | tuple[str, ...], inputs: BudgetInputs,
-           fixed: dict[str, int] | None = None) -> BudgetChoice:
+def choose(
+    fields: list[str] | tuple[str, ...], inputs: BudgetInputs, fixed: dict[str, int] | None = None
+) -> BudgetChoice:
     """Values for `fields` (names of AUTO_FIELDS). `fixed` holds the values of the others the user gave (a
     chosen warm-up needs the batch size, chosen or not)."""
     unknown = sorted(set(fields) - set(AUTO_FIELDS))

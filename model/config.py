@@ -22,8 +22,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # init xavier: at d_model 64, N(0, 0.02) is too small a start for Adam at the paper's rate (with 50 warm-up
     # steps the peak is 1.8e-2): the numbers task stalled at loss 3.9 (0% exact) where xavier reached 80%, and
     # the reverse task at peak 3e-3 stayed at 0% exact where xavier reached 97%.
-    "tiny": dict(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.0,
-                 init="xavier"),
+    "tiny": dict(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.0, init="xavier"),
     "small": dict(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1),
     "base": dict(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, dropout=0.1),
     "big": dict(d_model=1024, n_heads=16, n_encoder_layers=6, n_decoder_layers=6, d_ff=4096, dropout=0.3),
@@ -56,13 +55,32 @@ class ModelConfig:
     mask_id: int = MASK_ID
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff",
-                     "max_positions", "pad_id", "bos_id", "eos_id", "unk_id", "mask_id"):
+        for name in (
+            "vocab_size",
+            "d_model",
+            "n_heads",
+            "n_encoder_layers",
+            "n_decoder_layers",
+            "d_ff",
+            "max_positions",
+            "pad_id",
+            "bos_id",
+            "eos_id",
+            "unk_id",
+            "mask_id",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ValueError(f"{name}={value!r} must be an int")
-        for name in ("vocab_size", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff",
-                     "max_positions"):
+        for name in (
+            "vocab_size",
+            "d_model",
+            "n_heads",
+            "n_encoder_layers",
+            "n_decoder_layers",
+            "d_ff",
+            "max_positions",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name}={getattr(self, name)} must be positive")
         if self.d_model % self.n_heads != 0:

@@ -107,8 +107,12 @@ def read_monolingual(path: str | Path) -> list[str]:
 
 def _length_stats(texts: Sequence[str]) -> dict[str, float | int]:
     lengths = [len(t) for t in texts]
-    return {"characters": sum(lengths), "min": min(lengths), "mean": round(sum(lengths) / len(lengths), 2),
-            "max": max(lengths)}
+    return {
+        "characters": sum(lengths),
+        "min": min(lengths),
+        "mean": round(sum(lengths) / len(lengths), 2),
+        "max": max(lengths),
+    }
 
 
 def dataset_stats(rows: Sequence[tuple[str, str]] | Sequence[str]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Synthetic tasks with known answers: sanity checks for learning, and demo data for new users.
 
-    python -m model.demo OUTPUT_DIR   # writes the demo corpora and prints their paths
+python -m model.demo OUTPUT_DIR   # writes the demo corpora and prints their paths
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ def _symbols(k: int) -> list[str]:
     return pool[:k]
 
 
-def reverse_task(n: int, vocab: int | Sequence[str] = 20, min_len: int = 3, max_len: int = 10,
-                 seed: int = 0) -> list[tuple[str, str]]:
+def reverse_task(
+    n: int, vocab: int | Sequence[str] = 20, min_len: int = 3, max_len: int = 10, seed: int = 0
+) -> list[tuple[str, str]]:
     """Pairs ("a c b", "b c a"): random space-separated symbols and their reversal."""
     symbols = _symbols(vocab) if isinstance(vocab, int) else list(vocab)
     if not 1 <= min_len <= max_len:
@@ -37,8 +38,7 @@ def reverse_task(n: int, vocab: int | Sequence[str] = 20, min_len: int = 3, max_
     return pairs
 
 
-def split_numbers(low: int = 0, high: int = 999, held_out: float = 0.1,
-                  seed: int = 0) -> tuple[list[int], list[int]]:
+def split_numbers(low: int = 0, high: int = 999, held_out: float = 0.1, seed: int = 0) -> tuple[list[int], list[int]]:
     """Disjoint (train, held-out) lists covering [low, high]; held_out is the held-out fraction."""
     if low > high or not 0.0 <= held_out < 1.0:
         raise ValueError(f"need low={low} <= high={high} and 0 <= held_out={held_out} < 1")
@@ -48,8 +48,15 @@ def split_numbers(low: int = 0, high: int = 999, held_out: float = 0.1,
     return sorted(numbers[k:]), sorted(numbers[:k])
 
 
-def numbers_to_words_task(n: int, seed: int = 0, lang_src: str = "en", lang_tgt: str = "de", low: int = 0,
-                          high: int = 999, numbers: Sequence[int] | None = None) -> list[tuple[str, str]]:
+def numbers_to_words_task(
+    n: int,
+    seed: int = 0,
+    lang_src: str = "en",
+    lang_tgt: str = "de",
+    low: int = 0,
+    high: int = 999,
+    numbers: Sequence[int] | None = None,
+) -> list[tuple[str, str]]:
     """Pairs ("three hundred and twelve", "dreihundertzwölf") from num2words.
 
     Numbers are drawn from `numbers` (e.g. one side of split_numbers) or [low, high]: without replacement
@@ -66,9 +73,15 @@ def numbers_to_words_task(n: int, seed: int = 0, lang_src: str = "en", lang_tgt:
 # noun -> (plural, verb singular, verb plural): each animal has one sound, so a masked verb is known from the
 # noun and its number, and a masked noun from the verb's form.
 ANIMALS = {
-    "dog": ("dogs", "barks", "bark"), "cat": ("cats", "meows", "meow"), "bird": ("birds", "sings", "sing"),
-    "cow": ("cows", "moos", "moo"), "frog": ("frogs", "croaks", "croak"), "duck": ("ducks", "quacks", "quack"),
-    "lion": ("lions", "roars", "roar"), "bee": ("bees", "buzzes", "buzz"), "horse": ("horses", "neighs", "neigh"),
+    "dog": ("dogs", "barks", "bark"),
+    "cat": ("cats", "meows", "meow"),
+    "bird": ("birds", "sings", "sing"),
+    "cow": ("cows", "moos", "moo"),
+    "frog": ("frogs", "croaks", "croak"),
+    "duck": ("ducks", "quacks", "quack"),
+    "lion": ("lions", "roars", "roar"),
+    "bee": ("bees", "buzzes", "buzz"),
+    "horse": ("horses", "neighs", "neigh"),
     "snake": ("snakes", "hisses", "hiss"),
 }
 DETERMINERS = {False: ("the", "a", "one", "this", "that"), True: ("the", "two", "some", "these", "those")}
@@ -80,8 +93,13 @@ def _grammar_parts(rng: random.Random) -> tuple[str, str, str, str, str]:
     plural = rng.random() < 0.5
     noun = rng.choice(sorted(ANIMALS))
     plural_noun, verb_sg, verb_pl = ANIMALS[noun]
-    return (rng.choice(DETERMINERS[plural]), rng.choice(ADJECTIVES), plural_noun if plural else noun,
-            verb_pl if plural else verb_sg, rng.choice(PLACES))
+    return (
+        rng.choice(DETERMINERS[plural]),
+        rng.choice(ADJECTIVES),
+        plural_noun if plural else noun,
+        verb_pl if plural else verb_sg,
+        rng.choice(PLACES),
+    )
 
 
 def grammar_sentences(n: int, seed: int = 0) -> list[str]:
@@ -104,8 +122,9 @@ def grammar_cloze(n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 
 def _write_jsonl(path: Path, pairs: Sequence[tuple[str, str]]) -> None:
-    path.write_text("".join(json.dumps({"source": s, "target": t}, ensure_ascii=False) + "\n" for s, t in pairs),
-                    encoding="utf-8")
+    path.write_text(
+        "".join(json.dumps({"source": s, "target": t}, ensure_ascii=False) + "\n" for s, t in pairs), encoding="utf-8"
+    )
 
 
 def write_demo_files(directory: str | Path, seed: int = 0) -> dict[str, Path]:

@@ -27,14 +27,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+if TYPE_CHECKING:  # torch.distributed re-exports these from here without marking them public
+    from torch._C._distributed_c10d import Store, TCPStore
+
 T = TypeVar("T")
+S = TypeVar("S", bound=str)
 DEFAULT_TIMEOUT = timedelta(minutes=30)  # a collective waits this long for a slow rank (rank 0 evaluating, saving)
 JOIN_POLL_SECONDS = 0.2
 
@@ -53,15 +57,27 @@ def device_for(rank: int, device_type: str) -> torch.device:
     return torch.device("cuda", rank) if device_type == "cuda" else torch.device(device_type)
 
 
-def rendezvous_store(world_size: int, host: str = "127.0.0.1", port: int = 0,
-                     timeout: timedelta = DEFAULT_TIMEOUT) -> dist.TCPStore:
+def rendezvous_store(
+    world_size: int, host: str = "127.0.0.1", port: int = 0, timeout: timedelta = DEFAULT_TIMEOUT
+) -> TCPStore:
     """The rendezvous server, in rank 0. Port 0 picks a free port: pass store.port to the other ranks."""
-    return dist.TCPStore(host, port, world_size, is_master=True, timeout=timeout, wait_for_workers=False)
+    server: TCPStore = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
+        host, port, world_size, is_master=True, timeout=timeout, wait_for_workers=False
+    )
+    return server
 
 
-def init_process_group(rank: int, world_size: int, device_type: str = "cpu", *, store: dist.Store | None = None,
-                       master_addr: str = "127.0.0.1", master_port: int | None = None,
-                       timeout: timedelta = DEFAULT_TIMEOUT, poll: Callable[[], None] | None = None) -> DistContext:
+def init_process_group(
+    rank: int,
+    world_size: int,
+    device_type: str = "cpu",
+    *,
+    store: Store | None = None,
+    master_addr: str = "127.0.0.1",
+    master_port: int | None = None,
+    timeout: timedelta = DEFAULT_TIMEOUT,
+    poll: Callable[[], None] | None = None,
+) -> DistContext:
     """Join the default process group as `rank` and return its context.
 
     Rank 0 passes the store from rendezvous_store(); the others connect to master_addr:master_port. Rank 0 waits
@@ -73,8 +89,9 @@ def init_process_group(rank: int, world_size: int, device_type: str = "cpu", *, 
     if device_type not in ("cpu", "cuda"):
         raise DistributedError(f"device_type={device_type!r} must be 'cpu' or 'cuda'")
     if device_type == "cuda" and torch.cuda.device_count() < world_size:
-        raise DistributedError(f"{world_size} processes need {world_size} GPUs, but this host has "
-                               f"{torch.cuda.device_count()}")
+        raise DistributedError(
+            f"{world_size} processes need {world_size} GPUs, but this host has {torch.cuda.device_count()}"
+        )
     if dist.is_initialized():
         raise DistributedError("this process is already in a process group; destroy it first")
     device = device_for(rank, device_type)
@@ -83,7 +100,9 @@ def init_process_group(rank: int, world_size: int, device_type: str = "cpu", *, 
     if store is None:
         if master_port is None:
             raise DistributedError(f"rank {rank} needs master_port (rank 0's store.port) to join")
-        store = dist.TCPStore(master_addr, master_port, world_size, is_master=False, timeout=timeout)
+        store = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
+            master_addr, master_port, world_size, is_master=False, timeout=timeout
+        )
     store.set(f"joined/{rank}", "1")
     if rank == 0:
         keys = [f"joined/{r}" for r in range(world_size)]
@@ -94,8 +113,14 @@ def init_process_group(rank: int, world_size: int, device_type: str = "cpu", *, 
             if time.monotonic() > deadline:
                 raise DistributedError(f"not every one of {world_size} ranks joined within {timeout}")
             time.sleep(JOIN_POLL_SECONDS)
-    dist.init_process_group(backend_for(device_type), store=store, rank=rank, world_size=world_size,
-                            timeout=timeout, device_id=device if device.type == "cuda" else None)
+    dist.init_process_group(
+        backend_for(device_type),
+        store=store,
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout,
+        device_id=device if device.type == "cuda" else None,
+    )
     return DistContext(rank, world_size, device, backend_for(device_type), store)
 
 
@@ -125,7 +150,7 @@ class DistContext:
     world_size: int
     device: torch.device
     backend: str
-    store: dist.Store  # kept alive: rank 0's store is the rendezvous server
+    store: Store  # kept alive: rank 0's store is the rendezvous server
 
     @property
     def is_main(self) -> bool:
@@ -136,11 +161,14 @@ class DistContext:
         """DDP around forward(model, *args); parameters are broadcast from rank 0 now. The model itself stays
         unwrapped (checkpoints save it, evaluation runs it). Its buffers are constants (sinusoidal positions),
         so they are not broadcast again on every forward."""
-        return DistributedDataParallel(_Forward(model, forward), device_ids=[self.device] if self.device.type == "cuda"
-                                       else None, forward_sync_buffers=False)
+        return DistributedDataParallel(
+            _Forward(model, forward),
+            device_ids=[self.device] if self.device.type == "cuda" else None,
+            forward_sync_buffers=False,
+        )
 
     @staticmethod
-    def gradient_sync(ddp: DistributedDataParallel, enabled: bool) -> contextlib.AbstractContextManager:
+    def gradient_sync(ddp: DistributedDataParallel, enabled: bool) -> contextlib.AbstractContextManager[None]:
         """Around forward and backward of a micro-batch: all-reduce gradients (the last one of an update) or only
         accumulate them locally (the others)."""
         return contextlib.nullcontext() if enabled else ddp.no_sync()
@@ -155,7 +183,7 @@ class DistContext:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t.tolist()
 
-    def agree(self, proposal: str | None, order: Sequence[str]) -> str | None:
+    def agree(self, proposal: S | None, order: Sequence[S]) -> S | None:
         """The earliest entry of `order` that any rank proposes, or None if none does; the same on every rank."""
         if proposal is not None and proposal not in order:
             raise ValueError(f"proposal {proposal!r} is not one of {list(order)}")
@@ -169,7 +197,7 @@ class DistContext:
         """Rank 0's obj (JSON-like), on every rank."""
         box = [obj if self.is_main else None]
         dist.broadcast_object_list(box, src=0, device=self.device)
-        return box[0]
+        return cast(T, box[0])  # rank 0's obj now fills every rank's box
 
     def check_same(self, what: str, value: Any) -> None:
         """Raise DistributedError on every rank unless every rank passed the same JSON-like value."""

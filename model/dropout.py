@@ -9,6 +9,8 @@ other devices, or outside training, it is torch's own dropout.
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -19,21 +21,22 @@ LEVELS = 1 << 16
 def keep_mask(shape: torch.Size, p: float) -> Tensor:
     """A bool tensor of `shape`, each element False with probability round(p * 65536) / 65536."""
     n = shape.numel()
-    words = torch.randint(torch.iinfo(torch.int64).min, torch.iinfo(torch.int64).max, ((n + 3) // 4,),
-                          dtype=torch.int64)  # 4 draws per word
+    words = torch.randint(
+        torch.iinfo(torch.int64).min, torch.iinfo(torch.int64).max, ((n + 3) // 4,), dtype=torch.int64
+    )  # 4 draws per word
     draws = words.view(torch.int16)[:n]  # (n,) uniform over -32768..32767
     return (draws >= -32768 + round(p * LEVELS)).view(shape)
 
 
 class _MaskedScale(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:
+    def forward(ctx: Any, x: Tensor, keep: Tensor, scale: float) -> Tensor:
         ctx.save_for_backward(keep)
         ctx.scale = scale
         return x * keep * scale
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         (keep,) = ctx.saved_tensors
         return grad * keep * ctx.scale, None, None
 
@@ -43,7 +46,10 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
         return x
     if x.device.type != "cpu" or not 0.0 < p < 1.0:
         return F.dropout(x, p, training)
-    return _MaskedScale.apply(x, keep_mask(x.shape, p), 1.0 / (1.0 - p))
+    # apply returns forward's tensor; torch leaves Function.apply unannotated
+    keep, scale = keep_mask(x.shape, p), 1.0 / (1.0 - p)
+    out = _MaskedScale.apply(x, keep, scale)  # type: ignore[no-untyped-call]  # torch: untyped
+    return cast(Tensor, out)
 
 
 class Dropout(nn.Module):

@@ -36,16 +36,21 @@ def masked_positions(src_ids: Sequence[int], tgt_ids: Sequence[int], mask_id: in
         if k == len(pieces) - 1:
             end = len(tgt_ids) - n
         else:
-            end = next((p for p in range(pos + 1, len(tgt_ids) - n + 1) if list(tgt_ids[p : p + n]) == piece),
-                       pos + 1)
+            end = next((p for p in range(pos + 1, len(tgt_ids) - n + 1) if list(tgt_ids[p : p + n]) == piece), pos + 1)
         positions.extend(range(pos, max(end, pos + 1)))
         pos = max(end, pos + 1) + n
     return [p for p in positions if p < len(tgt_ids)]
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, objective: str, valid_batches: Sequence[Batch], tokenizer: Tokenizer,
-             decode_examples: Sequence[Example] = (), bf16: bool = True) -> dict[str, float]:
+def evaluate(
+    model: Transformer,
+    objective: str,
+    valid_batches: Sequence[Batch],
+    tokenizer: Tokenizer,
+    decode_examples: Sequence[Example] = (),
+    bf16: bool = True,
+) -> dict[str, float]:
     """Validation metrics: loss (NLL per target token), perplexity, token_accuracy; for translation BLEU, chrF
     and exact_match of greedy outputs on decode_examples; for denoising masked_token_accuracy (teacher-forced
     top-1 at the target positions hidden behind <mask>)."""
@@ -79,8 +84,9 @@ def evaluate(model: Transformer, objective: str, valid_batches: Sequence[Batch],
     return metrics
 
 
-def translate_examples(model: Transformer, examples: Sequence[Example], batch_size: int = 64,
-                       bf16: bool = True) -> list[list[int]]:
+def translate_examples(
+    model: Transformer, examples: Sequence[Example], batch_size: int = 64, bf16: bool = True
+) -> list[list[int]]:
     """Greedy outputs (token ids) for examples' sources, in the given order; batched by similar length."""
     device = next(model.parameters()).device
     order = sorted(range(len(examples)), key=lambda i: len(examples[i].src_ids))
@@ -95,10 +101,14 @@ def translate_examples(model: Transformer, examples: Sequence[Example], batch_si
     return out
 
 
-def translation_metrics(model: Transformer, examples: Sequence[Example], tokenizer: Tokenizer,
-                        bf16: bool = True) -> dict[str, float]:
+def translation_metrics(
+    model: Transformer, examples: Sequence[Example], tokenizer: Tokenizer, bf16: bool = True
+) -> dict[str, float]:
     """Corpus BLEU and chrF (sacrebleu, on detokenized text) and the exact-match rate of greedy outputs."""
     hyps = tokenizer.decode_batch(translate_examples(model, examples, bf16=bf16))
     refs = tokenizer.decode_batch([e.tgt_ids for e in examples])
-    return {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score, "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
-            "exact_match": sum(h == r for h, r in zip(hyps, refs)) / len(refs)}
+    return {
+        "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,
+        "chrf": sacrebleu.corpus_chrf(hyps, [refs]).score,
+        "exact_match": sum(h == r for h, r in zip(hyps, refs)) / len(refs),
+    }

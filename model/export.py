@@ -41,8 +41,10 @@ _SPECIAL_NAMES = ("pad_token", "bos_token", "eos_token", "unk_token", "mask_toke
 def check_exportable(config: ModelConfig) -> None:
     """Raise ValueError if a model with this config has no MarianMTModel equivalent."""
     if config.norm_first:
-        raise ValueError("norm_first=True (pre-norm) cannot be exported: MarianMTModel in transformers is post-norm "
-                         "only (LayerNorm(x + Sublayer(x)), Sec. 3.1)")
+        raise ValueError(
+            "norm_first=True (pre-norm) cannot be exported: MarianMTModel in transformers is post-norm "
+            "only (LayerNorm(x + Sublayer(x)), Sec. 3.1)"
+        )
     if config.activation not in _ACTIVATIONS:
         raise ValueError(f"activation={config.activation!r} has no transformers equivalent")
 
@@ -156,8 +158,10 @@ def export_marian(model: Transformer, tokenizer: Tokenizer, directory: str | Pat
 
 # -- CTranslate2 ----------------------------------------------------------------------------------------------
 
-def convert_to_ctranslate2(marian_dir: str | Path, output_dir: str | Path, quantization: str | None = None,
-                           force: bool = False) -> Path:
+
+def convert_to_ctranslate2(
+    marian_dir: str | Path, output_dir: str | Path, quantization: str | None = None, force: bool = False
+) -> Path:
     """Convert an export_marian directory to a CTranslate2 model directory; quantization e.g. "int8".
 
     ctranslate2's stock Marian loader (what ct2-transformers-converter picks for a MarianConfig) is written for
@@ -173,7 +177,7 @@ def convert_to_ctranslate2(marian_dir: str | Path, output_dir: str | Path, quant
     import ctranslate2.converters as ct2c  # optional dependency: only this function needs it
     from ctranslate2.converters import transformers as ct2t
 
-    class _Loader(ct2t.BartLoader):
+    class _Loader(ct2t.BartLoader):  # type: ignore[misc]  # ctranslate2 ships no type information
         @property
         def architecture_name(self) -> str:
             return "MarianMTModel"
@@ -183,7 +187,7 @@ def convert_to_ctranslate2(marian_dir: str | Path, output_dir: str | Path, quant
             model.config.normalize_embedding = False  # and has no LayerNorm on the embeddings
             return super().get_model_spec(model)
 
-    class _Converter(ct2c.Converter):
+    class _Converter(ct2c.Converter):  # type: ignore[misc]  # ctranslate2 ships no type information
         def _load(self) -> Any:
             import transformers
 
@@ -196,6 +200,7 @@ def convert_to_ctranslate2(marian_dir: str | Path, output_dir: str | Path, quant
 
 
 # -- command line ---------------------------------------------------------------------------------------------
+
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m model.export", description=__doc__.split("\n")[0])

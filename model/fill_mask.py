@@ -20,8 +20,9 @@ _MASK_TEXT = SPECIAL_TOKENS[4]
 
 
 @torch.inference_mode()
-def fill_mask(model: Transformer, tokenizer: Tokenizer, text: str, top_k: int = 5,
-              max_span_tokens: int = 1, span_beam: int = 4) -> list[list[dict[str, Any]]]:
+def fill_mask(
+    model: Transformer, tokenizer: Tokenizer, text: str, top_k: int = 5, max_span_tokens: int = 1, span_beam: int = 4
+) -> list[list[dict[str, Any]]]:
     """For each "<mask>" in text, left to right, the top_k candidates {"score", "token", "token_str",
     "sequence"} (the Hugging Face fill-mask pipeline's fields), most probable first.
 
@@ -65,16 +66,19 @@ def fill_mask(model: Transformer, tokenizer: Tokenizer, text: str, top_k: int = 
                 cands = _token_candidates(model, memory, src_key_padding_mask, prefix, top_k)
             else:
                 anchor = src_ids[pos + 1] if src_ids[pos + 1] != mask_id else None
-                cands = _span_candidates(model, memory, src_key_padding_mask, prefix, top_k,
-                                         max_span_tokens, max(span_beam, top_k), anchor)
-            results.append([_candidate_dict(tokenizer, text, spans[k], ids, p, max_span_tokens > 1)
-                            for ids, p in cands])
+                cands = _span_candidates(
+                    model, memory, src_key_padding_mask, prefix, top_k, max_span_tokens, max(span_beam, top_k), anchor
+                )
+            results.append(
+                [_candidate_dict(tokenizer, text, spans[k], ids, p, max_span_tokens > 1) for ids, p in cands]
+            )
             prefix += cands[0][0]  # later masks see the best fill
     return results
 
 
-def _next_log_probs(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor,
-                    prefixes: list[list[int]]) -> Tensor:
+def _next_log_probs(
+    model: Transformer, memory: Tensor, src_key_padding_mask: Tensor, prefixes: list[list[int]]
+) -> Tensor:
     """log P(next token | prefix, source) for equal-length prefixes: (len(prefixes), V)."""
     n = len(prefixes)
     tgt = torch.tensor(prefixes, device=memory.device)  # (n, T)
@@ -82,16 +86,25 @@ def _next_log_probs(model: Transformer, memory: Tensor, src_key_padding_mask: Te
     return torch.log_softmax(model.project(hidden[:, -1]).float(), dim=-1)  # (n, V)
 
 
-def _token_candidates(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor, prefix: list[int],
-                      top_k: int) -> list[tuple[list[int], float]]:
+def _token_candidates(
+    model: Transformer, memory: Tensor, src_key_padding_mask: Tensor, prefix: list[int], top_k: int
+) -> list[tuple[list[int], float]]:
     probs = _next_log_probs(model, memory, src_key_padding_mask, [prefix])[0].exp()  # (V,)
     probs[: len(SPECIAL_TOKENS)] = 0.0  # a mask stands for text, never for <pad>, </s>, <mask>, ...
     top = probs.topk(min(top_k, probs.numel() - len(SPECIAL_TOKENS)))
     return [([i], p) for i, p in zip(top.indices.tolist(), top.values.tolist())]
 
 
-def _span_candidates(model: Transformer, memory: Tensor, src_key_padding_mask: Tensor, prefix: list[int],
-                     top_k: int, max_tokens: int, beam: int, anchor: int | None) -> list[tuple[list[int], float]]:
+def _span_candidates(
+    model: Transformer,
+    memory: Tensor,
+    src_key_padding_mask: Tensor,
+    prefix: list[int],
+    top_k: int,
+    max_tokens: int,
+    beam: int,
+    anchor: int | None,
+) -> list[tuple[list[int], float]]:
     """Beam over the span behind one <mask>; a span ends when the next token is `anchor` (</s> when the mask
     is followed by another mask, which span noise never produces)."""
     end = anchor if anchor is not None else model.config.eos_id
@@ -108,19 +121,27 @@ def _span_candidates(model: Transformer, memory: Tensor, src_key_padding_mask: T
         total = torch.tensor([lp for _, lp in live], device=logp.device)[:, None] + logp  # (n, V)
         top = total.view(-1).topk(min(beam, total.numel()))
         V = logp.size(1)
-        live = [(live[i // V][0] + [i % V], v) for i, v in zip(top.indices.tolist(), top.values.tolist())
-                if v > float("-inf")]
+        live = [
+            (live[i // V][0] + [i % V], v)
+            for i, v in zip(top.indices.tolist(), top.values.tolist())
+            if v > float("-inf")
+        ]
         if not live:
             break
     finished.sort(key=lambda c: c[1], reverse=True)
     return [(s, math.exp(lp)) for s, lp in finished[:top_k]]
 
 
-def _candidate_dict(tokenizer: Tokenizer, text: str, span: tuple[int, int], ids: list[int], p: float,
-                    as_span: bool) -> dict[str, Any]:
+def _candidate_dict(
+    tokenizer: Tokenizer, text: str, span: tuple[int, int], ids: list[int], p: float, as_span: bool
+) -> dict[str, Any]:
     piece = tokenizer.decode(ids)
     start, stop = span
     if piece[:1].isspace():  # "<mask>" absorbs the spaces before it (lstrip), as the fill's own space does
         start = len(text[:start].rstrip(" "))
-    return {"score": p, "token": ids if as_span else ids[0], "token_str": piece.strip(),
-            "sequence": text[:start] + piece + text[stop:]}
+    return {
+        "score": p,
+        "token": ids if as_span else ids[0],
+        "token_str": piece.strip(),
+        "sequence": text[:start] + piece + text[stop:],
+    }

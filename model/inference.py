@@ -1,6 +1,6 @@
 """What users ask a trained model: translations (with n-best lists and alignments), attention maps and
-embedding neighbours (masked-token fills: model/fill_mask.py). Pure functions over (model, tokenizer) returning plain JSON-ready
-lists and dicts; inputs follow the training convention (model.batching.collate: source = ids + [</s>],
+embedding neighbours (masked-token fills: model/fill_mask.py). Pure functions over (model, tokenizer) returning
+plain JSON-ready lists and dicts; inputs follow the training convention (model.batching.collate: source = ids + [</s>],
 decoder input = [<s>] + ids).
 """
 
@@ -32,8 +32,10 @@ def source_ids(model: Transformer, tokenizer: Tokenizer, text: str) -> list[int]
     """The encoder's input for a text: its ids and </s>; ValueError when it is longer than the model takes."""
     ids = tokenizer.encode(text) + [tokenizer.eos_id]
     if len(ids) > model.config.max_positions:
-        raise ValueError(f"source has {len(ids)} tokens (with </s>), more than max_positions="
-                         f"{model.config.max_positions}: {text[:60]!r}")
+        raise ValueError(
+            f"source has {len(ids)} tokens (with </s>), more than max_positions="
+            f"{model.config.max_positions}: {text[:60]!r}"
+        )
     return ids
 
 
@@ -43,6 +45,7 @@ def _check_texts(texts: Sequence[str]) -> None:
 
 
 # -- translation ----------------------------------------------------------------------------------------------
+
 
 def translate(
     model: Transformer,
@@ -92,8 +95,12 @@ def translate(
 
 
 def _hypothesis_dict(tokenizer: Tokenizer, h: Hypothesis) -> dict[str, Any]:
-    return {"text": tokenizer.decode(h.tokens), "score": h.score, "log_prob": h.log_prob,
-            "tokens": [tokenizer.id_to_token(t) for t in h.tokens]}
+    return {
+        "text": tokenizer.decode(h.tokens),
+        "score": h.score,
+        "log_prob": h.log_prob,
+        "tokens": [tokenizer.id_to_token(t) for t in h.tokens],
+    }
 
 
 def _check_layer(model: Transformer, layer: AlignmentLayer) -> None:
@@ -104,8 +111,9 @@ def _check_layer(model: Transformer, layer: AlignmentLayer) -> None:
 
 
 @torch.inference_mode()
-def align(model: Transformer, src_ids: Sequence[int], tgt_ids: Sequence[int],
-          layer: AlignmentLayer = -1) -> list[int | None]:
+def align(
+    model: Transformer, src_ids: Sequence[int], tgt_ids: Sequence[int], layer: AlignmentLayer = -1
+) -> list[int | None]:
     """Hard alignment from cross-attention: for each target token, the source position with the highest
     weight, averaged over the heads of decoder layer `layer` (default the last) or over all layers ("all").
 
@@ -130,9 +138,11 @@ def align(model: Transformer, src_ids: Sequence[int], tgt_ids: Sequence[int],
 
 # -- attention maps -------------------------------------------------------------------------------------------
 
+
 @torch.inference_mode()
-def capture_attention(model: Transformer, tokenizer: Tokenizer, source: str, target: str | None = None,
-                      decimals: int = 4) -> dict[str, Any]:
+def capture_attention(
+    model: Transformer, tokenizer: Tokenizer, source: str, target: str | None = None, decimals: int = 4
+) -> dict[str, Any]:
     """Every layer's and head's attention weights (softmax(QK^T / sqrt(d_k)), Eq. 1) for one sentence pair.
 
     Without a target, the model's greedy translation is used (and returned as "target"). Returns
@@ -152,13 +162,14 @@ def capture_attention(model: Transformer, tokenizer: Tokenizer, source: str, tar
     else:
         tgt_ids = tokenizer.encode(target)
     if len(tgt_ids) + 1 > model.config.max_positions:
-        raise ValueError(f"target has {len(tgt_ids) + 1} tokens (with <s>), more than max_positions="
-                         f"{model.config.max_positions}")
+        raise ValueError(
+            f"target has {len(tgt_ids) + 1} tokens (with <s>), more than max_positions={model.config.max_positions}"
+        )
     tgt_in = [model.config.bos_id, *tgt_ids]
     with eval_mode(model):
         _, weights = model.forward_with_attention(src, torch.tensor([tgt_in], device=device))
 
-    def nested(ws: list[Tensor]) -> list:
+    def nested(ws: list[Tensor]) -> list[list[list[list[float]]]]:
         # float64 before rounding, so 0.0134 stays 0.0134 in JSON rather than float32's 0.013399999588...
         return torch.stack([w[0] for w in ws]).double().round(decimals=decimals).tolist()  # (L, H, T_q, T_k)
 
@@ -174,6 +185,7 @@ def capture_attention(model: Transformer, tokenizer: Tokenizer, source: str, tar
 
 
 # -- embeddings -----------------------------------------------------------------------------------------------
+
 
 def resolve_token(tokenizer: Tokenizer, token: str | int) -> int:
     """Vocabulary id of `token`: an id, a vocabulary entry ("Ġcat"), or a word that is one token on its own
@@ -198,8 +210,9 @@ def resolve_token(tokenizer: Tokenizer, token: str | int) -> int:
 
 
 @torch.inference_mode()
-def embedding_neighbors(model: Transformer, tokenizer: Tokenizer, token: str | int, k: int = 10
-                        ) -> list[dict[str, Any]]:
+def embedding_neighbors(
+    model: Transformer, tokenizer: Tokenizer, token: str | int, k: int = 10
+) -> list[dict[str, Any]]:
     """The k tokens closest to `token` by cosine similarity in the embedding matrix (the shared one, Sec. 3.4;
     the source embeddings when not shared), most similar first, as {"token", "id", "similarity"}.
     The token itself and the special tokens are left out. See resolve_token for how `token` is read."""
@@ -213,5 +226,7 @@ def embedding_neighbors(model: Transformer, tokenizer: Tokenizer, token: str | i
     sims[: len(SPECIAL_TOKENS)] = float("-inf")
     n = min(k, sims.numel() - len(SPECIAL_TOKENS) - (token_id >= len(SPECIAL_TOKENS)))
     top = sims.topk(n)
-    return [{"token": tokenizer.id_to_token(i), "id": i, "similarity": round(s, 6)}
-            for i, s in zip(top.indices.tolist(), top.values.tolist())]
+    return [
+        {"token": tokenizer.id_to_token(i), "id": i, "similarity": round(s, 6)}
+        for i, s in zip(top.indices.tolist(), top.values.tolist())
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -26,7 +27,7 @@ class PositionWiseFeedForward(nn.Module):
         self.fc2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.dropout(self.activation_fn(self.fc1(x))))
+        return cast(Tensor, self.fc2(self.dropout(self.activation_fn(self.fc1(x)))))
 
 
 class SinusoidalPositionalEncoding(nn.Module):
@@ -36,6 +37,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     in the second half (out[p, i] = sin(p / 10000^(2i/d)), out[p, d/2 + i] = cos(...)); positions start at 0.
     Computed in float64 and rounded once, as Marian does, so the two tables agree bit for bit.
     """
+
+    weight: Tensor  # (P, d) buffer
 
     def __init__(self, num_positions: int, d_model: int) -> None:
         super().__init__()
@@ -87,7 +90,8 @@ class EncoderLayer(_ResidualLayer):
     ) -> tuple[Tensor, Tensor | None]:
         """x (B, S, d_model) -> (B, S, d_model), self-attention weights (B, n_heads, S, S) or None."""
         x, weights = self._residual(
-            x, self.self_attn_layer_norm,
+            x,
+            self.self_attn_layer_norm,
             lambda h: self.self_attn(h, key_padding_mask=src_key_padding_mask, need_weights=need_weights),
         )
         x, _ = self._residual(x, self.final_layer_norm, lambda h: (self.ffn(h), None))
@@ -119,14 +123,18 @@ class DecoderLayer(_ResidualLayer):
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model), self weights, cross weights."""
         x, self_weights = self._residual(
-            x, self.self_attn_layer_norm,
-            lambda h: self.self_attn(h, key_padding_mask=tgt_key_padding_mask, causal=True,
-                                     cache=self_attn_cache, need_weights=need_weights),
+            x,
+            self.self_attn_layer_norm,
+            lambda h: self.self_attn(
+                h, key_padding_mask=tgt_key_padding_mask, causal=True, cache=self_attn_cache, need_weights=need_weights
+            ),
         )
         x, cross_weights = self._residual(
-            x, self.encoder_attn_layer_norm,
-            lambda h: self.encoder_attn(h, memory, key_padding_mask=src_key_padding_mask,
-                                        cache=encoder_attn_cache, need_weights=need_weights),
+            x,
+            self.encoder_attn_layer_norm,
+            lambda h: self.encoder_attn(
+                h, memory, key_padding_mask=src_key_padding_mask, cache=encoder_attn_cache, need_weights=need_weights
+            ),
         )
         x, _ = self._residual(x, self.final_layer_norm, lambda h: (self.ffn(h), None))
         return x, self_weights, cross_weights

@@ -8,13 +8,15 @@ softmax - (1 - eps) * onehot - eps / V, which this computes in one (N, V) buffer
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import torch
 from torch import Tensor
 
 
 class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
+    def forward(ctx: Any, logits: Tensor, target: Tensor, smoothing: float) -> tuple[Tensor, Tensor]:
         lprobs = logits.log_softmax(dim=-1)  # (N, V)
         nll = -lprobs.gather(1, target[:, None]).sum()
         smooth = -lprobs.sum() / lprobs.size(-1)
@@ -24,7 +26,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return (1.0 - smoothing) * nll + smoothing * smooth, nll
 
     @staticmethod
-    def backward(ctx, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor, None, None]:
+    def backward(ctx: Any, grad_loss: Tensor, grad_nll: Tensor) -> tuple[Tensor, None, None]:
         lprobs, target = ctx.saved_tensors
         eps, vocab = ctx.smoothing, lprobs.size(-1)
         # d loss/d logits = p - (1 - eps) onehot - eps / V;  d nll/d logits = p - onehot
@@ -37,8 +39,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return grad, None, None
 
 
-def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, ignore_index: int | None = None
-                        ) -> tuple[Tensor, Tensor]:
+def label_smoothed_loss(
+    logits: Tensor, target: Tensor, smoothing: float, ignore_index: int | None = None
+) -> tuple[Tensor, Tensor]:
     """(label-smoothed cross entropy, NLL), both summed over the non-ignored targets (Sec. 5.4).
 
     logits (..., V), target (...). The smoothed target is (1 - eps) on the gold token + eps / V everywhere
@@ -50,4 +53,6 @@ def label_smoothed_loss(logits: Tensor, target: Tensor, smoothing: float, ignore
     if ignore_index is not None:
         keep = target != ignore_index
         logits, target = logits[keep], target[keep]
-    return _SmoothedCrossEntropy.apply(logits, target, smoothing)
+    # apply returns forward's (loss, nll); torch leaves Function.apply unannotated
+    out = _SmoothedCrossEntropy.apply(logits, target, smoothing)  # type: ignore[no-untyped-call]  # torch: untyped
+    return cast(tuple[Tensor, Tensor], out)

@@ -19,16 +19,18 @@ from model.tokenizer import Tokenizer
 MaskMode = Literal["span", "token"]
 
 
-def make_translation_examples(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int,
-                              overlong: Overlong = "drop") -> tuple[list[Example], LengthReport]:
+def make_translation_examples(
+    pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
+) -> tuple[list[Example], LengthReport]:
     """Encode (source, target) pairs; sides longer than max_len ids are dropped or truncated."""
     src = tokenizer.encode_batch([s for s, _ in pairs])
     tgt = tokenizer.encode_batch([t for _, t in pairs])
     return fit_length([Example(s, t) for s, t in zip(src, tgt)], max_len, overlong)
 
 
-def encode_sentences(sentences: Sequence[str], tokenizer: Tokenizer, max_len: int,
-                     overlong: Overlong = "drop") -> tuple[list[list[int]], LengthReport]:
+def encode_sentences(
+    sentences: Sequence[str], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
+) -> tuple[list[list[int]], LengthReport]:
     """Token ids of monolingual sentences, length-limited before any noise is added."""
     examples, report = fit_length([Example(ids, ids) for ids in tokenizer.encode_batch(sentences)], max_len, overlong)
     return [e.tgt_ids for e in examples], report
@@ -49,15 +51,17 @@ def _poisson(rng: random.Random, lam: float) -> int:
     return k
 
 
-def mask_tokens(ids: Sequence[int], mask_id: int, rng: random.Random,
-                mask_ratio: float = 0.15) -> tuple[list[int], list[int]]:
+def mask_tokens(
+    ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio: float = 0.15
+) -> tuple[list[int], list[int]]:
     """(source, target): about mask_ratio of the tokens (at least one) each replaced by one <mask>."""
     chosen = set(rng.sample(range(len(ids)), _budget(len(ids), mask_ratio)))
     return [mask_id if i in chosen else t for i, t in enumerate(ids)], list(ids)
 
 
-def mask_spans(ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio: float = 0.15,
-               mean_span: float = 3.0) -> tuple[list[int], list[int]]:
+def mask_spans(
+    ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio: float = 0.15, mean_span: float = 3.0
+) -> tuple[list[int], list[int]]:
     """(source, target): spans covering about mask_ratio of the tokens, each replaced by a single <mask>.
 
     Span lengths are Poisson(mean_span), at least 1; spans never touch, so every <mask> in the source
@@ -89,8 +93,15 @@ def mask_spans(ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio:
     return src, list(ids)
 
 
-def noise_examples(token_ids: Sequence[Sequence[int]], seed: int, epoch: int = 0, mode: MaskMode = "span",
-                   mask_ratio: float = 0.15, mean_span: float = 3.0, mask_id: int = MASK_ID) -> list[Example]:
+def noise_examples(
+    token_ids: Sequence[Sequence[int]],
+    seed: int,
+    epoch: int = 0,
+    mode: MaskMode = "span",
+    mask_ratio: float = 0.15,
+    mean_span: float = 3.0,
+    mask_id: int = MASK_ID,
+) -> list[Example]:
     """Denoising examples (noised source, original target); the noise depends only on (seed, epoch)."""
     rng = random.Random(f"denoise:{seed}:{epoch}")
     if mode == "span":
@@ -100,8 +111,14 @@ def noise_examples(token_ids: Sequence[Sequence[int]], seed: int, epoch: int = 0
     raise ValueError(f"mode={mode!r} must be 'span' or 'token'")
 
 
-def renoising(token_ids: Sequence[Sequence[int]], seed: int, mode: MaskMode = "span", mask_ratio: float = 0.15,
-              mean_span: float = 3.0, mask_id: int = MASK_ID) -> Callable[[int], list[Example]]:
+def renoising(
+    token_ids: Sequence[Sequence[int]],
+    seed: int,
+    mode: MaskMode = "span",
+    mask_ratio: float = 0.15,
+    mean_span: float = 3.0,
+    mask_id: int = MASK_ID,
+) -> Callable[[int], list[Example]]:
     """epoch -> fresh denoising examples; pass it to TokenBatcher so every epoch sees new noise."""
     ids = [list(t) for t in token_ids]
     return lambda epoch: noise_examples(ids, seed, epoch, mode, mask_ratio, mean_span, mask_id)

@@ -7,13 +7,13 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from model.batching import Example, Overlong
 from model.checkpoint import OBJECTIVES
 from model.config import ModelConfig
 from model.objectives import MaskMode, encode_sentences, make_translation_examples, noise_examples, renoising
-from model.tokenizer import MIN_VOCAB_SIZE, Tokenizer
+from model.tokenizer import MIN_VOCAB_SIZE, Tokenizer, TokenizerKind
 from model.train_config import TrainingError
 
 
@@ -33,8 +33,9 @@ def split_validation(rows: Sequence[Any], fraction: float, max_rows: int, seed: 
     """(train, valid): a random fraction of rows (at least 1, at most max_rows) held out, fixed by seed."""
     n = len(rows)
     if n < 2:
-        raise TrainingError(f"need at least 2 rows to hold out a validation set, got {n}; add data or pass "
-                            f"validation rows")
+        raise TrainingError(
+            f"need at least 2 rows to hold out a validation set, got {n}; add data or pass validation rows"
+        )
     k = min(n - 1, max_rows, max(1, round(n * fraction)))
     held = set(random.Random(f"valid:{seed}").sample(range(n), k))
     return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
@@ -75,8 +76,9 @@ def prepare(
     _check_rows(objective, train_rows, "train_rows")
     if valid_rows is None:
         if not 0.0 < valid_fraction < 1.0 or max_valid_rows < 1:
-            raise TrainingError(f"need 0 < valid_fraction={valid_fraction} < 1 and "
-                                f"max_valid_rows={max_valid_rows} >= 1")
+            raise TrainingError(
+                f"need 0 < valid_fraction={valid_fraction} < 1 and max_valid_rows={max_valid_rows} >= 1"
+            )
         train_rows, valid_rows = split_validation(train_rows, valid_fraction, max_valid_rows, seed)
     else:
         _check_rows(objective, valid_rows, "valid_rows")
@@ -90,9 +92,14 @@ def prepare(
     if tokenizer is None:
         if vocab_size < MIN_VOCAB_SIZE:
             raise TrainingError(f"vocab_size={vocab_size} is below the minimum {MIN_VOCAB_SIZE}")
-        texts = [t for row in train_rows for t in row] if objective == "translation" else list(train_rows)
+        texts: list[str] = (
+            [t for row in train_rows for t in row]
+            if objective == "translation"
+            else list(cast(Sequence[str], train_rows))
+        )
+        kind = cast(TokenizerKind, tokenizer_kind)  # Tokenizer.train rejects other kinds with ValueError
         try:
-            tokenizer = Tokenizer.train(texts, vocab_size, min_frequency, tokenizer_kind, normalization, prefix_space)
+            tokenizer = Tokenizer.train(texts, vocab_size, min_frequency, kind, normalization, prefix_space)
         except ValueError as e:
             raise TrainingError(f"invalid tokenizer settings: {e}") from e
     try:
@@ -102,14 +109,17 @@ def prepare(
     if max_len + 1 > config.max_positions:
         raise TrainingError(f"max_len={max_len} needs max_positions >= {max_len + 1}, got {config.max_positions}")
 
+    # _check_rows made the rows (source, target) pairs for translation and sentences otherwise
     if objective == "translation":
-        train, report = make_translation_examples(train_rows, tokenizer, max_len, overlong)
-        valid, valid_report = make_translation_examples(valid_rows, tokenizer, max_len, overlong)
+        pairs, valid_pairs = cast(Sequence[tuple[str, str]], train_rows), cast(Sequence[tuple[str, str]], valid_rows)
+        train, report = make_translation_examples(pairs, tokenizer, max_len, overlong)
+        valid, valid_report = make_translation_examples(valid_pairs, tokenizer, max_len, overlong)
         n_train: int = len(train)
         train_examples: list[Example] | Callable[[int], list[Example]] = train
     else:
-        ids, report = encode_sentences(train_rows, tokenizer, max_len, overlong)
-        valid_ids, valid_report = encode_sentences(valid_rows, tokenizer, max_len, overlong)
+        sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
+        ids, report = encode_sentences(sentences, tokenizer, max_len, overlong)
+        valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_len, overlong)
         ids, valid_ids = [t for t in ids if t], [t for t in valid_ids if t]
         n_train = len(ids)
         train_examples = renoising(ids, seed, noise, mask_ratio, mean_span)
@@ -117,24 +127,36 @@ def prepare(
         valid = noise_examples(valid_ids, seed, -1, noise, mask_ratio, mean_span)
     _require_examples("training", n_train, len(train_rows), report.dropped, max_len)
     _require_examples("validation", len(valid), len(valid_rows), valid_report.dropped, max_len)
-    stats = {"train_examples": n_train, "valid_examples": len(valid), "dropped": report.dropped,
-             "truncated": report.truncated, "valid_dropped": valid_report.dropped, "vocab_size": tokenizer.vocab_size}
+    stats = {
+        "train_examples": n_train,
+        "valid_examples": len(valid),
+        "dropped": report.dropped,
+        "truncated": report.truncated,
+        "valid_dropped": valid_report.dropped,
+        "vocab_size": tokenizer.vocab_size,
+    }
     return PreparedData(objective, tokenizer, config, train_examples, valid, stats)
 
 
 def _require_examples(what: str, n: int, n_rows: int, dropped: int, max_len: int) -> None:
     if n == 0:
-        raise TrainingError(f"no {what} examples left: {dropped} of {n_rows} rows are longer than max_len={max_len} "
-                            f"tokens; raise max_len or use overlong='truncate'")
+        raise TrainingError(
+            f"no {what} examples left: {dropped} of {n_rows} rows are longer than max_len={max_len} "
+            f"tokens; raise max_len or use overlong='truncate'"
+        )
 
 
 def _check_rows(objective: str, rows: Any, name: str) -> None:
     if not isinstance(rows, Sequence) or isinstance(rows, str) or len(rows) == 0:
         raise TrainingError(f"{name} is empty")
     for i, row in enumerate(rows):
-        ok = (isinstance(row, (tuple, list)) and len(row) == 2 and all(isinstance(s, str) and s.strip() for s in row)
-              if objective == "translation" else isinstance(row, str) and row.strip())
+        ok = (
+            isinstance(row, (tuple, list)) and len(row) == 2 and all(isinstance(s, str) and s.strip() for s in row)
+            if objective == "translation"
+            else isinstance(row, str) and row.strip()
+        )
         if not ok:
-            shape = ("a (source, target) pair of non-empty strings" if objective == "translation"
-                     else "a non-empty string")
+            shape = (
+                "a (source, target) pair of non-empty strings" if objective == "translation" else "a non-empty string"
+            )
             raise TrainingError(f"{name}[{i}] must be {shape}, got {row!r:.80}")

@@ -53,7 +53,8 @@ class InverseSqrtSchedule:
         """Learning rate of optimizer update number `step` (1-based)."""
         if step < 1:
             raise ValueError(f"step={step} must be >= 1 (Eq. 3 counts updates from 1)")
-        return self.scale * self.d_model**-0.5 * min(step**-0.5, step * self.warmup_steps**-1.5)
+        lr: float = self.scale * self.d_model**-0.5 * min(step**-0.5, step * self.warmup_steps**-1.5)
+        return lr
 
     def state_dict(self) -> dict[str, Any]:
         return {"name": "inverse_sqrt", **asdict(self)}

@@ -7,7 +7,7 @@ import contextlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 from torch import Tensor
@@ -37,16 +37,20 @@ def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
     return model.project(hidden[keep]), batch.tgt_out[keep]  # (N, V), (N,)
 
 
-def autocast_for(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager:
+def autocast_for(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager[object]:
     """bf16 autocast on CUDA when asked; fp32 everywhere else."""
     if bf16 and device.type == "cuda":
         return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-def accumulate_gradients(model: Transformer | DistributedDataParallel, micro_batches: Sequence[Batch],
-                         smoothing: float, autocast: contextlib.AbstractContextManager | None = None,
-                         dist: DistContext | None = None) -> tuple[float, float, int]:
+def accumulate_gradients(
+    model: Transformer | DistributedDataParallel,
+    micro_batches: Sequence[Batch],
+    smoothing: float,
+    autocast: contextlib.AbstractContextManager[object] | None = None,
+    dist: DistContext | None = None,
+) -> tuple[float, float, int]:
     """Backward over micro-batches, each scaled by the total target tokens of all of them, so the gradient
     equals that of one batch holding them all. Returns (smoothed loss sum, NLL sum, target tokens).
 
@@ -59,14 +63,16 @@ def accumulate_gradients(model: Transformer | DistributedDataParallel, micro_bat
     scale = n_tokens / (dist.world_size if dist is not None else 1)
     device = next(model.parameters()).device
     loss_sum = nll_sum = 0.0
+    # with dist, model is dist.wrap(...) (DDP around batch_logits); without, the bare Transformer
+    ddp = cast("DistributedDataParallel", model)
     for i, b in enumerate(micro_batches):
         b = b.to(device)
         last = i == len(micro_batches) - 1  # DDP all-reduces the gradients during the last backward only
-        with dist.gradient_sync(model, last) if dist is not None else contextlib.nullcontext():
+        with dist.gradient_sync(ddp, last) if dist is not None else contextlib.nullcontext():
             with autocast if autocast is not None else contextlib.nullcontext():
-                logits, target = model(b) if dist is not None else batch_logits(model, b)
+                logits, target = model(b) if dist is not None else batch_logits(cast(Transformer, model), b)
             loss, nll = label_smoothed_loss(logits, target, smoothing)
-            (loss / scale).backward()
+            (loss / scale).backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         loss_sum += loss.item()
         nll_sum += nll.item()
     if dist is not None:
@@ -85,13 +91,25 @@ class StepResult:
 def build_optimizer(model: Transformer, config: TrainConfig) -> torch.optim.Adam:
     """Adam with the paper's beta1=0.9, beta2=0.98, eps=1e-9 (Sec. 5.3); lr is set per step by the schedule."""
     fused = next(model.parameters()).device.type == "cuda"  # one kernel for all parameters
-    return torch.optim.Adam(model.parameters(), lr=0.0, betas=config.adam_betas, eps=config.adam_eps,
-                            weight_decay=config.weight_decay, fused=fused or None)
+    return torch.optim.Adam(
+        model.parameters(),
+        lr=0.0,
+        betas=config.adam_betas,
+        eps=config.adam_eps,
+        weight_decay=config.weight_decay,
+        fused=fused or None,
+    )
 
 
-def train_step(model: Transformer | DistributedDataParallel, optimizer: torch.optim.Optimizer,
-               micro_batches: Sequence[Batch], lr: float, config: TrainConfig,
-               autocast: contextlib.AbstractContextManager | None = None, dist: DistContext | None = None) -> StepResult:
+def train_step(
+    model: Transformer | DistributedDataParallel,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: Sequence[Batch],
+    lr: float,
+    config: TrainConfig,
+    autocast: contextlib.AbstractContextManager[object] | None = None,
+    dist: DistContext | None = None,
+) -> StepResult:
     """One optimizer update: accumulate gradients over micro_batches, clip, Adam step at learning rate lr."""
     optimizer.zero_grad(set_to_none=True)
     loss_sum, nll_sum, n_tokens = accumulate_gradients(model, micro_batches, config.label_smoothing, autocast, dist)

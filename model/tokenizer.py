@@ -19,7 +19,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
@@ -78,8 +78,15 @@ class Tokenizer:
         self._fingerprint: str | None = None
 
     @classmethod
-    def train(cls, texts: Iterable[str], vocab_size: int, min_frequency: int = 2, kind: TokenizerKind = "byte_bpe",
-              normalization: str = "nfkc", prefix_space: bool = True) -> Tokenizer:
+    def train(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int,
+        min_frequency: int = 2,
+        kind: TokenizerKind = "byte_bpe",
+        normalization: str = "nfkc",
+        prefix_space: bool = True,
+    ) -> Tokenizer:
         """Learn a vocabulary from texts (pass both sides of a parallel corpus); deterministic for equal input.
 
         normalization and prefix_space apply to "bpe" and "unigram"; "byte_bpe" keeps text as it is."""
@@ -97,7 +104,7 @@ class Tokenizer:
 
     @property
     def kind(self) -> str:
-        """"bpe", "unigram" or "byte_bpe", read from the tokenizer itself."""
+        """ "bpe", "unigram" or "byte_bpe", read from the tokenizer itself."""
         if isinstance(self._tk.model, models.Unigram):
             return "unigram"
         return "byte_bpe" if isinstance(self._tk.pre_tokenizer, pre_tokenizers.ByteLevel) else "bpe"
@@ -171,8 +178,9 @@ class Tokenizer:
     def fingerprint(self) -> str:
         """sha256 hex of the canonical (sorted-key, compact) tokenizer.json: equal tokenizers, equal prints."""
         if self._fingerprint is None:
-            canonical = json.dumps(json.loads(self.to_json_str()), sort_keys=True, separators=(",", ":"),
-                                   ensure_ascii=False)
+            canonical = json.dumps(
+                json.loads(self.to_json_str()), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            )
             self._fingerprint = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
         return self._fingerprint
 
@@ -182,40 +190,50 @@ class Tokenizer:
 
 # -- training ---------------------------------------------------------------------------------------------------
 
+
 def _train_byte_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int) -> HFTokenizer:
     tk = HFTokenizer(models.BPE(unk_token="<unk>"))
     tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tk.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=_special_tokens(),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=_special_tokens(),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tk.train_from_iterator(texts, trainer)
     return tk
 
 
-def _train_sentencepiece_style(texts: Iterable[str], vocab_size: int, min_frequency: int, kind: str,
-                               normalization: str, prefix_space: bool) -> HFTokenizer:
+def _train_sentencepiece_style(
+    texts: Iterable[str], vocab_size: int, min_frequency: int, kind: str, normalization: str, prefix_space: bool
+) -> HFTokenizer:
     """Metaspace BPE or unigram with byte fallback: trained on vocab_size - 256 pieces, then the 256 byte pieces
     are put at ids 5..260 (after the specials) and the learned pieces shifted behind them."""
     n_learned = vocab_size - len(BYTE_PIECES)
     if kind == "bpe":
         tk = HFTokenizer(models.BPE(unk_token="<unk>"))
-        trainer: trainers.Trainer = trainers.BpeTrainer(vocab_size=n_learned, min_frequency=min_frequency,
-                                                        special_tokens=_special_tokens(), show_progress=False)
+        trainer: trainers.Trainer = trainers.BpeTrainer(
+            vocab_size=n_learned, min_frequency=min_frequency, special_tokens=_special_tokens(), show_progress=False
+        )
     else:
         tk = HFTokenizer(models.Unigram())
-        trainer = trainers.UnigramTrainer(vocab_size=n_learned, special_tokens=_special_tokens(), unk_token="<unk>",
-                                          show_progress=False)
+        trainer = trainers.UnigramTrainer(
+            vocab_size=n_learned, special_tokens=_special_tokens(), unk_token="<unk>", show_progress=False
+        )
     if normalization != "none":
         tk.normalizer = normalizers.NFKC() if normalization == "nfkc" else normalizers.NFC()
     scheme = "always" if prefix_space else "never"
     tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE_MARK, prepend_scheme=scheme)
-    tk.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement=SPACE_MARK,
-                                                                                prepend_scheme=scheme)])
+    tk.decoder = decoders.Sequence(
+        [decoders.ByteFallback(), decoders.Metaspace(replacement=SPACE_MARK, prepend_scheme=scheme)]
+    )
     tk.train_from_iterator(texts, trainer)
     return HFTokenizer.from_str(json.dumps(_with_byte_pieces(json.loads(tk.to_str()))))
 
 
-def _with_byte_pieces(spec: dict) -> dict:
+def _with_byte_pieces(spec: dict[str, Any]) -> dict[str, Any]:
     """tokenizer.json with byte pieces at ids 5..260 and byte_fallback on (learned pieces move up by 256)."""
     model, n_special = spec["model"], len(SPECIAL_TOKENS)
     if model["type"] == "BPE":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from model.schedule import InverseSqrtSchedule
 
@@ -52,9 +52,18 @@ class TrainConfig:
     eval_max_sentences: int = 200  # validation sentences greedy-decoded for BLEU/chrF (decoding is slow)
 
     def __post_init__(self) -> None:
-        self.adam_betas = tuple(self.adam_betas)  # a JSON round trip gives a list
-        _positive_int(self, "max_steps", "max_tokens_per_batch", "grad_accum_steps", "warmup_steps",
-                      "eval_every", "checkpoint_every", "eval_max_sentences")
+        # a JSON round trip gives a list; the length is checked below
+        self.adam_betas = cast(tuple[float, float], tuple(self.adam_betas))
+        _positive_int(
+            self,
+            "max_steps",
+            "max_tokens_per_batch",
+            "grad_accum_steps",
+            "warmup_steps",
+            "eval_every",
+            "checkpoint_every",
+            "eval_max_sentences",
+        )
         _int(self, "seed", "average_last")
         if self.average_last < 0:
             raise ValueError(f"average_last={self.average_last} must be >= 0")
@@ -82,8 +91,10 @@ class TrainConfig:
         if not isinstance(self.bf16, bool):
             raise ValueError(f"bf16={self.bf16!r} must be a bool")
         if self.keep_checkpoints is not None and self.average_last > self.keep_checkpoints:
-            raise ValueError(f"average_last={self.average_last} needs keep_checkpoints >= {self.average_last}, "
-                             f"got {self.keep_checkpoints}")
+            raise ValueError(
+                f"average_last={self.average_last} needs keep_checkpoints >= {self.average_last}, "
+                f"got {self.keep_checkpoints}"
+            )
 
     def schedule(self, d_model: int) -> InverseSqrtSchedule:
         if self.peak_lr is not None:

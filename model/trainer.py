@@ -1,10 +1,10 @@
-"""Training as in the paper (Sec. 5): Adam (0.9, 0.98, 1e-9), warm-up then inverse-sqrt learning rate (Eq. 3),
-label smoothing 0.1 (Sec. 5.4), token-count batches, gradient accumulation, clipping, validation loss and
-BLEU/chrF, early stopping, checkpoint averaging (Sec. 6.1).
+"""The training loop as in the paper (Sec. 5): updates until a step, time or early-stopping limit, with
+validation loss and BLEU/chrF, checkpoints and checkpoint averaging (Sec. 6.1).
 
-Pure pieces (label_smoothed_loss, accumulate_gradients, train_step, evaluate) and one thin loop (Trainer) that
-only decides when to stop, evaluate and checkpoint. Progress leaves through Callbacks with plain dataclasses,
-so a caller (the Celery worker) can write them to a database. Typical use:
+The pieces it runs are elsewhere, each pure: one update in model/step.py (Adam, the schedule of Eq. 3, label
+smoothing, accumulation, clipping), evaluation in model/evaluate.py, checkpoint files in model/checkpoint*.py.
+Trainer only decides when to stop, evaluate and checkpoint; progress leaves through Callbacks with plain
+dataclasses (model/train_events.py), so a caller (the Celery worker) can write them to a database. Typical use:
 
     data = prepare("translation", pairs, preset="small", vocab_size=8000)
     result = train(data, TrainConfig(max_steps=20000), checkpoint_root, Callbacks(on_step=...))
@@ -17,36 +17,31 @@ from __future__ import annotations
 
 import logging
 import math
-import shutil
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from model.batching import Batch, Example, TokenBatcher
-from model.checkpoint import (
-    OBJECTIVES,
-    Checkpoint,
-    capture_rng_state,
+from model.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point, save_checkpoint
+from model.checkpoint_average import write_averaged_checkpoint
+from model.checkpoint_files import (
     checkpoint_sha256,
-    latest_good_checkpoint,
     list_checkpoints,
-    load_checkpoint,
-    load_optimizer_state,
     remove_stale_temp_dirs,
-    restore_rng_state,
-    save_checkpoint,
+    rotate_checkpoints,
     step_dir,
-    write_averaged_checkpoint,
 )
+from model.checkpoint_tensors import load_optimizer_state
 from model.evaluate import evaluate
 from model.prepare import PreparedData
+from model.rng_state import capture_rng_state, restore_rng_state
 from model.step import autocast_for, batch_logits, build_optimizer, train_step
 from model.tokenizer import Tokenizer
 from model.train_config import StopReason, TrainConfig, TrainingError
+from model.train_events import Callbacks, CheckpointInfo, StepInfo, TrainResult
 from model.transformer import Transformer
 
 if TYPE_CHECKING:
@@ -57,59 +52,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class StepInfo:
-    step: int
-    total_steps: int
-    loss: float  # label-smoothed training loss per target token
-    lr: float
-    tokens_per_second: float  # target tokens per second (moving average over steps)
-    grad_norm: float  # before clipping
-    elapsed: float  # seconds of training, summed over resumed attempts
-    eta_seconds: float
-    nll_loss: float = 0.0  # training cross entropy without smoothing (compare with the validation loss)
-    tokens: int = 0  # target tokens in this update
-    epoch: int = 0
-
-
-@dataclass
-class CheckpointInfo:
-    step: int
-    path: str
-    sha256: str  # checkpoint_sha256(path)
-    size_bytes: int
-    metrics: dict[str, float]
-    kind: str = "step"  # "step" (resumable) or "averaged" (weights only)
-
-
-@dataclass
-class Callbacks:
-    """Hooks for the caller; each may be None. should_stop and should_preempt are polled once per step, so keep
-    them cheap. should_stop (cancel) ends the run without a final checkpoint; should_preempt (the process is
-    going away) ends it right after a checkpoint of the current step, skipping the final evaluation."""
-
-    on_step: Callable[[StepInfo], None] | None = None
-    on_eval: Callable[[int, dict[str, float]], None] | None = None
-    on_checkpoint: Callable[[CheckpointInfo], None] | None = None
-    should_stop: Callable[[], bool] | None = None
-    should_preempt: Callable[[], bool] | None = None
-
-
-@dataclass
-class TrainResult:
-    stop_reason: StopReason
-    step: int
-    elapsed: float
-    metrics: dict[str, float]  # the last evaluation
-    best_valid_loss: float | None
-    best_step: int | None
-    last_checkpoint: str | None
-    best_checkpoint: str | None
-    averaged_checkpoint: str | None
-    model_checkpoint: str | None  # the one to serve: averaged, else best by validation loss, else last
-    losses: list[float] = field(default_factory=list)  # training loss of every step of this attempt
-
-
 class Trainer:
     """Runs updates until max_steps, max_minutes, early stopping or should_stop(); evaluates and checkpoints.
 
@@ -117,11 +59,19 @@ class Trainer:
     end; checkpoints go to checkpoint_root/step-NNNNNNNN every checkpoint_every steps and at the end.
     """
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer, objective: str,
-                 train_examples: Sequence[Example] | Callable[[int], Sequence[Example]],
-                 valid_examples: Sequence[Example], config: TrainConfig, checkpoint_root: str | Path | None = None,
-                 callbacks: Callbacks | None = None, meta: dict[str, Any] | None = None,
-                 dist: DistContext | None = None) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        objective: str,
+        train_examples: Sequence[Example] | Callable[[int], Sequence[Example]],
+        valid_examples: Sequence[Example],
+        config: TrainConfig,
+        checkpoint_root: str | Path | None = None,
+        callbacks: Callbacks | None = None,
+        meta: dict[str, Any] | None = None,
+        dist: DistContext | None = None,
+    ) -> None:
         if objective not in OBJECTIVES:
             raise TrainingError(f"objective={objective!r} must be one of {OBJECTIVES}")
         self.device = torch.device(config.device)
@@ -146,8 +96,13 @@ class Trainer:
         self.valid_examples = list(valid_examples)
         if not self.valid_examples:
             raise TrainingError("there are no validation examples")
-        self.valid_batches = list(TokenBatcher(self.valid_examples, max(config.max_tokens_per_batch,
-                                               max(e.size for e in self.valid_examples)), shuffle=False))
+        self.valid_batches = list(
+            TokenBatcher(
+                self.valid_examples,
+                max(config.max_tokens_per_batch, max(e.size for e in self.valid_examples)),
+                shuffle=False,
+            )
+        )
         self.decode_examples = self.valid_examples[: config.eval_max_sentences] if objective == "translation" else []
         # Progress: everything below goes into trainer_state.json.
         self.step = 0
@@ -162,35 +117,52 @@ class Trainer:
         self.best_checkpoint: str | None = None
         self.last_checkpoint: str | None = None
         self._last_checkpoint_step = 0
-        self._iterator = None
+        self._iterator: Iterator[Batch] | None = None
         self.ddp: DistributedDataParallel | None = None
         if dist is not None:
             if dist.device != self.device:
                 raise TrainingError(f"device={config.device!r} is not rank {dist.rank}'s device {dist.device}")
-            dist.check_same("model, tokenizer, training data or settings", {
-                "model": model.config.to_dict(), "tokenizer": tokenizer.fingerprint, "objective": objective,
-                "config": {k: v for k, v in config.to_dict().items() if k != "device"},
-                "batches": self.batcher.batch_indices(0), "valid": len(self.valid_examples),
-                "sample": [(e.src_ids, e.tgt_ids) for e in self.batcher.examples(0)[:64]]})
+            dist.check_same(
+                "model, tokenizer, training data or settings",
+                {
+                    "model": model.config.to_dict(),
+                    "tokenizer": tokenizer.fingerprint,
+                    "objective": objective,
+                    "config": {k: v for k, v in config.to_dict().items() if k != "device"},
+                    "batches": self.batcher.batch_indices(0),
+                    "valid": len(self.valid_examples),
+                    "sample": [(e.src_ids, e.tgt_ids) for e in self.batcher.examples(0)[:64]],
+                },
+            )
             self.ddp = dist.wrap(self.model, batch_logits)
 
     # -- state ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "elapsed_seconds": self.elapsed, "best_valid_loss": self.best_valid_loss,
-                "best_step": self.best_step, "bad_evals": self.bad_evals, "last_eval_step": self.last_eval_step,
-                "eval_seconds": self.eval_seconds, "metrics": self.metrics,
-                # A name, not a path: another worker may mount the artifact store elsewhere.
-                "best_checkpoint": Path(self.best_checkpoint).name if self.best_checkpoint else None,
-                "batcher": self.batcher.state_dict(), "schedule": self.schedule.state_dict(),
-                "train_config": self.config.to_dict(), "rng": capture_rng_state()}
+        return {
+            "step": self.step,
+            "elapsed_seconds": self.elapsed,
+            "best_valid_loss": self.best_valid_loss,
+            "best_step": self.best_step,
+            "bad_evals": self.bad_evals,
+            "last_eval_step": self.last_eval_step,
+            "eval_seconds": self.eval_seconds,
+            "metrics": self.metrics,
+            # A name, not a path: another worker may mount the artifact store elsewhere.
+            "best_checkpoint": Path(self.best_checkpoint).name if self.best_checkpoint else None,
+            "batcher": self.batcher.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "train_config": self.config.to_dict(),
+            "rng": capture_rng_state(),
+        }
 
     def restore(self, checkpoint: str | Path | Checkpoint) -> None:
         """Continue from a step checkpoint: weights, optimizer, schedule, batch position, RNG, counters."""
         ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
         state = ckpt.trainer_state
         if state is None or ckpt.optimizer_state is None:
-            raise TrainingError(f"{ckpt.path} is a weights-only ({ckpt.meta.get('kind')}) checkpoint; "
-                                f"it cannot be resumed")
+            raise TrainingError(
+                f"{ckpt.path} is a weights-only ({ckpt.meta.get('kind')}) checkpoint; it cannot be resumed"
+            )
         if ckpt.objective != self.objective:
             raise TrainingError(f"{ckpt.path} was trained for {ckpt.objective!r}, not {self.objective!r}")
         if ckpt.model_config != self.model.config:
@@ -262,11 +234,20 @@ class Trainer:
                 batches = self.dist.shard(batches)
                 self.dist.seed_step(cfg.seed, self.step)
             lr = self.schedule.lr(self.step)
-            result = train_step(self.ddp if self.ddp is not None else self.model, self.optimizer, batches, lr, cfg,
-                                self.autocast, self.dist)
+            result = train_step(
+                self.ddp if self.ddp is not None else self.model,
+                self.optimizer,
+                batches,
+                lr,
+                cfg,
+                self.autocast,
+                self.dist,
+            )
             if not math.isfinite(result.loss):
-                raise TrainingError(f"the training loss became {result.loss} at step {self.step}; lower the "
-                                    f"learning rate (peak_lr / lr_scale) or raise warmup_steps")
+                raise TrainingError(
+                    f"the training loss became {result.loss} at step {self.step}; lower the "
+                    f"learning rate (peak_lr / lr_scale) or raise warmup_steps"
+                )
             losses.append(result.loss)
             dt = max(time.monotonic() - t0, 1e-9)
             step_seconds = dt if step_seconds is None else 0.9 * step_seconds + 0.1 * dt
@@ -277,8 +258,21 @@ class Trainer:
             if cfg.max_minutes is not None:
                 eta = max(0.0, min(eta, cfg.max_minutes * 60 - self.elapsed))
             if cb.on_step is not None:
-                cb.on_step(StepInfo(self.step, cfg.max_steps, result.loss, lr, tokens_per_second, result.grad_norm,
-                                    self.elapsed, eta, result.nll_loss, result.n_tokens, self.batcher.epoch))
+                cb.on_step(
+                    StepInfo(
+                        self.step,
+                        cfg.max_steps,
+                        result.loss,
+                        lr,
+                        tokens_per_second,
+                        result.grad_norm,
+                        self.elapsed,
+                        eta,
+                        result.nll_loss,
+                        result.n_tokens,
+                        self.batcher.epoch,
+                    )
+                )
             checkpoint_due = self.checkpoint_root is not None and self.step % cfg.checkpoint_every == 0
             if (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable():
                 self._evaluate()
@@ -296,9 +290,19 @@ class Trainer:
                 self._checkpoint()
             averaged = self._average()
         logger.info("training stopped at step %d: %s", self.step, reason)
-        return TrainResult(reason, self.step, self.elapsed, dict(self.metrics), self.best_valid_loss, self.best_step,
-                           self.last_checkpoint, self.best_checkpoint, averaged,
-                           averaged or self.best_checkpoint or self.last_checkpoint, losses)
+        return TrainResult(
+            reason,
+            self.step,
+            self.elapsed,
+            dict(self.metrics),
+            self.best_valid_loss,
+            self.best_step,
+            self.last_checkpoint,
+            self.best_checkpoint,
+            averaged,
+            averaged or self.best_checkpoint or self.last_checkpoint,
+            losses,
+        )
 
     def _eval_affordable(self) -> bool:
         """Whether one more evaluation, as long as the last one, keeps evaluation within eval_budget of the
@@ -312,8 +316,9 @@ class Trainer:
         if not self.is_main:
             return
         t0 = time.monotonic()
-        self.metrics = evaluate(self.model, self.objective, self.valid_batches, self.tokenizer,
-                                self.decode_examples, self.config.bf16)
+        self.metrics = evaluate(
+            self.model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.config.bf16
+        )
         self._last_eval_seconds = time.monotonic() - t0
         self.eval_seconds += self._last_eval_seconds
         self.elapsed += self._last_eval_seconds
@@ -321,8 +326,10 @@ class Trainer:
         self.last_eval_step = self.step
         loss = self.metrics["loss"]
         if not math.isfinite(loss):
-            raise TrainingError(f"the validation loss became {loss} at step {self.step}; lower the learning rate "
-                                f"(peak_lr / lr_scale) or raise warmup_steps")
+            raise TrainingError(
+                f"the validation loss became {loss} at step {self.step}; lower the learning rate "
+                f"(peak_lr / lr_scale) or raise warmup_steps"
+            )
         if self.best_valid_loss is None or loss < self.best_valid_loss:
             self.best_valid_loss, self.best_step, self.bad_evals = loss, self.step, 0
         else:
@@ -335,9 +342,17 @@ class Trainer:
         path = step_dir(self.checkpoint_root, self.step)
         if self.best_step == self.step:
             self.best_checkpoint = str(path)
-        save_checkpoint(path, self.model, self.tokenizer, self.objective, step=self.step, metrics=self.metrics,
-                        optimizer=self.optimizer, trainer_state=self.state_dict(),
-                        extra_meta={"train_config": self.config.to_dict(), **self.meta})
+        save_checkpoint(
+            path,
+            self.model,
+            self.tokenizer,
+            self.objective,
+            step=self.step,
+            metrics=self.metrics,
+            optimizer=self.optimizer,
+            trainer_state=self.state_dict(),
+            extra_meta={"train_config": self.config.to_dict(), **self.meta},
+        )
         self.last_checkpoint, self._last_checkpoint_step = str(path), self.step
         self._rotate()
         self._report_checkpoint(path, self.metrics, "step")
@@ -345,17 +360,15 @@ class Trainer:
     def _report_checkpoint(self, path: Path, metrics: dict[str, float], kind: str) -> None:
         if self.callbacks.on_checkpoint is not None:
             size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
-            self.callbacks.on_checkpoint(CheckpointInfo(self.step, str(path), checkpoint_sha256(path), size,
-                                                        dict(metrics), kind))
+            self.callbacks.on_checkpoint(
+                CheckpointInfo(self.step, str(path), checkpoint_sha256(path), size, dict(metrics), kind)
+            )
 
     def _rotate(self) -> None:
         """Delete the oldest step checkpoints beyond keep_checkpoints; the best one is always kept."""
         if self.config.keep_checkpoints is None or self.checkpoint_root is None:
             return
-        old = list_checkpoints(self.checkpoint_root)[: -self.config.keep_checkpoints]
-        for path in old:
-            if str(path) != self.best_checkpoint:
-                shutil.rmtree(path, ignore_errors=True)
+        rotate_checkpoints(self.checkpoint_root, self.config.keep_checkpoints, keep=self.best_checkpoint)
 
     def _average(self) -> str | None:
         n = self.config.average_last
@@ -367,8 +380,11 @@ class Trainer:
         measured: dict[str, float] = {}
 
         def score(averaged: Transformer) -> dict[str, float]:
-            measured.update(evaluate(averaged, self.objective, self.valid_batches, self.tokenizer,
-                                     self.decode_examples, self.config.bf16))
+            measured.update(
+                evaluate(
+                    averaged, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.config.bf16
+                )
+            )
             return measured
 
         path = write_averaged_checkpoint(dirs, self.checkpoint_root / f"averaged-{self.step:08d}", score, self.device)
@@ -376,9 +392,15 @@ class Trainer:
         return str(path)
 
 
-def train(data: PreparedData, config: TrainConfig, checkpoint_root: str | Path | None = None,
-          callbacks: Callbacks | None = None, resume: bool = True, meta: dict[str, Any] | None = None,
-          dist: DistContext | None = None) -> TrainResult:
+def train(
+    data: PreparedData,
+    config: TrainConfig,
+    checkpoint_root: str | Path | None = None,
+    callbacks: Callbacks | None = None,
+    resume: bool = True,
+    meta: dict[str, Any] | None = None,
+    dist: DistContext | None = None,
+) -> TrainResult:
     """Build the model (seeded by config.seed) and train it; with resume, continue from the newest good step
     checkpoint under checkpoint_root (newer, corrupted ones are deleted, as the run will rewrite them).
 
@@ -388,17 +410,22 @@ def train(data: PreparedData, config: TrainConfig, checkpoint_root: str | Path |
     """
     torch.manual_seed(config.seed)
     model = Transformer(data.model_config)
-    trainer = Trainer(model, data.tokenizer, data.objective, data.train_examples, data.valid_examples, config,
-                      checkpoint_root, callbacks, meta, dist)
+    trainer = Trainer(
+        model,
+        data.tokenizer,
+        data.objective,
+        data.train_examples,
+        data.valid_examples,
+        config,
+        checkpoint_root,
+        callbacks,
+        meta,
+        dist,
+    )
     if checkpoint_root is not None:
-        good = None
-        if trainer.is_main:
+        good = resume_point(checkpoint_root) if trainer.is_main and resume else None
+        if trainer.is_main and not resume:
             remove_stale_temp_dirs(checkpoint_root)
-            good = latest_good_checkpoint(checkpoint_root) if resume else None
-            for path in list_checkpoints(checkpoint_root) if good is not None else []:
-                if path.name > good.name:
-                    logger.warning("deleting %s: newer than the last good checkpoint %s", path, good)
-                    shutil.rmtree(path, ignore_errors=True)
         if dist is not None:
             good = dist.broadcast(good)
         if good is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Literal, cast, overload
 
 from torch import Tensor, nn
 
@@ -57,7 +58,7 @@ class _Stack(nn.Module):
 
     def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
         x = self.embed_tokens(ids) * self.embed_scale  # (B, T, d_model)
-        return self.dropout(x + self.embed_positions(ids.size(1), offset))
+        return cast(Tensor, self.dropout(x + self.embed_positions(ids.size(1), offset)))
 
 
 class Encoder(_Stack):
@@ -105,7 +106,10 @@ class Decoder(_Stack):
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             x, sw, cw = layer(
-                x, memory, src_key_padding_mask, tgt_key_padding_mask,
+                x,
+                memory,
+                src_key_padding_mask,
+                tgt_key_padding_mask,
                 self_attn_cache=cache.self_attn[i] if cache is not None else None,
                 encoder_attn_cache=cache.encoder_attn[i] if cache is not None else None,
                 need_weights=need_weights,
@@ -126,6 +130,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.config = config
         V, d = config.vocab_size, config.d_model
+        self.shared: nn.Embedding | None
         if config.share_embeddings:  # Sec. 3.4: one weight matrix for both embeddings and the projection
             self.shared = nn.Embedding(V, d)
             src_embed = tgt_embed = self.shared
@@ -136,6 +141,7 @@ class Transformer(nn.Module):
         self.decoder = Decoder(config, tgt_embed)
         self.lm_head = nn.Linear(d, V, bias=False)
         if config.share_embeddings:
+            assert self.shared is not None  # set above
             self.lm_head.weight = self.shared.weight
         self._init_weights()
 
@@ -165,7 +171,42 @@ class Transformer(nn.Module):
 
     def encode(self, src_ids: Tensor, src_key_padding_mask: Tensor | None) -> Tensor:
         """src_ids (B, S), src_key_padding_mask (B, S) bool True = pad -> memory (B, S, d_model)."""
-        return self.encoder(src_ids, src_key_padding_mask)[0]
+        memory: Tensor = self.encoder(src_ids, src_key_padding_mask)[0]
+        return memory
+
+    @overload
+    def decode(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_key_padding_mask: Tensor | None,
+        tgt_key_padding_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        need_weights: Literal[False] = False,
+    ) -> Tensor: ...
+
+    @overload
+    def decode(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_key_padding_mask: Tensor | None,
+        tgt_key_padding_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        *,
+        need_weights: Literal[True],
+    ) -> tuple[Tensor, list[Tensor], list[Tensor]]: ...
+
+    @overload
+    def decode(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor,
+        src_key_padding_mask: Tensor | None,
+        tgt_key_padding_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        need_weights: bool = False,
+    ) -> Tensor | tuple[Tensor, list[Tensor], list[Tensor]]: ...
 
     def decode(
         self,
@@ -184,7 +225,7 @@ class Transformer(nn.Module):
 
     def project(self, hidden: Tensor) -> Tensor:
         """Pre-softmax linear transformation (Sec. 3.4): hidden (..., d_model) -> logits (..., vocab_size)."""
-        return self.lm_head(hidden)
+        return cast(Tensor, self.lm_head(hidden))
 
     def forward(self, src_ids: Tensor, tgt_in_ids: Tensor) -> Tensor:
         """Teacher-forced logits (B, T, vocab_size) for target inputs tgt_in_ids (B, T) (BOS + shifted target).

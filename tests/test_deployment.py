@@ -11,8 +11,17 @@ import yaml
 from app.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
-SERVICE_NAMES = {"postgres", "redis", "minio", "migrate", "api", "worker-training", "worker-training-gpu",
-                 "worker-inference", "flower"}
+SERVICE_NAMES = {
+    "postgres",
+    "redis",
+    "minio",
+    "migrate",
+    "api",
+    "worker-training",
+    "worker-training-gpu",
+    "worker-inference",
+    "flower",
+}
 OUR_SERVICES = ("migrate", "api", "worker-training", "worker-training-gpu", "worker-inference")
 
 
@@ -23,6 +32,7 @@ def compose() -> dict:
 
 def _env(service: dict) -> dict[str, str]:
     """The service's variables as compose would set them: defaults filled, required secrets given a value."""
+
     def fill(value: str) -> str:
         return re.sub(r"\$\{(\w+):\?[^}]*\}", r"secret-\1", re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", value))
 
@@ -49,16 +59,22 @@ def test_workers_consume_their_queues(compose):
     inference = compose["services"]["worker-inference"]["command"]
     assert training[training.index("-Q") + 1] == "training" and training[training.index("-c") + 1] == "1"
     assert inference[inference.index("-Q") + 1] == "inference"
-    assert all(s["build"]["target"] == "worker" for s in (compose["services"]["worker-training"],
-                                                          compose["services"]["worker-inference"]))
+    assert all(
+        s["build"]["target"] == "worker"
+        for s in (compose["services"]["worker-training"], compose["services"]["worker-inference"])
+    )
 
 
 def test_the_gpu_training_worker_reserves_the_hosts_gpus_only_in_its_profile(compose):
     gpu, cpu = compose["services"]["worker-training-gpu"], compose["services"]["worker-training"]
     assert gpu["profiles"] == ["gpu"] and "profiles" not in cpu  # a laptop without GPUs still starts
     assert gpu["deploy"]["resources"]["reservations"]["devices"] == [
-        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}]
-    assert gpu["command"][gpu["command"].index("-Q") + 1] == "training" and gpu["stop_grace_period"] == cpu["stop_grace_period"]
+        {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
+    ]
+    assert (
+        gpu["command"][gpu["command"].index("-Q") + 1] == "training"
+        and gpu["stop_grace_period"] == cpu["stop_grace_period"]
+    )
 
 
 def test_migrate_runs_alembic_before_api_and_workers(compose):
@@ -68,7 +84,10 @@ def test_migrate_runs_alembic_before_api_and_workers(compose):
 
 
 def test_flower_watches_the_same_broker(compose):
-    assert compose["services"]["flower"]["environment"]["CELERY_BROKER_URL"] == _env(compose["services"]["api"])["CELERY_BROKER_URL"]
+    assert (
+        compose["services"]["flower"]["environment"]["CELERY_BROKER_URL"]
+        == _env(compose["services"]["api"])["CELERY_BROKER_URL"]
+    )
 
 
 def test_dockerfile_api_target_has_no_torch_and_worker_target_does():
@@ -116,8 +135,11 @@ def test_flower_needs_a_password_and_listens_on_loopback(compose):
 
 
 def test_the_build_context_leaves_out_the_local_environment_and_its_secrets():
-    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
     assert {".venv", "var", ".git", ".env"} <= ignored
     copied = re.findall(r"^COPY (?!--from)(.+?) \S+$", (ROOT / "Dockerfile").read_text(), re.M)
     assert all(part not in ignored for line in copied for part in line.split()), copied

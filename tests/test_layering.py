@@ -41,7 +41,9 @@ def test_importing_the_api_and_cli_loads_no_torch_or_worker():
 
 def test_model_package_does_not_depend_on_the_service():
     offenders = {
-        str(path.relative_to(ROOT)): sorted(_imported_roots(path) & {"app", "worker", "celery", "sqlalchemy", "fastapi"})
+        str(path.relative_to(ROOT)): sorted(
+            _imported_roots(path) & {"app", "worker", "celery", "sqlalchemy", "fastapi"}
+        )
         for path in (ROOT / "model").rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}

@@ -26,8 +26,12 @@ def test_defaults_put_everything_under_the_data_folder(tmp_path, monkeypatch):
 
 
 def test_production_urls_are_accepted():  # explicit arguments win over the environment
-    settings = Settings(environment="production", host="0.0.0.0",
-                        database_url="postgresql+psycopg://u:p@db/app", celery_broker_url="redis://redis:6379/0")
+    settings = Settings(
+        environment="production",
+        host="0.0.0.0",
+        database_url="postgresql+psycopg://u:p@db/app",
+        celery_broker_url="redis://redis:6379/0",
+    )
     assert not settings.is_sqlite and not settings.embedded_broker
 
 
@@ -54,8 +58,9 @@ def test_unsafe_values_are_refused_by_name(kwargs, named, monkeypatch):
 
 def test_cli_refuses_to_start_with_unsafe_settings_and_names_them(tmp_path):
     env = {"PATH": "/usr/bin:/bin", "DATA_DIR": str(tmp_path), "DATABASE_URL": "postgresql://x@y/z"}
-    done = subprocess.run([sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "migrate"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode != 0
     assert "DATABASE_URL scheme 'postgresql' is not supported" in done.stderr
     assert "Traceback" not in done.stderr

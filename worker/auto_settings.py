@@ -51,16 +51,25 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         probe_seconds = round(time.monotonic() - t0, 2)
     else:
         tokens_per_second = 0.0
-    inputs = BudgetInputs(max_minutes=spec["max_minutes"], training_pairs=pairs, longest_example=longest,
-                          tokens_per_second=round(tokens_per_second, 1), devices=spec.get("devices", 1),
-                          grad_accum_steps=spec.get("grad_accum_steps", 1), eval_budget=spec.get("eval_budget"),
-                          max_batch_tokens=fits)
+    inputs = BudgetInputs(
+        max_minutes=spec["max_minutes"],
+        training_pairs=pairs,
+        longest_example=longest,
+        tokens_per_second=round(tokens_per_second, 1),
+        devices=spec.get("devices", 1),
+        grad_accum_steps=spec.get("grad_accum_steps", 1),
+        eval_budget=spec.get("eval_budget"),
+        max_batch_tokens=fits,
+    )
     choice = choose(fields, inputs, fixed={"max_tokens_per_batch": spec["max_tokens_per_batch"]})
     for name, value in choice.chosen.items():
         (model_spec if AUTO_FIELDS[name] == "model" else spec)[name] = value
     job.training_config = spec
-    job.auto_settings = {"fields": fields, **choice.to_dict(),
-                         "throughput": "measured" if measured else ("pinned" if tokens_per_second else None),
-                         "probe_seconds": probe_seconds}
+    job.auto_settings = {
+        "fields": fields,
+        **choice.to_dict(),
+        "throughput": "measured" if measured else ("pinned" if tokens_per_second else None),
+        "probe_seconds": probe_seconds,
+    }
     log.info("job %s: chose %s from a budget of %g minutes", job.id, choice.chosen, spec["max_minutes"])
     return data

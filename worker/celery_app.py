@@ -6,15 +6,38 @@ import logging
 import threading
 
 import torch
-from celery.signals import worker_process_init, worker_ready, worker_shutdown, worker_shutting_down
+from celery.signals import (
+    setup_logging,
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+    worker_shutting_down,
+)
 
+from app import logs
 from app.db import job_rows
 from app.db.session import session_scope
 from app.queueing import make_celery
 from app.settings import get_settings
 from worker import heartbeat, lease
 
-logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+@setup_logging.connect
+def _configure_logging(loglevel: object = None, **_kwargs: object) -> None:
+    """Celery leaves logging to us when this signal has a receiver: the service's JSON lines (app/logs.py), at
+    the level given on the command line (`-l`), else LOG_LEVEL."""
+    settings = get_settings()
+    if isinstance(loglevel, int):
+        loglevel = logging.getLevelName(loglevel)
+    if isinstance(loglevel, str):
+        settings = settings.model_copy(update={"log_level": loglevel.lower()})
+    logs.configure(settings)
+
+
+task_prerun.connect(logs.bind_task, weak=False)  # a task's lines carry its request, job or model id
+task_postrun.connect(logs.unbind_task, weak=False)
 
 app = make_celery("worker")
 app.conf.include = ["worker.tasks.ping", "worker.tasks.training", "worker.tasks.inference"]
@@ -43,6 +66,7 @@ def _drain(sender, sig=None, how=None, **_kwargs) -> None:
     """SIGTERM (a deploy, `docker stop`): Celery stops taking tasks and waits for running ones (a warm
     shutdown). Marking this worker draining makes its training jobs checkpoint their current step and go
     back to the queue within a few seconds, instead of training on until the end or until SIGKILL."""
+
     def mark() -> None:
         try:
             with session_scope() as session:

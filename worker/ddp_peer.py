@@ -26,12 +26,14 @@ from pathlib import Path
 
 import torch
 
+from app import logs
 from app.settings import get_settings
 from model.distributed import destroy_process_group, device_for, init_process_group, rendezvous_store
 from model.prepare import PreparedData
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig, TrainingError
-from model.trainer import Callbacks, TrainResult, train
+from model.train_events import Callbacks, TrainResult
+from model.trainer import train
 from worker.job_data import load_job, prepare_job
 
 log = logging.getLogger(__name__)
@@ -46,6 +48,7 @@ class PeerFailed(TrainingError):
 
 # -- rank 0 ---------------------------------------------------------------------------------------------------
 
+
 class Peers:
     """Ranks 1..N-1 as subprocesses, each with its output in workdir/rank<r>.log."""
 
@@ -58,15 +61,36 @@ class Peers:
     def start(self) -> None:
         pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
         for rank in range(1, self.world_size):
-            env = {**os.environ, "PYTHONPATH": pythonpath, "RANK": str(rank), "LOCAL_RANK": str(rank),
-                   "WORLD_SIZE": str(self.world_size), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self.port)}
+            env = {
+                **os.environ,
+                "PYTHONPATH": pythonpath,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(self.world_size),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(self.port),
+            }
             with open(self.workdir / f"rank{rank}.log", "wb") as out:
                 self.procs[rank] = subprocess.Popen(
-                    [sys.executable, "-m", "worker.ddp_peer", "--job-id", self.job_id, "--parent-pid", str(os.getpid()),
-                     "--workdir", str(self.workdir), "--checkpoint-root", str(self.checkpoint_root)],
-                    env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.info("job %s: started data-parallel peers %s", self.job_id,
-                 {r: p.pid for r, p in self.procs.items()})
+                    [
+                        sys.executable,
+                        "-m",
+                        "worker.ddp_peer",
+                        "--job-id",
+                        self.job_id,
+                        "--parent-pid",
+                        str(os.getpid()),
+                        "--workdir",
+                        str(self.workdir),
+                        "--checkpoint-root",
+                        str(self.checkpoint_root),
+                    ],
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                )
+        log.info("job %s: started data-parallel peers %s", self.job_id, {r: p.pid for r, p in self.procs.items()})
 
     def failure(self, wait: float = 0.0) -> str | None:
         """Why the first peer that exited with an error did, or None; waits up to `wait` s for one to exit."""
@@ -91,10 +115,12 @@ class Peers:
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
         lines = [ln for ln in self.log(rank).splitlines() if ln.strip()]
         if lines:
-            log.error("job %s: data-parallel rank %d %s; its last output:\n%s", self.job_id, rank, how,
-                      "\n".join(lines[-20:]))
-        self._why[rank] = (f"data-parallel training process of rank {rank} (pid {proc.pid}) {how}"
-                           + (f": {lines[-1].strip()[:500]}" if code > 0 and lines else ""))
+            log.error(
+                "job %s: data-parallel rank %d %s; its last output:\n%s", self.job_id, rank, how, "\n".join(lines[-20:])
+            )
+        self._why[rank] = f"data-parallel training process of rank {rank} (pid {proc.pid}) {how}" + (
+            f": {lines[-1].strip()[:500]}" if code > 0 and lines else ""
+        )
         return self._why[rank]
 
     def log(self, rank: int) -> str:
@@ -108,8 +134,10 @@ class Peers:
             try:
                 code = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                raise PeerFailed(f"data-parallel training process of rank {rank} (pid {proc.pid}) did not exit "
-                                 f"within {timeout:g} s after the last update") from None
+                raise PeerFailed(
+                    f"data-parallel training process of rank {rank} (pid {proc.pid}) did not exit "
+                    f"within {timeout:g} s after the last update"
+                ) from None
             if code != 0:
                 raise PeerFailed(self._describe(rank, proc, code))
 
@@ -135,16 +163,25 @@ class _Watchdog(threading.Thread):
                 return
 
 
-def train_data_parallel(job_id: str, data: PreparedData, config: TrainConfig, devices: int, checkpoint_root: Path,
-                        callbacks: Callbacks, meta: dict) -> TrainResult:
+def train_data_parallel(
+    job_id: str,
+    data: PreparedData,
+    config: TrainConfig,
+    devices: int,
+    checkpoint_root: Path,
+    callbacks: Callbacks,
+    meta: dict,
+) -> TrainResult:
     """Train as rank 0 of `devices` processes (config.device "cuda" or "cpu"); returns rank 0's TrainResult.
 
     Raises TrainingError when this host has fewer GPUs than devices and PeerFailed when a peer dies.
     """
     device_type = torch.device(config.device).type
     if device_type == "cuda" and torch.cuda.device_count() < devices:
-        raise TrainingError(f"training.devices={devices} needs {devices} GPUs, but this worker has "
-                            f"{torch.cuda.device_count()}; lower training.devices or run it on a bigger host")
+        raise TrainingError(
+            f"training.devices={devices} needs {devices} GPUs, but this worker has "
+            f"{torch.cuda.device_count()}; lower training.devices or run it on a bigger host"
+        )
     if device_type not in ("cuda", "cpu"):
         raise TrainingError(f"training.devices={devices} needs CUDA GPUs or the CPU, not {config.device!r}")
     config = replace(config, device=str(device_for(0, device_type)))
@@ -178,8 +215,10 @@ def train_data_parallel(job_id: str, data: PreparedData, config: TrainConfig, de
 
 # -- ranks 1..N-1 ---------------------------------------------------------------------------------------------
 
+
 def _watch_parent(parent_pid: int) -> None:
     """Exit at once when rank 0 is gone (this process is re-parented)."""
+
     def watch() -> None:
         while os.getppid() == parent_pid:
             time.sleep(WATCH_SECONDS)
@@ -190,8 +229,10 @@ def _watch_parent(parent_pid: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="a data-parallel peer (rank >= 1) of a training job; started by "
-                                                 "rank 0 with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set")
+    parser = argparse.ArgumentParser(
+        description="a data-parallel peer (rank >= 1) of a training job; started by "
+        "rank 0 with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT set"
+    )
     parser.add_argument("--job-id", required=True)
     parser.add_argument("--parent-pid", type=int, required=True, help="rank 0's pid: exit when it is gone")
     parser.add_argument("--workdir", type=Path, required=True, help="rank 0's tokenizer.json and train_config.json")
@@ -200,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):  # rank 0 decides when every rank stops (cancel, shutdown)
         signal.signal(sig, signal.SIG_IGN)
     _watch_parent(args.parent_pid)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s rank%(process)d %(name)s: %(message)s")
+    logs.configure(get_settings())  # the worker's JSON lines; the pid field tells the ranks apart
+    logs.bind(job_id=args.job_id)
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if get_settings().torch_threads:
         torch.set_num_threads(get_settings().torch_threads)
@@ -208,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     rank0_config = TrainConfig.from_dict(json.loads((args.workdir / "train_config.json").read_text()))
     device_type = torch.device(rank0_config.device).type
     config = replace(rank0_config, device=str(device_for(rank, device_type)))
-    ctx = init_process_group(rank, world_size, device_type, master_addr=os.environ["MASTER_ADDR"],
-                             master_port=int(os.environ["MASTER_PORT"]))
+    ctx = init_process_group(
+        rank, world_size, device_type, master_addr=os.environ["MASTER_ADDR"], master_port=int(os.environ["MASTER_PORT"])
+    )
     try:
         result = train(data, config, args.checkpoint_root, None, resume=True, dist=ctx)
     finally:

@@ -18,9 +18,23 @@ from model.prepare import PreparedData, prepare
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig, TrainingError
 
-TRAIN_CONFIG_FIELDS = ("max_steps", "max_minutes", "max_tokens_per_batch", "grad_accum_steps", "warmup_steps",
-                       "lr_scale", "label_smoothing", "clip_norm", "seed", "eval_every", "eval_budget",
-                       "checkpoint_every", "early_stopping_patience", "keep_checkpoints", "average_last")
+TRAIN_CONFIG_FIELDS = (
+    "max_steps",
+    "max_minutes",
+    "max_tokens_per_batch",
+    "grad_accum_steps",
+    "warmup_steps",
+    "lr_scale",
+    "label_smoothing",
+    "clip_norm",
+    "seed",
+    "eval_every",
+    "eval_budget",
+    "checkpoint_every",
+    "early_stopping_patience",
+    "keep_checkpoints",
+    "average_last",
+)
 
 
 @dataclass
@@ -43,8 +57,12 @@ def load_job(job_id: str) -> JobRows:
         job = session.get(Job, job_id)
         if job is None:
             raise TrainingError(f"job {job_id} no longer exists")
-        datasets = {d.id: d for d in session.scalars(select(Dataset).where(Dataset.id.in_(
-            [i for i in (job.dataset_id, job.valid_dataset_id) if i])))}
+        datasets = {
+            d.id: d
+            for d in session.scalars(
+                select(Dataset).where(Dataset.id.in_([i for i in (job.dataset_id, job.valid_dataset_id) if i]))
+            )
+        }
         session.expunge_all()
     if job.dataset_id not in datasets:
         raise TrainingError(f"dataset {job.dataset_id} no longer exists")
@@ -57,17 +75,30 @@ def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedDa
     job = rows.job
     spec, model_spec = job.training_config, job.model_config
     # A job submitted before a field existed lacks it and gets the behaviour of that time.
-    return prepare(job.objective, rows.train_rows, rows.valid_rows, preset=model_spec["preset"],
-                   model_overrides={k: v for k, v in model_spec.items()
-                                    if k not in ("preset", "vocab_size") and v is not None},
-                   vocab_size=model_spec["vocab_size"], max_len=spec["max_length"], seed=spec["seed"],
-                   valid_fraction=spec["valid_fraction"], tokenizer=tokenizer, noise=spec["noise"],
-                   mask_ratio=spec["mask_ratio"], tokenizer_kind=spec.get("tokenizer", "byte_bpe"),
-                   normalization=spec.get("normalization", "nfkc"), prefix_space=spec.get("prefix_space", True))
+    return prepare(
+        job.objective,
+        rows.train_rows,
+        rows.valid_rows,
+        preset=model_spec["preset"],
+        model_overrides={k: v for k, v in model_spec.items() if k not in ("preset", "vocab_size") and v is not None},
+        vocab_size=model_spec["vocab_size"],
+        max_len=spec["max_length"],
+        seed=spec["seed"],
+        valid_fraction=spec["valid_fraction"],
+        tokenizer=tokenizer,
+        noise=spec["noise"],
+        mask_ratio=spec["mask_ratio"],
+        tokenizer_kind=spec.get("tokenizer", "byte_bpe"),
+        normalization=spec.get("normalization", "nfkc"),
+        prefix_space=spec.get("prefix_space", True),
+    )
 
 
 def train_config(job: Job, device: str) -> TrainConfig:
     spec = job.training_config
     # A job submitted before a field existed lacks it and gets TrainConfig's default.
-    return TrainConfig(**{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec}, device=device,
-                       bf16=device.startswith("cuda"))
+    return TrainConfig(
+        **{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec},
+        device=device,
+        bf16=device.startswith("cuda"),
+    )

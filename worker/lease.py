@@ -62,8 +62,11 @@ def track(state: RunState) -> None:
     would raise SystemExit in the middle of a step)."""
     global _previous_handler
     _RUNS.add(state)
-    if _pool_process and threading.current_thread() is threading.main_thread() \
-            and signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+    if (
+        _pool_process
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is not _on_sigterm
+    ):
         _previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
 
 
@@ -103,8 +106,9 @@ def flush(state: RunState, lease_seconds: int) -> None:
         raise
     if not lease.held:
         state.lease_lost = True
-        log.warning("job %s: lease lost (attempt %d); stopping without writing more", state.claim.job_id,
-                    state.claim.attempt)
+        log.warning(
+            "job %s: lease lost (attempt %d); stopping without writing more", state.claim.job_id, state.claim.attempt
+        )
     state.cancel_requested = lease.cancel_requested
     state.preempt_requested = state.preempt_requested or lease.preempt_requested
 

@@ -28,9 +28,11 @@ HEADERS = {
     "Cache-Control": "no-cache",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
-    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-                                "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
-                                "base-uri 'none'; form-action 'self'"),
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+        "base-uri 'none'; form-action 'self'"
+    ),
 }
 
 
@@ -55,4 +57,3 @@ def dashboard_index(request: Request) -> Response:
 @router.get("/dashboard/{name}")
 def dashboard_file(name: str, request: Request) -> Response:
     return _file(request, name)
-

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, status
+from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from app import logs
 from app.api import ttl_cache
 from app.db.keys import Caller, identify
 from app.db.session import get_sessionmaker
@@ -43,6 +44,7 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from `python -m a
 
 
 async def current_key(
+    request: Request,
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
@@ -56,6 +58,9 @@ async def current_key(
         if caller is None:
             raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API key", headers=unauthorized)
         ttl_cache.callers().put(digest, caller)
+    # async, so the ids are bound in the request's own context: its later lines (and the access line) carry them
+    path = request.path_params
+    logs.bind(owner_id=caller.owner_id, job_id=path.get("job_id"), model_id=path.get("model_id"))
     return caller
 
 

@@ -16,8 +16,7 @@ def not_found(kind: str, object_id: str) -> HTTPException:
 def unprocessable(field: str, message: str) -> HTTPException:
     """422 in FastAPI's validation-error shape, naming the field (dotted path inside the body)."""
     loc = ["body", *field.split(".")] if field else ["body"]
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT,
-                         [{"loc": loc, "msg": message, "type": "value_error"}])
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": loc, "msg": message, "type": "value_error"}])
 
 
 def conflict(message: str) -> HTTPException:
@@ -30,5 +29,8 @@ async def method_not_allowed(request: Request, _exc: Exception) -> JSONResponse:
     for route in iter_route_contexts(request.app.routes):
         if route.matches(request.scope)[0] != Match.NONE:
             allowed |= getattr(route, "methods", None) or set()
-    return JSONResponse({"detail": "Method Not Allowed"}, status.HTTP_405_METHOD_NOT_ALLOWED,
-                        headers={"Allow": ", ".join(sorted(allowed))})
+    return JSONResponse(
+        {"detail": "Method Not Allowed"},
+        status.HTTP_405_METHOD_NOT_ALLOWED,
+        headers={"Allow": ", ".join(sorted(allowed))},
+    )

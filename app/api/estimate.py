@@ -31,11 +31,18 @@ class EstimateResponse(Anatomy):
     fits_worker_memory: bool = Field(description="false: POST /v1/jobs would refuse this config and batch size")
 
 
-@router.post("", response_model=EstimateResponse, responses={400: {"description": "Body is not UTF-8 JSON"},
-                                                                  422: {"description": "Invalid model config"}})
+@router.post(
+    "",
+    response_model=EstimateResponse,
+    responses={400: {"description": "Body is not UTF-8 JSON"}, 422: {"description": "Invalid model config"}},
+)
 def estimate(body: EstimateRequest, settings: SettingsDep, _key: CurrentKey) -> EstimateResponse:
     config = resolve_model_config(body.model)
     described = describe_anatomy(config, body.tokens_per_batch)
     limit = int(settings.worker_memory_limit_gb * GB)
-    return EstimateResponse(**described, config=config.to_dict(), worker_memory_limit_bytes=limit,
-                            fits_worker_memory=described["memory"]["training_total_bytes"] <= limit)
+    return EstimateResponse(
+        **described,
+        config=config.to_dict(),
+        worker_memory_limit_bytes=limit,
+        fits_worker_memory=described["memory"]["training_total_bytes"] <= limit,
+    )

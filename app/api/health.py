@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
 
 from fastapi import APIRouter, Response, status
 from sqlalchemy import select, text
@@ -30,14 +31,19 @@ def healthz(session: SessionDep, settings: SettingsDep, response: Response) -> H
     workers: list[WorkerPublic] = []
     try:
         session.execute(text("SELECT 1"))
-        database = ComponentHealth(ok=True, detail=session.bind.dialect.name)
+        database = ComponentHealth(ok=True, detail=session.get_bind().dialect.name)
         horizon = utcnow() - timedelta(seconds=3 * settings.worker_heartbeat_seconds)
         rows = session.scalars(select(Worker).where(Worker.last_seen_at >= horizon).order_by(Worker.hostname))
-        workers = [WorkerPublic(hostname=w.hostname, queues=w.queues.split(","), last_seen_at=w.last_seen_at,
-                                draining=w.draining) for w in rows]
+        workers = [
+            WorkerPublic(
+                hostname=w.hostname, queues=w.queues.split(","), last_seen_at=w.last_seen_at, draining=w.draining
+            )
+            for w in rows
+        ]
     except Exception as exc:
         database = ComponentHealth(ok=False, detail=f"{type(exc).__name__}: {exc}"[:300])
     broker = _check_broker(settings.health_timeout_seconds)
+    state: Literal["ok", "degraded", "unavailable"]
     if not database.ok:
         response.status_code = status.HTTP_503_SERVICE_UNAVAILABLE
         state = "unavailable"

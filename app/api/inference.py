@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
@@ -30,9 +30,13 @@ from app.task_names import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
 from model.config import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["inference"])
-ERRORS = {404: {"description": "Not found"}, 422: {"description": "Invalid request or over a limit"},
-          503: {"description": "Queue full or broker down"}, 504: {"description": "No worker answered in time"}}
-BODY_ERRORS = {**ERRORS, 400: {"description": "Body is not UTF-8 JSON"}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "Not found"},
+    422: {"description": "Invalid request or over a limit"},
+    503: {"description": "Queue full or broker down"},
+    504: {"description": "No worker answered in time"},
+}
+BODY_ERRORS: dict[int | str, dict[str, Any]] = {**ERRORS, 400: {"description": "Body is not UTF-8 JSON"}}
 
 
 def served_model(session: Session, model_id: str, owner_id: str, route: str = "", objective: str = "") -> ModelFacts:
@@ -47,27 +51,33 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
     if facts.owner_id != owner_id:
         raise not_found("model", model_id)
     if objective and facts.objective != objective:
-        raise unprocessable("", f"model {model_id} was trained for {facts.objective}; {route} needs a {objective} "
-                                f"model")
+        raise unprocessable(
+            "", f"model {model_id} was trained for {facts.objective}; {route} needs a {objective} model"
+        )
     return facts
 
 
 def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
     if len(texts) > settings.max_texts_per_request:
-        raise unprocessable(field, f"{len(texts)} texts exceed the limit of {settings.max_texts_per_request} per "
-                                   f"request (MAX_TEXTS_PER_REQUEST)")
+        raise unprocessable(
+            field,
+            f"{len(texts)} texts exceed the limit of {settings.max_texts_per_request} per "
+            f"request (MAX_TEXTS_PER_REQUEST)",
+        )
     for i, text in enumerate(texts):
         if len(text) > settings.max_chars_per_text:
-            raise unprocessable(f"{field}.{i}" if field == "texts" else field,
-                                f"{len(text)} characters exceed the limit of {settings.max_chars_per_text} "
-                                f"(MAX_CHARS_PER_TEXT)")
+            raise unprocessable(
+                f"{field}.{i}" if field == "texts" else field,
+                f"{len(text)} characters exceed the limit of {settings.max_chars_per_text} (MAX_CHARS_PER_TEXT)",
+            )
         if not text.strip():
             raise unprocessable(f"{field}.{i}" if field == "texts" else field, "text is empty")
 
 
 @router.post("/{model_id}/translate", response_model=TranslateResponse, responses=BODY_ERRORS)
-def translate(model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep,
-              key: CurrentKey) -> TranslateResponse:
+def translate(
+    model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
+) -> TranslateResponse:
     served_model(session, model_id, key.owner_id, "translate", "translation")
     _check_texts(settings, body.texts, "texts")
     if body.beam_size > settings.max_beam_size:
@@ -76,18 +86,30 @@ def translate(model_id: str, body: TranslateRequest, session: SessionDep, settin
         raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
     session.close()  # do not hold a connection while a worker decodes
     started = time.perf_counter()
-    options = {"beam_size": body.beam_size, "n_best": body.n_best, "max_length": body.max_length,
-               "return_alignment": body.return_alignment, "backend": body.backend}
+    options = {
+        "beam_size": body.beam_size,
+        "n_best": body.n_best,
+        "max_length": body.max_length,
+        "return_alignment": body.return_alignment,
+        "backend": body.backend,
+    }
     answer = inference_client.coalescer(settings).run(
-        (model_id, *options.values()), body.texts,
-        lambda texts: inference_client.call(settings, TRANSLATE, [model_id, texts], options)[0])
-    return TranslateResponse(translations=answer["translations"], model_id=model_id, backend=body.backend,
-                             elapsed_ms=round((time.perf_counter() - started) * 1000, 2))
+        (model_id, *options.values()),
+        body.texts,
+        lambda texts: inference_client.call(settings, TRANSLATE, [model_id, texts], options)[0],
+    )
+    return TranslateResponse(
+        translations=answer["translations"],
+        model_id=model_id,
+        backend=body.backend,
+        elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+    )
 
 
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)
-def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep,
-              key: CurrentKey) -> FillMaskResponse:
+def fill_mask(
+    model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
+) -> FillMaskResponse:
     served_model(session, model_id, key.owner_id, "fill-mask", "denoising")
     _check_texts(settings, [body.text], "text")
     if "<mask>" not in body.text:
@@ -100,8 +122,9 @@ def fill_mask(model_id: str, body: FillMaskRequest, session: SessionDep, setting
 
 
 @router.post("/{model_id}/attention", response_model=AttentionResponse, responses=BODY_ERRORS)
-def attention(model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep,
-              key: CurrentKey) -> AttentionResponse:
+def attention(
+    model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
+) -> AttentionResponse:
     served_model(session, model_id, key.owner_id)
     _check_texts(settings, [body.text], "text")
     if body.target is not None:
@@ -112,9 +135,14 @@ def attention(model_id: str, body: AttentionRequest, session: SessionDep, settin
 
 
 @router.get("/{model_id}/neighbors", response_model=NeighborsResponse, responses=ERRORS)
-def neighbors(model_id: str, session: SessionDep, settings: SettingsDep, key: CurrentKey,
-              token: Annotated[str, Query(min_length=1, max_length=100)],
-              k: Annotated[int, Query(ge=1, le=100)] = 10) -> NeighborsResponse:
+def neighbors(
+    model_id: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: CurrentKey,
+    token: Annotated[str, Query(min_length=1, max_length=100)],
+    k: Annotated[int, Query(ge=1, le=100)] = 10,
+) -> NeighborsResponse:
     served_model(session, model_id, key.owner_id)
     session.close()
     answer, _ = inference_client.call(settings, NEIGHBORS, [model_id, token, k])
@@ -122,8 +150,12 @@ def neighbors(model_id: str, session: SessionDep, settings: SettingsDep, key: Cu
 
 
 @router.get("/{model_id}/anatomy", response_model=AnatomyResponse, responses={404: {"description": "Not found"}})
-def anatomy(model_id: str, session: SessionDep, key: CurrentKey,
-            tokens_per_batch: Annotated[int | None, Query(ge=1, le=10_000_000)] = None) -> AnatomyResponse:
+def anatomy(
+    model_id: str,
+    session: SessionDep,
+    key: CurrentKey,
+    tokens_per_batch: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
+) -> AnatomyResponse:
     """Parameters by component and memory estimates, computed from the stored config (no worker needed)."""
     model = owned_model(session, model_id, key.owner_id)
     config = ModelConfig.from_dict(model.config)

@@ -6,12 +6,13 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any, cast
 
 from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from app import job_submission
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
@@ -24,22 +25,26 @@ from app.db.session import get_sessionmaker
 from app.queueing import dispatch_training
 from app.schemas.common import Page
 from app.schemas.jobs import (
+    AutoSettings,
     CheckpointPublic,
     JobCreate,
     JobPublic,
     JobStatus,
     MetricPoint,
     MetricsPublic,
+    ModelSpec,
+    Objective,
     Progress,
     Series,
+    TrainingSpec,
 )
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-NOT_FOUND = {404: {"description": "Not found"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found"}}
 
 
-def _owned(session, job_id: str, owner_id: str) -> Job:
+def _owned(session: Session, job_id: str, owner_id: str) -> Job:
     job = session.get(Job, job_id)
     if job is None or job.owner_id != owner_id:
         raise not_found("job", job_id)
@@ -53,22 +58,42 @@ def progress_of(job: Job) -> Progress:
         fraction = max(fraction, 1 - job.eta_seconds / budget)
     if job.status == "succeeded":  # the budget that bound (steps, minutes, early stopping) is spent
         fraction = 1.0
-    return Progress(step=job.step, total_steps=job.total_steps, fraction=min(1.0, max(0.0, fraction)),
-                    tokens_seen=job.tokens_seen, tokens_per_second=job.tokens_per_second, eta_seconds=job.eta_seconds)
+    return Progress(
+        step=job.step,
+        total_steps=job.total_steps,
+        fraction=min(1.0, max(0.0, fraction)),
+        tokens_seen=job.tokens_seen,
+        tokens_per_second=job.tokens_per_second,
+        eta_seconds=job.eta_seconds,
+    )
 
 
-def job_public(session, job: Job, detail: bool = True) -> JobPublic:
+def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
     model_id = session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job.id))
     latest = None
     if detail:
         latest = {name: MetricPoint(**point) for name, point in metric_rows.latest(session, job.id).items()}
     return JobPublic(
-        id=job.id, objective=job.objective, status=job.status, attempt=job.attempt, max_attempts=job.max_attempts,
-        error=job.error, cancel_requested=job.cancel_requested, dataset_id=job.dataset_id,
-        valid_dataset_id=job.valid_dataset_id, model=job.model_config, training=job.training_config,
-        progress=progress_of(job), latest_metrics=latest, model_id=model_id, auto_settings=job.auto_settings,
+        id=job.id,
+        objective=cast(Objective, job.objective),
+        status=cast(JobStatus, job.status),
+        attempt=job.attempt,
+        max_attempts=job.max_attempts,
+        error=job.error,
+        cancel_requested=job.cancel_requested,
+        dataset_id=job.dataset_id,
+        valid_dataset_id=job.valid_dataset_id,
+        model=ModelSpec.model_validate(job.model_config),
+        training=TrainingSpec.model_validate(job.training_config),
+        progress=progress_of(job),
+        latest_metrics=latest,
+        model_id=model_id,
+        auto_settings=None if job.auto_settings is None else AutoSettings.model_validate(job.auto_settings),
         device=job.device,
-        created_at=job.created_at, started_at=job.started_at, finished_at=job.finished_at, updated_at=job.updated_at,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        updated_at=job.updated_at,
     )
 
 
@@ -77,17 +102,33 @@ def dispatch(job_id: str) -> None:
     try:
         dispatch_training(job_id)
     except Exception as exc:
-        log.warning("job %s: its message could not be sent (%s: %s); a worker's reaper sends it", job_id,
-                    type(exc).__name__, exc)
+        log.warning(
+            "job %s: its message could not be sent (%s: %s); a worker's reaper sends it",
+            job_id,
+            type(exc).__name__,
+            exc,
+        )
 
 
-@router.post("", response_model=JobPublic, status_code=status.HTTP_201_CREATED,
-             responses={400: {"description": "Body is not UTF-8 JSON"},
-                        409: {"description": "Idempotency-Key reused with another body"},
-                        422: {"description": "Invalid job"}})
-def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, key: CurrentKey, response: Response,
-               background: BackgroundTasks,
-               idempotency_key: Annotated[str | None, Header(max_length=255)] = None) -> JobPublic:
+@router.post(
+    "",
+    response_model=JobPublic,
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        400: {"description": "Body is not UTF-8 JSON"},
+        409: {"description": "Idempotency-Key reused with another body"},
+        422: {"description": "Invalid job"},
+    },
+)
+def create_job(
+    body: JobCreate,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: CurrentKey,
+    response: Response,
+    background: BackgroundTasks,
+    idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+) -> JobPublic:
     job, created = job_submission.create(session, settings, key.owner_id, body, idempotency_key)
     if created:
         background.add_task(dispatch, job.id)  # after the commit, and after the response is sent
@@ -97,13 +138,24 @@ def create_job(body: JobCreate, session: SessionDep, settings: SettingsDep, key:
 
 
 @router.get("", response_model=Page[JobPublic])
-def list_jobs(session: SessionDep, key: CurrentKey, status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
-              limit: Limit = 50, offset: Offset = 0) -> Page[JobPublic]:
+def list_jobs(
+    session: SessionDep,
+    key: CurrentKey,
+    status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Page[JobPublic]:
     query = select(Job).where(Job.owner_id == key.owner_id)
     if status_filter:
         query = query.where(Job.status == status_filter)
-    return paginate(session, query, (Job.created_at.desc(), Job.id), limit, offset,
-                    lambda job: job_public(session, job, detail=False))
+    return paginate(
+        session,
+        query,
+        (Job.created_at.desc(), Job.id),
+        limit,
+        offset,
+        lambda job: job_public(session, job, detail=False),
+    )
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
@@ -111,8 +163,12 @@ def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
     return job_public(session, _owned(session, job_id, key.owner_id))
 
 
-@router.post("/{job_id}/cancel", response_model=JobPublic, status_code=status.HTTP_202_ACCEPTED,
-             responses={**NOT_FOUND, 409: {"description": "Job already finished"}})
+@router.post(
+    "/{job_id}/cancel",
+    response_model=JobPublic,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={**NOT_FOUND, 409: {"description": "Job already finished"}},
+)
 def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
     job = _owned(session, job_id, key.owner_id)
     if job.status in TERMINAL_STATES:
@@ -122,10 +178,14 @@ def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
 
 
 @router.get("/{job_id}/metrics", response_model=MetricsPublic, responses=NOT_FOUND)
-def read_metrics(job_id: str, session: SessionDep, key: CurrentKey,
-                 names: Annotated[str | None, Query(description="comma-separated series names")] = None,
-                 since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
-                 max_points: Annotated[int, Query(ge=2, le=20000)] = 1000) -> MetricsPublic:
+def read_metrics(
+    job_id: str,
+    session: SessionDep,
+    key: CurrentKey,
+    names: Annotated[str | None, Query(description="comma-separated series names")] = None,
+    since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    max_points: Annotated[int, Query(ge=2, le=20000)] = 1000,
+) -> MetricsPublic:
     _owned(session, job_id, key.owner_id)
     # Read first: a point recorded while the series are read may then be streamed twice, never missed.
     last_event_id = session.scalar(select(func.max(Metric.id)).where(Metric.job_id == job_id)) or 0
@@ -143,25 +203,41 @@ def list_checkpoints(job_id: str, session: SessionDep, key: CurrentKey) -> list[
     return [CheckpointPublic.model_validate(c) for c in rows]
 
 
-def _snapshot(job_id: str, after_metric_id: int) -> tuple[dict, list[dict]]:
+def _snapshot(job_id: str, after_metric_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     session = get_sessionmaker()()
     try:
         job = session.get(Job, job_id)
-        rows = session.execute(select(Metric.id, Metric.step, Metric.name, Metric.value)
-                               .where(Metric.job_id == job_id, Metric.id > after_metric_id)
-                               .order_by(Metric.id).limit(5000)).all()
-        state = {"status": job.status, "attempt": job.attempt, "error": job.error,
-                 "progress": progress_of(job).model_dump(),
-                 "model_id": session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job_id))}
+        assert job is not None  # _owned found it when the stream opened
+        rows = session.execute(
+            select(Metric.id, Metric.step, Metric.name, Metric.value)
+            .where(Metric.job_id == job_id, Metric.id > after_metric_id)
+            .order_by(Metric.id)
+            .limit(5000)
+        ).all()
+        state = {
+            "status": job.status,
+            "attempt": job.attempt,
+            "error": job.error,
+            "progress": progress_of(job).model_dump(),
+            "model_id": session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job_id)),
+        }
         return state, [{"id": r.id, "step": r.step, "name": r.name, "value": r.value} for r in rows]
     finally:
         session.close()
 
 
-@router.get("/{job_id}/events", responses={**NOT_FOUND, 200: {"content": {"text/event-stream": {}}}},
-            response_class=StreamingResponse)
-def job_events(job_id: str, request: Request, session: SessionDep, key: CurrentKey,
-               last_event_id: Annotated[str | None, Header()] = None) -> StreamingResponse:
+@router.get(
+    "/{job_id}/events",
+    responses={**NOT_FOUND, 200: {"content": {"text/event-stream": {}}}},
+    response_class=StreamingResponse,
+)
+def job_events(
+    job_id: str,
+    request: Request,
+    session: SessionDep,
+    key: CurrentKey,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> StreamingResponse:
     """Server-Sent Events: `progress` when the job changes, `metric` for each new point, `end` when it is over."""
     _owned(session, job_id, key.owner_id)
     start_after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
@@ -186,5 +262,6 @@ def job_events(job_id: str, request: Request, session: SessionDep, key: CurrentK
                 idle = 0.0
                 yield ": keep-alive\n\n"
 
-    return StreamingResponse(stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    return StreamingResponse(
+        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    )

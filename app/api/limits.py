@@ -62,7 +62,14 @@ class BodySizeLimit:
 
     @staticmethod
     async def _refuse(send: Send, size: int, limit: int, name: str) -> None:
-        body = json.dumps({"detail": f"request body of {size} bytes exceeds the limit of {limit} bytes ({name})"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        body = json.dumps(
+            {"detail": f"request body of {size} bytes exceeds the limit of {limit} bytes ({name})"}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

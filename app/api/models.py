@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from app.api import ttl_cache
 from app.api.deps import CurrentKey, SessionDep
@@ -17,7 +18,7 @@ from app.schemas.models import ModelPublic
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-def owned_model(session, model_id: str, owner_id: str) -> TrainedModel:
+def owned_model(session: Session, model_id: str, owner_id: str) -> TrainedModel:
     model = session.get(TrainedModel, model_id)
     if model is None or model.owner_id != owner_id:
         raise not_found("model", model_id)
@@ -26,8 +27,14 @@ def owned_model(session, model_id: str, owner_id: str) -> TrainedModel:
 
 @router.get("", response_model=Page[ModelPublic])
 def list_models(session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0) -> Page[ModelPublic]:
-    return paginate(session, select(TrainedModel).where(TrainedModel.owner_id == key.owner_id),
-                    (TrainedModel.created_at.desc(), TrainedModel.id), limit, offset, ModelPublic.model_validate)
+    return paginate(
+        session,
+        select(TrainedModel).where(TrainedModel.owner_id == key.owner_id),
+        (TrainedModel.created_at.desc(), TrainedModel.id),
+        limit,
+        offset,
+        ModelPublic.model_validate,
+    )
 
 
 @router.get("/{model_id}", response_model=ModelPublic, responses={404: {"description": "Not found"}})
@@ -35,8 +42,11 @@ def read_model(model_id: str, session: SessionDep, key: CurrentKey) -> ModelPubl
     return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))
 
 
-@router.delete("/{model_id}", status_code=status.HTTP_204_NO_CONTENT,
-               responses={404: {"description": "Not found"}, 503: {"description": "Artifact store unavailable"}})
+@router.delete(
+    "/{model_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={404: {"description": "Not found"}, 503: {"description": "Artifact store unavailable"}},
+)
 def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Response:
     """The files go first, then the row: a store that cannot be reached leaves the model whole (503, retry), and a
     retry after a failed commit finds the files already gone, which is fine."""
@@ -44,8 +54,11 @@ def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Respons
     try:
         get_store().delete(model.storage_key)
     except ArtifactStoreError as exc:
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"model {model_id} was not deleted: the artifact "
-                            f"store is unavailable ({type(exc).__name__}); try again", headers={"Retry-After": "10"})
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"model {model_id} was not deleted: the artifact store is unavailable ({type(exc).__name__}); try again",
+            headers={"Retry-After": "10"},
+        ) from exc
     session.delete(model)
     session.commit()
     ttl_cache.models().forget(model_id)

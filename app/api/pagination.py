@@ -16,8 +16,15 @@ Limit = Annotated[int, Query(ge=1, le=500)]
 Offset = Annotated[int, Query(ge=0, le=2**31 - 1)]  # PostgreSQL refuses an OFFSET past 64 bits
 
 
-def paginate(session: Session, query: Select, order_by: tuple[Any, ...], limit: int, offset: int,
-             convert: Callable[[Any], T]) -> Page[T]:
+def paginate(
+    session: Session,
+    query: Select[Any],
+    order_by: tuple[Any, ...],
+    limit: int,
+    offset: int,
+    convert: Callable[[Any], T],
+) -> Page[T]:
     total = session.scalar(select(func.count()).select_from(query.subquery()))
+    assert total is not None  # COUNT(*) always returns a row
     rows = session.scalars(query.order_by(*order_by).limit(limit).offset(offset))
     return Page(data=[convert(row) for row in rows], total=total, limit=limit, offset=offset)

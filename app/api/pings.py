@@ -18,8 +18,12 @@ def _public(ping: Ping) -> PingPublic:
     if ping.answered_at is not None:
         round_trip = (ping.answered_at - ping.created_at).total_seconds() * 1000
     return PingPublic(
-        id=ping.id, queue=ping.queue, created_at=ping.created_at,
-        answered_at=ping.answered_at, worker=ping.worker, round_trip_ms=round_trip,
+        id=ping.id,
+        queue=ping.queue,
+        created_at=ping.created_at,
+        answered_at=ping.answered_at,
+        worker=ping.worker,
+        round_trip_ms=round_trip,
     )
 
 
@@ -28,9 +32,12 @@ def read_me(key: CurrentKey) -> Me:
     return Me(owner=key.owner_name, key_name=key.name, key_prefix=key.prefix)
 
 
-@router.post("/pings", response_model=PingPublic, status_code=status.HTTP_202_ACCEPTED,
-             responses={400: {"description": "Body is not UTF-8 JSON"},
-                        503: {"description": "Broker unavailable"}})
+@router.post(
+    "/pings",
+    response_model=PingPublic,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses={400: {"description": "Body is not UTF-8 JSON"}, 503: {"description": "Broker unavailable"}},
+)
 def create_ping(body: PingCreate, session: SessionDep, key: CurrentKey) -> PingPublic:
     ping = Ping(owner_id=key.owner_id, queue=body.queue)
     session.add(ping)
@@ -40,8 +47,11 @@ def create_ping(body: PingCreate, session: SessionDep, key: CurrentKey) -> PingP
     except Exception as exc:
         session.delete(ping)
         session.commit()
-        raise HTTPException(status.HTTP_503_SERVICE_UNAVAILABLE, f"broker unavailable: {type(exc).__name__}",
-                            headers={"Retry-After": "5"}) from exc
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"broker unavailable: {type(exc).__name__}",
+            headers={"Retry-After": "5"},
+        ) from exc
     return _public(ping)
 
 

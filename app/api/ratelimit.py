@@ -37,8 +37,10 @@ ACTIVE_JOBS_RETRY_AFTER = 60  # seconds; jobs take minutes, so a client should n
 
 KEY_RESPONSES = {
     401: {"description": "Missing, invalid or revoked API key"},
-    429: {"description": "Over RATE_LIMIT_PER_MINUTE (or, for POST /v1/jobs, MAX_ACTIVE_JOBS_PER_KEY); see Retry-After",
-          "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}}},
+    429: {
+        "description": "Over RATE_LIMIT_PER_MINUTE (or, for POST /v1/jobs, MAX_ACTIVE_JOBS_PER_KEY); see Retry-After",
+        "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
+    },
 }
 
 
@@ -47,6 +49,7 @@ def too_many_requests(detail: str, retry_after: int) -> HTTPException:
 
 
 # -- request rate ---------------------------------------------------------------------------------------------
+
 
 def storage_url(settings: Settings) -> str:
     return "memory://" if settings.embedded_broker else settings.celery_broker_url
@@ -86,8 +89,11 @@ class _Limiter:
             if now - self._last_warning < WARN_EVERY:
                 return
             self._last_warning = now
-        log.warning("rate limiter storage unavailable (%s: %s); letting requests through unlimited",
-                    type(exc).__name__, str(exc)[:200])
+        log.warning(
+            "rate limiter storage unavailable (%s: %s); letting requests through unlimited",
+            type(exc).__name__,
+            str(exc)[:200],
+        )
 
 
 @lru_cache
@@ -107,8 +113,11 @@ async def rate_limit(key: CurrentKey, settings: SettingsDep) -> None:
     else:  # a Redis round trip: off the event loop
         retry_after = await run_in_threadpool(limiter.retry_after, item, key.id)
     if retry_after is not None:
-        raise too_many_requests(f"API key {key.prefix}... made more than {per_minute} requests in the last minute "
-                                f"(RATE_LIMIT_PER_MINUTE={per_minute}); retry in {retry_after} s", retry_after)
+        raise too_many_requests(
+            f"API key {key.prefix}... made more than {per_minute} requests in the last minute "
+            f"(RATE_LIMIT_PER_MINUTE={per_minute}); retry in {retry_after} s",
+            retry_after,
+        )
 
 
 # include_router(router, **KEYED): every route of the router needs a key (401) and counts against its rate (429).
@@ -116,6 +125,7 @@ KEYED: dict[str, Any] = {"dependencies": [Depends(rate_limit)], "responses": KEY
 
 
 # -- active jobs ----------------------------------------------------------------------------------------------
+
 
 def check_active_jobs(session: Session, settings: Settings, owner_id: str) -> None:
     """429 + Retry-After when the owner already has MAX_ACTIVE_JOBS_PER_KEY jobs queued or running.
@@ -127,9 +137,14 @@ def check_active_jobs(session: Session, settings: Settings, owner_id: str) -> No
     if limit <= 0:
         return
     session.execute(select(Owner.id).where(Owner.id == owner_id).with_for_update())
-    active = session.scalar(select(func.count()).select_from(Job)
-                            .where(Job.owner_id == owner_id, Job.status.in_(ACTIVE_STATES)))
+    active = session.scalar(
+        select(func.count()).select_from(Job).where(Job.owner_id == owner_id, Job.status.in_(ACTIVE_STATES))
+    )
+    assert active is not None  # COUNT(*) always returns a row
     if active >= limit:
         session.rollback()  # release the lock now
-        raise too_many_requests(f"{active} jobs are already queued or running (MAX_ACTIVE_JOBS_PER_KEY={limit}); "
-                                f"wait for one to finish or cancel one", ACTIVE_JOBS_RETRY_AFTER)
+        raise too_many_requests(
+            f"{active} jobs are already queued or running (MAX_ACTIVE_JOBS_PER_KEY={limit}); "
+            f"wait for one to finish or cancel one",
+            ACTIVE_JOBS_RETRY_AFTER,
+        )

@@ -14,8 +14,16 @@ from app.artifacts.base import COMMIT_FILE, ArtifactNotFound, ArtifactStore, Art
 from app.artifacts.local import LocalStore
 from app.settings import Settings, get_settings
 
-__all__ = ["COMMIT_FILE", "ArtifactNotFound", "ArtifactStore", "ArtifactStoreError", "LocalStore", "get_store",
-           "key_parts", "open_store"]
+__all__ = [
+    "COMMIT_FILE",
+    "ArtifactNotFound",
+    "ArtifactStore",
+    "ArtifactStoreError",
+    "LocalStore",
+    "get_store",
+    "key_parts",
+    "open_store",
+]
 
 
 def open_store(settings: Settings) -> ArtifactStore:

@@ -24,8 +24,10 @@ def key_parts(key: str) -> tuple[str, ...]:
     """("datasets", "<id>", "data.jsonl") for "datasets/<id>/data.jsonl"; ValueError for keys that could escape."""
     parts = tuple(key.split("/"))
     if "\\" in key or any(p in ("", ".", "..") or p.startswith(TEMP_PREFIX) for p in parts):
-        raise ValueError(f"invalid artifact key {key!r}: it must be relative, without empty, '.', '..' "
-                         f"or {TEMP_PREFIX}* parts or backslashes")
+        raise ValueError(
+            f"invalid artifact key {key!r}: it must be relative, without empty, '.', '..' "
+            f"or {TEMP_PREFIX}* parts or backslashes"
+        )
     return parts
 
 

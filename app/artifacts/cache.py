@@ -67,7 +67,7 @@ def _is_pinned(folder: str, names: list[str]) -> bool:
     for name in names:
         if not name.startswith(PIN_PREFIX):
             continue
-        pid = name[len(PIN_PREFIX):].split("-", 1)[0]
+        pid = name[len(PIN_PREFIX) :].split("-", 1)[0]
         if pid.isdigit() and _alive(int(pid)):
             pinned_now = True
         else:

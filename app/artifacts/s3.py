@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import boto3
 from boto3.exceptions import Boto3Error
@@ -88,22 +88,40 @@ class BucketNotFound(ArtifactNotFound):
 
 
 class S3Store(ArtifactStore):
-    def __init__(self, bucket: str, prefix: str, cache_dir: str | Path, *, endpoint_url: str | None = None,
-                 access_key_id: str | None = None, secret_access_key: str | None = None,
-                 region: str | None = None, cache_max_bytes: int = 0, cache_keep_seconds: float = 600) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str,
+        cache_dir: str | Path,
+        *,
+        endpoint_url: str | None = None,
+        access_key_id: str | None = None,
+        secret_access_key: str | None = None,
+        region: str | None = None,
+        cache_max_bytes: int = 0,
+        cache_keep_seconds: float = 600,
+    ) -> None:
         self.bucket, self.prefix = bucket, prefix.strip("/")
         self.cache_max_bytes = cache_max_bytes  # 0: the cache may grow without bound
         self.cache_keep_seconds = cache_keep_seconds  # files used this recently are never trimmed
-        self.cache_root = Path(cache_dir).resolve().joinpath("s3", bucket, *(key_parts(self.prefix) if self.prefix else ()))
+        self.cache_root = (
+            Path(cache_dir).resolve().joinpath("s3", bucket, *(key_parts(self.prefix) if self.prefix else ()))
+        )
         self.region = region
         self._client_options: dict[str, Any] = {
-            "endpoint_url": endpoint_url, "aws_access_key_id": access_key_id,
-            "aws_secret_access_key": secret_access_key, "region_name": region,
+            "endpoint_url": endpoint_url,
+            "aws_access_key_id": access_key_id,
+            "aws_secret_access_key": secret_access_key,
+            "region_name": region,
             "config": Config(
-                connect_timeout=5, read_timeout=60, retries={"mode": "standard", "max_attempts": 3},
+                connect_timeout=5,
+                read_timeout=60,
+                retries={"mode": "standard", "max_attempts": 3},
                 # Checksums only where S3 requires them: some S3-compatible stores refuse the newer defaults.
-                request_checksum_calculation="when_required", response_checksum_validation="when_required",
-                s3={"addressing_style": "path"} if endpoint_url else None),
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+                s3={"addressing_style": "path"} if endpoint_url else None,
+            ),
         }
         self._transfer = TransferConfig(multipart_threshold=PART_SIZE, multipart_chunksize=PART_SIZE)
         self._lock = threading.Lock()
@@ -115,10 +133,16 @@ class S3Store(ArtifactStore):
     def from_settings(cls, settings: Settings) -> S3Store:
         bucket, prefix = parse_s3_root(settings.artifact_root)
         secret = settings.aws_secret_access_key.get_secret_value()
-        return cls(bucket, prefix, settings.data_dir / "cache", endpoint_url=settings.aws_endpoint_url or None,
-                   access_key_id=settings.aws_access_key_id or None, secret_access_key=secret or None,
-                   region=settings.aws_default_region or None,
-                   cache_max_bytes=int(settings.artifact_cache_gb * 1024**3))
+        return cls(
+            bucket,
+            prefix,
+            settings.data_dir / "cache",
+            endpoint_url=settings.aws_endpoint_url or None,
+            access_key_id=settings.aws_access_key_id or None,
+            secret_access_key=secret or None,
+            region=settings.aws_default_region or None,
+            cache_max_bytes=int(settings.artifact_cache_gb * 1024**3),
+        )
 
     @property
     def url(self) -> str:
@@ -167,8 +191,11 @@ class S3Store(ArtifactStore):
             with self._errors("check bucket for", ""):
                 self.client.head_bucket(Bucket=self.bucket)
         except ArtifactNotFound:
-            options = ({"CreateBucketConfiguration": {"LocationConstraint": self.region}}
-                       if self.region and self.region != "us-east-1" else {})
+            options = (
+                {"CreateBucketConfiguration": {"LocationConstraint": self.region}}
+                if self.region and self.region != "us-east-1"
+                else {}
+            )
             try:
                 with self._errors("create bucket for", ""):
                     self.client.create_bucket(Bucket=self.bucket, **options)
@@ -192,7 +219,7 @@ class S3Store(ArtifactStore):
     def _head(self, key: str) -> dict[str, Any] | None:
         try:
             with self._errors("read", key):
-                return self.client.head_object(Bucket=self.bucket, Key=self._object(key))
+                return cast(dict[str, Any], self.client.head_object(Bucket=self.bucket, Key=self._object(key)))
         except ArtifactNotFound:
             return None
 
@@ -207,7 +234,7 @@ class S3Store(ArtifactStore):
 
     def read_bytes(self, key: str) -> bytes:
         with self._errors("read", key):
-            return self.client.get_object(Bucket=self.bucket, Key=self._object(key))["Body"].read()
+            return cast(bytes, self.client.get_object(Bucket=self.bucket, Key=self._object(key))["Body"].read())
 
     def exists(self, key: str) -> bool:
         return self._head(key) is not None or bool(self._listing(key))
@@ -222,8 +249,10 @@ class S3Store(ArtifactStore):
         for start in range(0, len(names), 1000):  # DeleteObjects takes at most 1000 keys
             try:
                 with self._errors("delete", key):
-                    self.client.delete_objects(Bucket=self.bucket, Delete={
-                        "Objects": [{"Key": n} for n in names[start : start + 1000]], "Quiet": True})
+                    self.client.delete_objects(
+                        Bucket=self.bucket,
+                        Delete={"Objects": [{"Key": n} for n in names[start : start + 1000]], "Quiet": True},
+                    )
             except BucketNotFound:
                 return
 
@@ -250,7 +279,7 @@ class S3Store(ArtifactStore):
         folder = self._object(key) + "/"
         wanted: set[Path] = set()
         for item in listing:
-            name = item["Key"][len(folder):]
+            name = item["Key"][len(folder) :]
             if not name or name.endswith("/"):  # a folder marker some tools create
                 continue
             try:
@@ -301,8 +330,13 @@ class S3Store(ArtifactStore):
             return None
         done = trim(self.cache_root, self.cache_max_bytes, self.cache_keep_seconds)
         if done.removed_files:
-            log.info("artifact cache %s: removed %d least recently used files (%.1f MB); %.1f MB remain",
-                     self.cache_root, done.removed_files, done.freed_bytes / 1e6, done.remaining_bytes / 1e6)
+            log.info(
+                "artifact cache %s: removed %d least recently used files (%.1f MB); %.1f MB remain",
+                self.cache_root,
+                done.removed_files,
+                done.freed_bytes / 1e6,
+                done.remaining_bytes / 1e6,
+            )
         return done
 
     def _upload(self, key: str, path: Path, name: str) -> None:

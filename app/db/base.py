@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
-from sqlalchemy import DateTime, MetaData, String, TypeDecorator
+from sqlalchemy import DateTime, Dialect, MetaData, String, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase
 
 NAMING_CONVENTION = {
@@ -25,18 +25,18 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-class UTCDateTime(TypeDecorator):
+class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware datetimes on every backend (SQLite stores naive values; we read them as UTC)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is not None and value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r}: pass a timezone-aware value")
         return value
 
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is not None and value.tzinfo is None:
             value = value.replace(tzinfo=UTC)
         return value

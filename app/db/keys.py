@@ -45,9 +45,7 @@ def create_key(session: Session, name: str, owner_name: str | None = None) -> tu
 
 def authenticate(session: Session, clear_key: str) -> ApiKey | None:
     """The active key row for `clear_key`, or None. Looked up by hash, then compared in constant time."""
-    row = session.scalar(
-        select(ApiKey).where(ApiKey.key_hash == hash_key(clear_key), ApiKey.revoked_at.is_(None))
-    )
+    row = session.scalar(select(ApiKey).where(ApiKey.key_hash == hash_key(clear_key), ApiKey.revoked_at.is_(None)))
     if row is None or not key_matches(clear_key, row.key_hash):
         return None
     now = utcnow()
@@ -68,8 +66,11 @@ def identify(session: Session, clear_key: str) -> Caller | None:
 
 def revoke_keys(session: Session, prefix_or_name: str) -> list[str]:
     """Revoke the active keys whose display prefix or name is `prefix_or_name`; returns their prefixes."""
-    rows = session.scalars(select(ApiKey).where(ApiKey.revoked_at.is_(None),
-                                                (ApiKey.prefix == prefix_or_name) | (ApiKey.name == prefix_or_name)))
+    rows = session.scalars(
+        select(ApiKey).where(
+            ApiKey.revoked_at.is_(None), (ApiKey.prefix == prefix_or_name) | (ApiKey.name == prefix_or_name)
+        )
+    )
     revoked = []
     for row in rows:
         row.revoked_at = utcnow()

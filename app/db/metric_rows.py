@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypedDict
 
-from sqlalchemy import Insert, func, select
+from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from app.db.models import Metric
 
 
-def _insert(session: Session) -> type[Insert]:
+class LatestPoint(TypedDict):
+    step: int
+    value: float
+
+
+def _insert(session: Session) -> Callable[[type[Metric]], postgresql.Insert | sqlite.Insert]:
+    assert session.bind is not None  # sessions come from get_sessionmaker(), bound to the engine
     return postgresql.insert if session.bind.dialect.name == "postgresql" else sqlite.insert
 
 
@@ -21,15 +28,20 @@ def record(session: Session, job_id: str, step: int, values: dict[str, float]) -
     if not rows:
         return
     statement = _insert(session)(Metric).values(rows)
-    statement = statement.on_conflict_do_update(index_elements=["job_id", "step", "name"],
-                                                set_={"value": statement.excluded.value})
+    statement = statement.on_conflict_do_update(
+        index_elements=["job_id", "step", "name"], set_={"value": statement.excluded.value}
+    )
     session.execute(statement)
 
 
-def latest(session: Session, job_id: str) -> dict[str, dict[str, float]]:
+def latest(session: Session, job_id: str) -> dict[str, LatestPoint]:
     """{name: {"step", "value"}} of the last step of each series."""
-    last = (select(Metric.name, func.max(Metric.step).label("step")).where(Metric.job_id == job_id)
-            .group_by(Metric.name).subquery())
+    last = (
+        select(Metric.name, func.max(Metric.step).label("step"))
+        .where(Metric.job_id == job_id)
+        .group_by(Metric.name)
+        .subquery()
+    )
     rows = session.execute(
         select(Metric.name, Metric.step, Metric.value)
         .join(last, (Metric.name == last.c.name) & (Metric.step == last.c.step))
@@ -38,7 +50,9 @@ def latest(session: Session, job_id: str) -> dict[str, dict[str, float]]:
     return {name: {"step": step, "value": value} for name, step, value in rows}
 
 
-def series(session: Session, job_id: str, names: Iterable[str] | None, since_step: int) -> dict[str, tuple[list[int], list[float]]]:
+def series(
+    session: Session, job_id: str, names: Iterable[str] | None, since_step: int
+) -> dict[str, tuple[list[int], list[float]]]:
     query = select(Metric.name, Metric.step, Metric.value).where(Metric.job_id == job_id, Metric.step >= since_step)
     names = [n for n in (names or []) if n]
     if names:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
@@ -79,7 +80,7 @@ class Dataset(Base):
     rows: Mapped[int]
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     sha256: Mapped[str] = mapped_column(String(64))
-    stats: Mapped[dict] = mapped_column(JSON)
+    stats: Mapped[dict[str, Any]] = mapped_column(JSON)
     storage_key: Mapped[str] = mapped_column(String(500))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -99,11 +100,11 @@ class Job(Base):
     dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
     valid_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
     objective: Mapped[str] = mapped_column(String(20))  # translation | denoising
-    model_config: Mapped[dict] = mapped_column(JSON)  # the request's "model" section, as validated
-    training_config: Mapped[dict] = mapped_column(JSON)  # the request's "training" section, defaults filled
+    model_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "model" section, as validated
+    training_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "training" section, defaults filled
     # {"fields": [...]} when the worker is to choose those settings from the time budget (model/budget.py);
     # the worker adds "chosen", "reasons" and "inputs", and writes the chosen values into the two configs.
-    auto_settings: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    auto_settings: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
     attempt: Mapped[int] = mapped_column(default=0)  # claims so far; 1 while the first run trains
     max_attempts: Mapped[int]
@@ -154,7 +155,7 @@ class JobCheckpoint(Base):
     storage_key: Mapped[str] = mapped_column(String(500))
     sha256: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
-    metrics: Mapped[dict] = mapped_column(JSON)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
@@ -167,9 +168,9 @@ class TrainedModel(Base):
     owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True)
     objective: Mapped[str] = mapped_column(String(20))
-    config: Mapped[dict] = mapped_column(JSON)  # the full ModelConfig
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the full ModelConfig
     tokenizer_fingerprint: Mapped[str] = mapped_column(String(64))
-    metrics: Mapped[dict] = mapped_column(JSON)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
     source: Mapped[str] = mapped_column(String(50))  # e.g. "best@1200" or "average of 3"
     parameters: Mapped[int] = mapped_column(BigInteger)
     storage_key: Mapped[str] = mapped_column(String(500))

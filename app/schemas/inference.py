@@ -16,14 +16,18 @@ class TranslateRequest(Input):
     n_best: int = Field(1, ge=1)
     return_alignment: bool = False
     backend: Literal["pytorch", "ctranslate2"] = Field(
-        "pytorch", description="pytorch: our beam search (the reference); ctranslate2: the same weights "
-                               "converted to CTranslate2, faster on CPU (length penalty len^alpha)")
+        "pytorch",
+        description="pytorch: our beam search (the reference); ctranslate2: the same weights "
+        "converted to CTranslate2, faster on CPU (length penalty len^alpha)",
+    )
 
 
 class Alignment(Output):
     source_tokens: list[str]
     target_tokens: list[str]
-    pairs: list[list[int]] = Field(description="[target index, source index]: the source token each target token attends to most")
+    pairs: list[list[int]] = Field(
+        description="[target index, source index]: the source token each target token attends to most"
+    )
 
 
 class Alternative(Output):
@@ -36,8 +40,11 @@ class Translation(Output):
     score: float = Field(description="log-probability divided by the GNMT length penalty (alpha 0.6)")
     alternatives: list[Alternative] | None = None
     alignment: Alignment | None = None
-    split: bool = Field(False, description="true when the text was longer than the model's maximum length and "
-                                           "was translated sentence by sentence")
+    split: bool = Field(
+        False,
+        description="true when the text was longer than the model's maximum length and "
+        "was translated sentence by sentence",
+    )
     pieces: int | None = None
 
 
@@ -114,8 +121,10 @@ class Anatomy(Output):
     by_component: dict[str, int]
     by_kind: dict[str, int]
     parameters: list[ParameterGroup]
-    memory: dict[str, int] = Field(description="bytes: weights, gradients, Adam state, activations for the "
-                                               "training batch, training total, inference")
+    memory: dict[str, int] = Field(
+        description="bytes: weights, gradients, Adam state, activations for the "
+        "training batch, training total, inference"
+    )
     tokens_per_batch: int
 
 

@@ -18,8 +18,9 @@ class ModelSpec(Input):
     """A preset plus overrides. Sizes of the paper's Table 3 for `base` and `big`."""
 
     preset: Literal["tiny", "small", "base", "big"] = "tiny"
-    vocab_size: int = Field(8000, ge=300, le=256_000,
-                            description="subword vocabulary trained on the job's data (shared source/target)")
+    vocab_size: int = Field(
+        8000, ge=300, le=256_000, description="subword vocabulary trained on the job's data (shared source/target)"
+    )
     d_model: int | None = Field(None, ge=8, le=16384)
     n_heads: int | None = Field(None, ge=1, le=256)
     n_encoder_layers: int | None = Field(None, ge=1, le=64)
@@ -28,14 +29,17 @@ class ModelSpec(Input):
     dropout: float | None = Field(None, ge=0, lt=1)
     attention_dropout: float | None = Field(None, ge=0, lt=1)
     activation: Literal["relu", "gelu", "swish"] | None = None
-    init: Literal["normal", "xavier"] | None = Field(None, description="weight initialisation: normal = N(0, 0.02) "
-                                                     "(Marian, BART; the default but for tiny), xavier = fairseq's "
-                                                     "(tiny's default)")
+    init: Literal["normal", "xavier"] | None = Field(
+        None,
+        description="weight initialisation: normal = N(0, 0.02) "
+        "(Marian, BART; the default but for tiny), xavier = fairseq's "
+        "(tiny's default)",
+    )
     norm_first: bool | None = Field(None, description="false: post-norm as in the paper; true: pre-norm")
     share_embeddings: bool | None = None
     max_positions: int | None = Field(None, ge=16, le=65536)
 
-    def overrides(self) -> dict:
+    def overrides(self) -> dict[str, Any]:
         return self.model_dump(exclude={"preset", "vocab_size"}, exclude_none=True)
 
 
@@ -44,31 +48,47 @@ class TrainingSpec(Input):
     max_minutes: float | None = Field(None, gt=0, le=60 * 24 * 30)
     max_tokens_per_batch: int = Field(4096, ge=32, le=4_000_000)
     grad_accum_steps: int = Field(1, ge=1, le=1024)
-    devices: int = Field(1, ge=1, le=64, description="data-parallel processes on one worker host (one per GPU, "
-                         "or CPU processes); the global batch is max_tokens_per_batch x grad_accum_steps x devices. "
-                         "At most MAX_DEVICES_PER_JOB")
+    devices: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="data-parallel processes on one worker host (one per GPU, "
+        "or CPU processes); the global batch is max_tokens_per_batch x grad_accum_steps x devices. "
+        "At most MAX_DEVICES_PER_JOB",
+    )
     warmup_steps: int = Field(400, ge=0, le=1_000_000)
     lr_scale: float = Field(1.0, gt=0, le=100, description="multiplies the paper's rate d_model^-0.5 * min(...)")
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     clip_norm: float | None = Field(1.0, gt=0)
     seed: int = Field(1, ge=0, le=2**31 - 1)
     eval_every: int = Field(200, ge=1)
-    eval_budget: float | None = Field(0.05, gt=0, le=1, description="most of the wall-clock time validation may "
-                                      "take; an evaluation that would exceed it is skipped (null: every eval_every)")
+    eval_budget: float | None = Field(
+        0.05,
+        gt=0,
+        le=1,
+        description="most of the wall-clock time validation may "
+        "take; an evaluation that would exceed it is skipped (null: every eval_every)",
+    )
     checkpoint_every: int = Field(500, ge=1)
     early_stopping_patience: int | None = Field(None, ge=1, description="evaluations without improvement")
     keep_checkpoints: int = Field(3, ge=1, le=100)
     average_last: int = Field(1, ge=1, le=20, description="average the last N checkpoints into the model")
     max_length: int = Field(128, ge=4, le=16384, description="longest sentence in tokens; longer ones are dropped")
     tokenizer: Literal["bpe", "unigram", "byte_bpe"] = Field(
-        "byte_bpe", description="subword model trained on the job's data: GPT-2 byte-level BPE (the default: it "
-        "trained the better model in bench/quality.py) or SentencePiece-style BPE or unigram (byte fallback, no <unk>)")
+        "byte_bpe",
+        description="subword model trained on the job's data: GPT-2 byte-level BPE (the default: it "
+        "trained the better model in bench/quality.py) or SentencePiece-style BPE or unigram (byte fallback, no <unk>)",
+    )
     normalization: Literal["nfkc", "nfc", "none"] = Field("nfkc", description="Unicode normalisation (bpe, unigram)")
-    prefix_space: bool = Field(True, description="bpe, unigram: a sentence starts with the word mark, so its first "
-                               "word is the same token as elsewhere")
+    prefix_space: bool = Field(
+        True,
+        description="bpe, unigram: a sentence starts with the word mark, so its first "
+        "word is the same token as elsewhere",
+    )
     valid_fraction: float = Field(0.05, gt=0, lt=0.5, description="held out when no validation dataset is given")
-    noise: Literal["span", "token"] = Field("span", description="denoising: a <mask> replaces a span (BART "
-                                             "infilling) or exactly one token")
+    noise: Literal["span", "token"] = Field(
+        "span", description="denoising: a <mask> replaces a span (BART infilling) or exactly one token"
+    )
     mask_ratio: float = Field(0.15, gt=0, lt=1, description="denoising: fraction of tokens masked")
 
 
@@ -98,14 +118,21 @@ class AutoSettings(Output):
     """Settings chosen by the worker from the time budget, because the job gave max_minutes without them."""
 
     fields: list[str] = Field(description="what the job left to the budget")
-    chosen: dict[str, int] | None = Field(None, description="the values, once the worker has chosen them (they are "
-                                          "also in the job's model and training sections)")
+    chosen: dict[str, int] | None = Field(
+        None,
+        description="the values, once the worker has chosen them (they are "
+        "also in the job's model and training sections)",
+    )
     reasons: dict[str, str] | None = Field(None, description="why each value, in words")
-    inputs: dict[str, Any] | None = Field(None, description="what the choice was made from: corpus size, longest "
-                                          "example, measured throughput, ...; the same inputs give the same choice")
+    inputs: dict[str, Any] | None = Field(
+        None,
+        description="what the choice was made from: corpus size, longest "
+        "example, measured throughput, ...; the same inputs give the same choice",
+    )
     expected_updates: int | None = None
-    throughput: Literal["measured", "pinned"] | None = Field(None, description="batch tokens/s timed on a few steps "
-                                                             "of this job, or pinned by WORKER_TOKENS_PER_SECOND")
+    throughput: Literal["measured", "pinned"] | None = Field(
+        None, description="batch tokens/s timed on a few steps of this job, or pinned by WORKER_TOKENS_PER_SECOND"
+    )
     probe_seconds: float | None = Field(None, description="how long the timed steps took")
 
 

@@ -106,14 +106,26 @@ def test_revoke_key_cli_revokes_by_name(client, make_key, settings_env, tmp_path
 
     settings_env(AUTH_CACHE_SECONDS="0")
     headers, other = make_key("dave"), make_key("erin")
-    done = subprocess.run([sys.executable, "-m", "app.cli", "revoke-key", "dave"], cwd=ROOT, env=dict(os.environ),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "revoke-key", "dave"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "revoked 1 key" in done.stdout
     assert client.get("/v1/me", headers=headers).status_code == 401
     assert client.get("/v1/me", headers=other).status_code == 200
-    again = subprocess.run([sys.executable, "-m", "app.cli", "revoke-key", "dave"], cwd=ROOT, env=dict(os.environ),
-                           capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "app.cli", "revoke-key", "dave"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode != 0 and "no active key" in again.stderr
 
 
@@ -154,8 +166,14 @@ def test_create_key_cli_prints_the_key_last_and_it_works(client, tmp_path):
     import os
 
     env = {**os.environ, "DATA_DIR": str(tmp_path / "var")}
-    done = subprocess.run([sys.executable, "-m", "app.cli", "create-key", "carol"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", "create-key", "carol"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     key = done.stdout.strip().splitlines()[-1]
     assert key.startswith("tsk_")

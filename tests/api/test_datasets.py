@@ -12,8 +12,12 @@ def _jsonl(pairs) -> bytes:
 
 
 def _upload(client, headers, data: bytes, filename="train.jsonl", kind="parallel", name="demo"):
-    return client.post("/v1/datasets", headers=headers, data={"name": name, "kind": kind},
-                       files={"file": (filename, data, "application/octet-stream")})
+    return client.post(
+        "/v1/datasets",
+        headers=headers,
+        data={"name": name, "kind": kind},
+        files={"file": (filename, data, "application/octet-stream")},
+    )
 
 
 def _artifact_files(settings_root) -> list:
@@ -57,7 +61,8 @@ def test_bad_files_are_422_naming_the_line_and_problem(client, make_key, setting
     assert detail["loc"] == ["body", "file"]
     assert message in detail["msg"]
     assert _artifact_files(get_settings().data_dir) == [] or all(
-        "datasets" not in str(p) for p in _artifact_files(get_settings().data_dir))
+        "datasets" not in str(p) for p in _artifact_files(get_settings().data_dir)
+    )
     assert client.get("/v1/datasets", headers=make_key("bob")).json()["total"] == 0
 
 

@@ -11,8 +11,9 @@ def alice(make_key):
 
 
 def test_estimate_tiny_model_counts_every_component(client, alice):
-    response = client.post("/v1/estimate", json={"model": {"preset": "tiny", "vocab_size": 500},
-                                                 "tokens_per_batch": 2048}, headers=alice)
+    response = client.post(
+        "/v1/estimate", json={"model": {"preset": "tiny", "vocab_size": 500}, "tokens_per_batch": 2048}, headers=alice
+    )
     assert response.status_code == 200, response.text
     body = response.json()
     d, d_ff, V = 64, 256, 500
@@ -33,21 +34,25 @@ def test_estimate_tiny_model_counts_every_component(client, alice):
 
 def test_estimate_applies_overrides_and_flags_a_config_over_the_worker_limit(client, alice, settings_env):
     settings_env(WORKER_MEMORY_LIMIT_GB="1")
-    small = client.post("/v1/estimate", json={"model": {"preset": "tiny", "vocab_size": 500, "n_encoder_layers": 1}},
-                        headers=alice).json()
+    small = client.post(
+        "/v1/estimate", json={"model": {"preset": "tiny", "vocab_size": 500, "n_encoder_layers": 1}}, headers=alice
+    ).json()
     assert "encoder.layers.1.self_attn" not in small["by_component"]
-    big = client.post("/v1/estimate", json={"model": {"preset": "big", "vocab_size": 37000},
-                                            "tokens_per_batch": 25000}, headers=alice).json()
+    big = client.post(
+        "/v1/estimate", json={"model": {"preset": "big", "vocab_size": 37000}, "tokens_per_batch": 25000}, headers=alice
+    ).json()
     assert big["total_parameters"] > 200_000_000 and big["fits_worker_memory"] is False
     assert big["worker_memory_limit_bytes"] == 1024**3
 
 
 def test_estimate_invalid_config_is_422_naming_the_problem(client, alice):
-    response = client.post("/v1/estimate", json={"model": {"preset": "tiny", "vocab_size": 500, "n_heads": 3}},
-                           headers=alice)
+    response = client.post(
+        "/v1/estimate", json={"model": {"preset": "tiny", "vocab_size": 500, "n_heads": 3}}, headers=alice
+    )
     assert response.status_code == 422
-    assert response.json()["detail"] == [{"loc": ["body", "model"], "type": "value_error",
-                                          "msg": "d_model=64 is not divisible by n_heads=3"}]
+    assert response.json()["detail"] == [
+        {"loc": ["body", "model"], "type": "value_error", "msg": "d_model=64 is not divisible by n_heads=3"}
+    ]
 
 
 def test_estimate_refuses_unknown_fields_and_out_of_range_values(client, alice):

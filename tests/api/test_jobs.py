@@ -33,8 +33,14 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
     assert response.status_code == 201, response.text
     job = response.json()
     assert (job["status"], job["attempt"], job["objective"]) == ("queued", 0, "translation")
-    assert job["progress"] == {"step": 0, "total_steps": 50, "fraction": 0.0, "tokens_seen": 0,
-                               "tokens_per_second": None, "eta_seconds": None}
+    assert job["progress"] == {
+        "step": 0,
+        "total_steps": 50,
+        "fraction": 0.0,
+        "tokens_seen": 0,
+        "tokens_per_second": None,
+        "eta_seconds": None,
+    }
     assert job["model"]["preset"] == "tiny" and job["training"]["label_smoothing"] == 0.1
     assert (job["training"]["eval_budget"], job["training"]["tokenizer"]) == (0.05, "byte_bpe")
     assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["id"] == job["id"]
@@ -44,30 +50,54 @@ def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice
     """With max_minutes, the vocabulary, batch, warm-up and step limit the request left out are marked for the
     worker to choose (model/budget.py); those given stay the user's, and without max_minutes nothing is chosen."""
     budget_only = client.post("/v1/jobs", json=_job(parallel_id, training={"max_minutes": 10}), headers=alice).json()
-    assert budget_only["auto_settings"] == {"fields": ["vocab_size", "max_tokens_per_batch", "warmup_steps",
-                                                       "max_steps"], "chosen": None, "reasons": None,
-                                            "inputs": None, "expected_updates": None,
-                                            "throughput": None, "probe_seconds": None}
-    some = client.post("/v1/jobs", json=_job(parallel_id, model={"preset": "tiny", "vocab_size": 8000},
-                                             training={"max_minutes": 10, "max_tokens_per_batch": 4096}),
-                       headers=alice).json()
+    assert budget_only["auto_settings"] == {
+        "fields": ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"],
+        "chosen": None,
+        "reasons": None,
+        "inputs": None,
+        "expected_updates": None,
+        "throughput": None,
+        "probe_seconds": None,
+    }
+    some = client.post(
+        "/v1/jobs",
+        json=_job(
+            parallel_id,
+            model={"preset": "tiny", "vocab_size": 8000},
+            training={"max_minutes": 10, "max_tokens_per_batch": 4096},
+        ),
+        headers=alice,
+    ).json()
     assert some["auto_settings"]["fields"] == ["warmup_steps", "max_steps"]
-    assert client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 50}),
-                       headers=alice).json()["auto_settings"] is None
+    assert (
+        client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 50}), headers=alice).json()[
+            "auto_settings"
+        ]
+        is None
+    )
     # Leaving a setting out is another request than giving its default: an Idempotency-Key tells them apart.
     key = {**alice, "Idempotency-Key": "budget-1"}
     assert client.post("/v1/jobs", json=_job(parallel_id, training={"max_minutes": 5}), headers=key).status_code == 201
-    explicit = _job(parallel_id, training={"max_minutes": 5, "max_tokens_per_batch": 4096, "warmup_steps": 400,
-                                           "max_steps": 2000}, model={"preset": "tiny", "vocab_size": 8000})
+    explicit = _job(
+        parallel_id,
+        training={"max_minutes": 5, "max_tokens_per_batch": 4096, "warmup_steps": 400, "max_steps": 2000},
+        model={"preset": "tiny", "vocab_size": 8000},
+    )
     assert client.post("/v1/jobs", json=explicit, headers=key).status_code == 409
 
 
 def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, parallel_id):
     """The worker's batch starts at 1,024 tokens: a model too large for the worker even at that size is refused
     now, naming the size, not after the worker has prepared the data."""
-    response = client.post("/v1/jobs", json=_job(parallel_id, model={"preset": "big", "d_model": 8192, "n_heads": 16,
-                                                                     "d_ff": 32768},
-                                                 training={"max_minutes": 10}), headers=alice)
+    response = client.post(
+        "/v1/jobs",
+        json=_job(
+            parallel_id,
+            model={"preset": "big", "d_model": 8192, "n_heads": 16, "d_ff": 32768},
+            training={"max_minutes": 10},
+        ),
+        headers=alice,
+    )
     assert response.status_code == 422
     assert "at 1024 tokens per batch" in response.json()["detail"][0]["msg"], response.text
 
@@ -75,16 +105,29 @@ def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, pa
 @pytest.mark.parametrize(
     ("body_update", "loc", "message"),
     [
-        ({"model": {"preset": "tiny", "d_model": 100, "n_heads": 3}}, ["body", "model"], "d_model=100 is not divisible by n_heads=3"),
+        (
+            {"model": {"preset": "tiny", "d_model": 100, "n_heads": 3}},
+            ["body", "model"],
+            "d_model=100 is not divisible by n_heads=3",
+        ),
         ({"model": {"preset": "huge"}}, ["body", "model", "preset"], "'tiny', 'small', 'base' or 'big'"),
         ({"training": {"max_steps": 0}}, ["body", "training", "max_steps"], "greater than or equal to 1"),
         ({"training": {"max_length": 2000}}, ["body", "training", "max_length"], "max_positions=1024"),
-        ({"training": {"max_tokens_per_batch": 64, "max_length": 100}}, ["body", "training", "max_tokens_per_batch"],
-         "cannot hold one sentence"),
-        ({"model": {"preset": "big", "vocab_size": 64000}, "training": {"max_tokens_per_batch": 200000}},
-         ["body", "training", "max_tokens_per_batch"], "WORKER_MEMORY_LIMIT_GB"),
-        ({"training": {"average_last": 5, "keep_checkpoints": 3}}, ["body", "training", "average_last"],
-         "needs keep_checkpoints >= 5"),
+        (
+            {"training": {"max_tokens_per_batch": 64, "max_length": 100}},
+            ["body", "training", "max_tokens_per_batch"],
+            "cannot hold one sentence",
+        ),
+        (
+            {"model": {"preset": "big", "vocab_size": 64000}, "training": {"max_tokens_per_batch": 200000}},
+            ["body", "training", "max_tokens_per_batch"],
+            "WORKER_MEMORY_LIMIT_GB",
+        ),
+        (
+            {"training": {"average_last": 5, "keep_checkpoints": 3}},
+            ["body", "training", "average_last"],
+            "needs keep_checkpoints >= 5",
+        ),
         ({"training": {"learning_rate": 1}}, ["body", "training", "learning_rate"], "Extra inputs are not permitted"),
         ({"training": {"tokenizer": "wordpiece"}}, ["body", "training", "tokenizer"], "'bpe', 'unigram' or 'byte_bpe'"),
         ({"training": {"eval_budget": 0}}, ["body", "training", "eval_budget"], "greater than 0"),
@@ -156,8 +199,13 @@ def test_dataset_in_use_cannot_be_deleted(client, alice, parallel_id):
 def test_other_owner_gets_404_for_every_job_route(client, alice, make_key, parallel_id):
     job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
     bob = make_key("bob")
-    for method, path in [("GET", ""), ("POST", "/cancel"), ("GET", "/metrics"), ("GET", "/checkpoints"),
-                         ("GET", "/events")]:
+    for method, path in [
+        ("GET", ""),
+        ("POST", "/cancel"),
+        ("GET", "/metrics"),
+        ("GET", "/checkpoints"),
+        ("GET", "/events"),
+    ]:
         response = client.request(method, f"/v1/jobs/{job_id}{path}", headers=bob)
         assert response.status_code == 404, (method, path)
         assert response.json() == {"detail": f"job {job_id} not found"}
@@ -225,9 +273,15 @@ def test_metrics_history_gives_the_event_id_to_stream_only_newer_points(client, 
     with session_scope() as session:
         metric_rows.record(session, job_id, 4, {"train_loss": 0.25})
     client.post(f"/v1/jobs/{job_id}/cancel", headers=alice)
-    with client.stream("GET", f"/v1/jobs/{job_id}/events",
-                       headers={**alice, "Last-Event-ID": str(history["last_event_id"])}) as response:
+    with client.stream(
+        "GET", f"/v1/jobs/{job_id}/events", headers={**alice, "Last-Event-ID": str(history["last_event_id"])}
+    ) as response:
         text = "".join(response.iter_text())
-    streamed = [json.loads(line.removeprefix("data: "))["step"] for block in text.split("\n\n")
-                if "event: metric" in block for line in block.splitlines() if line.startswith("data: ")]
+    streamed = [
+        json.loads(line.removeprefix("data: "))["step"]
+        for block in text.split("\n\n")
+        if "event: metric" in block
+        for line in block.splitlines()
+        if line.startswith("data: ")
+    ]
     assert streamed == [4]

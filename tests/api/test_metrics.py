@@ -17,8 +17,11 @@ def scrape(client) -> Samples:
     response = client.get("/metrics", headers=AUTH)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain; version=")
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(response.text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -55,12 +58,19 @@ def test_requests_are_counted_by_route_template_never_by_raw_path(client, settin
     assert client.request("PURGE", f"/v1/jobs/{ids[0]}", headers=headers).status_code == 405
     after = scrape(client)
     route = {"method": "GET", "route": "/v1/jobs/{job_id}"}
-    assert value(after, "http_requests_total", **route, status="404") - \
-        value(before, "http_requests_total", **route, status="404") == 3
-    assert value(after, "http_request_duration_seconds_count", **route) - \
-        value(before, "http_request_duration_seconds_count", **route) == 3
-    assert value(after, "http_request_duration_seconds_bucket", **route, le="+Inf") == \
+    assert (
+        value(after, "http_requests_total", **route, status="404")
+        - value(before, "http_requests_total", **route, status="404")
+        == 3
+    )
+    assert (
         value(after, "http_request_duration_seconds_count", **route)
+        - value(before, "http_request_duration_seconds_count", **route)
+        == 3
+    )
+    assert value(after, "http_request_duration_seconds_bucket", **route, le="+Inf") == value(
+        after, "http_request_duration_seconds_count", **route
+    )
     assert value(after, "http_requests_total", method="GET", route="<unmatched>", status="404") >= 1
     assert value(after, "http_requests_total", method="OTHER", route="/v1/jobs/{job_id}", status="405") == 1
     labels = [v for name, pairs in after for _, v in pairs]
@@ -89,18 +99,34 @@ def test_jobs_by_status_running_jobs_and_live_workers_are_read_from_the_database
         owner = Owner(name="alice")
         session.add(owner)
         session.flush()
-        jobs = [Job(owner_id=owner.id, objective="translation", model_config={}, training_config={}, status=s,
-                    max_attempts=3, request_sha256="", total_steps=200, step=50 * i,
-                    tokens_per_second=1000.0 + i if s == "running" else None) for i, s in enumerate(statuses)]
+        jobs = [
+            Job(
+                owner_id=owner.id,
+                objective="translation",
+                model_config={},
+                training_config={},
+                status=s,
+                max_attempts=3,
+                request_sha256="",
+                total_steps=200,
+                step=50 * i,
+                tokens_per_second=1000.0 + i if s == "running" else None,
+            )
+            for i, s in enumerate(statuses)
+        ]
         session.add_all(jobs)
         now = utcnow()
-        session.add_all([Worker(hostname="trainer@a", queues="training", pid=1, last_seen_at=now),
-                         Worker(hostname="both@b", queues="training,inference", pid=2, last_seen_at=now),
-                         Worker(hostname="gone@c", queues="inference", pid=3, last_seen_at=now - timedelta(minutes=5))])
+        session.add_all(
+            [
+                Worker(hostname="trainer@a", queues="training", pid=1, last_seen_at=now),
+                Worker(hostname="both@b", queues="training,inference", pid=2, last_seen_at=now),
+                Worker(hostname="gone@c", queues="inference", pid=3, last_seen_at=now - timedelta(minutes=5)),
+            ]
+        )
     samples = scrape(client)
-    assert {s: value(samples, "training_jobs", status=s) for s in ("queued", "running", "succeeded", "failed",
-                                                                    "cancelled")} == \
-        {"queued": 2, "running": 2, "succeeded": 1, "failed": 1, "cancelled": 0}
+    assert {
+        s: value(samples, "training_jobs", status=s) for s in ("queued", "running", "succeeded", "failed", "cancelled")
+    } == {"queued": 2, "running": 2, "succeeded": 1, "failed": 1, "cancelled": 0}
     for i, job in enumerate(jobs):
         expected = 1000.0 + i if job.status == "running" else 0.0
         assert value(samples, "training_job_tokens_per_second", job_id=job.id) == expected, job.status

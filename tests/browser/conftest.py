@@ -57,8 +57,14 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
     env = service_env(DATA_DIR=str(data_dir), PORT=str(port))
     log = folder / "serve.log"
     with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=ROOT, env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, start_new_session=True)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         try:

@@ -52,8 +52,9 @@ def submitted(browser, stack, demo_files):
     assert "Uploaded numbers en-de" in p.page.inner_text("#upload-status")
     p.page.select_option("#objective", "translation")
     p.page.select_option("#preset", "tiny")
-    _fill_training_form(p, vocab_size=500, max_steps=60, max_tokens_per_batch=2048, warmup_steps=30, eval_every=30,
-                        checkpoint_every=30)
+    _fill_training_form(
+        p, vocab_size=500, max_steps=60, max_tokens_per_batch=2048, warmup_steps=30, eval_every=30, checkpoint_every=30
+    )
     p.page.locator("#estimate-params").wait_for()
     assert "parameters" in p.page.inner_text("#estimate") and "training memory" in p.page.inner_text("#estimate")
     p.screenshot("new-job")
@@ -78,8 +79,12 @@ def test_job_page_follows_training_live_until_it_succeeds(submitted):
     p.screenshot("job-running")
     page.wait_for_selector("#job-summary .status-succeeded", timeout=400_000)
     page.wait_for_selector("#model-link")
-    wait_for(lambda: _points(p, "valid_loss") >= 2 and _points(p, "bleu") >= 2, timeout=30,
-             what="validation curves", interval=0.5)
+    wait_for(
+        lambda: _points(p, "valid_loss") >= 2 and _points(p, "bleu") >= 2,
+        timeout=30,
+        what="validation curves",
+        interval=0.5,
+    )
     path = page.get_attribute('figure[data-series="train_loss"] path.line', "d")
     assert path.startswith("M") and path.count("L") >= 20, path
     assert _points(p, "train_loss") == 60 and _points(p, "lr") == 60
@@ -209,14 +214,25 @@ def _job_with_many_points(stack, monkeypatch, n_steps: int) -> str:
     from tests.support import services
 
     http = _api(stack)
-    dataset = http.post("/v1/datasets", data={"name": "tiny", "kind": "parallel"},
-                        files={"file": ("t.tsv", b"one\teins\ntwo\tzwei\n")}).json()
-    job = http.post("/v1/jobs", json={"objective": "translation", "dataset_id": dataset["id"],
-                                      "model": {"preset": "tiny", "vocab_size": 300},
-                                      "training": {"max_steps": n_steps}}).json()
+    dataset = http.post(
+        "/v1/datasets", data={"name": "tiny", "kind": "parallel"}, files={"file": ("t.tsv", b"one\teins\ntwo\tzwei\n")}
+    ).json()
+    job = http.post(
+        "/v1/jobs",
+        json={
+            "objective": "translation",
+            "dataset_id": dataset["id"],
+            "model": {"preset": "tiny", "vocab_size": 300},
+            "training": {"max_steps": n_steps},
+        },
+    ).json()
     http.post(f"/v1/jobs/{job['id']}/cancel")
-    wait_for(lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] in TERMINAL, timeout=60,
-             what="the job to be cancelled", interval=0.5)
+    wait_for(
+        lambda: http.get(f"/v1/jobs/{job['id']}").json()["status"] in TERMINAL,
+        timeout=60,
+        what="the job to be cancelled",
+        interval=0.5,
+    )
     for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
@@ -227,8 +243,11 @@ def _job_with_many_points(stack, monkeypatch, n_steps: int) -> str:
 
         with session_scope() as session:
             for step in range(1, n_steps + 1):
-                values = {"train_loss": 6 * math.exp(-step / 3000) + 0.3 * math.sin(step / 7),
-                          "lr": min(step ** -0.5, step * 4000 ** -1.5) / 8, "tokens_per_second": 2000 + step % 97}
+                values = {
+                    "train_loss": 6 * math.exp(-step / 3000) + 0.3 * math.sin(step / 7),
+                    "lr": min(step**-0.5, step * 4000**-1.5) / 8,
+                    "tokens_per_second": 2000 + step % 97,
+                }
                 if step % 200 == 0:
                     values.update(valid_loss=5 * math.exp(-step / 4000), bleu=min(60.0, step / 300))
                 record(session, job["id"], step, values)

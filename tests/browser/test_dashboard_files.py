@@ -17,11 +17,14 @@ def http() -> TestClient:
     return TestClient(create_app())
 
 
-@pytest.mark.parametrize(("path", "content_type"), [
-    ("/dashboard", "text/html; charset=utf-8"),
-    ("/dashboard/app.js", "text/javascript; charset=utf-8"),
-    ("/dashboard/style.css", "text/css; charset=utf-8"),
-])
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/dashboard", "text/html; charset=utf-8"),
+        ("/dashboard/app.js", "text/javascript; charset=utf-8"),
+        ("/dashboard/style.css", "text/css; charset=utf-8"),
+    ],
+)
 def test_files_are_served_with_their_content_type_and_revalidated(http, path, content_type):
     response = http.get(path)
     assert response.status_code == 200
@@ -50,5 +53,5 @@ def test_nothing_is_fetched_from_elsewhere_and_every_call_goes_through_v1():
         assert not re.search(r"(https?:)?//[a-z0-9.-]+\.[a-z]{2,}/", text, re.I), f"{path.name} refers to another host"
         for imported in re.findall(r'^import .* from "([^"]+)";$', text, re.M):
             assert imported.startswith("./") and (STATIC_DIR / imported[2:]).is_file(), (path.name, imported)
-        for route in re.findall(r'api\(`([^`$]*)', text):
+        for route in re.findall(r"api\(`([^`$]*)", text):
             assert route.startswith("/v1/"), (path.name, route)

@@ -24,9 +24,14 @@ def stack(tmp_path_factory, postgres_url, redis_url):
     tmp = tmp_path_factory.mktemp("ddp")
     name = f"t_{uuid.uuid4().hex[:12]}"
     services.create_database(postgres_url, name)
-    env = service_env(DATABASE_URL=services.with_database(postgres_url, name), CELERY_BROKER_URL=redis_url,
-                      DATA_DIR=str(tmp / "var"), ARTIFACT_ROOT=str(tmp / "artifacts"), MAX_DEVICES_PER_JOB="2",
-                      **FAST_LEASES)
+    env = service_env(
+        DATABASE_URL=services.with_database(postgres_url, name),
+        CELERY_BROKER_URL=redis_url,
+        DATA_DIR=str(tmp / "var"),
+        ARTIFACT_ROOT=str(tmp / "artifacts"),
+        MAX_DEVICES_PER_JOB="2",
+        **FAST_LEASES,
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp)
     url = processes.start_api(env, free_port())
@@ -36,8 +41,13 @@ def stack(tmp_path_factory, postgres_url, redis_url):
         wait_for(healthy_with_workers(url, 2), timeout=90, what="workers")
         api = Api(url, create_key(env, "alice"))
         files = numbers_files(tmp)
-        yield {"api": api, "env": env, "processes": processes, "train": api.upload(files["train"], "parallel")["id"],
-               "valid": api.upload(files["valid"], "parallel")["id"]}
+        yield {
+            "api": api,
+            "env": env,
+            "processes": processes,
+            "train": api.upload(files["train"], "parallel")["id"],
+            "valid": api.upload(files["valid"], "parallel")["id"],
+        }
     finally:
         processes.stop(timeout=30)
         services.drop_database(postgres_url, name)
@@ -71,8 +81,11 @@ def test_a_two_device_job_succeeds_with_one_metric_row_per_step_and_a_model_that
     """Pass: the job trains on 2 processes to max_steps (progress and device say so), writes each (step, name)
     metric once (only rank 0 reports), checkpoints at 10 and 20, and its model translates over HTTP."""
     api = stack["api"]
-    job = api.submit(numbers_job(stack["train"], stack["valid"], max_steps=20, warmup_steps=10, eval_every=10,
-                                 checkpoint_every=10, devices=2))
+    job = api.submit(
+        numbers_job(
+            stack["train"], stack["valid"], max_steps=20, warmup_steps=10, eval_every=10, checkpoint_every=10, devices=2
+        )
+    )
     assert job["training"]["devices"] == 2
     done = api.wait(job["id"], DONE, timeout=150)
     assert done["status"] == "succeeded", done["error"]
@@ -82,8 +95,11 @@ def test_a_two_device_job_succeeds_with_one_metric_row_per_step_and_a_model_that
     series = api.metrics(job["id"], names="train_loss,valid_loss,tokens_per_second")
     assert series["train_loss"]["steps"] == list(range(1, 21))
     assert series["valid_loss"]["steps"] == [10, 20]
-    duplicates = query(stack["env"]["DATABASE_URL"], "SELECT step, name FROM metrics WHERE job_id = :j "
-                       "GROUP BY step, name HAVING count(*) > 1", j=job["id"])
+    duplicates = query(
+        stack["env"]["DATABASE_URL"],
+        "SELECT step, name FROM metrics WHERE job_id = :j GROUP BY step, name HAVING count(*) > 1",
+        j=job["id"],
+    )
     assert duplicates == []
     assert [c["step"] for c in api.checkpoints(job["id"])] == [10, 20]
     assert "started data-parallel peers" in stack["processes"].log("trainer")
@@ -137,11 +153,14 @@ def test_a_host_with_fewer_gpus_than_devices_fails_the_job_with_a_clear_message(
     import torch
 
     from model.train_config import TrainConfig, TrainingError
-    from model.trainer import Callbacks
+    from model.train_events import Callbacks
     from worker.ddp_peer import train_data_parallel
 
     gpus = torch.cuda.device_count()
     devices = max(2, gpus + 1)
-    with pytest.raises(TrainingError, match=rf"training.devices={devices} needs {devices} GPUs, but this worker has "
-                                            rf"{gpus}; lower training.devices"):
+    with pytest.raises(
+        TrainingError,
+        match=rf"training.devices={devices} needs {devices} GPUs, but this worker has "
+        rf"{gpus}; lower training.devices",
+    ):
         train_data_parallel("job", None, TrainConfig(device="cuda"), devices, tmp_path, Callbacks(), {})

@@ -13,8 +13,14 @@ from tests.support import services
 from tests.support.client import Api, write_jsonl
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 
-LIMITS = {"MAX_TEXTS_PER_REQUEST": "8", "MAX_CHARS_PER_TEXT": "300", "MAX_BEAM_SIZE": "6", "MAX_TOP_K": "10",
-          "MAX_BODY_KB": "64", "INFERENCE_TIMEOUT_SECONDS": "20"}
+LIMITS = {
+    "MAX_TEXTS_PER_REQUEST": "8",
+    "MAX_CHARS_PER_TEXT": "300",
+    "MAX_BEAM_SIZE": "6",
+    "MAX_TOP_K": "10",
+    "MAX_BODY_KB": "64",
+    "INFERENCE_TIMEOUT_SECONDS": "20",
+}
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +29,13 @@ def served(tmp_path_factory, postgres_url, redis_url):
     tmp = tmp_path_factory.mktemp("served")
     name = f"t_{uuid.uuid4().hex[:12]}"
     services.create_database(postgres_url, name)
-    env = service_env(DATABASE_URL=services.with_database(postgres_url, name), CELERY_BROKER_URL=redis_url,
-                      DATA_DIR=str(tmp / "var"), ARTIFACT_ROOT=str(tmp / "artifacts"), **LIMITS)
+    env = service_env(
+        DATABASE_URL=services.with_database(postgres_url, name),
+        CELERY_BROKER_URL=redis_url,
+        DATA_DIR=str(tmp / "var"),
+        ARTIFACT_ROOT=str(tmp / "artifacts"),
+        **LIMITS,
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp)
     url = processes.start_api(env, free_port())
@@ -34,24 +45,49 @@ def served(tmp_path_factory, postgres_url, redis_url):
         wait_for(healthy_with_workers(url, 2), timeout=90, what="workers")
         api = Api(url, create_key(env, "alice"))
         train_numbers, held_out = split_numbers(0, 999, held_out=0.1, seed=0)
-        numbers = api.upload(write_jsonl(tmp / "n.jsonl", numbers_to_words_task(len(train_numbers), numbers=train_numbers)), "parallel")
+        numbers = api.upload(
+            write_jsonl(tmp / "n.jsonl", numbers_to_words_task(len(train_numbers), numbers=train_numbers)), "parallel"
+        )
         (tmp / "g.txt").write_text("\n".join(grammar_sentences(3000, seed=0)) + "\n")
         grammar = api.upload(tmp / "g.txt", "monolingual")
-        common = {"warmup_steps": 50, "eval_every": 100, "checkpoint_every": 100, "max_length": 40,
-                  "max_tokens_per_batch": 2048, "seed": 3}
-        translation_job = api.submit({"objective": "translation", "dataset_id": numbers["id"],
-                                      "model": {"preset": "tiny", "vocab_size": 500},
-                                      "training": {**common, "max_steps": 300}})
-        denoising_job = api.submit({"objective": "denoising", "dataset_id": grammar["id"],
-                                    "model": {"preset": "tiny", "vocab_size": 450},
-                                    "training": {**common, "max_steps": 300, "noise": "token"}})
+        common = {
+            "warmup_steps": 50,
+            "eval_every": 100,
+            "checkpoint_every": 100,
+            "max_length": 40,
+            "max_tokens_per_batch": 2048,
+            "seed": 3,
+        }
+        translation_job = api.submit(
+            {
+                "objective": "translation",
+                "dataset_id": numbers["id"],
+                "model": {"preset": "tiny", "vocab_size": 500},
+                "training": {**common, "max_steps": 300},
+            }
+        )
+        denoising_job = api.submit(
+            {
+                "objective": "denoising",
+                "dataset_id": grammar["id"],
+                "model": {"preset": "tiny", "vocab_size": 450},
+                "training": {**common, "max_steps": 300, "noise": "token"},
+            }
+        )
         models = {}
         for kind, job in (("translation", translation_job), ("denoising", denoising_job)):
             done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=600)
             assert done["status"] == "succeeded", done["error"]
             models[kind] = done["model_id"]
-        yield {"url": url, "env": env, "api": api, "models": models, "held_out": held_out, "processes": processes,
-               "artifacts": tmp / "artifacts"}
+        yield {
+            "url": url,
+            "env": env,
+            "api": api,
+            "models": models,
+            "held_out": held_out,
+            "processes": processes,
+            "artifacts": tmp / "artifacts",
+        }
     finally:
         processes.stop(timeout=30)
         services.drop_database(postgres_url, name)
@@ -62,8 +98,9 @@ def test_translate_spells_held_out_numbers(served):
 
     api, model_id = served["api"], served["models"]["translation"]
     numbers = served["held_out"][:8]
-    response = api.http.post(f"/v1/models/{model_id}/translate",
-                             json={"texts": [num2words(n, lang="en") for n in numbers], "beam_size": 4})
+    response = api.http.post(
+        f"/v1/models/{model_id}/translate", json={"texts": [num2words(n, lang="en") for n in numbers], "beam_size": 4}
+    )
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["model_id"] == model_id and body["elapsed_ms"] > 0
@@ -73,9 +110,10 @@ def test_translate_spells_held_out_numbers(served):
 
 def test_translate_gives_alternatives_and_alignments_when_asked(served):
     api, model_id = served["api"], served["models"]["translation"]
-    response = api.http.post(f"/v1/models/{model_id}/translate",
-                             json={"texts": ["three hundred and twelve"], "beam_size": 4, "n_best": 3,
-                                   "return_alignment": True})
+    response = api.http.post(
+        f"/v1/models/{model_id}/translate",
+        json={"texts": ["three hundred and twelve"], "beam_size": 4, "n_best": 3, "return_alignment": True},
+    )
     assert response.status_code == 200, response.text
     translation = response.json()["translations"][0]
     scores = [translation["score"]] + [a["score"] for a in translation["alternatives"]]
@@ -94,17 +132,22 @@ def test_ctranslate2_backend_translates_like_pytorch(served):
     texts = [num2words(n, lang="en") for n in served["held_out"][:8]]
     answers = {}
     for backend in ("pytorch", "ctranslate2"):
-        response = api.http.post(f"/v1/models/{model_id}/translate",
-                                 json={"texts": texts, "beam_size": 4, "n_best": 2, "backend": backend})
+        response = api.http.post(
+            f"/v1/models/{model_id}/translate", json={"texts": texts, "beam_size": 4, "n_best": 2, "backend": backend}
+        )
         assert response.status_code == 200, response.text
         assert response.json()["backend"] == backend
         answers[backend] = [t["text"] for t in response.json()["translations"]]
         assert all(len(t["alternatives"]) == 1 for t in response.json()["translations"])
     agree = sum(a == b for a, b in zip(answers["pytorch"], answers["ctranslate2"]))
     assert agree >= 7, answers  # the length penalties differ (GNMT vs len^alpha): a near-tie may flip
-    aligned = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": texts[:1], "backend": "ctranslate2",
-                                                                       "return_alignment": True}).json()
-    assert len(aligned["translations"][0]["alignment"]["pairs"]) == len(aligned["translations"][0]["alignment"]["target_tokens"])
+    aligned = api.http.post(
+        f"/v1/models/{model_id}/translate",
+        json={"texts": texts[:1], "backend": "ctranslate2", "return_alignment": True},
+    ).json()
+    assert len(aligned["translations"][0]["alignment"]["pairs"]) == len(
+        aligned["translations"][0]["alignment"]["target_tokens"]
+    )
 
 
 def test_fill_mask_completes_the_grammar(served):
@@ -190,9 +233,14 @@ def test_wrong_model_kind_is_422(served):
 def test_another_owner_gets_404(served):
     other = Api(served["url"], create_key(served["env"], "mallory"))
     model_id = served["models"]["translation"]
-    for method, path, body in [("GET", "", None), ("POST", "/translate", {"texts": ["one"]}),
-                               ("POST", "/attention", {"text": "one"}), ("GET", "/anatomy", None),
-                               ("GET", "/neighbors?token=one", None), ("DELETE", "", None)]:
+    for method, path, body in [
+        ("GET", "", None),
+        ("POST", "/translate", {"texts": ["one"]}),
+        ("POST", "/attention", {"text": "one"}),
+        ("GET", "/anatomy", None),
+        ("GET", "/neighbors?token=one", None),
+        ("DELETE", "", None),
+    ]:
         response = other.http.request(method, f"/v1/models/{model_id}{path}", json=body)
         assert response.status_code == 404, (method, path, response.text)
         assert response.json() == {"detail": f"model {model_id} not found"}
@@ -204,8 +252,10 @@ def test_concurrent_requests_share_batches(served):
     """32 requests from 16 clients at once: batched together (in the API's groups and the worker's micro-batches),
     yet each gets exactly the translation it gets alone."""
     texts = [f"{n} " for n in ("one", "two", "three hundred", "forty two", "seven", "ninety nine", "five", "twelve")]
-    alone = {text: api.http.post(f"/v1/models/{model_id}/translate", json={"texts": [text]}).json()["translations"]
-             for text in texts}
+    alone = {
+        text: api.http.post(f"/v1/models/{model_id}/translate", json={"texts": [text]}).json()["translations"]
+        for text in texts
+    }
 
     def one(i: int) -> tuple[str, int, list]:
         text = texts[i % len(texts)]

@@ -26,8 +26,13 @@ def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, 
 
     monkeypatch.delenv("CELERY_BROKER_URL", raising=False)  # Celery prefers it to broker=: the messages would go there
 
-    env = service_env(DATABASE_URL=fresh_postgres_url, CELERY_BROKER_URL=lonely_redis_url, DATA_DIR=str(tmp_path / "var"),
-                      INFERENCE_TIMEOUT_SECONDS="2", INFERENCE_QUEUE_LIMIT="3")
+    env = service_env(
+        DATABASE_URL=fresh_postgres_url,
+        CELERY_BROKER_URL=lonely_redis_url,
+        DATA_DIR=str(tmp_path / "var"),
+        INFERENCE_TIMEOUT_SECONDS="2",
+        INFERENCE_QUEUE_LIMIT="3",
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp_path)
     url = processes.start_api(env, free_port())
@@ -36,16 +41,28 @@ def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, 
         key = create_key(env, "alice")
         model_id = insert_model(env["DATABASE_URL"], "alice")  # no files: no worker looks at it here
         headers = {"Authorization": f"Bearer {key}"}
-        response = httpx.post(f"{url}/v1/models/{model_id}/translate", json={"texts": ["one"]}, headers=headers, timeout=30)
+        response = httpx.post(
+            f"{url}/v1/models/{model_id}/translate", json={"texts": ["one"]}, headers=headers, timeout=30
+        )
         assert response.status_code == 504
         assert "no inference worker answered within 2s" in response.json()["detail"]
         sender = Celery("fill", broker=lonely_redis_url)
         for _ in range(3):
             sender.send_task("service.noop", queue="inference")
         # The API reads the queue depth at most every DEPTH_TTL seconds, so the refusal may take a moment.
-        response = wait_for(lambda: (r := httpx.post(f"{url}/v1/models/{model_id}/translate", json={"texts": ["one"]},
-                                                     headers=headers, timeout=30)).status_code == 503 and r,
-                            timeout=15, what="a 503 once the queue is over its bound")
+        response = wait_for(
+            lambda: (
+                (
+                    r := httpx.post(
+                        f"{url}/v1/models/{model_id}/translate", json={"texts": ["one"]}, headers=headers, timeout=30
+                    )
+                ).status_code
+                == 503
+                and r
+            ),
+            timeout=15,
+            what="a 503 once the queue is over its bound",
+        )
         assert response.headers["retry-after"]
         assert "INFERENCE_QUEUE_LIMIT=3" in response.json()["detail"]
     finally:

@@ -24,8 +24,11 @@ def scrape(url: str) -> Samples:
     """Every sample of a scrape, keyed by (sample name, labels); parsing fails on a malformed exposition."""
     response = httpx.get(f"{url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert response.status_code == 200, response.text
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(response.text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float | None:
@@ -33,9 +36,20 @@ def value(samples: Samples, name: str, **labels: str) -> float | None:
 
 
 def tiny_job(dataset_id: str, max_steps: int) -> dict:
-    return {"objective": "translation", "dataset_id": dataset_id, "model": {"preset": "tiny", "vocab_size": 500},
-            "training": {"max_steps": max_steps, "warmup_steps": 10, "eval_every": max_steps,
-                         "checkpoint_every": max_steps, "max_length": 40, "max_tokens_per_batch": 1024, "seed": 3}}
+    return {
+        "objective": "translation",
+        "dataset_id": dataset_id,
+        "model": {"preset": "tiny", "vocab_size": 500},
+        "training": {
+            "max_steps": max_steps,
+            "warmup_steps": 10,
+            "eval_every": max_steps,
+            "checkpoint_every": max_steps,
+            "max_length": 40,
+            "max_tokens_per_batch": 1024,
+            "seed": 3,
+        },
+    }
 
 
 def jobs_by_status(database_url: str) -> dict[str, int]:
@@ -52,9 +66,16 @@ def test_metrics_of_a_training_job_and_a_translation(tmp_path, fresh_postgres_ur
     Fails when a series is missing or implausible: queue depth disagrees with Redis, tokens/s of the running
     job is absent, jobs by status differ from the database, the translate request or its batch size is not counted.
     """
-    env = service_env(DATABASE_URL=fresh_postgres_url, CELERY_BROKER_URL=redis_url, DATA_DIR=str(tmp_path / "var"),
-                      ARTIFACT_ROOT=str(tmp_path / "artifacts"), METRICS_TOKEN=TOKEN, WORKER_HEARTBEAT_SECONDS="2",
-                      JOB_LEASE_SECONDS="10", JOB_REDISPATCH_SECONDS="600")
+    env = service_env(
+        DATABASE_URL=fresh_postgres_url,
+        CELERY_BROKER_URL=redis_url,
+        DATA_DIR=str(tmp_path / "var"),
+        ARTIFACT_ROOT=str(tmp_path / "artifacts"),
+        METRICS_TOKEN=TOKEN,
+        WORKER_HEARTBEAT_SECONDS="2",
+        JOB_LEASE_SECONDS="10",
+        JOB_REDISPATCH_SECONDS="600",
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp_path)
     url = processes.start_api(env, free_port())
@@ -105,8 +126,10 @@ def test_metrics_of_a_training_job_and_a_translation(tmp_path, fresh_postgres_ur
         assert api.http.post(f"/v1/jobs/{second['id']}/cancel").status_code == 202
         api.wait(second["id"], ("cancelled",), timeout=60)
 
-        response = api.http.post(f"/v1/models/{done['model_id']}/translate",
-                                 json={"texts": ["one", "two hundred", "forty two"], "beam_size": 2})
+        response = api.http.post(
+            f"/v1/models/{done['model_id']}/translate",
+            json={"texts": ["one", "two hundred", "forty two"], "beam_size": 2},
+        )
         assert response.status_code == 200, response.text
         assert "batch_size" not in response.json()
 
@@ -140,9 +163,26 @@ def test_several_api_processes_add_up_in_multiprocess_mode(tmp_path):
     processes = Processes(tmp_path)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    processes.start("api", [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port",
-                            str(port), "--workers", "2", "--log-level", "warning"], env)
+    processes.start(
+        "api",
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "app.main:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        env,
+    )
     try:
+
         def started_pids() -> set[str]:  # each process creates its histogram file when it imports the app
             return {m.group(1) for f in folder.iterdir() if (m := re.fullmatch(r"histogram_(\d+)\.db", f.name))}
 

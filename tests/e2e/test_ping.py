@@ -39,8 +39,9 @@ def test_make_run_serves_health_docs_and_pings_then_stops_on_ctrl_c(tmp_path):
     port = free_port()
     env = service_env(DATA_DIR=str(tmp_path / "var"), PORT=str(port))
     log = open(tmp_path / "make-run.log", "wb")
-    make = subprocess.Popen(["make", "-s", "run"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    make = subprocess.Popen(
+        ["make", "-s", "run"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         health = wait_for(healthy_with_workers(url, 2), timeout=120, what="make run to become healthy")
@@ -48,8 +49,13 @@ def test_make_run_serves_health_docs_and_pings_then_stops_on_ctrl_c(tmp_path):
         assert health["broker"]["detail"].startswith("sqla+sqlite")
         assert sorted(q for w in health["workers"] for q in w["queues"]) == ["inference", "training"]
         assert httpx.get(f"{url}/docs", timeout=5).status_code == 200
-        output = wait_for(lambda: "Local API key" in (tmp_path / "make-run.log").read_text()
-                          and (tmp_path / "make-run.log").read_text(), timeout=30, what="the printed key")
+        output = wait_for(
+            lambda: (
+                "Local API key" in (tmp_path / "make-run.log").read_text() and (tmp_path / "make-run.log").read_text()
+            ),
+            timeout=30,
+            what="the printed key",
+        )
         key = output.split("Local API key", 1)[1].splitlines()[1].strip()
         assert httpx.get(f"{url}/v1/me", headers={"Authorization": f"Bearer {key}"}).status_code == 200
         for queue in ("training", "inference"):
@@ -65,8 +71,12 @@ def test_make_run_serves_health_docs_and_pings_then_stops_on_ctrl_c(tmp_path):
 
 @pytest.fixture
 def production_stack(tmp_path, fresh_postgres_url, redis_url):
-    env = service_env(DATABASE_URL=fresh_postgres_url, CELERY_BROKER_URL=redis_url,
-                      DATA_DIR=str(tmp_path / "var"), ARTIFACT_ROOT=str(tmp_path / "artifacts"))
+    env = service_env(
+        DATABASE_URL=fresh_postgres_url,
+        CELERY_BROKER_URL=redis_url,
+        DATA_DIR=str(tmp_path / "var"),
+        ARTIFACT_ROOT=str(tmp_path / "artifacts"),
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp_path)
     url = processes.start_api(env, free_port())
@@ -99,7 +109,10 @@ def test_redelivered_ping_is_a_no_op(production_stack):
     key = create_key(env, "erin")
     first = _ping_round_trip(url, key, "inference")
     Celery("redeliver", broker=env["CELERY_BROKER_URL"]).send_task("service.ping", args=[first["id"]], queue="training")
-    wait_for(lambda: f"ping {first['id']} already answered" in processes.log("training-e2e"), timeout=30,
-             what="the training worker to receive the duplicate")
+    wait_for(
+        lambda: f"ping {first['id']} already answered" in processes.log("training-e2e"),
+        timeout=30,
+        what="the training worker to receive the duplicate",
+    )
     again = httpx.get(f"{url}/v1/pings/{first['id']}", headers={"Authorization": f"Bearer {key}"}).json()
     assert (again["answered_at"], again["worker"]) == (first["answered_at"], first["worker"])

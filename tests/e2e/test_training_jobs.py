@@ -17,8 +17,13 @@ def data_files(tmp_path_factory):
 @pytest.fixture
 def stack(tmp_path, fresh_postgres_url, redis_url):
     """API + migrations against a fresh PostgreSQL database and Redis; workers started by each test."""
-    env = service_env(DATABASE_URL=fresh_postgres_url, CELERY_BROKER_URL=redis_url, DATA_DIR=str(tmp_path / "var"),
-                      ARTIFACT_ROOT=str(tmp_path / "artifacts"), **FAST_LEASES)
+    env = service_env(
+        DATABASE_URL=fresh_postgres_url,
+        CELERY_BROKER_URL=redis_url,
+        DATA_DIR=str(tmp_path / "var"),
+        ARTIFACT_ROOT=str(tmp_path / "artifacts"),
+        **FAST_LEASES,
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp_path)
     url = processes.start_api(env, free_port())
@@ -91,8 +96,13 @@ def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(st
     api = Api(url, create_key(env, "alice"))
     train = api.upload(data_files["train"], "parallel")
     valid = api.upload(data_files["valid"], "parallel")
-    body = {"objective": "translation", "dataset_id": train["id"], "valid_dataset_id": valid["id"],
-            "model": {"preset": "tiny"}, "training": {"max_minutes": 0.1, "max_length": 40, "seed": 3}}
+    body = {
+        "objective": "translation",
+        "dataset_id": train["id"],
+        "valid_dataset_id": valid["id"],
+        "model": {"preset": "tiny"},
+        "training": {"max_minutes": 0.1, "max_length": 40, "seed": 3},
+    }
     jobs = [api.submit(body) for _ in range(2)]
     assert jobs[0]["auto_settings"]["fields"] == ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"]
     done = [api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=300) for job in jobs]
@@ -103,7 +113,8 @@ def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(st
     chosen = first["chosen"]
     assert done[0]["model"]["vocab_size"] == chosen["vocab_size"]
     assert {k: done[0]["training"][k] for k in ("max_tokens_per_batch", "warmup_steps", "max_steps")} == {
-        k: chosen[k] for k in ("max_tokens_per_batch", "warmup_steps", "max_steps")}
+        k: chosen[k] for k in ("max_tokens_per_batch", "warmup_steps", "max_steps")
+    }
     assert all(first["reasons"][k] for k in chosen)
     # The time budget bound, not the step limit set out of its way; progress says done.
     assert done[0]["progress"]["total_steps"] == chosen["max_steps"] > done[0]["progress"]["step"] > 0

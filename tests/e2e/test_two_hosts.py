@@ -46,10 +46,27 @@ class Cluster:
     held_out: list[int]
 
     def start_worker(self, host: str, queue: str, name: str, pool: str = "prefork", concurrency: int = 1):
-        argv = [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue, "-P", pool,
-                "-c", str(concurrency), "-n", f"{name}@%h", "--loglevel", "INFO"]
-        child = self.processes.start(name, self.hosts.command(host, argv),
-                                     {**self.env, "DATA_DIR": str(self.hosts.data_dirs[host])})
+        argv = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "worker.celery_app",
+            "worker",
+            "-Q",
+            queue,
+            "-P",
+            pool,
+            "-c",
+            str(concurrency),
+            "-n",
+            f"{name}@%h",
+            "--loglevel",
+            "INFO",
+        ]
+        child = self.processes.start(
+            name, self.hosts.command(host, argv), {**self.env, "DATA_DIR": str(self.hosts.data_dirs[host])}
+        )
         wait_for(lambda: self._seen(name), timeout=90, what=f"worker {name} on {host}")
         return child
 
@@ -91,8 +108,13 @@ def cluster(tmp_path_factory, postgres_url, redis_url, s3_server):
     for host in ("host-a", "host-b", "host-c", "host-d"):
         hosts.add(host)
     bucket = s3_server.bucket_name()
-    env = service_env(DATABASE_URL=services.with_database(postgres_url, name), CELERY_BROKER_URL=redis_url,
-                      ARTIFACT_ROOT=f"s3://{bucket}/{PREFIX}", **s3_server.env, **FAST_LEASES)
+    env = service_env(
+        DATABASE_URL=services.with_database(postgres_url, name),
+        CELERY_BROKER_URL=redis_url,
+        ARTIFACT_ROOT=f"s3://{bucket}/{PREFIX}",
+        **s3_server.env,
+        **FAST_LEASES,
+    )
     api_env = {**env, "DATA_DIR": str(tmp / "api")}
     run_cli(api_env, "migrate")
     processes = Processes(tmp)
@@ -101,8 +123,10 @@ def cluster(tmp_path_factory, postgres_url, redis_url, s3_server):
         wait_for(lambda: _answers(url), timeout=60, what="the API")
         api = Api(url, create_key(api_env, "alice"))
         train_numbers, held_out = split_numbers(0, 999, held_out=0.1, seed=0)
-        numbers = api.upload(write_jsonl(tmp / "numbers.jsonl",
-                                         numbers_to_words_task(len(train_numbers), numbers=train_numbers)), "parallel")
+        numbers = api.upload(
+            write_jsonl(tmp / "numbers.jsonl", numbers_to_words_task(len(train_numbers), numbers=train_numbers)),
+            "parallel",
+        )
         yield Cluster(url, env, processes, hosts, s3_server, bucket, api, numbers, held_out)
     finally:
         processes.stop(timeout=30)
@@ -118,10 +142,21 @@ def _answers(url: str) -> bool:
 
 
 def _numbers_job(dataset_id: str, **training) -> dict:
-    base = {"max_steps": 300, "warmup_steps": 50, "eval_every": 100, "checkpoint_every": 100, "max_length": 40,
-            "max_tokens_per_batch": 2048, "seed": 3}
-    return {"objective": "translation", "dataset_id": dataset_id, "model": {"preset": "tiny", "vocab_size": 500},
-            "training": {**base, **training}}
+    base = {
+        "max_steps": 300,
+        "warmup_steps": 50,
+        "eval_every": 100,
+        "checkpoint_every": 100,
+        "max_length": 40,
+        "max_tokens_per_batch": 2048,
+        "seed": 3,
+    }
+    return {
+        "objective": "translation",
+        "dataset_id": dataset_id,
+        "model": {"preset": "tiny", "vocab_size": 500},
+        "training": {**base, **training},
+    }
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -146,7 +181,9 @@ def test_model_trained_on_host_a_is_served_from_s3_on_host_b(cluster):
     checkpoints = [f"jobs/{job['id']}/checkpoints/step-{c['step']:08d}" for c in cluster.api.checkpoints(job["id"])]
     assert checkpoints and all(f"{c}/manifest.json" in cluster.objects(c + "/") for c in checkpoints)
     model_objects = cluster.objects(f"models/{model_id}/")
-    assert f"models/{model_id}/manifest.json" in model_objects and f"models/{model_id}/model.safetensors" in model_objects
+    assert (
+        f"models/{model_id}/manifest.json" in model_objects and f"models/{model_id}/model.safetensors" in model_objects
+    )
     # Host A read the dataset from S3 and wrote its checkpoints and the model in its own cache.
     assert (cluster.cache("host-a") / dataset_key).is_file()
     assert (cluster.cache("host-a") / "models" / model_id / "manifest.json").is_file()
@@ -156,17 +193,20 @@ def test_model_trained_on_host_a_is_served_from_s3_on_host_b(cluster):
     shutil.rmtree(cluster.hosts.data_dirs["host-a"] / "cache")
 
     numbers = cluster.held_out[:8]
-    response = cluster.api.http.post(f"/v1/models/{model_id}/translate",
-                                     json={"texts": [num2words(n, lang="en") for n in numbers], "beam_size": 4})
+    response = cluster.api.http.post(
+        f"/v1/models/{model_id}/translate", json={"texts": [num2words(n, lang="en") for n in numbers], "beam_size": 4}
+    )
     assert response.status_code == 200, response.text
-    correct = sum(t["text"] == num2words(n, lang="de")
-                  for t, n in zip(response.json()["translations"], numbers))
+    correct = sum(t["text"] == num2words(n, lang="de") for t, n in zip(response.json()["translations"], numbers))
     assert correct >= 6, response.json()["translations"]
     fetched = _files(cluster.cache("host-b") / "models" / model_id)
     client = cluster.s3.client()
-    assert fetched == {name.removeprefix(f"models/{model_id}/"):
-                       client.get_object(Bucket=cluster.bucket, Key=f"{PREFIX}/{name}")["Body"].read()
-                       for name in model_objects}
+    assert fetched == {
+        name.removeprefix(f"models/{model_id}/"): client.get_object(Bucket=cluster.bucket, Key=f"{PREFIX}/{name}")[
+            "Body"
+        ].read()
+        for name in model_objects
+    }
     assert json.loads(fetched["manifest.json"])["files"].keys() <= fetched.keys()
     assert not (cluster.hosts.data_dirs["host-a"] / "cache").exists()  # B did not refill A's folder
     assert re.search(rf'"GET /{cluster.bucket}/{PREFIX}/models/{model_id}/model.safetensors', _moto_log(cluster))
@@ -179,10 +219,10 @@ def test_checkpoint_written_on_one_host_resumes_on_another(cluster):
     loses more than one checkpoint interval, or the store keeps checkpoints the database no longer lists."""
     cluster.stop_workers()
     doomed = cluster.start_worker("host-c", "training", "doomed")
-    job = cluster.api.submit(_numbers_job(cluster.numbers["id"], max_steps=160, checkpoint_every=40, eval_every=40,
-                                          keep_checkpoints=2))
-    wait_for(lambda: any(c["step"] >= 40 for c in cluster.api.checkpoints(job["id"])), timeout=300,
-             what="a checkpoint")
+    job = cluster.api.submit(
+        _numbers_job(cluster.numbers["id"], max_steps=160, checkpoint_every=40, eval_every=40, keep_checkpoints=2)
+    )
+    wait_for(lambda: any(c["step"] >= 40 for c in cluster.api.checkpoints(job["id"])), timeout=300, what="a checkpoint")
     killed_at = cluster.api.job(job["id"])["progress"]["step"]
     os.killpg(doomed.pid, signal.SIGKILL)
     doomed.wait()

@@ -11,27 +11,51 @@ from tests.support.stack import ROOT, free_port, healthy_with_workers, service_e
 
 
 def _cli(env, *args, timeout=120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
     port = free_port()
     env = service_env(DATA_DIR=str(tmp_path / "var"), PORT=str(port), TRANSFORMER_URL=f"http://127.0.0.1:{port}")
     log = open(tmp_path / "serve.log", "wb")
-    server = subprocess.Popen([sys.executable, "-m", "app.cli", "serve"], cwd=ROOT, env=env, stdout=log,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         wait_for(healthy_with_workers(f"http://127.0.0.1:{port}", 2), timeout=120, what="the embedded service")
         demo = _cli(env, "model.demo", str(tmp_path / "demo"))
         assert demo.returncode == 0, demo.stderr
-        upload = _cli(env, "app.cli", "upload", str(tmp_path / "demo" / "numbers_en_de_train.jsonl"), "--kind", "parallel")
+        upload = _cli(
+            env, "app.cli", "upload", str(tmp_path / "demo" / "numbers_en_de_train.jsonl"), "--kind", "parallel"
+        )
         assert upload.returncode == 0, upload.stderr
         dataset_id = upload.stdout.strip()
-        submit = _cli(env, "app.cli", "submit", "--dataset", dataset_id, "--max-steps", "60",
-                      "--set", "model.vocab_size=500", "--set", "training.eval_every=30",
-                      "--set", "training.checkpoint_every=30", "--set", "training.warmup_steps=30",
-                      "--set", "training.max_tokens_per_batch=2048")
+        submit = _cli(
+            env,
+            "app.cli",
+            "submit",
+            "--dataset",
+            dataset_id,
+            "--max-steps",
+            "60",
+            "--set",
+            "model.vocab_size=500",
+            "--set",
+            "training.eval_every=30",
+            "--set",
+            "training.checkpoint_every=30",
+            "--set",
+            "training.warmup_steps=30",
+            "--set",
+            "training.max_tokens_per_batch=2048",
+        )
         assert submit.returncode == 0, submit.stderr
         job_id = submit.stdout.strip()
         watch = _cli(env, "app.cli", "status", job_id, "--watch", "--interval", "1", timeout=400)

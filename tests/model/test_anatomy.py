@@ -48,8 +48,12 @@ def test_groups_name_the_papers_matrices_per_component():
     assert [g["symbol"] for g in cross] == ["W_Q", "b_Q", "W_K", "b_K", "W_V", "b_V", "W_O", "b_O"]
     assert all(g["shape"] in ([64, 64], [64]) for g in cross)
     ffn = [g for g in groups if g["component"] == "encoder.layers.0.ffn"]
-    assert [(g["symbol"], g["shape"]) for g in ffn] == [("W_1", [256, 64]), ("b_1", [256]), ("W_2", [64, 256]),
-                                                        ("b_2", [64])]
+    assert [(g["symbol"], g["shape"]) for g in ffn] == [
+        ("W_1", [256, 64]),
+        ("b_1", [256]),
+        ("W_2", [64, 256]),
+        ("b_2", [64]),
+    ]
     assert [g["name"] for g in groups if g["component"] == "embeddings"] == ["shared.weight"]
 
 

@@ -31,6 +31,7 @@ def batch(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
 
 # --- config -----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     "overrides, message",
     [
@@ -76,6 +77,7 @@ def test_config_dict_round_trip_and_unknown_keys_refused():
 
 # --- attention --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_sdpa_path_equals_explicit_softmax_path(causal):
     torch.manual_seed(0)
@@ -105,6 +107,7 @@ def test_self_attention_kv_cache_matches_full_causal_attention():
 
 
 # --- positions and embeddings -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("num_positions, d_model", [(256, 512), (64, 64), (10, 7)])
 def test_positional_encoding_equals_marian_sinusoidal_embedding(num_positions, d_model):
@@ -180,6 +183,7 @@ def test_tiny_initialisation_is_xavier_linears_zero_biases_normal_embeddings():
 
 # --- the full model ---------------------------------------------------------------------------------------
 
+
 def test_forward_returns_logits_for_every_target_position():
     model = make_model()
     src, tgt = batch()
@@ -207,8 +211,9 @@ def test_padded_source_positions_are_never_attended():
     other[1, 5:] = torch.arange(5, 9) + 10  # different ids under the same padding mask
     memory_a, memory_b = model.encode(src, pad_mask), model.encode(other, pad_mask)
     torch.testing.assert_close(memory_a[1, :5], memory_b[1, :5], atol=1e-6, rtol=0)
-    torch.testing.assert_close(model.decode(tgt, memory_a, pad_mask), model.decode(tgt, memory_b, pad_mask),
-                               atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        model.decode(tgt, memory_a, pad_mask), model.decode(tgt, memory_b, pad_mask), atol=1e-6, rtol=0
+    )
 
 
 def test_extra_source_padding_does_not_change_logits():
@@ -304,22 +309,40 @@ def test_weights_map_key_by_key_onto_marian():
     transformers = pytest.importorskip("transformers")
     model = make_model()
     c = model.config
-    marian = transformers.MarianMTModel(transformers.MarianConfig(
-        vocab_size=V, d_model=c.d_model, encoder_layers=c.n_encoder_layers, decoder_layers=c.n_decoder_layers,
-        encoder_attention_heads=c.n_heads, decoder_attention_heads=c.n_heads, encoder_ffn_dim=c.d_ff,
-        decoder_ffn_dim=c.d_ff, activation_function=c.activation, max_position_embeddings=c.max_positions,
-        pad_token_id=c.pad_id, eos_token_id=c.eos_id, decoder_start_token_id=c.bos_id, scale_embedding=True,
-        share_encoder_decoder_embeddings=True, tie_word_embeddings=True,
-        dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
-    )).eval()
+    marian = transformers.MarianMTModel(
+        transformers.MarianConfig(
+            vocab_size=V,
+            d_model=c.d_model,
+            encoder_layers=c.n_encoder_layers,
+            decoder_layers=c.n_decoder_layers,
+            encoder_attention_heads=c.n_heads,
+            decoder_attention_heads=c.n_heads,
+            encoder_ffn_dim=c.d_ff,
+            decoder_ffn_dim=c.d_ff,
+            activation_function=c.activation,
+            max_position_embeddings=c.max_positions,
+            pad_token_id=c.pad_id,
+            eos_token_id=c.eos_id,
+            decoder_start_token_id=c.bos_id,
+            scale_embedding=True,
+            share_encoder_decoder_embeddings=True,
+            tie_word_embeddings=True,
+            dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+        )
+    ).eval()
     renamed = {}
     for key, value in model.state_dict().items():
         key = key.replace(".ffn.", ".")
         renamed[key if key.startswith("lm_head") else f"model.{key}"] = value
     result = marian.load_state_dict(renamed, strict=False)
     assert result.unexpected_keys == []
-    assert set(result.missing_keys) <= {"final_logits_bias", "model.encoder.embed_positions.weight",
-                                        "model.decoder.embed_positions.weight"}
+    assert set(result.missing_keys) <= {
+        "final_logits_bias",
+        "model.encoder.embed_positions.weight",
+        "model.decoder.embed_positions.weight",
+    }
     src, tgt = batch()
     with torch.no_grad():
         expected = marian(input_ids=src, attention_mask=src != 0, decoder_input_ids=tgt).logits

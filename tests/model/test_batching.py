@@ -20,8 +20,13 @@ from model.tokenizer import Tokenizer
 
 def _examples(n: int = 300, seed: int = 0) -> list[Example]:
     rng = random.Random(seed)
-    return [Example([rng.randint(5, 99) for _ in range(rng.randint(1, 40))],
-                    [rng.randint(5, 99) for _ in range(rng.randint(1, 40))]) for _ in range(n)]
+    return [
+        Example(
+            [rng.randint(5, 99) for _ in range(rng.randint(1, 40))],
+            [rng.randint(5, 99) for _ in range(rng.randint(1, 40))],
+        )
+        for _ in range(n)
+    ]
 
 
 def _plan(batcher: TokenBatcher) -> list[tuple[int, ...]]:
@@ -29,6 +34,7 @@ def _plan(batcher: TokenBatcher) -> list[tuple[int, ...]]:
 
 
 # -- collation ----------------------------------------------------------------------------------------------
+
 
 def test_collate_adds_bos_eos_and_pads_with_zero():
     batch = collate([Example([7, 8, 9], [10, 11]), Example([7], [10, 11, 12, 13])])
@@ -40,6 +46,7 @@ def test_collate_adds_bos_eos_and_pads_with_zero():
 
 
 # -- token batching -----------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("shuffle", [True, False])
 def test_batches_fit_max_tokens_and_cover_every_example_once(shuffle):
@@ -73,8 +80,9 @@ def test_same_seed_same_batches_and_epochs_differ():
     assert epoch0 == _plan(b)
     assert _plan(a) != epoch0  # epoch 1 is reshuffled
     assert _plan(TokenBatcher(_examples(), max_tokens=200, seed=4)) != epoch0
-    assert _plan(TokenBatcher(_examples(), max_tokens=200, shuffle=False)) == \
-        _plan(TokenBatcher(_examples(), max_tokens=200, shuffle=False, seed=9))
+    assert _plan(TokenBatcher(_examples(), max_tokens=200, shuffle=False)) == _plan(
+        TokenBatcher(_examples(), max_tokens=200, shuffle=False, seed=9)
+    )
 
 
 def test_resume_from_state_dict_continues_the_same_sequence():
@@ -142,6 +150,7 @@ def test_examples_can_change_per_epoch():
 
 
 # -- objectives ---------------------------------------------------------------------------------------------
+
 
 def _is_infilling(src: list[int], tgt: list[int]) -> bool:
     """True when replacing each <mask> in src by a non-empty run of tokens can give tgt."""

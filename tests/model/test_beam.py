@@ -27,6 +27,7 @@ PAD, BOS, EOS = 0, 1, 2
 
 # -- helpers shared with test_inference and test_export -----------------------------------------------------
 
+
 @contextlib.contextmanager
 def single_thread() -> Iterator[None]:
     """torch on one thread: tiny models gain little from a second one, and on a shared CPU every op of a
@@ -39,8 +40,13 @@ def single_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def train_tiny(examples: Sequence[Example] | Callable[[int], Sequence[Example]], vocab_size: int, steps: int,
-               peak_lr: float = 3e-3, seed: int = 0) -> Transformer:
+def train_tiny(
+    examples: Sequence[Example] | Callable[[int], Sequence[Example]],
+    vocab_size: int,
+    steps: int,
+    peak_lr: float = 3e-3,
+    seed: int = 0,
+) -> Transformer:
     """A tiny-preset model trained with model.step.train_step; warm-up then linear decay to 0, so the last
     steps are calm and the result does not depend on where a noisy step happened to land.
 
@@ -49,12 +55,23 @@ def train_tiny(examples: Sequence[Example] | Callable[[int], Sequence[Example]],
         return _train(examples, vocab_size, steps, peak_lr, seed)
 
 
-def _train(examples: Sequence[Example] | Callable[[int], Sequence[Example]], vocab_size: int, steps: int,
-           peak_lr: float, seed: int) -> Transformer:
+def _train(
+    examples: Sequence[Example] | Callable[[int], Sequence[Example]],
+    vocab_size: int,
+    steps: int,
+    peak_lr: float,
+    seed: int,
+) -> Transformer:
     torch.manual_seed(seed)
     model = Transformer(ModelConfig.from_preset("tiny", vocab_size, max_positions=64))
-    config = TrainConfig(max_steps=steps, peak_lr=peak_lr, warmup_steps=steps // 10, label_smoothing=0.0,
-                         max_tokens_per_batch=1024, seed=seed)
+    config = TrainConfig(
+        max_steps=steps,
+        peak_lr=peak_lr,
+        warmup_steps=steps // 10,
+        label_smoothing=0.0,
+        max_tokens_per_batch=1024,
+        seed=seed,
+    )
     optimizer = build_optimizer(model, config)
     batcher = TokenBatcher(examples, max_tokens=config.max_tokens_per_batch, seed=seed)
     batches = iter(batcher)
@@ -83,6 +100,7 @@ def reverse_sources(tokenizer: Tokenizer, n: int, seed: int = 99) -> list[list[i
 
 
 # -- fixtures -------------------------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module", autouse=True)
 def one_thread() -> Iterator[None]:
@@ -114,6 +132,7 @@ def tokens_and_scores(nbest: list[list]) -> tuple[list, list]:
 
 # -- beam size 1 is greedy ------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("which", ["random", "trained"])
 def test_beam_size_1_equals_greedy_decode(which, random_model, trained):
     model = random_model if which == "random" else trained[0]
@@ -133,6 +152,7 @@ def test_beam_size_1_equals_greedy_decode_on_a_padded_batch(trained):
 
 # -- the KV cache ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("which", ["random", "trained"])
 def test_cached_decoding_equals_full_recomputation(which, random_model, trained):
     model = random_model if which == "random" else trained[0]
@@ -147,6 +167,7 @@ def test_cached_decoding_equals_full_recomputation(which, random_model, trained)
 
 
 # -- batching -------------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("which", ["random", "trained"])
 def test_a_padded_batch_equals_its_sentences_one_by_one(which, random_model, trained):
@@ -178,6 +199,7 @@ def test_default_maximum_length_is_greedys_and_capped_by_max_positions(random_mo
 
 
 # -- scores, n-best, length penalty ---------------------------------------------------------------------------
+
 
 def test_n_best_is_sorted_by_score_and_scores_are_log_prob_over_length_penalty(trained):
     model, tokenizer = trained
@@ -217,8 +239,15 @@ class ScriptedModel(nn.Module):
 
     def __init__(self, table: dict[tuple[int, ...], dict[int, float]], vocab_size: int = 10) -> None:
         super().__init__()
-        self.config = ModelConfig(vocab_size=vocab_size, d_model=4, n_heads=1, n_encoder_layers=1,
-                                  n_decoder_layers=1, d_ff=4, max_positions=16)
+        self.config = ModelConfig(
+            vocab_size=vocab_size,
+            d_model=4,
+            n_heads=1,
+            n_encoder_layers=1,
+            n_decoder_layers=1,
+            d_ff=4,
+            max_positions=16,
+        )
         self.table = table
         self.anchor = nn.Parameter(torch.zeros(1))
         self._prefixes: list[tuple[int, ...]] = []
@@ -289,11 +318,15 @@ def test_search_stops_once_every_sentence_has_beam_size_finished_hypotheses(rand
 
 # -- arguments and modes --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"beam_size": 0}, "beam_size=0"),
-    ({"beam_size": 2, "n_best": 3}, "n_best=3"),
-    ({"alpha": -0.1}, "alpha=-0.1"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"beam_size": 0}, "beam_size=0"),
+        ({"beam_size": 2, "n_best": 3}, "n_best=3"),
+        ({"alpha": -0.1}, "alpha=-0.1"),
+    ],
+)
 def test_invalid_arguments_are_refused_with_the_value(random_model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         beam_search(random_model, torch.tensor([[5, EOS]]), **kwargs)

@@ -21,8 +21,12 @@ MEASURED = BudgetInputs(max_minutes=20, training_pairs=54_249, longest_example=9
 
 def test_the_measured_20_minute_run_gets_the_recipe_that_won_there():
     choice = choose(ALL, MEASURED)
-    assert choice.chosen == {"vocab_size": 4000, "max_tokens_per_batch": 1536, "warmup_steps": 400,
-                             "max_steps": TIME_BINDS_STEPS}
+    assert choice.chosen == {
+        "vocab_size": 4000,
+        "max_tokens_per_batch": 1536,
+        "warmup_steps": 400,
+        "max_steps": TIME_BINDS_STEPS,
+    }
     assert 1900 <= choice.expected_updates <= 2100  # the run made 2,086 updates at 1,500 tokens
     assert set(choice.reasons) == set(ALL) and all(choice.reasons.values())
     assert choice.inputs["tokens_per_second"] == 2745 and choice.inputs["training_pairs"] == 54_249
@@ -44,13 +48,15 @@ def test_a_longer_budget_or_a_faster_host_affords_larger_batches_and_more_update
 
 
 def test_the_batch_holds_the_longest_example_and_fits_in_memory():
-    tiny_budget = choose(ALL, BudgetInputs(max_minutes=0.5, training_pairs=1000, longest_example=40,
-                                           tokens_per_second=500))
+    tiny_budget = choose(
+        ALL, BudgetInputs(max_minutes=0.5, training_pairs=1000, longest_example=40, tokens_per_second=500)
+    )
     assert tiny_budget.chosen["max_tokens_per_batch"] == MIN_BATCH_TOKENS
     assert "smallest batch" in tiny_budget.reasons["max_tokens_per_batch"]
     assert tiny_budget.chosen["warmup_steps"] == 100  # the floor
-    long_sentences = choose(ALL, BudgetInputs(max_minutes=0.5, training_pairs=1000, longest_example=3000,
-                                              tokens_per_second=500))
+    long_sentences = choose(
+        ALL, BudgetInputs(max_minutes=0.5, training_pairs=1000, longest_example=3000, tokens_per_second=500)
+    )
     assert long_sentences.chosen["max_tokens_per_batch"] == 3000
     capped = choose(ALL, BudgetInputs(**{**MEASURED.__dict__, "tokens_per_second": 1e6, "max_batch_tokens": 4096}))
     assert capped.chosen["max_tokens_per_batch"] == 4096
@@ -69,13 +75,18 @@ def test_only_the_fields_left_out_are_chosen():
     choice = choose(["warmup_steps"], MEASURED, fixed={"max_tokens_per_batch": 4096})
     assert choice.chosen == {"warmup_steps": 150}  # 4,096-token batches: ~740 updates, a fifth of them
     assert choose(["vocab_size", "max_steps"], BudgetInputs(max_minutes=5, training_pairs=10)).chosen == {
-        "vocab_size": 2000, "max_steps": TIME_BINDS_STEPS}  # no throughput needed
+        "vocab_size": 2000,
+        "max_steps": TIME_BINDS_STEPS,
+    }  # no throughput needed
 
 
-@pytest.mark.parametrize("fields, inputs, message", [
-    (["d_model"], MEASURED, "cannot choose"),
-    (["max_tokens_per_batch"], BudgetInputs(max_minutes=5, training_pairs=10), "tokens_per_second"),
-])
+@pytest.mark.parametrize(
+    "fields, inputs, message",
+    [
+        (["d_model"], MEASURED, "cannot choose"),
+        (["max_tokens_per_batch"], BudgetInputs(max_minutes=5, training_pairs=10), "tokens_per_second"),
+    ],
+)
 def test_impossible_choices_name_the_problem(fields, inputs, message):
     with pytest.raises(ValueError, match=message):
         choose(fields, inputs)
@@ -88,8 +99,9 @@ def test_bad_inputs_are_refused():
         BudgetInputs(max_minutes=1, training_pairs=10, devices=0)
 
 
-@pytest.mark.parametrize("pairs, vocabulary", [(500, 2000), (54_249, 4000), (250_000, 8000), (1_000_000, 16000),
-                                               (4_500_000, 32000)])
+@pytest.mark.parametrize(
+    "pairs, vocabulary", [(500, 2000), (54_249, 4000), (250_000, 8000), (1_000_000, 16000), (4_500_000, 32000)]
+)
 def test_vocabulary_grows_with_the_corpus(pairs, vocabulary):
     assert choose_vocabulary(pairs)[0] == vocabulary
 

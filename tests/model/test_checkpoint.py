@@ -13,28 +13,24 @@ import torch
 from safetensors.torch import load_file
 
 from model import checkpoint as ckpt_module
-from model.checkpoint import (
+from model import checkpoint_files
+from model.checkpoint import latest_good_checkpoint, load_checkpoint, load_model, save_checkpoint
+from model.checkpoint_average import average_checkpoints, write_averaged_checkpoint
+from model.checkpoint_files import (
     MANIFEST_FILE,
     MODEL_FILE,
     OPTIMIZER_FILE,
     CheckpointError,
-    average_checkpoints,
-    capture_rng_state,
     checkpoint_sha256,
-    latest_good_checkpoint,
     list_checkpoints,
-    load_checkpoint,
-    load_model,
-    load_optimizer_state,
-    restore_rng_state,
-    save_checkpoint,
     step_dir,
     verify_checkpoint,
-    write_averaged_checkpoint,
 )
+from model.checkpoint_tensors import load_optimizer_state
 from model.config import ModelConfig
 from model.decoding import greedy_decode
 from model.demo import reverse_task
+from model.rng_state import capture_rng_state, restore_rng_state
 from model.tokenizer import Tokenizer
 
 
@@ -62,8 +58,16 @@ def trained_optimizer(model) -> torch.optim.Adam:
 
 
 def save(root: Path, step: int, model, tokenizer, optimizer=None) -> Path:
-    return save_checkpoint(step_dir(root, step), model, tokenizer, "translation", step=step, metrics={"loss": 1.5},
-                           optimizer=optimizer or trained_optimizer(model), trainer_state={"step": step})
+    return save_checkpoint(
+        step_dir(root, step),
+        model,
+        tokenizer,
+        "translation",
+        step=step,
+        metrics={"loss": 1.5},
+        optimizer=optimizer or trained_optimizer(model),
+        trainer_state={"step": step},
+    )
 
 
 def flip_byte(path: Path, offset: int = -100) -> None:
@@ -74,12 +78,19 @@ def flip_byte(path: Path, offset: int = -100) -> None:
 
 # -- round trip -----------------------------------------------------------------------------------------------
 
+
 def test_checkpoint_round_trips_weights_optimizer_and_metadata(tokenizer, tmp_path):
     model = make_model(tokenizer)
     optimizer = trained_optimizer(model)
     path = save(tmp_path, 7, model, tokenizer, optimizer)
-    assert sorted(p.name for p in path.iterdir()) == ["config.json", "manifest.json", "model.safetensors",
-                                                      "optimizer.safetensors", "tokenizer.json", "trainer_state.json"]
+    assert sorted(p.name for p in path.iterdir()) == [
+        "config.json",
+        "manifest.json",
+        "model.safetensors",
+        "optimizer.safetensors",
+        "tokenizer.json",
+        "trainer_state.json",
+    ]
     ckpt = load_checkpoint(path)
     assert ckpt.step == 7 and ckpt.objective == "translation" and ckpt.meta["metrics"] == {"loss": 1.5}
     assert ckpt.model_config == model.config and ckpt.tokenizer.fingerprint == tokenizer.fingerprint
@@ -92,8 +103,9 @@ def test_checkpoint_round_trips_weights_optimizer_and_metadata(tokenizer, tmp_pa
     fresh.load_state_dict(ckpt.model_state)
     fresh_optimizer = torch.optim.Adam(fresh.parameters(), lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
     load_optimizer_state(fresh_optimizer, fresh, ckpt.optimizer_state)
-    for (_, a), (_, b) in zip(sorted(optimizer.state_dict()["state"].items()),
-                              sorted(fresh_optimizer.state_dict()["state"].items())):
+    for (_, a), (_, b) in zip(
+        sorted(optimizer.state_dict()["state"].items()), sorted(fresh_optimizer.state_dict()["state"].items())
+    ):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert fresh_optimizer.param_groups[0]["betas"] == (0.9, 0.98)
 
@@ -151,6 +163,7 @@ def test_cuda_rng_states_restore_on_a_host_with_another_gpu_count(monkeypatch, s
 
 # -- atomic writes and hashes ---------------------------------------------------------------------------------
 
+
 def test_manifest_lists_every_file_with_its_sha256(tokenizer, tmp_path):
     path = save(tmp_path, 1, make_model(tokenizer), tokenizer)
     manifest = json.loads((path / MANIFEST_FILE).read_text())
@@ -171,7 +184,7 @@ def test_a_failed_write_leaves_neither_checkpoint_nor_temporary_directory(tokeni
             raise OSError("disk full")
         Path(path).write_bytes(data)
 
-    monkeypatch.setattr(ckpt_module, "_write_synced", failing_write)
+    monkeypatch.setattr(checkpoint_files, "_write_synced", failing_write)
     with pytest.raises(OSError, match="disk full"):
         save(tmp_path, 1, make_model(tokenizer), tokenizer)
     assert list(tmp_path.iterdir()) == []
@@ -208,8 +221,12 @@ def test_latest_good_checkpoint_falls_back_past_corrupted_and_torn_ones(tokenize
     (tmp_path / ".tmp-step-00000050-abcd").mkdir()  # a crashed writer's leftovers are never candidates
     (step_dir(tmp_path, 20) / "trainer_state.json").write_text('{"step": 99}')
     assert latest_good_checkpoint(tmp_path) == step_dir(tmp_path, 10)
-    assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000010", "step-00000020", "step-00000030",
-                                                            "step-00000040"]
+    assert [p.name for p in list_checkpoints(tmp_path)] == [
+        "step-00000010",
+        "step-00000020",
+        "step-00000030",
+        "step-00000040",
+    ]
     assert latest_good_checkpoint(tmp_path / "missing") is None
 
 
@@ -238,7 +255,18 @@ def test_a_pickle_in_place_of_a_checkpoint_file_is_never_unpickled(tokenizer, tm
 
 
 def test_checkpoint_code_never_unpickles():
-    for name in ("checkpoint.py", "trainer.py", "train_config.py", "prepare.py", "step.py", "evaluate.py"):
+    for name in (
+        "checkpoint.py",
+        "checkpoint_files.py",
+        "checkpoint_tensors.py",
+        "checkpoint_average.py",
+        "rng_state.py",
+        "trainer.py",
+        "train_config.py",
+        "prepare.py",
+        "step.py",
+        "evaluate.py",
+    ):
         source = (Path(ckpt_module.__file__).parent / name).read_text()
         assert "import pickle" not in source and "torch.save" not in source
         for call in re.findall(r"torch\.load\([^)]*\)", source):
@@ -254,6 +282,7 @@ def test_wrong_tokenizer_is_refused(tokenizer, tmp_path):
 
 
 # -- averaging (Sec. 6.1) -------------------------------------------------------------------------------------
+
 
 def test_average_of_two_checkpoints_is_the_mean_of_their_tensors(tokenizer, tmp_path):
     a, b = make_model(tokenizer, seed=0), make_model(tokenizer, seed=1)
@@ -291,8 +320,8 @@ def test_averaging_needs_a_checkpoint():
 def test_files_are_fsynced_before_the_rename(tokenizer, tmp_path, monkeypatch):
     events = []
     real_fsync, real_rename = os.fsync, os.rename
-    monkeypatch.setattr(ckpt_module.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
-    monkeypatch.setattr(ckpt_module.os, "rename", lambda a, b: (events.append("rename"), real_rename(a, b))[1])
+    monkeypatch.setattr(checkpoint_files.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(checkpoint_files.os, "rename", lambda a, b: (events.append("rename"), real_rename(a, b))[1])
     save(tmp_path, 1, make_model(tokenizer), tokenizer)
     assert events.index("rename") >= 7  # six files and the temporary directory first
     assert events[-1] == "fsync"  # then the parent directory, so the rename itself is durable

@@ -33,8 +33,10 @@ def test_tsv_parses():
 
 
 def test_blank_lines_crlf_bom_and_extra_fields_are_tolerated():
-    data = ("\ufeff" + '{"source": " the cat sat ", "target": "die Katze saß", "id": 7}\r\n\r\n  \n'
-            '{"source": "green apples", "target": "grüne Äpfel"}').encode("utf-8")
+    data = (
+        "\ufeff" + '{"source": " the cat sat ", "target": "die Katze saß", "id": 7}\r\n\r\n  \n'
+        '{"source": "green apples", "target": "grüne Äpfel"}'
+    ).encode("utf-8")
     assert parse_parallel_bytes(data) == PAIRS
     assert parse_monolingual_bytes(b"one\r\n\r\n  two  \n\n") == ["one", "two"]
 
@@ -57,20 +59,23 @@ def test_read_monolingual(tmp_path):
 GOOD = '{"source": "a", "target": "b"}\n'
 
 
-@pytest.mark.parametrize("data, fmt, line, problem", [
-    (GOOD + '{"source": "a", "target": \n', "auto", 2, "invalid JSON"),
-    (GOOD + GOOD + '{"source": "a"}\n', "auto", 3, 'missing field "target"'),
-    (GOOD + '{"target": "b"}\n', "auto", 2, 'missing field "source"'),
-    (GOOD + '{"source": "  ", "target": "b"}\n', "auto", 2, "empty source"),
-    (GOOD + '{"source": "a", "target": ""}\n', "auto", 2, "empty target"),
-    (GOOD + '{"source": 3, "target": "b"}\n', "auto", 2, 'field "source" must be a string'),
-    (GOOD + '["a", "b"]\n', "auto", 2, "JSON object"),
-    ("a\tb\n\nc\td\te\n", "auto", 3, "expected 2 tab-separated columns"),
-    ("a\tb\nno tab here\n", "auto", 2, "got 1"),
-    ("a\tb\n\tb\n", "auto", 2, "empty source"),
-    ("a\tb\nx\t \n", "tsv", 2, "empty target"),
-    ("a\tb\n", "jsonl", 1, "invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "data, fmt, line, problem",
+    [
+        (GOOD + '{"source": "a", "target": \n', "auto", 2, "invalid JSON"),
+        (GOOD + GOOD + '{"source": "a"}\n', "auto", 3, 'missing field "target"'),
+        (GOOD + '{"target": "b"}\n', "auto", 2, 'missing field "source"'),
+        (GOOD + '{"source": "  ", "target": "b"}\n', "auto", 2, "empty source"),
+        (GOOD + '{"source": "a", "target": ""}\n', "auto", 2, "empty target"),
+        (GOOD + '{"source": 3, "target": "b"}\n', "auto", 2, 'field "source" must be a string'),
+        (GOOD + '["a", "b"]\n', "auto", 2, "JSON object"),
+        ("a\tb\n\nc\td\te\n", "auto", 3, "expected 2 tab-separated columns"),
+        ("a\tb\nno tab here\n", "auto", 2, "got 1"),
+        ("a\tb\n\tb\n", "auto", 2, "empty source"),
+        ("a\tb\nx\t \n", "tsv", 2, "empty target"),
+        ("a\tb\n", "jsonl", 1, "invalid JSON"),
+    ],
+)
 def test_bad_parallel_rows_raise_data_error_naming_the_line(data, fmt, line, problem):
     with pytest.raises(DataError) as info:
         parse_parallel_bytes(data.encode("utf-8"), fmt)
@@ -111,16 +116,21 @@ def test_unknown_format_is_refused():
 
 def test_dataset_stats_for_pairs_and_sentences():
     stats = dataset_stats([("ab", "wxyz"), ("abcd", "wx")])
-    assert stats == {"rows": 2, "characters": 12,
-                     "source": {"characters": 6, "min": 2, "mean": 3.0, "max": 4},
-                     "target": {"characters": 6, "min": 2, "mean": 3.0, "max": 4}}
-    assert dataset_stats(["Größe", "a"]) == {"rows": 2, "characters": 6,
-                                             "text": {"characters": 6, "min": 1, "mean": 3.0, "max": 5}}
+    assert stats == {
+        "rows": 2,
+        "characters": 12,
+        "source": {"characters": 6, "min": 2, "mean": 3.0, "max": 4},
+        "target": {"characters": 6, "min": 2, "mean": 3.0, "max": 4},
+    }
+    assert dataset_stats(["Größe", "a"]) == {
+        "rows": 2,
+        "characters": 6,
+        "text": {"characters": 6, "min": 1, "mean": 3.0, "max": 5},
+    }
     assert dataset_stats([]) == {"rows": 0, "characters": 0}
 
 
 def test_data_module_imports_without_torch_or_tokenizers():
-    code = ("import sys, model.data; bad = {'torch', 'tokenizers', 'numpy'} & set(sys.modules); "
-            "assert not bad, bad")
+    code = "import sys, model.data; bad = {'torch', 'tokenizers', 'numpy'} & set(sys.modules); assert not bad, bad"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

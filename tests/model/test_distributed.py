@@ -18,13 +18,15 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from model.checkpoint import list_checkpoints, load_checkpoint, step_dir
+from model.checkpoint import load_checkpoint
+from model.checkpoint_files import list_checkpoints, step_dir
 from model.demo import reverse_task
 from model.distributed import DistributedError, destroy_process_group, init_process_group, rendezvous_store
 from model.prepare import PreparedData, prepare
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig
-from model.trainer import Callbacks, train
+from model.train_events import Callbacks
+from model.trainer import train
 
 WORLD = 2
 REL = 1e-4
@@ -32,14 +34,32 @@ REL = 1e-4
 
 def _data(tokenizer: Tokenizer | None = None) -> PreparedData:
     rows = reverse_task(160, vocab=12, min_len=2, max_len=8, seed=0)
-    return prepare("translation", rows, preset="tiny", model_overrides={"dropout": 0.0, "attention_dropout": 0.0},
-                   vocab_size=300, max_len=16, seed=0, tokenizer=tokenizer)
+    return prepare(
+        "translation",
+        rows,
+        preset="tiny",
+        model_overrides={"dropout": 0.0, "attention_dropout": 0.0},
+        vocab_size=300,
+        max_len=16,
+        seed=0,
+        tokenizer=tokenizer,
+    )
 
 
 def _config(grad_accum_steps: int, **overrides) -> TrainConfig:
     """Micro-batches of at most 128 padded tokens; the global batch is grad_accum_steps x processes of them."""
-    base = dict(max_steps=6, grad_accum_steps=grad_accum_steps, max_tokens_per_batch=128, warmup_steps=4,
-                peak_lr=1e-3, eval_every=3, checkpoint_every=3, eval_max_sentences=4, keep_checkpoints=None, seed=0)
+    base = dict(
+        max_steps=6,
+        grad_accum_steps=grad_accum_steps,
+        max_tokens_per_batch=128,
+        warmup_steps=4,
+        peak_lr=1e-3,
+        eval_every=3,
+        checkpoint_every=3,
+        eval_max_sentences=4,
+        keep_checkpoints=None,
+        seed=0,
+    )
     return TrainConfig(**{**base, **overrides})
 
 
@@ -52,8 +72,12 @@ class Record:
         self.checkpoints: list[int] = []
 
     def callbacks(self, **extra) -> Callbacks:
-        return Callbacks(on_step=lambda i: self.steps.append(asdict(i)), on_eval=lambda s, _: self.evals.append(s),
-                         on_checkpoint=lambda c: self.checkpoints.append(c.step), **extra)
+        return Callbacks(
+            on_step=lambda i: self.steps.append(asdict(i)),
+            on_eval=lambda s, _: self.evals.append(s),
+            on_checkpoint=lambda c: self.checkpoints.append(c.step),
+            **extra,
+        )
 
 
 def _rank_main(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
@@ -68,9 +92,18 @@ def _rank_main(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
             # "preempt": after step 4 rank 0 hears that its process is going away (rank 1's hooks are never polled)
             preempt = (lambda r=record: len(r.steps) >= 4) if name == "preempt" else None
             result = train(data, cfg, out_dir / name, record.callbacks(should_preempt=preempt), dist=ctx)
-            (out_dir / f"{name}-rank{rank}.json").write_text(json.dumps(
-                {"steps": record.steps, "evals": record.evals, "checkpoints": record.checkpoints,
-                 "stop_reason": result.stop_reason, "step": result.step, "last_checkpoint": result.last_checkpoint}))
+            (out_dir / f"{name}-rank{rank}.json").write_text(
+                json.dumps(
+                    {
+                        "steps": record.steps,
+                        "evals": record.evals,
+                        "checkpoints": record.checkpoints,
+                        "stop_reason": result.stop_reason,
+                        "step": result.step,
+                        "last_checkpoint": result.last_checkpoint,
+                    }
+                )
+            )
         try:  # rank 1 with another seed has another batch order: both ranks must refuse to train
             train(data, _config(1, seed=rank), None, dist=ctx)
             error = None

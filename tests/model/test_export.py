@@ -52,8 +52,9 @@ def load_hf(directory: Path):
     return hf.eval()
 
 
-@pytest.mark.parametrize("overrides", [{}, {"share_embeddings": False, "activation": "gelu"},
-                                       {"activation": "swish", "n_decoder_layers": 3}])
+@pytest.mark.parametrize(
+    "overrides", [{}, {"share_embeddings": False, "activation": "gelu"}, {"activation": "swish", "n_decoder_layers": 3}]
+)
 def test_exported_marian_model_gives_our_logits(tokenizer, tmp_path, overrides):
     model = random_model(tokenizer.vocab_size, **overrides)
     with torch.no_grad():  # random biases and LayerNorm parameters too, so every tensor's mapping is checked
@@ -74,8 +75,14 @@ def test_config_json_matches_our_config(tokenizer, tmp_path):
     export_marian(model, tokenizer, tmp_path)
     config = transformers.AutoConfig.from_pretrained(str(tmp_path))
     assert type(config).__name__ == "MarianConfig"
-    assert (config.d_model, config.encoder_layers, config.decoder_layers, config.encoder_attention_heads,
-            config.encoder_ffn_dim, config.max_position_embeddings) == (64, 3, 2, 4, 128, 64)
+    assert (
+        config.d_model,
+        config.encoder_layers,
+        config.decoder_layers,
+        config.encoder_attention_heads,
+        config.encoder_ffn_dim,
+        config.max_position_embeddings,
+    ) == (64, 3, 2, 4, 128, 64)
     assert config.vocab_size == config.decoder_vocab_size == tokenizer.vocab_size
     assert config.scale_embedding and config.share_encoder_decoder_embeddings
     assert (config.pad_token_id, config.eos_token_id, config.decoder_start_token_id) == (0, 2, 1)
@@ -98,8 +105,13 @@ def test_auto_tokenizer_round_trips_and_appends_eos(tokenizer, tmp_path):
         ids = hf_tok(text).input_ids
         assert ids == tokenizer.encode(text) + [EOS]  # the source convention of collate
         assert hf_tok.decode(ids, skip_special_tokens=True) == text
-    assert (hf_tok.pad_token_id, hf_tok.bos_token_id, hf_tok.eos_token_id, hf_tok.unk_token_id,
-            hf_tok.mask_token_id) == (0, 1, 2, 3, 4)
+    assert (
+        hf_tok.pad_token_id,
+        hf_tok.bos_token_id,
+        hf_tok.eos_token_id,
+        hf_tok.unk_token_id,
+        hf_tok.mask_token_id,
+    ) == (0, 1, 2, 3, 4)
     assert hf_tok("a <mask> b").input_ids == tokenizer.encode("a <mask> b") + [EOS]
     padded = hf_tok(TEXTS[:2], padding=True, return_tensors="pt")
     assert padded.input_ids.tolist() == pad_sequences([tokenizer.encode(t) + [EOS] for t in TEXTS[:2]]).tolist()
@@ -121,8 +133,7 @@ def test_transformers_generate_matches_our_greedy_decoding(trained_export):
     hf = load_hf(directory)
     texts, src = held_out(tok)
     ours = greedy_decode(model, src)
-    out = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=1, do_sample=False,
-                      max_new_tokens=30)
+    out = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=1, do_sample=False, max_new_tokens=30)
     theirs = [[t for t in row[1:] if t not in (0, EOS)] for row in out.tolist()]  # drop <s>, pads and </s>
     assert theirs == ours
 
@@ -134,8 +145,15 @@ def test_transformers_beam_search_finds_our_beam_search_hypotheses(trained_expor
     hf = load_hf(directory)
     _, src = held_out(tok)
     ours = [hyps[0].tokens for hyps in beam_search(model, src, beam_size=4, alpha=0.0)]
-    out = hf.generate(input_ids=src, attention_mask=(src != 0).long(), num_beams=4, do_sample=False,
-                      early_stopping=True, length_penalty=0.0, max_new_tokens=30)
+    out = hf.generate(
+        input_ids=src,
+        attention_mask=(src != 0).long(),
+        num_beams=4,
+        do_sample=False,
+        early_stopping=True,
+        length_penalty=0.0,
+        max_new_tokens=30,
+    )
     assert [[t for t in row[1:] if t not in (0, EOS)] for row in out.tolist()] == ours
 
 

@@ -35,6 +35,7 @@ HELD_OUT = [s for s, _ in reverse_task(100, max_len=8, seed=99)]
 
 # -- translate ------------------------------------------------------------------------------------------------
 
+
 def test_translate_reverses_held_out_sentences_in_input_order(reverse):
     model, tokenizer = reverse
     results = translate(model, tokenizer, HELD_OUT, beam_size=4, batch_size=7)  # batches sorted by length
@@ -87,6 +88,7 @@ def test_alignment_layer_out_of_range_is_refused(reverse):
 
 
 # -- fill_mask ------------------------------------------------------------------------------------------------
+
 
 def test_fill_mask_top1_on_the_learned_grammar(grammar):
     model, tokenizer = grammar
@@ -156,6 +158,7 @@ def test_fill_mask_without_a_mask_is_refused(grammar):
 
 # -- capture_attention ----------------------------------------------------------------------------------------
 
+
 def test_capture_attention_shapes_and_rows_that_sum_to_one(reverse):
     model, tokenizer = reverse
     out = capture_attention(model, tokenizer, "a b c d", target="d c b a")
@@ -163,9 +166,11 @@ def test_capture_attention_shapes_and_rows_that_sum_to_one(reverse):
     S, T = len(out["source_tokens"]), len(out["target_tokens"])
     assert out["source_tokens"][-1] == "</s>" and out["target_tokens"][0] == "<s>"
     assert (S, T) == (5, 5)
-    for name, n_layers, t_q, t_k in (("encoder_self", cfg.n_encoder_layers, S, S),
-                                     ("decoder_self", cfg.n_decoder_layers, T, T),
-                                     ("cross", cfg.n_decoder_layers, T, S)):
+    for name, n_layers, t_q, t_k in (
+        ("encoder_self", cfg.n_encoder_layers, S, S),
+        ("decoder_self", cfg.n_decoder_layers, T, T),
+        ("cross", cfg.n_decoder_layers, T, S),
+    ):
         w = torch.tensor(out[name])
         assert w.shape == (n_layers, cfg.n_heads, t_q, t_k), name
         assert torch.allclose(w.sum(-1), torch.ones(n_layers, cfg.n_heads, t_q), atol=1e-3), name
@@ -183,6 +188,7 @@ def test_capture_attention_uses_the_greedy_translation_without_a_target(reverse)
 
 
 # -- embedding_neighbors --------------------------------------------------------------------------------------
+
 
 def test_embedding_neighbors_exclude_the_token_and_special_tokens(grammar):
     model, tokenizer = grammar

@@ -39,8 +39,20 @@ def exact_match(model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[
 
 
 def toy_config(max_steps: int, **overrides) -> TrainConfig:
-    return TrainConfig(**{**dict(max_steps=max_steps, max_tokens_per_batch=1024, warmup_steps=100, peak_lr=1e-3,
-                                 eval_every=10_000, checkpoint_every=10_000, eval_max_sentences=50), **overrides})
+    return TrainConfig(
+        **{
+            **dict(
+                max_steps=max_steps,
+                max_tokens_per_batch=1024,
+                warmup_steps=100,
+                peak_lr=1e-3,
+                eval_every=10_000,
+                checkpoint_every=10_000,
+                eval_max_sentences=50,
+            ),
+            **overrides,
+        }
+    )
 
 
 def test_tiny_model_learns_to_reverse_held_out_sequences(tmp_path):
@@ -77,8 +89,16 @@ def fill_mask_top1(model: Transformer, tokenizer: Tokenizer, masked: str) -> int
 
 
 def test_tiny_denoising_model_fills_masked_words_of_the_grammar(tmp_path):
-    data = prepare("denoising", grammar_sentences(2000, seed=0), preset="tiny", vocab_size=500, max_len=32,
-                   seed=0, noise="token", mask_ratio=0.15)
+    data = prepare(
+        "denoising",
+        grammar_sentences(2000, seed=0),
+        preset="tiny",
+        vocab_size=500,
+        max_len=32,
+        seed=0,
+        noise="token",
+        mask_ratio=0.15,
+    )
     result = train(data, toy_config(300), tmp_path)
     model, tokenizer, meta = load_model(result.model_checkpoint)
     assert meta["objective"] == "denoising"

@@ -14,13 +14,31 @@ from model.trainer import train
 
 @pytest.fixture(scope="module")
 def data():
-    return prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
-                   vocab_size=300, max_len=16, seed=0)
+    return prepare(
+        "translation",
+        reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0),
+        preset="tiny",
+        vocab_size=300,
+        max_len=16,
+        seed=0,
+    )
 
 
 def _config(**overrides) -> TrainConfig:
-    return TrainConfig(**{**dict(max_steps=4, max_tokens_per_batch=256, warmup_steps=10, eval_every=1000,
-                                 checkpoint_every=1000, eval_max_sentences=8, keep_checkpoints=None), **overrides})
+    return TrainConfig(
+        **{
+            **dict(
+                max_steps=4,
+                max_tokens_per_batch=256,
+                warmup_steps=10,
+                eval_every=1000,
+                checkpoint_every=1000,
+                eval_max_sentences=8,
+                keep_checkpoints=None,
+            ),
+            **overrides,
+        }
+    )
 
 
 def test_throughput_is_batch_tokens_per_second_and_leaves_the_rng_alone(data):

@@ -34,13 +34,16 @@ def test_vocab_size_is_at_most_requested(tok):
     assert 261 <= tok.vocab_size <= 400
 
 
-@pytest.mark.parametrize("text", [
-    "the cat sat on the mat",
-    "The quick brown fox, jumping over 12 lazy dogs!",
-    "Die Größe der Bäume überrascht die Kinder.",
-    "Fünf Brüder aßen süße Äpfel — ÄÖÜ äöü ß",
-    "never seen: Ωμέγα 東京 🙂  double  spaces\tand tab",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the cat sat on the mat",
+        "The quick brown fox, jumping over 12 lazy dogs!",
+        "Die Größe der Bäume überrascht die Kinder.",
+        "Fünf Brüder aßen süße Äpfel — ÄÖÜ äöü ß",
+        "never seen: Ωμέγα 東京 🙂  double  spaces\tand tab",
+    ],
+)
 def test_decode_of_encode_gives_back_the_text(tok, text):
     ids = tok.encode(text)
     assert UNK_ID not in ids
@@ -118,8 +121,9 @@ def test_tokenizer_with_other_special_ids_is_refused():
     hf = HFTokenizer(models.BPE(unk_token="<unk>"))
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
-    hf.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<pad>"],
-                                                       show_progress=False))
+    hf.train_from_iterator(
+        CORPUS, trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<pad>"], show_progress=False)
+    )
     with pytest.raises(ValueError, match="<pad>"):
         Tokenizer(hf)
     with pytest.raises(ValueError):
@@ -139,6 +143,7 @@ def test_readable_token_shows_utf8_and_the_space_mark():
 
 # -- SentencePiece-style kinds ----------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module", params=["bpe", "unigram"])
 def sp_tok(request) -> Tokenizer:
     return Tokenizer.train(CORPUS, vocab_size=400, kind=request.param)
@@ -150,11 +155,14 @@ def test_sentencepiece_kinds_keep_special_ids_and_put_byte_pieces_after_them(sp_
     assert sp_tok.vocab_size <= 400
 
 
-@pytest.mark.parametrize("text", [
-    "the cat sat on the mat",
-    "Die Größe der Bäume überrascht die Kinder.",
-    "never seen: Ωμέγα 東京 🙂 here",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the cat sat on the mat",
+        "Die Größe der Bäume überrascht die Kinder.",
+        "never seen: Ωμέγα 東京 🙂 here",
+    ],
+)
 def test_sentencepiece_kinds_never_give_unk_and_decode_back(sp_tok, text):
     ids = sp_tok.encode(text)
     assert UNK_ID not in ids
@@ -170,7 +178,7 @@ def test_prefix_space_makes_a_first_word_the_same_token_as_elsewhere():
     with_mark = Tokenizer.train(CORPUS, vocab_size=400, kind="bpe")
     assert with_mark.encode("cat")[-1] == with_mark.encode("the cat")[-1]
     without = Tokenizer.train(CORPUS, vocab_size=400, kind="bpe", prefix_space=False)
-    assert without.encode("cat") != without.encode("the cat")[-len(without.encode("cat")):]
+    assert without.encode("cat") != without.encode("the cat")[-len(without.encode("cat")) :]
 
 
 def test_nfkc_folds_compatibility_characters_and_none_keeps_them():

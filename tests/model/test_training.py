@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from model import evaluate as evaluation
 from model import trainer
 from model.batching import Example, collate
-from model.checkpoint import list_checkpoints, load_checkpoint, step_dir
+from model.checkpoint import load_checkpoint
+from model.checkpoint_files import list_checkpoints, step_dir
 from model.config import ModelConfig
 from model.demo import grammar_sentences, reverse_task
 from model.evaluate import masked_positions
@@ -25,7 +26,8 @@ from model.special_tokens import EOS_ID, MASK_ID, PAD_ID
 from model.step import accumulate_gradients, autocast_for
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig, TrainingError
-from model.trainer import Callbacks, CheckpointInfo, StepInfo, train
+from model.train_events import Callbacks, CheckpointInfo, StepInfo
+from model.trainer import train
 from model.transformer import Transformer
 
 
@@ -40,17 +42,32 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def reverse_data() -> PreparedData:
-    return prepare("translation", reverse_task(300, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
-                   vocab_size=300, max_len=16, seed=0)
+    return prepare(
+        "translation",
+        reverse_task(300, vocab=12, min_len=2, max_len=8, seed=0),
+        preset="tiny",
+        vocab_size=300,
+        max_len=16,
+        seed=0,
+    )
 
 
 def quick_config(**overrides) -> TrainConfig:
-    base = dict(max_steps=10, max_tokens_per_batch=256, warmup_steps=10, peak_lr=1e-3, eval_every=1000,
-                checkpoint_every=1000, eval_max_sentences=8, keep_checkpoints=None)
+    base = dict(
+        max_steps=10,
+        max_tokens_per_batch=256,
+        warmup_steps=10,
+        peak_lr=1e-3,
+        eval_every=1000,
+        checkpoint_every=1000,
+        eval_max_sentences=8,
+        keep_checkpoints=None,
+    )
     return TrainConfig(**{**base, **overrides})
 
 
 # -- learning rate (Sec. 5.3, Eq. 3) --------------------------------------------------------------------------
+
 
 def test_schedule_is_equation_3_and_peaks_at_warmup():
     s = InverseSqrtSchedule(d_model=512, warmup_steps=4000)
@@ -86,14 +103,33 @@ def test_lambda_lr_follows_the_schedule_from_step_1():
 
 # -- configuration --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field, value", [
-    ("max_steps", 0), ("max_minutes", -1.0), ("max_tokens_per_batch", 0), ("grad_accum_steps", 0),
-    ("warmup_steps", 0), ("peak_lr", 0.0), ("label_smoothing", 1.0), ("clip_norm", -1.0), ("adam_betas", (0.9,)),
-    ("adam_eps", 0.0), ("weight_decay", -0.1), ("eval_every", 0), ("eval_budget", 0.0), ("eval_budget", 1.5),
-    ("early_stopping_patience", 0),
-    ("keep_checkpoints", 0), ("average_last", -1), ("device", "gpu"), ("bf16", "yes"), ("eval_max_sentences", 0),
-    ("seed", 1.5),
-])
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("max_steps", 0),
+        ("max_minutes", -1.0),
+        ("max_tokens_per_batch", 0),
+        ("grad_accum_steps", 0),
+        ("warmup_steps", 0),
+        ("peak_lr", 0.0),
+        ("label_smoothing", 1.0),
+        ("clip_norm", -1.0),
+        ("adam_betas", (0.9,)),
+        ("adam_eps", 0.0),
+        ("weight_decay", -0.1),
+        ("eval_every", 0),
+        ("eval_budget", 0.0),
+        ("eval_budget", 1.5),
+        ("early_stopping_patience", 0),
+        ("keep_checkpoints", 0),
+        ("average_last", -1),
+        ("device", "gpu"),
+        ("bf16", "yes"),
+        ("eval_max_sentences", 0),
+        ("seed", 1.5),
+    ],
+)
 def test_train_config_rejects_bad_values_naming_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig(**{field: value})
@@ -117,6 +153,7 @@ def test_default_schedule_is_the_papers():
 
 # -- loss and accumulation ------------------------------------------------------------------------------------
 
+
 def test_label_smoothed_loss_ignores_pad_and_matches_torch():
     g = torch.Generator().manual_seed(0)
     logits = torch.randn(3, 5, 11, generator=g)
@@ -125,8 +162,9 @@ def test_label_smoothed_loss_ignores_pad_and_matches_torch():
     keep = target != PAD_ID
     loss_real, nll_real = label_smoothed_loss(logits[keep], target[keep], 0.1)
     assert loss == pytest.approx(loss_real.item()) and nll == pytest.approx(nll_real.item())
-    expected = F.cross_entropy(logits.flatten(0, 1), target.flatten(), ignore_index=PAD_ID, label_smoothing=0.1,
-                               reduction="sum")
+    expected = F.cross_entropy(
+        logits.flatten(0, 1), target.flatten(), ignore_index=PAD_ID, label_smoothing=0.1, reduction="sum"
+    )
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert nll.item() == pytest.approx(F.cross_entropy(logits[keep], target[keep], reduction="sum").item(), rel=1e-6)
     changed = logits.clone()
@@ -160,6 +198,7 @@ def test_bf16_autocast_only_on_cuda():
 
 # -- stopping and callbacks -----------------------------------------------------------------------------------
 
+
 def test_max_steps_is_respected_and_step_reports_are_plain(reverse_data):
     infos: list[StepInfo] = []
     result = train(reverse_data, quick_config(max_steps=7), callbacks=Callbacks(on_step=infos.append))
@@ -176,8 +215,11 @@ def test_max_steps_is_respected_and_step_reports_are_plain(reverse_data):
 
 def test_should_stop_stops_within_one_step(reverse_data):
     steps: list[int] = []
-    result = train(reverse_data, quick_config(max_steps=100),
-                   callbacks=Callbacks(on_step=lambda i: steps.append(i.step), should_stop=lambda: len(steps) >= 3))
+    result = train(
+        reverse_data,
+        quick_config(max_steps=100),
+        callbacks=Callbacks(on_step=lambda i: steps.append(i.step), should_stop=lambda: len(steps) >= 3),
+    )
     assert result.stop_reason == "cancelled"
     assert steps == [1, 2, 3] and result.step == 3
     assert result.model_checkpoint is None  # a cancelled run spends no time on a final checkpoint
@@ -194,8 +236,11 @@ def test_early_stopping_after_patience_evaluations_without_improvement(reverse_d
     losses = iter([3.0, 2.0, 2.5, 2.1, 2.0, 1.0])  # best at the 2nd evaluation, then 3 without improvement
     monkeypatch.setattr(trainer, "evaluate", lambda *a, **k: {"loss": next(losses)})
     evals: list[tuple[int, dict]] = []
-    result = train(reverse_data, quick_config(max_steps=100, eval_every=2, early_stopping_patience=3),
-                   callbacks=Callbacks(on_eval=lambda step, m: evals.append((step, m))))
+    result = train(
+        reverse_data,
+        quick_config(max_steps=100, eval_every=2, early_stopping_patience=3),
+        callbacks=Callbacks(on_eval=lambda step, m: evals.append((step, m))),
+    )
     assert result.stop_reason == "early_stopping"
     assert result.step == 10 and [s for s, _ in evals] == [2, 4, 6, 8, 10]
     assert result.best_valid_loss == 2.0 and result.best_step == 4
@@ -203,8 +248,11 @@ def test_early_stopping_after_patience_evaluations_without_improvement(reverse_d
 
 def test_evaluation_reports_validation_loss_perplexity_bleu_and_chrf(reverse_data):
     evals: list[tuple[int, dict]] = []
-    train(reverse_data, quick_config(max_steps=4, eval_every=2),
-          callbacks=Callbacks(on_eval=lambda s, m: evals.append((s, m))))
+    train(
+        reverse_data,
+        quick_config(max_steps=4, eval_every=2),
+        callbacks=Callbacks(on_eval=lambda s, m: evals.append((s, m))),
+    )
     assert [s for s, _ in evals] == [2, 4]
     metrics = evals[-1][1]
     assert {"loss", "perplexity", "token_accuracy", "bleu", "chrf", "exact_match"} <= set(metrics)
@@ -224,8 +272,11 @@ def test_evaluation_stays_within_its_budget_of_wall_clock_time(reverse_data, mon
 
     monkeypatch.setattr(trainer, "evaluate", slow_evaluate)
     evals: list[tuple[int, dict]] = []
-    result = train(reverse_data, quick_config(max_steps=60, eval_every=1, eval_budget=0.2),
-                   callbacks=Callbacks(on_eval=lambda s, m: evals.append((s, dict(m)))))
+    result = train(
+        reverse_data,
+        quick_config(max_steps=60, eval_every=1, eval_budget=0.2),
+        callbacks=Callbacks(on_eval=lambda s, m: evals.append((s, dict(m)))),
+    )
     steps = [s for s, _ in evals]
     assert steps[0] == 1 and steps[-1] == 60 and 2 < len(steps) < 40
     spent = evals[-1][1]["eval_seconds"]
@@ -237,14 +288,18 @@ def test_evaluation_stays_within_its_budget_of_wall_clock_time(reverse_data, mon
 def test_without_a_budget_every_due_evaluation_runs(reverse_data, monkeypatch):
     monkeypatch.setattr(trainer, "evaluate", lambda *a, **k: {"loss": 1.0})
     evals: list[int] = []
-    train(reverse_data, quick_config(max_steps=12, eval_every=3, eval_budget=None),
-          callbacks=Callbacks(on_eval=lambda s, m: evals.append(s)))
+    train(
+        reverse_data,
+        quick_config(max_steps=12, eval_every=3, eval_budget=None),
+        callbacks=Callbacks(on_eval=lambda s, m: evals.append(s)),
+    )
     assert evals == [3, 6, 9, 12]
 
 
 def test_denoising_evaluation_reports_masked_token_accuracy():
-    data = prepare("denoising", grammar_sentences(200, seed=0), preset="tiny", vocab_size=450, max_len=16, seed=0,
-                   noise="token")
+    data = prepare(
+        "denoising", grammar_sentences(200, seed=0), preset="tiny", vocab_size=450, max_len=16, seed=0, noise="token"
+    )
     evals: list[dict] = []
     train(data, quick_config(max_steps=2, eval_every=2), callbacks=Callbacks(on_eval=lambda s, m: evals.append(m)))
     assert "masked_token_accuracy" in evals[0] and "bleu" not in evals[0]
@@ -271,8 +326,10 @@ class WrongAtMasks(torch.nn.Module):
 
 def test_masked_token_accuracy_counts_exactly_the_hidden_positions():
     rng = random.Random(0)
-    examples = [Example(*mask_spans([rng.randint(5, 30) for _ in range(rng.randint(2, 15))], MASK_ID, rng, 0.3))
-                for _ in range(20)]
+    examples = [
+        Example(*mask_spans([rng.randint(5, 30) for _ in range(rng.randint(2, 15))], MASK_ID, rng, 0.3))
+        for _ in range(20)
+    ]
     metrics = evaluation.evaluate(WrongAtMasks(32), "denoising", [collate(examples[:9]), collate(examples[9:])], None)
     n_tokens = sum(len(e.tgt_ids) + 1 for e in examples)
     n_hidden = sum(len(e.tgt_ids) - len(e.src_ids) + e.src_ids.count(MASK_ID) for e in examples)
@@ -284,11 +341,21 @@ def test_checkpoints_rotate_keep_the_best_and_average_the_last(reverse_data, tmp
     losses = iter([1.0, 2.0, 3.0, 4.0, 5.0])  # the first checkpoint stays the best
     monkeypatch.setattr(trainer, "evaluate", lambda *a, **k: {"loss": next(losses, 9.0)})
     infos: list[CheckpointInfo] = []
-    result = train(reverse_data, quick_config(max_steps=10, checkpoint_every=2, keep_checkpoints=2, average_last=2),
-                   tmp_path, Callbacks(on_checkpoint=infos.append))
+    result = train(
+        reverse_data,
+        quick_config(max_steps=10, checkpoint_every=2, keep_checkpoints=2, average_last=2),
+        tmp_path,
+        Callbacks(on_checkpoint=infos.append),
+    )
     assert [p.name for p in list_checkpoints(tmp_path)] == ["step-00000002", "step-00000008", "step-00000010"]
-    assert [(i.step, i.kind) for i in infos] == [(2, "step"), (4, "step"), (6, "step"), (8, "step"), (10, "step"),
-                                                 (10, "averaged")]
+    assert [(i.step, i.kind) for i in infos] == [
+        (2, "step"),
+        (4, "step"),
+        (6, "step"),
+        (8, "step"),
+        (10, "step"),
+        (10, "averaged"),
+    ]
     assert result.best_checkpoint == str(step_dir(tmp_path, 2))
     assert result.averaged_checkpoint == result.model_checkpoint == str(tmp_path / "averaged-00000010")
     assert load_checkpoint(result.averaged_checkpoint).meta["averaged_from"] == ["step-00000008", "step-00000010"]
@@ -298,6 +365,7 @@ def test_checkpoints_rotate_keep_the_best_and_average_the_last(reverse_data, tmp
 
 
 # -- data preparation -----------------------------------------------------------------------------------------
+
 
 def test_validation_split_is_deterministic_and_disjoint():
     rows = [(f"s{i}", f"t{i}") for i in range(100)]
@@ -311,21 +379,29 @@ def test_validation_split_is_deterministic_and_disjoint():
 def test_prepare_trains_the_tokenizer_and_sizes_the_model(reverse_data):
     assert reverse_data.model_config.vocab_size == reverse_data.tokenizer.vocab_size
     assert reverse_data.stats["train_examples"] + reverse_data.stats["valid_examples"] == 300
-    data = prepare("translation", reverse_task(50, seed=0), preset="tiny", model_overrides={"d_model": 32},
-                   tokenizer=reverse_data.tokenizer)
+    data = prepare(
+        "translation",
+        reverse_task(50, seed=0),
+        preset="tiny",
+        model_overrides={"d_model": 32},
+        tokenizer=reverse_data.tokenizer,
+    )
     assert data.tokenizer is reverse_data.tokenizer and data.model_config.d_model == 32
 
 
-@pytest.mark.parametrize("objective, rows, kwargs, message", [
-    ("translation", [("a b", "b a")], {}, "at least 2 rows"),
-    ("translation", [], {}, "train_rows is empty"),
-    ("translation", [("a", "")] * 5, {}, r"train_rows\[0\] must be a \(source, target\) pair"),
-    ("denoising", [("a", "b")] * 5, {}, r"train_rows\[0\] must be a non-empty string"),
-    ("translation", [("a b c d e f g h", "x")] * 10, {"max_len": 3}, "no training examples left.*max_len=3"),
-    ("translation", [("a", "b")] * 10, {"vocab_size": 100}, "vocab_size=100"),
-    ("translation", [("a", "b")] * 10, {"model_overrides": {"d_model": 30}}, "invalid model config.*d_model=30"),
-    ("summarize", [("a", "b")] * 10, {}, "objective"),
-])
+@pytest.mark.parametrize(
+    "objective, rows, kwargs, message",
+    [
+        ("translation", [("a b", "b a")], {}, "at least 2 rows"),
+        ("translation", [], {}, "train_rows is empty"),
+        ("translation", [("a", "")] * 5, {}, r"train_rows\[0\] must be a \(source, target\) pair"),
+        ("denoising", [("a", "b")] * 5, {}, r"train_rows\[0\] must be a non-empty string"),
+        ("translation", [("a b c d e f g h", "x")] * 10, {"max_len": 3}, "no training examples left.*max_len=3"),
+        ("translation", [("a", "b")] * 10, {"vocab_size": 100}, "vocab_size=100"),
+        ("translation", [("a", "b")] * 10, {"model_overrides": {"d_model": 30}}, "invalid model config.*d_model=30"),
+        ("summarize", [("a", "b")] * 10, {}, "objective"),
+    ],
+)
 def test_prepare_refuses_bad_data_with_a_readable_message(objective, rows, kwargs, message):
     with pytest.raises(TrainingError, match=message):
         prepare(objective, rows, preset="tiny", **{"vocab_size": 300, **kwargs})
@@ -351,6 +427,7 @@ def test_masked_positions_recover_token_and_span_noise():
 
 # -- exact resume ---------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("objective", ["translation", "denoising"])
 def test_resumed_training_is_identical_to_an_uninterrupted_run(objective, tmp_path):
     """Train 12 steps with a checkpoint at 5; a fresh run resumed from it repeats steps 6-12 bit for bit.
@@ -365,8 +442,16 @@ def test_resumed_training_is_identical_to_an_uninterrupted_run(objective, tmp_pa
     overrides = {"dropout": 0.2, "attention_dropout": 0.1}
 
     def data(tokenizer: Tokenizer | None = None) -> PreparedData:
-        return prepare(objective, rows, preset="tiny", model_overrides=overrides, vocab_size=300, max_len=40,
-                       seed=1, tokenizer=tokenizer)
+        return prepare(
+            objective,
+            rows,
+            preset="tiny",
+            model_overrides=overrides,
+            vocab_size=300,
+            max_len=40,
+            seed=1,
+            tokenizer=tokenizer,
+        )
 
     cfg = quick_config(max_steps=12, checkpoint_every=5, eval_every=5, grad_accum_steps=2, max_tokens_per_batch=128)
     first: list[StepInfo] = []
@@ -375,8 +460,9 @@ def test_resumed_training_is_identical_to_an_uninterrupted_run(objective, tmp_pa
 
     shutil.copytree(step_dir(tmp_path / "a", 5), step_dir(tmp_path / "b", 5))
     second: list[StepInfo] = []
-    result = train(data(Tokenizer.load(step_dir(tmp_path / "b", 5))), cfg, tmp_path / "b",
-                   Callbacks(on_step=second.append))
+    result = train(
+        data(Tokenizer.load(step_dir(tmp_path / "b", 5))), cfg, tmp_path / "b", Callbacks(on_step=second.append)
+    )
     assert [i.step for i in second] == list(range(6, 13))
     assert [i.loss for i in second] == [i.loss for i in first[5:]]
     assert [i.grad_norm for i in second] == [i.grad_norm for i in first[5:]]
@@ -392,8 +478,16 @@ def test_preemption_checkpoints_the_current_step_and_the_resumed_run_loses_no_st
     rows = reverse_task(120, vocab=12, min_len=2, max_len=8, seed=0)
 
     def data(tokenizer: Tokenizer | None = None) -> PreparedData:
-        return prepare("translation", rows, preset="tiny", model_overrides={"dropout": 0.2}, vocab_size=300,
-                       max_len=40, seed=1, tokenizer=tokenizer)
+        return prepare(
+            "translation",
+            rows,
+            preset="tiny",
+            model_overrides={"dropout": 0.2},
+            vocab_size=300,
+            max_len=40,
+            seed=1,
+            tokenizer=tokenizer,
+        )
 
     cfg = quick_config(max_steps=12, checkpoint_every=5, eval_every=5, max_tokens_per_batch=128, average_last=2)
     whole: list[StepInfo] = []
@@ -401,11 +495,18 @@ def test_preemption_checkpoints_the_current_step_and_the_resumed_run_loses_no_st
 
     first: list[StepInfo] = []
     evals: list[int] = []
-    result = train(data(), cfg, tmp_path / "cut", Callbacks(on_step=first.append, on_eval=lambda s, _: evals.append(s),
-                                                            should_preempt=lambda: len(first) >= 7))
+    result = train(
+        data(),
+        cfg,
+        tmp_path / "cut",
+        Callbacks(on_step=first.append, on_eval=lambda s, _: evals.append(s), should_preempt=lambda: len(first) >= 7),
+    )
     assert result.stop_reason == "preempted" and result.step == 7
     assert evals == [5] and result.averaged_checkpoint is None
-    assert [p.name for p in list_checkpoints(tmp_path / "cut")] == [step_dir(tmp_path, 5).name, step_dir(tmp_path, 7).name]
+    assert [p.name for p in list_checkpoints(tmp_path / "cut")] == [
+        step_dir(tmp_path, 5).name,
+        step_dir(tmp_path, 7).name,
+    ]
     assert result.last_checkpoint == str(step_dir(tmp_path / "cut", 7))
 
     second: list[StepInfo] = []
@@ -423,12 +524,25 @@ def test_resume_refuses_a_checkpoint_of_another_objective(reverse_data, tmp_path
 
 @pytest.mark.parametrize("kind", ["bpe", "unigram", "byte_bpe"])
 def test_prepare_trains_the_tokenizer_kind_asked_for(kind):
-    data = prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
-                   vocab_size=300, max_len=16, seed=0, tokenizer_kind=kind)
+    data = prepare(
+        "translation",
+        reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0),
+        preset="tiny",
+        vocab_size=300,
+        max_len=16,
+        seed=0,
+        tokenizer_kind=kind,
+    )
     assert data.tokenizer.kind == kind and data.model_config.vocab_size == data.tokenizer.vocab_size
 
 
 def test_prepare_refuses_an_unknown_tokenizer_kind_as_a_user_error():
     with pytest.raises(TrainingError, match="kind='sentencepiece'"):
-        prepare("translation", reverse_task(50, vocab=12, seed=0), preset="tiny", vocab_size=300, max_len=16,
-                tokenizer_kind="sentencepiece")
+        prepare(
+            "translation",
+            reverse_task(50, vocab=12, seed=0),
+            preset="tiny",
+            vocab_size=300,
+            max_len=16,
+            tokenizer_kind="sentencepiece",
+        )

@@ -36,8 +36,13 @@ def data_files(tmp_path_factory):
 
 @contextmanager
 def open_stack(tmp_path, database_url: str, broker_url: str, **env: str) -> Iterator[Stack]:
-    env = service_env(DATABASE_URL=database_url, CELERY_BROKER_URL=broker_url, DATA_DIR=str(tmp_path / "var"),
-                      ARTIFACT_ROOT=str(tmp_path / "artifacts"), **{**FAST_LEASES, **env})
+    env = service_env(
+        DATABASE_URL=database_url,
+        CELERY_BROKER_URL=broker_url,
+        DATA_DIR=str(tmp_path / "var"),
+        ARTIFACT_ROOT=str(tmp_path / "artifacts"),
+        **{**FAST_LEASES, **env},
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp_path)
     try:

@@ -27,8 +27,9 @@ def test_redis_crash_during_training_and_submissions_loses_no_accepted_job(redis
     private_redis.stop()
     accepted, statuses = [running["id"]], []
     for i in range(3):
-        response = api.http.post("/v1/jobs", json=numbers_job(train["id"], max_steps=30, eval_every=15,
-                                                              checkpoint_every=15, seed=10 + i))
+        response = api.http.post(
+            "/v1/jobs", json=numbers_job(train["id"], max_steps=30, eval_every=15, checkpoint_every=15, seed=10 + i)
+        )
         statuses.append(response.status_code)
         if response.status_code == 201:
             accepted.append(response.json()["id"])
@@ -42,7 +43,9 @@ def test_redis_crash_during_training_and_submissions_loses_no_accepted_job(redis
 
     done = {job_id: api.wait(job_id, TERMINAL, timeout=300) for job_id in accepted}
     assert len(accepted) >= 2, f"no submission was accepted during the outage: {statuses}"
-    assert {j["status"] for j in done.values()} == {"succeeded"}, {k: (j["status"], j["error"]) for k, j in done.items()}
+    assert {j["status"] for j in done.values()} == {"succeeded"}, {
+        k: (j["status"], j["error"]) for k, j in done.items()
+    }
     for job_id, job in done.items():
         steps = api.metrics(job_id, names="train_loss")["train_loss"]["steps"]
         assert steps == list(range(1, job["progress"]["total_steps"] + 1))

@@ -19,14 +19,16 @@ SOAK_SECONDS = 420
 
 
 @pytest.mark.slow
-def test_soak_every_accepted_job_ends_and_no_work_is_duplicated(tmp_path, fresh_postgres_url, private_redis,
-                                                                data_files):
+def test_soak_every_accepted_job_ends_and_no_work_is_duplicated(
+    tmp_path, fresh_postgres_url, private_redis, data_files
+):
     """Fault: 30 jobs submitted in waves while, every few seconds, a random training worker is SIGKILLed and
     replaced, and Redis is killed and restarted (empty) once. Pass: the set of accepted jobs equals the set of
     terminal jobs; every succeeded job reached its configured steps with each step's loss recorded once; no
     duplicate metric rows anywhere; failures only from exhausted attempts, never a lost or stuck job."""
-    with open_stack(tmp_path, fresh_postgres_url, private_redis.url, MAX_ACTIVE_JOBS_PER_KEY=str(N_JOBS + 5),
-                    JOB_MAX_ATTEMPTS="5") as stack:
+    with open_stack(
+        tmp_path, fresh_postgres_url, private_redis.url, MAX_ACTIVE_JOBS_PER_KEY=str(N_JOBS + 5), JOB_MAX_ATTEMPTS="5"
+    ) as stack:
         _soak(stack, private_redis, data_files)
 
 
@@ -41,16 +43,23 @@ def _soak(stack, private_redis, data_files) -> None:
 
     def submit(n: int) -> None:
         for _ in range(n):
-            body = numbers_job(dataset["id"], max_steps=STEPS, eval_every=12, checkpoint_every=8,
-                               seed=len(accepted), max_tokens_per_batch=1024)
+            body = numbers_job(
+                dataset["id"],
+                max_steps=STEPS,
+                eval_every=12,
+                checkpoint_every=8,
+                seed=len(accepted),
+                max_tokens_per_batch=1024,
+            )
             response = api.http.post("/v1/jobs", json=body)
             assert response.status_code in (201, 503), response.text
             if response.status_code == 201:
                 accepted.append(response.json()["id"])
 
     def active() -> int:
-        return sum(api.http.get("/v1/jobs", params={"status": s, "limit": 1}).json()["total"]
-                   for s in ("queued", "running"))
+        return sum(
+            api.http.get("/v1/jobs", params={"status": s, "limit": 1}).json()["total"] for s in ("queued", "running")
+        )
 
     submit(10)
     while len(accepted) < N_JOBS or active():
@@ -77,13 +86,27 @@ def _soak(stack, private_redis, data_files) -> None:
     by_status: dict[str, int] = {}
     for job in jobs.values():
         by_status[job["status"]] = by_status.get(job["status"], 0) + 1
-    terminal = {row[0] for row in query(stack.env["DATABASE_URL"],
-                                        "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled')")}
+    terminal = {
+        row[0]
+        for row in query(
+            stack.env["DATABASE_URL"], "SELECT id FROM jobs WHERE status IN ('succeeded', 'failed', 'cancelled')"
+        )
+    }
     duplicates = metric_duplicates(stack.env["DATABASE_URL"])
-    print(json.dumps({"accepted": len(accepted), "terminal": len(terminal), **by_status, "worker_kills": kills,
-                      "redis_restarts": int(redis_restarted), "duplicate_metric_rows": duplicates,
-                      "attempts": sum(j["attempt"] for j in jobs.values()),
-                      "seconds": round(time.monotonic() - start, 1)}))
+    print(
+        json.dumps(
+            {
+                "accepted": len(accepted),
+                "terminal": len(terminal),
+                **by_status,
+                "worker_kills": kills,
+                "redis_restarts": int(redis_restarted),
+                "duplicate_metric_rows": duplicates,
+                "attempts": sum(j["attempt"] for j in jobs.values()),
+                "seconds": round(time.monotonic() - start, 1),
+            }
+        )
+    )
     assert len(accepted) >= N_JOBS and redis_restarted and kills >= 3
     assert set(accepted) == terminal
     assert duplicates == 0

@@ -4,6 +4,7 @@ deploy, torn checkpoints, jobs that crash every time. Each test names the fault 
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -16,7 +17,10 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 def _resumed_at(log: str) -> int:
-    return int(log.split("resumed from ")[1].split("at step ")[1].split()[0])
+    """The step of the trainer's "resumed from <path> at step N" line, in JSON or text logs."""
+    found = re.search(r"resumed from \S+ at step (\d+)", log)
+    assert found, "the worker never logged a resume"
+    return int(found.group(1))
 
 
 def _running_with_expired_lease(database_url: str) -> int:
@@ -90,7 +94,14 @@ def test_a_corrupted_newest_checkpoint_is_detected_and_training_falls_back_to_th
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
     newest = max(c["step"] for c in api.checkpoints(job["id"]))
-    weights = Path(stack.env["ARTIFACT_ROOT"]) / "jobs" / job["id"] / "checkpoints" / f"step-{newest:08d}" / "model.safetensors"
+    weights = (
+        Path(stack.env["ARTIFACT_ROOT"])
+        / "jobs"
+        / job["id"]
+        / "checkpoints"
+        / f"step-{newest:08d}"
+        / "model.safetensors"
+    )
     data = bytearray(weights.read_bytes())
     data[len(data) // 2] ^= 0xFF
     weights.write_bytes(bytes(data))
@@ -106,8 +117,9 @@ def test_a_corrupted_newest_checkpoint_is_detected_and_training_falls_back_to_th
     assert metric_duplicates(stack.env["DATABASE_URL"], job["id"]) == 0
 
 
-def test_a_job_that_crashes_every_attempt_fails_after_the_limit_and_the_queue_drains(tmp_path, fresh_postgres_url,
-                                                                                       private_redis, data_files):
+def test_a_job_that_crashes_every_attempt_fails_after_the_limit_and_the_queue_drains(
+    tmp_path, fresh_postgres_url, private_redis, data_files
+):
     """Fault: a poison job (its dataset's file vanished from the artifact store, so every attempt crashes).
     Pass: `failed` after JOB_MAX_ATTEMPTS attempts with the reason; the training queue drains (no message left
     waiting or unacknowledged) and a healthy job submitted after it succeeds."""
@@ -126,6 +138,9 @@ def test_a_job_that_crashes_every_attempt_fails_after_the_limit_and_the_queue_dr
         ok = api.submit(numbers_job(healthy["id"], max_steps=20, eval_every=10, checkpoint_every=10))
         assert api.wait(ok["id"], TERMINAL, timeout=180)["status"] == "succeeded"
         redis = private_redis.client()
-        wait_for(lambda: redis.llen("training") == 0 and redis.hlen("unacked") == 0, timeout=30,
-                 what="the training queue to drain")
+        wait_for(
+            lambda: redis.llen("training") == 0 and redis.hlen("unacked") == 0,
+            timeout=30,
+            what="the training queue to drain",
+        )
         assert api.job(job["id"])["attempt"] == 3  # no redelivery ran it again

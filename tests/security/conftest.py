@@ -39,13 +39,39 @@ class Stack:
 
 
 def uvicorn_command(port: int, log_level: str) -> list[str]:
-    return [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1", "--port", str(port),
-            "--log-level", log_level]
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "app.main:app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        log_level,
+    ]
 
 
 def celery_command(queue: str, log_level: str) -> list[str]:
-    return [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker", "-Q", queue, "-P", "threads",
-            "-c", "4", "-n", f"{queue}@%h", "--loglevel", log_level]
+    return [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "worker.celery_app",
+        "worker",
+        "-Q",
+        queue,
+        "-P",
+        "threads",
+        "-c",
+        "4",
+        "-n",
+        f"{queue}@%h",
+        "--loglevel",
+        log_level,
+    ]
 
 
 def _empty_queues(url: str) -> None:
@@ -58,8 +84,12 @@ def _empty_queues(url: str) -> None:
 def api_stack(tmp_path: Path, fresh_postgres_url: str, redis_url: str) -> Iterator[Callable[..., Stack]]:
     """`start(name, **env)` starts an API process (no workers) on one migrated database and returns its Stack."""
     processes = Processes(tmp_path)
-    base = service_env(DATABASE_URL=fresh_postgres_url, CELERY_BROKER_URL=redis_url,
-                       DATA_DIR=str(tmp_path / "var"), ARTIFACT_ROOT=str(tmp_path / "artifacts"))
+    base = service_env(
+        DATABASE_URL=fresh_postgres_url,
+        CELERY_BROKER_URL=redis_url,
+        DATA_DIR=str(tmp_path / "var"),
+        ARTIFACT_ROOT=str(tmp_path / "artifacts"),
+    )
     run_cli(base, "migrate")
 
     def start(name: str = "api", **overrides: str) -> Stack:
@@ -83,9 +113,14 @@ def debug_stack(tmp_path_factory, postgres_url: str, redis_url: str) -> Iterator
     tmp = tmp_path_factory.mktemp("debug-stack")
     name = f"t_{uuid.uuid4().hex[:12]}"
     services.create_database(postgres_url, name)
-    env = service_env(DATABASE_URL=services.with_database(postgres_url, name), CELERY_BROKER_URL=redis_url,
-                      DATA_DIR=str(tmp / "var"), ARTIFACT_ROOT=str(tmp / "artifacts"), LOG_LEVEL="debug",
-                      INFERENCE_TIMEOUT_SECONDS="60")
+    env = service_env(
+        DATABASE_URL=services.with_database(postgres_url, name),
+        CELERY_BROKER_URL=redis_url,
+        DATA_DIR=str(tmp / "var"),
+        ARTIFACT_ROOT=str(tmp / "artifacts"),
+        LOG_LEVEL="debug",
+        INFERENCE_TIMEOUT_SECONDS="60",
+    )
     run_cli(env, "migrate")
     processes = Processes(tmp)
     port = free_port()
@@ -108,16 +143,21 @@ def pg_env() -> dict[str, str]:
 
 
 @pytest.fixture
-def pg_client(settings_env, pg_env: dict[str, str], fresh_postgres_url: str, redis_url: str,
-              tmp_path: Path) -> Iterator[TestClient]:
+def pg_client(
+    settings_env, pg_env: dict[str, str], fresh_postgres_url: str, redis_url: str, tmp_path: Path
+) -> Iterator[TestClient]:
     """The app in process (TestClient) on a fresh, migrated PostgreSQL database and the test Redis."""
     from alembic import command
     from alembic.config import Config
 
     from app.main import create_app
 
-    settings_env(DATABASE_URL=fresh_postgres_url, CELERY_BROKER_URL=redis_url,
-                 ARTIFACT_ROOT=str(tmp_path / "artifacts"), **pg_env)
+    settings_env(
+        DATABASE_URL=fresh_postgres_url,
+        CELERY_BROKER_URL=redis_url,
+        ARTIFACT_ROOT=str(tmp_path / "artifacts"),
+        **pg_env,
+    )
     config = Config(str(ROOT / "alembic.ini"))
     config.attributes["configure_logger"] = False
     command.upgrade(config, "head")

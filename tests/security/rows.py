@@ -9,10 +9,25 @@ from sqlalchemy import create_engine, text
 
 from tests.support.rows import insert_model
 
-TINY_CONFIG = {"vocab_size": 500, "d_model": 64, "n_heads": 4, "n_encoder_layers": 2, "n_decoder_layers": 2,
-               "d_ff": 256, "dropout": 0.0, "attention_dropout": 0.0, "activation": "relu", "norm_first": False,
-               "share_embeddings": True, "max_positions": 1024, "pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3,
-               "mask_id": 4}
+TINY_CONFIG = {
+    "vocab_size": 500,
+    "d_model": 64,
+    "n_heads": 4,
+    "n_encoder_layers": 2,
+    "n_decoder_layers": 2,
+    "d_ff": 256,
+    "dropout": 0.0,
+    "attention_dropout": 0.0,
+    "activation": "relu",
+    "norm_first": False,
+    "share_embeddings": True,
+    "max_positions": 1024,
+    "pad_id": 0,
+    "bos_id": 1,
+    "eos_id": 2,
+    "unk_id": 3,
+    "mask_id": 4,
+}
 
 
 def insert_job_outputs(database_url: str, job_id: str, storage_key: str) -> str:
@@ -20,13 +35,21 @@ def insert_job_outputs(database_url: str, job_id: str, storage_key: str) -> str:
     checkpoint_id = str(uuid.uuid4())
     engine = create_engine(database_url)
     with engine.begin() as c:
-        c.execute(text("INSERT INTO checkpoints (id, job_id, step, storage_key, sha256, size_bytes, metrics, "
-                       "created_at) VALUES (:i, :j, 10, :k, :s, 1234, :m, now())"),
-                  {"i": checkpoint_id, "j": job_id, "k": storage_key, "s": "c" * 64,
-                   "m": json.dumps({"valid_loss": 2.5})})
+        c.execute(
+            text(
+                "INSERT INTO checkpoints (id, job_id, step, storage_key, sha256, size_bytes, metrics, "
+                "created_at) VALUES (:i, :j, 10, :k, :s, 1234, :m, now())"
+            ),
+            {"i": checkpoint_id, "j": job_id, "k": storage_key, "s": "c" * 64, "m": json.dumps({"valid_loss": 2.5})},
+        )
         for step, value in ((1, 6.0), (10, 4.0)):
-            c.execute(text("INSERT INTO metrics (job_id, step, name, value, created_at) VALUES (:j, :st, 'train_loss', "
-                           ":v, now())"), {"j": job_id, "st": step, "v": value})
+            c.execute(
+                text(
+                    "INSERT INTO metrics (job_id, step, name, value, created_at) VALUES (:j, :st, 'train_loss', "
+                    ":v, now())"
+                ),
+                {"j": job_id, "st": step, "v": value},
+            )
     engine.dispose()
     return checkpoint_id
 

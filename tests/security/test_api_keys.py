@@ -24,7 +24,7 @@ def test_the_database_holds_only_the_sha256_of_a_key(pg_client):
         rows = [dict(row._mapping) for row in connection.execute(text("SELECT * FROM api_keys"))]
     assert len(rows) == 1 and rows[0]["key_hash"] == hashlib.sha256(clear.encode()).hexdigest()
     dump = repr(rows)
-    secret_part = clear[len(rows[0]["prefix"]):]  # the prefix (tsk_ and 6 characters) is shown to humans by design
+    secret_part = clear[len(rows[0]["prefix"]) :]  # the prefix (tsk_ and 6 characters) is shown to humans by design
     assert len(secret_part) >= 36 and secret_part[:12] not in dump and secret_part[-12:] not in dump
 
 
@@ -72,9 +72,14 @@ def test_keys_never_reach_the_logs_at_debug_level(debug_stack):
         ping = http.post("/v1/pings", headers=good, json={"queue": "inference"})  # a round trip through the worker
         assert ping.status_code == 202, ping.text
         for candidate in (key, bad):
-            for headers in ({"Authorization": f"Bearer {candidate}"}, {"Authorization": f"bearer {candidate}"},
-                            {"Authorization": candidate}, {"X-API-Key": candidate},
-                            {"Authorization": f"Basic {basic}"}, {"Cookie": f"session={candidate}; key={candidate}"}):
+            for headers in (
+                {"Authorization": f"Bearer {candidate}"},
+                {"Authorization": f"bearer {candidate}"},
+                {"Authorization": candidate},
+                {"X-API-Key": candidate},
+                {"Authorization": f"Basic {basic}"},
+                {"Cookie": f"session={candidate}; key={candidate}"},
+            ):
                 http.get("/v1/me", headers=headers)
             for params in ({"api_key": candidate}, {"key": candidate, "token": candidate}, {"access_token": candidate}):
                 assert http.get("/v1/me", params=params).status_code == 401
@@ -93,6 +98,10 @@ def test_keys_never_reach_the_logs_at_debug_level(debug_stack):
     assert "GET /v1/me" in logs["api"] and " 401" in logs["api"], "the API's access log is missing"
     assert "DEBUG" in logs["inference"] and "service.ping" in logs["inference"], "the worker's debug log is missing"
     for name, text_ in logs.items():
-        for secret, what in ((key, "the key"), (bad, "a bad key"), (key[len("tsk_"):], "the key's body"),
-                             (bad[len("tsk_"):], "a bad key's body")):
+        for secret, what in (
+            (key, "the key"),
+            (bad, "a bad key"),
+            (key[len("tsk_") :], "the key's body"),
+            (bad[len("tsk_") :], "a bad key's body"),
+        ):
             assert secret not in text_, f"{what} appears in the {name} log"

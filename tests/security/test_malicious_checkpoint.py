@@ -41,7 +41,8 @@ def plant(directory: Path, marker: Path) -> str:
     """Write a real tiny checkpoint to `directory`, then put the pickle in place of its weights and beside them
     (.pt, .bin), with a manifest that lists them all with their true sha256 (whoever can write the files can write
     the manifest). Returns the checkpoint's sha256, as a model row would record it."""
-    from model.checkpoint import MANIFEST_FILE, checkpoint_sha256, save_checkpoint
+    from model.checkpoint import save_checkpoint
+    from model.checkpoint_files import MANIFEST_FILE, checkpoint_sha256
     from model.config import ModelConfig
     from model.tokenizer import Tokenizer
     from model.transformer import Transformer
@@ -67,7 +68,8 @@ def test_the_payload_really_executes_when_unpickled(tmp_path):
 
 
 def test_model_checkpoint_refuses_a_planted_pickle_and_never_unpickles_it(tmp_path):
-    from model.checkpoint import CheckpointError, load_checkpoint, load_model
+    from model.checkpoint import load_checkpoint, load_model
+    from model.checkpoint_files import CheckpointError
 
     marker = tmp_path / "marker"
     directory = tmp_path / "step-00000001"
@@ -91,8 +93,11 @@ def test_no_code_unpickles_or_loads_torch_files_unsafely():
             where = path.relative_to(ROOT)
             if re.search(r"\bpickle\.loads?\(|\bcloudpickle\b|\bdill\b|allow_pickle\s*=\s*True", source):
                 problems.append(f"{where}: unpickles")
-            problems += [f"{where}: {call}" for call in re.findall(r"torch\.load\([^)]*\)", source)
-                         if "weights_only=True" not in call]
+            problems += [
+                f"{where}: {call}"
+                for call in re.findall(r"torch\.load\([^)]*\)", source)
+                if "weights_only=True" not in call
+            ]
     assert not problems, problems
 
 
@@ -106,9 +111,11 @@ def test_a_served_model_pointing_at_a_pickle_fails_cleanly_and_never_executes_it
     model_id = insert_tiny_model(debug_stack.env["DATABASE_URL"], "mallory", storage_key, sha256=sha256)
     headers = {"Authorization": f"Bearer {key}"}
     with httpx.Client(base_url=debug_stack.url, headers=headers, timeout=90) as http:
-        for method, path, body in (("POST", "translate", {"texts": ["one apple"]}),
-                                   ("POST", "attention", {"text": "one apple"}),
-                                   ("GET", "neighbors?token=apple", None)):
+        for method, path, body in (
+            ("POST", "translate", {"texts": ["one apple"]}),
+            ("POST", "attention", {"text": "one apple"}),
+            ("GET", "neighbors?token=apple", None),
+        ):
             response = http.request(method, f"/v1/models/{model_id}/{path}", json=body)
             assert response.status_code in (409, 422, 503), (path, response.status_code, response.text)
             detail = response.json()["detail"]

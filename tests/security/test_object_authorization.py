@@ -27,8 +27,21 @@ SAMPLE_BODIES = {
 SAMPLE_QUERIES = {("GET", "/v1/models/{model_id}/neighbors"): {"token": "pear"}}
 UNKNOWN_FIELDS = ("status", "owner", "owner_id", "storage_key")
 # Names of parameters or body fields that would let a client point the server at a file or a location.
-LOCATION_NAMES = {"path", "file_path", "filepath", "dir", "directory", "storage_key", "checkpoint_path",
-                  "model_path", "artifact_root", "url", "uri", "location", "filename"}
+LOCATION_NAMES = {
+    "path",
+    "file_path",
+    "filepath",
+    "dir",
+    "directory",
+    "storage_key",
+    "checkpoint_path",
+    "model_path",
+    "artifact_root",
+    "url",
+    "uri",
+    "location",
+    "filename",
+}
 
 
 def v1_routes(app) -> list[tuple[str, str, APIRoute]]:
@@ -47,13 +60,23 @@ def alice_objects(pg_client):
     from app.settings import get_settings
 
     alice = bearer("alice")
-    dataset = pg_client.post("/v1/datasets", headers=alice, data={"name": "alice-private-corpus", "kind": "parallel"},
-                             files={"file": ("pears.jsonl", CORPUS)})
+    dataset = pg_client.post(
+        "/v1/datasets",
+        headers=alice,
+        data={"name": "alice-private-corpus", "kind": "parallel"},
+        files={"file": ("pears.jsonl", CORPUS)},
+    )
     assert dataset.status_code == 201, dataset.text
-    job = pg_client.post("/v1/jobs", headers=alice, json={"objective": "translation",
-                                                          "dataset_id": dataset.json()["id"],
-                                                          "model": {"preset": "tiny", "vocab_size": 500},
-                                                          "training": {"max_steps": 10}})
+    job = pg_client.post(
+        "/v1/jobs",
+        headers=alice,
+        json={
+            "objective": "translation",
+            "dataset_id": dataset.json()["id"],
+            "model": {"preset": "tiny", "vocab_size": 500},
+            "training": {"max_steps": 10},
+        },
+    )
     assert job.status_code == 201, job.text
     ping = pg_client.post("/v1/pings", headers=alice, json={"queue": "training"})
     assert ping.status_code == 202, ping.text
@@ -62,8 +85,17 @@ def alice_objects(pg_client):
     checkpoint_id = insert_job_outputs(database_url, job_id, f"jobs/{job_id}/step-00000010")
     model_id = insert_tiny_model(database_url, "alice", "models/alice-secret-model", sha256="a" * 64)
     ids = {"dataset_id": dataset.json()["id"], "job_id": job_id, "ping_id": ping.json()["id"], "model_id": model_id}
-    secrets = [*ids.values(), checkpoint_id, "alice", "alice-private-corpus", dataset.json()["sha256"], "c" * 64,
-               "a" * 64, "alice-secret-model", f"jobs/{job_id}"]
+    secrets = [
+        *ids.values(),
+        checkpoint_id,
+        "alice",
+        "alice-private-corpus",
+        dataset.json()["sha256"],
+        "c" * 64,
+        "a" * 64,
+        "alice-secret-model",
+        f"jobs/{job_id}",
+    ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
 
 
@@ -85,8 +117,9 @@ def test_another_key_gets_404_on_every_id_route_and_learns_nothing(pg_client, al
         assert not needs_body or (method, path) in SAMPLE_BODIES, f"{method} {path}: add a valid body to SAMPLE_BODIES"
         assert not required_query or (method, path) in SAMPLE_QUERIES, f"{method} {path}: add SAMPLE_QUERIES"
         url = path.format(**{name: ids[name] for name in names})
-        response = pg_client.request(method, url, headers=bob, json=SAMPLE_BODIES.get((method, path)),
-                                     params=SAMPLE_QUERIES.get((method, path)))
+        response = pg_client.request(
+            method, url, headers=bob, json=SAMPLE_BODIES.get((method, path)), params=SAMPLE_QUERIES.get((method, path))
+        )
         assert response.status_code == 404, (method, url, response.status_code, response.text)
         body = response.text
         leaked = [s for s in secrets if s in body and s not in url]  # the id bob asked for may be echoed back
@@ -109,8 +142,11 @@ def test_another_keys_lists_hold_none_of_the_owners_objects(pg_client, alice_obj
 def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels(pg_client, alice_objects):
     """Bob's DELETE and cancel calls change nothing: Alice still reads all her objects, checkpoint included."""
     bob, alice, ids = bearer("bob"), alice_objects["headers"], alice_objects["ids"]
-    for method, url in (("DELETE", f"/v1/datasets/{ids['dataset_id']}"), ("DELETE", f"/v1/models/{ids['model_id']}"),
-                        ("POST", f"/v1/jobs/{ids['job_id']}/cancel")):
+    for method, url in (
+        ("DELETE", f"/v1/datasets/{ids['dataset_id']}"),
+        ("DELETE", f"/v1/models/{ids['model_id']}"),
+        ("POST", f"/v1/jobs/{ids['job_id']}/cancel"),
+    ):
         assert pg_client.request(method, url, headers=bob).status_code == 404
     assert pg_client.get(f"/v1/datasets/{ids['dataset_id']}", headers=alice).status_code == 200
     assert pg_client.get(f"/v1/models/{ids['model_id']}", headers=alice).json()["id"] == ids["model_id"]
@@ -125,11 +161,16 @@ def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels
 def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
     """`status`, `owner`, `owner_id` and `storage_key` in any request body (top level or nested) are refused."""
     alice, ids = alice_objects["headers"], alice_objects["ids"]
-    valid = {**SAMPLE_BODIES,
-             ("POST", "/v1/jobs"): {"objective": "translation", "dataset_id": ids["dataset_id"],
-                                    "model": {"preset": "tiny", "vocab_size": 500}},
-             ("POST", "/v1/pings"): {"queue": "inference"},
-             ("POST", "/v1/estimate"): {"model": {"preset": "tiny", "vocab_size": 500}}}
+    valid = {
+        **SAMPLE_BODIES,
+        ("POST", "/v1/jobs"): {
+            "objective": "translation",
+            "dataset_id": ids["dataset_id"],
+            "model": {"preset": "tiny", "vocab_size": 500},
+        },
+        ("POST", "/v1/pings"): {"queue": "inference"},
+        ("POST", "/v1/estimate"): {"model": {"preset": "tiny", "vocab_size": 500}},
+    }
     checked = 0
     for method, path, route in v1_routes(pg_client.app):
         if route.body_field is None or path == "/v1/datasets":
@@ -150,9 +191,12 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
 @pytest.mark.parametrize("field", [*UNKNOWN_FIELDS, "path"])
 def test_unknown_upload_form_fields_are_422(pg_client, field):
     """A dataset upload naming its own storage location (or owner, or status) is refused, not silently dropped."""
-    response = pg_client.post("/v1/datasets", headers=bearer("alice"),
-                              data={"name": "d", "kind": "parallel", field: "../../elsewhere"},
-                              files={"file": ("pears.jsonl", CORPUS)})
+    response = pg_client.post(
+        "/v1/datasets",
+        headers=bearer("alice"),
+        data={"name": "d", "kind": "parallel", field: "../../elsewhere"},
+        files={"file": ("pears.jsonl", CORPUS)},
+    )
     assert response.status_code == 422, response.text
     assert response.json()["detail"][0]["loc"] == ["body", field]
 
@@ -161,8 +205,12 @@ def test_an_upload_filename_never_becomes_a_path(pg_client, tmp_path):
     """The client's file name is only a format hint: the file lands under a key the server made."""
     from app.settings import get_settings
 
-    response = pg_client.post("/v1/datasets", headers=bearer("alice"), data={"name": "d", "kind": "parallel"},
-                              files={"file": ("../../../escaped.jsonl", CORPUS)})
+    response = pg_client.post(
+        "/v1/datasets",
+        headers=bearer("alice"),
+        data={"name": "d", "kind": "parallel"},
+        files={"file": ("../../../escaped.jsonl", CORPUS)},
+    )
     assert response.status_code == 201, response.text
     root = Path(get_settings().artifact_root)
     stored = [p for p in root.rglob("*") if p.is_file()]
@@ -180,8 +228,13 @@ def test_no_route_takes_a_file_path_or_storage_location(pg_client):
             name = schema["$ref"].rsplit("/", 1)[1]
             return set() if name in seen else properties(components[name], seen | {name})
         names = set(schema.get("properties", {}))
-        for sub in [*schema.get("properties", {}).values(), *schema.get("anyOf", []), *schema.get("allOf", []),
-                    schema.get("items"), schema.get("additionalProperties")]:
+        for sub in [
+            *schema.get("properties", {}).values(),
+            *schema.get("anyOf", []),
+            *schema.get("allOf", []),
+            schema.get("items"),
+            schema.get("additionalProperties"),
+        ]:
             if isinstance(sub, dict) and sub:
                 names |= properties(sub, seen)
         return names

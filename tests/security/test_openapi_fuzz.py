@@ -27,11 +27,19 @@ CORPUS = "".join(json.dumps({"source": f"{n} apples", "target": f"{n} Äpfel"}) 
 def _fuzz_objects(url: str, key: str, database_url: str) -> dict[str, str]:
     """A dataset, a queued job with a checkpoint and metrics, and a ping, all of the fuzzing key."""
     http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
-    dataset = http.post("/v1/datasets", data={"name": "fuzz", "kind": "parallel"},
-                        files={"file": ("corpus.jsonl", CORPUS.encode())})
+    dataset = http.post(
+        "/v1/datasets", data={"name": "fuzz", "kind": "parallel"}, files={"file": ("corpus.jsonl", CORPUS.encode())}
+    )
     assert dataset.status_code == 201, dataset.text
-    job = http.post("/v1/jobs", json={"objective": "translation", "dataset_id": dataset.json()["id"],
-                                      "model": {"preset": "tiny", "vocab_size": 500}, "training": {"max_steps": 10}})
+    job = http.post(
+        "/v1/jobs",
+        json={
+            "objective": "translation",
+            "dataset_id": dataset.json()["id"],
+            "model": {"preset": "tiny", "vocab_size": 500},
+            "training": {"max_steps": 10},
+        },
+    )
     assert job.status_code == 201, job.text
     ping = http.post("/v1/pings", json={"queue": "training"})
     assert ping.status_code == 202, ping.text
@@ -46,10 +54,25 @@ def test_openapi_fuzzing_finds_no_server_error_and_no_schema_violation(api_stack
     stack = api_stack(RATE_LIMIT_PER_MINUTE="1000000", METRICS_TOKEN=metrics_token)
     key = stack.key("fuzz")
     variables = _fuzz_objects(stack.url, key, stack.env["DATABASE_URL"])
-    command = [str(Path(sys.executable).with_name("schemathesis")), "--config-file", str(CONFIG), "run",
-               f"{stack.url}/openapi.json", "--header", f"Authorization: Bearer {key}",
-               "--max-examples", str(MAX_EXAMPLES), "--seed", str(SEED), "--workers", "1",
-               "--report", "junit", "--report-dir", str(tmp_path / "report")]
+    command = [
+        str(Path(sys.executable).with_name("schemathesis")),
+        "--config-file",
+        str(CONFIG),
+        "run",
+        f"{stack.url}/openapi.json",
+        "--header",
+        f"Authorization: Bearer {key}",
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--seed",
+        str(SEED),
+        "--workers",
+        "1",
+        "--report",
+        "junit",
+        "--report-dir",
+        str(tmp_path / "report"),
+    ]
     env = {**os.environ, **variables, "FUZZ_METRICS_TOKEN": metrics_token, "NO_COLOR": "1"}
     done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr

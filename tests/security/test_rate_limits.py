@@ -49,8 +49,12 @@ def embedded_client(settings_env):
 
 
 def _job(dataset_id: str) -> dict:
-    return {"objective": "translation", "dataset_id": dataset_id, "model": {"preset": "tiny", "vocab_size": 500},
-            "training": {"max_steps": 10}}
+    return {
+        "objective": "translation",
+        "dataset_id": dataset_id,
+        "model": {"preset": "tiny", "vocab_size": 500},
+        "training": {"max_steps": 10},
+    }
 
 
 def _assert_429(response: httpx.Response, setting: str) -> None:
@@ -82,8 +86,22 @@ def test_rate_limit_zero_is_off(embedded_client):
 def private_redis(tmp_path):
     """A redis-server of this test's own, which it may freeze (SIGSTOP) and kill; the shared one stays up."""
     port = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                               "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+    )
     url = f"redis://127.0.0.1:{port}/0"
     wait_for(lambda: _pings(url), timeout=15, what=f"redis-server on port {port}")
     try:
@@ -101,8 +119,9 @@ def _pings(url: str) -> bool:
         return False
 
 
-def test_a_frozen_or_dead_limiter_redis_lets_requests_through_and_logs_once(embedded_client, private_redis, caplog,
-                                                                           monkeypatch):
+def test_a_frozen_or_dead_limiter_redis_lets_requests_through_and_logs_once(
+    embedded_client, private_redis, caplog, monkeypatch
+):
     """Redis frozen (no answer) or dead (refused): no 429, no 500, at most STORAGE_TIMEOUT of delay for one request
     now and then, one warning rather than one per request; counting resumes when Redis is back."""
     from app.api import ratelimit
@@ -135,8 +154,12 @@ def test_a_frozen_or_dead_limiter_redis_lets_requests_through_and_logs_once(embe
 def test_active_jobs_over_the_limit_are_429_until_one_ends(pg_client):
     """MAX_ACTIVE_JOBS_PER_KEY=2: the third queued job is refused; a replay is not; a cancelled job frees a place."""
     alice = bearer("alice")
-    dataset = pg_client.post("/v1/datasets", headers=alice, data={"name": "plums", "kind": "parallel"},
-                             files={"file": ("plums.jsonl", CORPUS)}).json()
+    dataset = pg_client.post(
+        "/v1/datasets",
+        headers=alice,
+        data={"name": "plums", "kind": "parallel"},
+        files={"file": ("plums.jsonl", CORPUS)},
+    ).json()
     first = pg_client.post("/v1/jobs", headers={**alice, "Idempotency-Key": "first"}, json=_job(dataset["id"]))
     second = pg_client.post("/v1/jobs", headers=alice, json=_job(dataset["id"]))
     assert (first.status_code, second.status_code) == (201, 201)
@@ -146,8 +169,9 @@ def test_active_jobs_over_the_limit_are_429_until_one_ends(pg_client):
     replay = pg_client.post("/v1/jobs", headers={**alice, "Idempotency-Key": "first"}, json=_job(dataset["id"]))
     assert replay.status_code == 201 and replay.json()["id"] == first.json()["id"]
     bob = bearer("bob")  # another owner is not affected
-    bob_data = pg_client.post("/v1/datasets", headers=bob, data={"name": "p", "kind": "parallel"},
-                              files={"file": ("p.jsonl", CORPUS)}).json()
+    bob_data = pg_client.post(
+        "/v1/datasets", headers=bob, data={"name": "p", "kind": "parallel"}, files={"file": ("p.jsonl", CORPUS)}
+    ).json()
     assert pg_client.post("/v1/jobs", headers=bob, json=_job(bob_data["id"])).status_code == 201
     assert pg_client.post(f"/v1/jobs/{second.json()['id']}/cancel", headers=alice).status_code == 202
     assert pg_client.post("/v1/jobs", headers=alice, json=_job(dataset["id"])).status_code == 201
@@ -167,15 +191,25 @@ def test_api_processes_share_the_counts_in_redis(api_stack):
         _assert_429(httpx.get(f"{url}/v1/me", headers=alice), "RATE_LIMIT_PER_MINUTE=10")
 
     bob = {"Authorization": f"Bearer {first.key('bob')}"}
-    dataset = httpx.post(f"{first.url}/v1/datasets", headers=bob, data={"name": "plums", "kind": "parallel"},
-                         files={"file": ("plums.jsonl", CORPUS)}, timeout=30).json()
+    dataset = httpx.post(
+        f"{first.url}/v1/datasets",
+        headers=bob,
+        data={"name": "plums", "kind": "parallel"},
+        files={"file": ("plums.jsonl", CORPUS)},
+        timeout=30,
+    ).json()
     with ThreadPoolExecutor(8) as pool:
-        responses = list(pool.map(lambda i: httpx.post(f"{urls[i % 2]}/v1/jobs", headers=bob, json=_job(dataset["id"]),
-                                                       timeout=30), range(8)))
+        responses = list(
+            pool.map(
+                lambda i: httpx.post(f"{urls[i % 2]}/v1/jobs", headers=bob, json=_job(dataset["id"]), timeout=30),
+                range(8),
+            )
+        )
     assert sorted(r.status_code for r in responses) == [201] * 3 + [429] * 5, [r.text for r in responses]
     for refused in (r for r in responses if r.status_code == 429):
         _assert_429(refused, "MAX_ACTIVE_JOBS_PER_KEY=3")
     bob_ci = run_cli(first.env, "create-key", "bob-ci", "--owner", "bob").strip().splitlines()[-1]
-    response = httpx.post(f"{second.url}/v1/jobs", headers={"Authorization": f"Bearer {bob_ci}"},
-                          json=_job(dataset["id"]), timeout=30)
+    response = httpx.post(
+        f"{second.url}/v1/jobs", headers={"Authorization": f"Bearer {bob_ci}"}, json=_job(dataset["id"]), timeout=30
+    )
     _assert_429(response, "MAX_ACTIVE_JOBS_PER_KEY=3")  # a second key of the owner shares the count

@@ -65,8 +65,9 @@ def test_s3_cache_is_trimmed_and_an_evicted_model_is_fetched_again(s3_server, tm
         (source / "manifest.json").write_bytes(b"{}")
         writer.push(source, f"models/{name}")
 
-    host = S3Store(bucket, "svc", tmp_path / "host", cache_max_bytes=60_000, cache_keep_seconds=60,
-                   **s3_server.store_options)
+    host = S3Store(
+        bucket, "svc", tmp_path / "host", cache_max_bytes=60_000, cache_keep_seconds=60, **s3_server.store_options
+    )
     first = host.fetch("models/m1")
     assert (first / "model.safetensors").read_bytes() == blobs["m1"]
     _age_cache(host.cache_root, HOUR)  # m1 was used an hour ago
@@ -114,8 +115,9 @@ def test_a_pinned_folder_is_never_trimmed_and_a_dead_processes_pin_is_ignored(tm
 def test_s3_in_use_keeps_a_jobs_checkpoints_through_fetches_and_trims(s3_server, tmp_path):
     """A training run pins its checkpoint folder from its first fetch (nothing in the store yet) to the end."""
     bucket = s3_server.bucket_name()
-    store = S3Store(bucket, "svc", tmp_path / "host", cache_max_bytes=1, cache_keep_seconds=0,
-                    **s3_server.store_options)
+    store = S3Store(
+        bucket, "svc", tmp_path / "host", cache_max_bytes=1, cache_keep_seconds=0, **s3_server.store_options
+    )
     with store.in_use("jobs/j1/checkpoints"):
         root = store.fetch("jobs/j1/checkpoints", missing_ok=True)  # nothing there: the pin must survive
         step = root / "step-00000100"

@@ -23,7 +23,9 @@ def host(request, tmp_path):
         return lambda name="a": LocalStore(root)
     server = request.getfixturevalue("s3_server")
     bucket = server.bucket_name()
-    return lambda name="a": S3Store(bucket, "svc/artifacts", tmp_path / f"host-{name}" / "cache", **server.store_options)
+    return lambda name="a": S3Store(
+        bucket, "svc/artifacts", tmp_path / f"host-{name}" / "cache", **server.store_options
+    )
 
 
 @pytest.fixture
@@ -63,17 +65,27 @@ def test_missing_key_raises_not_found_naming_the_key(store):
 @pytest.mark.parametrize("key", INVALID_KEYS)
 def test_keys_that_could_escape_the_store_are_refused(store, tmp_path, key):
     (tmp_path / "f").write_bytes(b"x")
-    calls = [lambda: store.write_bytes(key, b"x"), lambda: store.read_bytes(key), lambda: store.exists(key),
-             lambda: store.delete(key), lambda: store.fetch(key), lambda: store.push(tmp_path / "f", key),
-             lambda: store.local_path(key)]
+    calls = [
+        lambda: store.write_bytes(key, b"x"),
+        lambda: store.read_bytes(key),
+        lambda: store.exists(key),
+        lambda: store.delete(key),
+        lambda: store.fetch(key),
+        lambda: store.push(tmp_path / "f", key),
+        lambda: store.local_path(key),
+    ]
     for call in calls:
         with pytest.raises(ValueError, match="invalid artifact key"):
             call()
 
 
 def test_folder_pushed_on_one_host_is_fetched_whole_on_another(host, tmp_path):
-    files = {"model.safetensors": os.urandom(3000), "config.json": b"{}", "sub/extra.bin": b"e",
-             "manifest.json": b'{"files": {}}'}
+    files = {
+        "model.safetensors": os.urandom(3000),
+        "config.json": b"{}",
+        "sub/extra.bin": b"e",
+        "manifest.json": b'{"files": {}}',
+    }
     writer, reader = host("a"), host("b")
     written = _checkpoint_folder(writer.local_path(FOLDER), files)  # written in place, as the trainer does
     writer.push(written, FOLDER)
@@ -117,6 +129,7 @@ def test_fetch_reuses_what_is_already_local(host):
 
 
 # -- the S3 store alone --------------------------------------------------------------------------------------------
+
 
 def test_s3_fetch_replaces_a_cached_file_whose_bytes_differ(s3_server, tmp_path):
     """Same size, other bytes (a torn or tampered cache): the ETag differs, so the file is downloaded again."""

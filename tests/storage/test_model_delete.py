@@ -14,8 +14,12 @@ from tests.support.stack import ROOT, free_port
 
 @pytest.fixture
 def s3_down_client(settings_env, fresh_postgres_url):
-    settings_env(DATABASE_URL=fresh_postgres_url, ARTIFACT_ROOT="s3://models-bucket/prefix",
-                 AWS_ENDPOINT_URL=f"http://127.0.0.1:{free_port()}", **CREDENTIALS)  # nothing listens there
+    settings_env(
+        DATABASE_URL=fresh_postgres_url,
+        ARTIFACT_ROOT="s3://models-bucket/prefix",
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{free_port()}",
+        **CREDENTIALS,
+    )  # nothing listens there
     config = Config(str(ROOT / "alembic.ini"))
     config.attributes["configure_logger"] = False
     command.upgrade(config, "head")

@@ -16,8 +16,9 @@ class Api:
 
     def upload(self, path: Path, kind: str, name: str | None = None) -> dict:
         with open(path, "rb") as f:
-            response = self.http.post("/v1/datasets", data={"name": name or path.name, "kind": kind},
-                                      files={"file": (path.name, f)})
+            response = self.http.post(
+                "/v1/datasets", data={"name": name or path.name, "kind": kind}, files={"file": (path.name, f)}
+            )
         assert response.status_code == 201, response.text
         return response.json()
 
@@ -30,8 +31,12 @@ class Api:
         return self.http.get(f"/v1/jobs/{job_id}").json()
 
     def wait(self, job_id: str, statuses: tuple[str, ...], timeout: float) -> dict:
-        return wait_for(lambda: (job := self.job(job_id))["status"] in statuses and job, timeout=timeout,
-                        what=f"job {job_id} to reach {statuses}", interval=0.5)
+        return wait_for(
+            lambda: (job := self.job(job_id))["status"] in statuses and job,
+            timeout=timeout,
+            what=f"job {job_id} to reach {statuses}",
+            interval=0.5,
+        )
 
     def checkpoints(self, job_id: str) -> list[dict]:
         return self.http.get(f"/v1/jobs/{job_id}/checkpoints").json()

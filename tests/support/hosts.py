@@ -143,9 +143,23 @@ class Hosts:
             return argv
         others = [d for n, d in self.data_dirs.items() if n != name] + self.hidden
         mounts = "".join(f"mount -t tmpfs -o size=1m tmpfs {shlex.quote(str(d))} && " for d in others)
-        script = f"hostname {shlex.quote(name)} && {mounts}exec \"$@\""
-        return ["ip", "netns", "exec", self._netns[name], "unshare", "--mount", "--uts", "--propagation", "private",
-                "sh", "-c", script, name, *argv]
+        script = f'hostname {shlex.quote(name)} && {mounts}exec "$@"'
+        return [
+            "ip",
+            "netns",
+            "exec",
+            self._netns[name],
+            "unshare",
+            "--mount",
+            "--uts",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            name,
+            *argv,
+        ]
 
     def close(self) -> None:
         for bridge in self._bridges:

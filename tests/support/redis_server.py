@@ -23,9 +23,23 @@ class RedisServer:
     def start(self) -> None:
         """Start (or restart on the same port) an empty server that keeps nothing on disk, like a crashed one."""
         log = open(self.folder / f"redis-{self.port}.log", "ab")
-        self.process = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-                                         "--save", "", "--appendonly", "no", "--dir", str(self.folder)],
-                                        stdout=log, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.folder),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:

@@ -31,15 +31,23 @@ class S3Server:
     @property
     def store_options(self) -> dict[str, str]:
         """Keyword arguments of app.artifacts.s3.S3Store for this server."""
-        return {"endpoint_url": self.endpoint_url, "access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                "secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"], "region": CREDENTIALS["AWS_DEFAULT_REGION"]}
+        return {
+            "endpoint_url": self.endpoint_url,
+            "access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            "secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            "region": CREDENTIALS["AWS_DEFAULT_REGION"],
+        }
 
     def client(self) -> Any:
         import boto3
 
-        return boto3.client("s3", endpoint_url=self.endpoint_url, region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-                            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint_url,
+            region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+            aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
 
     def bucket_name(self) -> str:
         """A name no bucket has yet."""
@@ -63,8 +71,13 @@ def start_s3_server(log_path: Path, host: str = "127.0.0.1") -> S3Server:
     """Start `python -m moto.server` on a free port and wait until it answers S3's ListBuckets."""
     port = free_port()
     log = open(log_path, "wb")
-    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)], cwd=ROOT,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", host, "-p", str(port)],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     server = S3Server(process, f"http://{host}:{port}", log_path)
 
     def answers() -> bool:

@@ -22,8 +22,11 @@ def free_port() -> int:
 
 
 def service_env(**overrides: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "DATA_DIR", "PORT", "HOST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "DATA_DIR", "PORT", "HOST")
+    }
     # One torch thread per worker: the test processes share two cores, where more threads run slower.
     env.update(PYTHONUNBUFFERED="1", TORCH_THREADS="1", **overrides)
     return env
@@ -31,8 +34,9 @@ def service_env(**overrides: str) -> dict[str, str]:
 
 def run_cli(env: dict[str, str], *args: str) -> str:
     """Run `python -m app.cli ARGS` and return its stdout (raises with stderr on failure)."""
-    done = subprocess.run([sys.executable, "-m", "app.cli", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     if done.returncode != 0:
         raise RuntimeError(f"app.cli {' '.join(args)} failed ({done.returncode}):\n{done.stderr}")
     return done.stdout
@@ -51,21 +55,56 @@ class Processes:
 
     def start(self, name: str, command: list[str], env: dict[str, str]) -> subprocess.Popen:
         log = open(self.log_dir / f"{name}.log", "wb")
-        child = subprocess.Popen(command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            command, env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         self.children[name] = child
         return child
 
     def start_api(self, env: dict[str, str], port: int) -> str:
-        self.start("api", [sys.executable, "-m", "uvicorn", "app.main:app", "--host", "127.0.0.1",
-                           "--port", str(port), "--log-level", "warning"], env)
+        self.start(
+            "api",
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "app.main:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--log-level",
+                "warning",
+            ],
+            env,
+        )
         return f"http://127.0.0.1:{port}"
 
-    def start_worker(self, env: dict[str, str], queues: str, name: str, pool: str = "prefork",
-                     concurrency: int = 1) -> subprocess.Popen:
-        return self.start(name, [sys.executable, "-m", "celery", "-A", "worker.celery_app", "worker",
-                                 "-Q", queues, "-P", pool, "-c", str(concurrency), "-n", f"{name}@%h",
-                                 "--loglevel", "INFO"], env)
+    def start_worker(
+        self, env: dict[str, str], queues: str, name: str, pool: str = "prefork", concurrency: int = 1
+    ) -> subprocess.Popen:
+        return self.start(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "worker.celery_app",
+                "worker",
+                "-Q",
+                queues,
+                "-P",
+                pool,
+                "-c",
+                str(concurrency),
+                "-n",
+                f"{name}@%h",
+                "--loglevel",
+                "INFO",
+            ],
+            env,
+        )
 
     def log(self, name: str) -> str:
         return (self.log_dir / f"{name}.log").read_text(errors="replace")

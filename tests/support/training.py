@@ -15,11 +15,23 @@ TINY = {"preset": "tiny", "vocab_size": 500}
 
 
 def numbers_job(dataset_id: str, valid_id: str | None = None, **training) -> dict:
-    base = {"max_steps": 150, "warmup_steps": 50, "eval_every": 50, "checkpoint_every": 50, "max_length": 40,
-            "max_tokens_per_batch": 2048, "seed": 3,
-            "eval_budget": None}  # evaluate exactly every eval_every steps: tests assert on those steps
-    return {"objective": "translation", "dataset_id": dataset_id, "valid_dataset_id": valid_id, "model": TINY,
-            "training": {**base, **training}}
+    base = {
+        "max_steps": 150,
+        "warmup_steps": 50,
+        "eval_every": 50,
+        "checkpoint_every": 50,
+        "max_length": 40,
+        "max_tokens_per_batch": 2048,
+        "seed": 3,
+        "eval_budget": None,
+    }  # evaluate exactly every eval_every steps: tests assert on those steps
+    return {
+        "objective": "translation",
+        "dataset_id": dataset_id,
+        "valid_dataset_id": valid_id,
+        "model": TINY,
+        "training": {**base, **training},
+    }
 
 
 def numbers_files(folder: Path) -> dict[str, Path]:
@@ -43,5 +55,9 @@ def query(database_url: str, sql: str, **params):
 def metric_duplicates(database_url: str, job_id: str | None = None) -> int:
     """(job, step, name) triples recorded more than once: for one job, or for all."""
     where = "WHERE job_id = :j" if job_id else ""
-    return query(database_url, f"SELECT count(*) FROM (SELECT job_id, step, name FROM metrics {where} "
-                               f"GROUP BY job_id, step, name HAVING count(*) > 1) d", j=job_id)[0][0]
+    return query(
+        database_url,
+        f"SELECT count(*) FROM (SELECT job_id, step, name FROM metrics {where} "
+        f"GROUP BY job_id, step, name HAVING count(*) > 1) d",
+        j=job_id,
+    )[0][0]

@@ -32,9 +32,13 @@ def worker_env(monkeypatch):
 
 
 def _rows(corpus, fields: list[str], **training) -> JobRows:
-    job = Job(id="job-1", objective="translation", model_config=ModelSpec(preset="tiny").model_dump(mode="json"),
-              training_config=TrainingSpec(max_minutes=2, max_length=40, seed=3, **training).model_dump(mode="json"),
-              auto_settings={"fields": fields})
+    job = Job(
+        id="job-1",
+        objective="translation",
+        model_config=ModelSpec(preset="tiny").model_dump(mode="json"),
+        training_config=TrainingSpec(max_minutes=2, max_length=40, seed=3, **training).model_dump(mode="json"),
+        auto_settings={"fields": fields},
+    )
     return JobRows(job, list(corpus[0]), list(corpus[1]))
 
 

@@ -12,7 +12,7 @@ def test_a_real_cpu_allocation_failure_counts_as_out_of_memory():
     """Fault: the CPU allocator cannot satisfy a request. Pass: classified as out of memory (the job fails at
     once with advice instead of being retried into the same wall)."""
     with pytest.raises(RuntimeError) as failure:
-        torch.empty(2 ** 62, dtype=torch.uint8)
+        torch.empty(2**62, dtype=torch.uint8)
     assert _out_of_memory(failure.value)
     assert _out_of_memory(MemoryError())
 

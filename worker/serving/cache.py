@@ -17,7 +17,8 @@ import torch
 from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
 from app.db.models import Job, TrainedModel
 from app.db.session import session_scope
-from model.checkpoint import CheckpointError, load_model
+from model.checkpoint import load_model
+from model.checkpoint_files import CheckpointError
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 from worker.serving.errors import ModelUnavailable
@@ -51,17 +52,25 @@ def _load(model_id: str) -> LoadedModel:
         model, tokenizer, meta = load_model(get_store().fetch(storage_key), pick_device())
     except ArtifactNotFound as exc:
         log.error("model %s: %s", model_id, exc)
-        raise ModelUnavailable(503, f"model {model_id}: its files are missing from the artifact store; "
-                                    "retrain it or restore them") from exc
+        raise ModelUnavailable(
+            503, f"model {model_id}: its files are missing from the artifact store; retrain it or restore them"
+        ) from exc
     except ArtifactStoreError as exc:
         log.error("model %s: %s", model_id, exc)
         raise ModelUnavailable(503, f"model {model_id}: the artifact store is unavailable; try again") from exc
     except CheckpointError as exc:
         log.error("model %s: %s", model_id, exc)
-        raise ModelUnavailable(503, f"model {model_id}: its files fail verification (not a valid safetensors checkpoint, or a hash mismatch); retrain or restore them") from exc
+        raise ModelUnavailable(
+            503,
+            f"model {model_id}: its files fail verification (not a valid safetensors checkpoint, or a hash mismatch); "
+            "retrain or restore them",
+        ) from exc
     if meta["sha256"] != sha256:
-        raise ModelUnavailable(503, f"model {model_id}: files do not match the recorded sha256 "
-                                    f"({meta['sha256'][:12]}… != {sha256[:12]}…); retrain or restore them")
+        raise ModelUnavailable(
+            503,
+            f"model {model_id}: files do not match the recorded sha256 "
+            f"({meta['sha256'][:12]}… != {sha256[:12]}…); retrain or restore them",
+        )
     log.info("loaded model %s (%s) on %s", model_id, objective, pick_device())
     return LoadedModel(model_id, objective, model, tokenizer, noise, meta)
 

@@ -77,24 +77,36 @@ class CT2Translator:
         self.loaded = loaded
         device = "cuda" if torch.cuda.is_available() else "cpu"
         threads = get_settings().torch_threads or torch.get_num_threads()
-        self.translator = ctranslate2.Translator(str(_converted_dir(loaded)), device=device,
-                                                 compute_type=get_settings().ct2_compute_type,
-                                                 intra_threads=threads, inter_threads=1)
+        self.translator = ctranslate2.Translator(
+            str(_converted_dir(loaded)),
+            device=device,
+            compute_type=get_settings().ct2_compute_type,
+            intra_threads=threads,
+            inter_threads=1,
+        )
 
-    def translate(self, texts: list[str], beam_size: int, n_best: int, max_length: int | None,
-                  return_alignment: bool) -> list[dict[str, Any]]:
+    def translate(
+        self, texts: list[str], beam_size: int, n_best: int, max_length: int | None, return_alignment: bool
+    ) -> list[dict[str, Any]]:
         """The same result dicts as model.inference.translate."""
         tokenizer, config = self.loaded.tokenizer, self.loaded.model.config
         sources = [tokenizer.encode(t) + [tokenizer.eos_id] for t in texts]
         longest = max(len(s) for s in sources)
         limit = max_length or max_target_len(longest, 2.0, 10, config.max_positions)
         results = self.translator.translate_batch(
-            [[tokenizer.id_to_token(i) for i in s] for s in sources], beam_size=beam_size, num_hypotheses=n_best,
-            length_penalty=0.6, max_decoding_length=limit, return_scores=True)
+            [[tokenizer.id_to_token(i) for i in s] for s in sources],
+            beam_size=beam_size,
+            num_hypotheses=n_best,
+            length_penalty=0.6,
+            max_decoding_length=limit,
+            return_scores=True,
+        )
         out = []
         for source, result in zip(sources, results):
-            hyps = [([tokenizer.token_to_id(t) for t in tokens], score)
-                    for tokens, score in zip(result.hypotheses, result.scores)]
+            hyps = [
+                ([tokenizer.token_to_id(t) for t in tokens], score)
+                for tokens, score in zip(result.hypotheses, result.scores)
+            ]
             best = self._hypothesis(*hyps[0])
             if n_best > 1:
                 best["alternatives"] = [self._hypothesis(*h) for h in hyps[1:]]
@@ -106,5 +118,9 @@ class CT2Translator:
 
     def _hypothesis(self, ids: list[int], score: float) -> dict[str, Any]:
         tokenizer = self.loaded.tokenizer
-        return {"text": tokenizer.decode(ids), "score": score, "log_prob": None,
-                "tokens": [tokenizer.id_to_token(t) for t in ids]}
+        return {
+            "text": tokenizer.decode(ids),
+            "score": score,
+            "log_prob": None,
+            "tokens": [tokenizer.id_to_token(t) for t in ids],
+        }

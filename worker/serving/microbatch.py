@@ -25,8 +25,13 @@ class _Request:
 
 
 class MicroBatcher:
-    def __init__(self, run_batch: Callable[[Hashable, list[Any]], list[Any]], max_batch: int = 32,
-                 max_wait: float = 0.005, on_batch: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        run_batch: Callable[[Hashable, list[Any]], list[Any]],
+        max_batch: int = 32,
+        max_wait: float = 0.005,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> None:
         self.run_batch, self.max_batch, self.max_wait, self.on_batch = run_batch, max_batch, max_wait, on_batch
         self._waiting: OrderedDict[Hashable, list[tuple[float, _Request]]] = OrderedDict()
         self._cond = threading.Condition()

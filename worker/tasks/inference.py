@@ -53,8 +53,12 @@ def batcher() -> MicroBatcher:
     global _batcher
     if _batcher is None:
         settings = get_settings()
-        _batcher = MicroBatcher(_translate_batch, settings.inference_max_batch,
-                                settings.inference_batch_wait_ms / 1000, on_batch=_note_batch)
+        _batcher = MicroBatcher(
+            _translate_batch,
+            settings.inference_max_batch,
+            settings.inference_batch_wait_ms / 1000,
+            on_batch=_note_batch,
+        )
     return _batcher
 
 
@@ -81,9 +85,16 @@ def _translate_batch(key: tuple, texts: list[str]) -> list[dict[str, Any]]:
     if backend == "ctranslate2":
         return _ct2_translator(loaded).translate(texts, beam_size, n_best, max_length, return_alignment)
     with torch.inference_mode():
-        return translate(loaded.model, loaded.tokenizer, texts, beam_size=beam_size, n_best=n_best,
-                         max_len_a=0.0 if max_length else 2.0, max_len_b=max_length or 10,
-                         return_alignment=return_alignment)
+        return translate(
+            loaded.model,
+            loaded.tokenizer,
+            texts,
+            beam_size=beam_size,
+            n_best=n_best,
+            max_len_a=0.0 if max_length else 2.0,
+            max_len_b=max_length or 10,
+            return_alignment=return_alignment,
+        )
 
 
 def _pieces(loaded: LoadedModel, text: str) -> list[str]:
@@ -95,8 +106,11 @@ def _pieces(loaded: LoadedModel, text: str) -> list[str]:
     for piece in pieces:
         n = len(loaded.tokenizer.encode(piece))
         if n > limit:
-            raise RequestError(422, f"a sentence of {n} tokens is longer than the model's maximum of {limit} "
-                                    f"tokens and cannot be split further: {piece[:60]!r}")
+            raise RequestError(
+                422,
+                f"a sentence of {n} tokens is longer than the model's maximum of {limit} "
+                f"tokens and cannot be split further: {piece[:60]!r}",
+            )
     return pieces
 
 
@@ -105,16 +119,22 @@ def _public_translation(result: dict[str, Any], n_best: int, return_alignment: b
     if n_best > 1:
         out["alternatives"] = [{"text": a["text"], "score": a["score"]} for a in result.get("alternatives", [])]
     if return_alignment:
-        out["alignment"] = {"source_tokens": [readable_token(t) for t in result["source_tokens"]],
-                            "target_tokens": [readable_token(t) for t in result["tokens"]],
-                            "pairs": [[t, s] for t, s in enumerate(result["alignment"])]}
+        out["alignment"] = {
+            "source_tokens": [readable_token(t) for t in result["source_tokens"]],
+            "target_tokens": [readable_token(t) for t in result["tokens"]],
+            "pairs": [[t, s] for t, s in enumerate(result["alignment"])],
+        }
     return out
 
 
 def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One translation from the translations of a text's sentences."""
-    return {"text": " ".join(p["text"] for p in parts), "score": sum(p["score"] for p in parts) / len(parts),
-            "split": True, "pieces": len(parts)}
+    return {
+        "text": " ".join(p["text"] for p in parts),
+        "score": sum(p["score"] for p in parts) / len(parts),
+        "split": True,
+        "pieces": len(parts),
+    }
 
 
 def _errors_as_results(fn):
@@ -125,6 +145,7 @@ def _errors_as_results(fn):
             return {"error": {"status": exc.status, "detail": exc.detail}}
         except ValueError as exc:  # the model library names the bad value
             return {"error": {"status": 422, "detail": str(exc)}}
+
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
@@ -138,29 +159,43 @@ def _translation_model(model_id: str) -> LoadedModel:
 
 @shared_task(name=TRANSLATE, **INFERENCE_TASK)
 @_errors_as_results
-def translate_task(model_id: str, texts: list[str], beam_size: int = 4, n_best: int = 1,
-                   max_length: int | None = None, return_alignment: bool = False,
-                   backend: str = "pytorch") -> dict[str, Any]:
+def translate_task(
+    model_id: str,
+    texts: list[str],
+    beam_size: int = 4,
+    n_best: int = 1,
+    max_length: int | None = None,
+    return_alignment: bool = False,
+    backend: str = "pytorch",
+) -> dict[str, Any]:
     started = time.perf_counter()
     loaded = _translation_model(model_id)
     if backend == "ctranslate2" and not ct2.available():
-        raise RequestError(422, "backend 'ctranslate2' is not installed on the inference workers "
-                                "(pip install ctranslate2 transformers)")
+        raise RequestError(
+            422,
+            "backend 'ctranslate2' is not installed on the inference workers (pip install ctranslate2 transformers)",
+        )
     if n_best > beam_size:
         raise RequestError(422, f"n_best={n_best} cannot exceed beam_size={beam_size}")
     plans = [_pieces(loaded, text) for text in texts]
     flat = [piece for plan in plans for piece in plan]
-    results, batch_size = batcher().submit_sized((model_id, beam_size, n_best, max_length, return_alignment, backend),
-                                                 flat)
+    results, batch_size = batcher().submit_sized(
+        (model_id, beam_size, n_best, max_length, return_alignment, backend), flat
+    )
     translations, start = [], 0
     for plan in plans:
         parts = results[start : start + len(plan)]
         start += len(plan)
-        translations.append(_public_translation(parts[0], n_best, return_alignment) if len(plan) == 1
-                            else _merge(parts))
-    return {"translations": translations, "model_id": model_id, "backend": backend,
-            "compute_ms": round((time.perf_counter() - started) * 1000, 2),
-            "batch_size": batch_size}  # for the API's metrics; not part of the public answer
+        translations.append(
+            _public_translation(parts[0], n_best, return_alignment) if len(plan) == 1 else _merge(parts)
+        )
+    return {
+        "translations": translations,
+        "model_id": model_id,
+        "backend": backend,
+        "compute_ms": round((time.perf_counter() - started) * 1000, 2),
+        "batch_size": batch_size,
+    }  # for the API's metrics; not part of the public answer
 
 
 @shared_task(name=FILL_MASK, **INFERENCE_TASK)
@@ -168,16 +203,26 @@ def translate_task(model_id: str, texts: list[str], beam_size: int = 4, n_best: 
 def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
     loaded = cache().get(model_id)
     if loaded.objective != "denoising":
-        raise RequestError(422, f"model {model_id} was trained for {loaded.objective}; fill-mask needs a "
-                                f"denoising model")
+        raise RequestError(
+            422, f"model {model_id} was trained for {loaded.objective}; fill-mask needs a denoising model"
+        )
     span = SPAN_DENOISING_MAX_TOKENS if loaded.noise == "span" else 1
     offsets = [m.start() for m in re.finditer(re.escape("<mask>"), text)]
     with torch.inference_mode():
         per_mask = fill_mask(loaded.model, loaded.tokenizer, text, top_k=top_k, max_span_tokens=span)
-    return {"model_id": model_id, "masks": [
-        {"position": i, "char_offset": offsets[i],
-         "candidates": [{"token": c["token_str"], "score": c["score"], "sequence": c["sequence"]} for c in cands]}
-        for i, cands in enumerate(per_mask)]}
+    return {
+        "model_id": model_id,
+        "masks": [
+            {
+                "position": i,
+                "char_offset": offsets[i],
+                "candidates": [
+                    {"token": c["token_str"], "score": c["score"], "sequence": c["sequence"]} for c in cands
+                ],
+            }
+            for i, cands in enumerate(per_mask)
+        ],
+    }
 
 
 @shared_task(name=ATTENTION, **INFERENCE_TASK)
@@ -197,6 +242,10 @@ def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
     loaded = cache().get(model_id)
     with torch.inference_mode():
         found = embedding_neighbors(loaded.model, loaded.tokenizer, token, k)
-    return {"model_id": model_id, "token": token,
-            "neighbors": [{"token": readable_token(n["token"]), "id": n["id"], "similarity": n["similarity"]}
-                          for n in found]}
+    return {
+        "model_id": model_id,
+        "token": token,
+        "neighbors": [
+            {"token": readable_token(n["token"]), "id": n["id"], "similarity": n["similarity"]} for n in found
+        ],
+    }

@@ -21,8 +21,11 @@ def ping(self, ping_id: str) -> None:
     with session_scope() as session:
         # Conditional update: a redelivered message finds the row answered and changes nothing.
         done = session.execute(
-            update(Ping).where(Ping.id == ping_id, Ping.answered_at.is_(None))
+            update(Ping)
+            .where(Ping.id == ping_id, Ping.answered_at.is_(None))
             .values(answered_at=utcnow(), worker=hostname)
         ).rowcount
-    if not done:
+    if done:
+        log.info("ping %s answered by %s", ping_id, hostname)
+    else:
         log.info("ping %s already answered or gone; nothing to do", ping_id)

@@ -15,6 +15,7 @@ import torch
 from celery import current_app, shared_task
 from sqlalchemy import delete, select
 
+from app import logs
 from app.artifacts import get_store
 from app.db import job_rows
 from app.db.base import new_id
@@ -24,20 +25,14 @@ from app.queueing import dispatch_training
 from app.settings import get_settings
 from app.task_names import TRAIN
 from model.anatomy import count_parameters
-from model.checkpoint import (
-    CheckpointError,
-    checkpoint_sha256,
-    latest_good_checkpoint,
-    list_checkpoints,
-    load_checkpoint,
-    model_from_checkpoint,
-    save_checkpoint,
-)
+from model.checkpoint import latest_good_checkpoint, load_checkpoint, model_from_checkpoint, save_checkpoint
+from model.checkpoint_files import CheckpointError, checkpoint_sha256, list_checkpoints
 from model.data import DataError
 from model.prepare import PreparedData
 from model.tokenizer import Tokenizer
 from model.train_config import TrainingError
-from model.trainer import Callbacks, CheckpointInfo, StepInfo, TrainResult, train
+from model.train_events import Callbacks, CheckpointInfo, StepInfo, TrainResult
+from model.trainer import train
 from worker.auto_settings import choose_settings, pending
 from worker.job_data import load_job, prepare_job, train_config
 from worker.lease import LeaseKeeper, RunState, flush, track, untrack
@@ -65,10 +60,23 @@ def checkpoint_key(job_id: str) -> str:
 
 def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> Callbacks:
     def on_step(info: StepInfo) -> None:
-        state.add_metrics(info.step, {"train_loss": info.loss, "train_nll_loss": info.nll_loss, "lr": info.lr,
-                                      "tokens_per_second": info.tokens_per_second, "grad_norm": info.grad_norm})
-        state.set_progress(step=info.step, total_steps=info.total_steps, tokens_per_second=info.tokens_per_second,
-                           eta_seconds=info.eta_seconds, tokens_seen=_tokens_seen(state) + info.tokens)
+        state.add_metrics(
+            info.step,
+            {
+                "train_loss": info.loss,
+                "train_nll_loss": info.nll_loss,
+                "lr": info.lr,
+                "tokens_per_second": info.tokens_per_second,
+                "grad_norm": info.grad_norm,
+            },
+        )
+        state.set_progress(
+            step=info.step,
+            total_steps=info.total_steps,
+            tokens_per_second=info.tokens_per_second,
+            eta_seconds=info.eta_seconds,
+            tokens_seen=_tokens_seen(state) + info.tokens,
+        )
 
     def on_eval(step: int, values: dict[str, float]) -> None:
         state.add_metrics(step, eval_metrics(values))
@@ -83,20 +91,42 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
         if info.kind != "step":
             return
         store, key = get_store(), f"{checkpoint_key(job_id)}/{Path(info.path).name}"
-        store.push(info.path, key)  # before its row; a remote store gets the manifest last, so a torn upload is never good
+        store.push(
+            info.path, key
+        )  # before its row; a remote store gets the manifest last, so a torn upload is never good
         with session_scope() as session:
-            session.execute(delete(JobCheckpoint).where(JobCheckpoint.job_id == job_id, JobCheckpoint.step == info.step))
-            session.add(JobCheckpoint(job_id=job_id, step=info.step, storage_key=key,
-                                   sha256=info.sha256, size_bytes=info.size_bytes, metrics=eval_metrics(info.metrics)))
+            session.execute(
+                delete(JobCheckpoint).where(JobCheckpoint.job_id == job_id, JobCheckpoint.step == info.step)
+            )
+            session.add(
+                JobCheckpoint(
+                    job_id=job_id,
+                    step=info.step,
+                    storage_key=key,
+                    sha256=info.sha256,
+                    size_bytes=info.size_bytes,
+                    metrics=eval_metrics(info.metrics),
+                )
+            )
             kept = {f"{checkpoint_key(job_id)}/{p.name}" for p in list_checkpoints(root)}
-            rotated = session.scalars(select(JobCheckpoint.storage_key).where(
-                JobCheckpoint.job_id == job_id, JobCheckpoint.storage_key.not_in(kept))).all()
-            session.execute(delete(JobCheckpoint).where(JobCheckpoint.job_id == job_id, JobCheckpoint.storage_key.not_in(kept)))
+            rotated = session.scalars(
+                select(JobCheckpoint.storage_key).where(
+                    JobCheckpoint.job_id == job_id, JobCheckpoint.storage_key.not_in(kept)
+                )
+            ).all()
+            session.execute(
+                delete(JobCheckpoint).where(JobCheckpoint.job_id == job_id, JobCheckpoint.storage_key.not_in(kept))
+            )
         for old in rotated:  # the trainer removed them here; remove them from the store too
             store.delete(old)
 
-    return Callbacks(on_step=on_step, on_eval=on_eval, on_checkpoint=on_checkpoint,
-                     should_stop=lambda: state.should_stop, should_preempt=lambda: state.preempt_requested)
+    return Callbacks(
+        on_step=on_step,
+        on_eval=on_eval,
+        on_checkpoint=on_checkpoint,
+        should_stop=lambda: state.should_stop,
+        should_preempt=lambda: state.preempt_requested,
+    )
 
 
 def _tokens_seen(state: RunState) -> int:
@@ -108,16 +138,32 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
     ckpt = load_checkpoint(checkpoint_dir, with_optimizer=False)
     model_id = new_id()
     key, store = f"models/{model_id}", get_store()
-    target = save_checkpoint(store.local_path(key), model_from_checkpoint(ckpt), ckpt.tokenizer, ckpt.objective,
-                             step=ckpt.step, metrics=ckpt.meta.get("metrics", {}), kind="model",
-                             extra_meta={"job_id": job.id, "source": source})
+    target = save_checkpoint(
+        store.local_path(key),
+        model_from_checkpoint(ckpt),
+        ckpt.tokenizer,
+        ckpt.objective,
+        step=ckpt.step,
+        metrics=ckpt.meta.get("metrics", {}),
+        kind="model",
+        extra_meta={"job_id": job.id, "source": source},
+    )
     store.push(target, key)
     size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
-    return TrainedModel(id=model_id, owner_id=job.owner_id, job_id=job.id, objective=job.objective,
-                        config=ckpt.model_config.to_dict(), tokenizer_fingerprint=ckpt.tokenizer.fingerprint,
-                        metrics=eval_metrics(ckpt.meta.get("metrics", {})), source=source,
-                        parameters=count_parameters(ckpt.model_config)["total"], storage_key=key,
-                        sha256=checkpoint_sha256(target), size_bytes=size)
+    return TrainedModel(
+        id=model_id,
+        owner_id=job.owner_id,
+        job_id=job.id,
+        objective=job.objective,
+        config=ckpt.model_config.to_dict(),
+        tokenizer_fingerprint=ckpt.tokenizer.fingerprint,
+        metrics=eval_metrics(ckpt.meta.get("metrics", {})),
+        source=source,
+        parameters=count_parameters(ckpt.model_config)["total"],
+        storage_key=key,
+        sha256=checkpoint_sha256(target),
+        size_bytes=size,
+    )
 
 
 def run(claim: job_rows.Claim, state: RunState) -> None:
@@ -128,14 +174,16 @@ def run(claim: job_rows.Claim, state: RunState) -> None:
 def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData, str, Path]:
     """The job (with the settings its time budget chose, recorded once), its data, the device, its checkpoints."""
     rows = load_job(claim.job_id)
+    logs.bind(owner_id=rows.job.owner_id)  # the task's lines already carry its job id (app/logs.bind_task)
     device = pick_device()
     root = get_store().fetch(checkpoint_key(claim.job_id), missing_ok=True)  # a remote store: its checkpoints, here
     resume_from = latest_good_checkpoint(root)
     if pending(rows):  # settings left to the time budget, chosen once; a later attempt trains with them
         data = choose_settings(rows, device)
         with session_scope() as session:
-            if not job_rows.record_auto_settings(session, claim, rows.job.model_config, rows.job.training_config,
-                                                 rows.job.auto_settings):
+            if not job_rows.record_auto_settings(
+                session, claim, rows.job.model_config, rows.job.training_config, rows.job.auto_settings
+            ):
                 raise LeaseLost(claim.job_id)
     else:
         data = prepare_job(rows, Tokenizer.load(resume_from) if resume_from else None)
@@ -166,8 +214,13 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
         if result.stop_reason == "cancelled":
             job_rows.finish(session, claim, job_rows.CANCELLED, step=result.step)
             return
-        source = ("average of last %d" % spec["average_last"] if result.averaged_checkpoint
-                  else f"best@{result.best_step}" if result.model_checkpoint == result.best_checkpoint else f"last@{result.step}")
+        source = (
+            f"average of last {spec['average_last']}"
+            if result.averaged_checkpoint
+            else f"best@{result.best_step}"
+            if result.model_checkpoint == result.best_checkpoint
+            else f"last@{result.step}"
+        )
         model = _publish_model(job, result.model_checkpoint, source)
         if not job_rows.finish(session, claim, job_rows.SUCCEEDED, step=result.step):
             session.rollback()
@@ -192,8 +245,9 @@ def _hand_back(claim: job_rows.Claim, step: int) -> None:
     """The worker is shutting down and step `step` is checkpointed: queue the job again (this attempt does not
     count against max_attempts) and send its message, so a worker that is staying picks it up at once."""
     with session_scope() as session:
-        if not job_rows.release(session, claim, f"worker {claim.worker} shut down; resuming from step {step}",
-                                refund_attempt=True):
+        if not job_rows.release(
+            session, claim, f"worker {claim.worker} shut down; resuming from step {step}", refund_attempt=True
+        ):
             raise LeaseLost(claim.job_id)
     log.warning("job %s: preempted at step %d (checkpointed); back in the queue", claim.job_id, step)
     try:
@@ -241,5 +295,6 @@ def train_job(self, job_id: str) -> None:
 
 def _out_of_memory(exc: BaseException) -> bool:
     """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's RuntimeError."""
-    return (isinstance(exc, (torch.OutOfMemoryError, MemoryError))
-            or (isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)))
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    )

@@ -1,0 +1,140 @@
+"""Structured logs (app/logs.py): one JSON object per line with the ids bound where the line was written, keys
+redacted from the finished line, ids carried from a request to the Celery task it sends."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import secrets
+from types import SimpleNamespace
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from app import logs
+from app.api.request_id import HEADER, RequestId
+from app.settings import Settings
+
+
+@pytest.fixture
+def stream():
+    """The root handler writing into a buffer (restored afterwards, with the ids and the root level)."""
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    buffer = io.StringIO()
+    logs.configure(Settings(log_level="debug"), stream=buffer)
+    try:
+        yield buffer
+    finally:
+        logs.unbind_task()
+        root.handlers[:] = before
+        root.setLevel(level)
+
+
+def lines(buffer: io.StringIO) -> list[dict]:
+    return [json.loads(line) for line in buffer.getvalue().splitlines() if line]
+
+
+def test_a_line_is_one_json_object_with_the_bound_ids(stream):
+    log = logging.getLogger("tests.logs")
+    log.info("before anything is bound")
+    logs.bind(request_id="r-1", owner_id="owner-1", job_id="job-1")
+    log.warning("queued %s", "job-1")
+    first, second = lines(stream)
+    assert first["message"] == "before anything is bound" and first["level"] == "INFO"
+    assert not set(logs.FIELDS) & set(first), "ids that were not bound appear on the line"
+    assert second["message"] == "queued job-1" and second["logger"] == "tests.logs" and second["level"] == "WARNING"
+    assert (second["request_id"], second["owner_id"], second["job_id"]) == ("r-1", "owner-1", "job-1")
+    assert "model_id" not in second and "time" in second and "pid" in second
+
+
+def test_bound_to_restores_what_was_bound_before(stream):
+    logs.bind(job_id="outer")
+    with logs.bound_to(job_id="inner", model_id="m"):
+        assert logs.bound() == {"job_id": "inner", "model_id": "m"}
+    assert logs.bound() == {"job_id": "outer"}
+
+
+def test_library_loggers_write_through_the_one_handler(stream):
+    logging.getLogger("uvicorn.access").info('127.0.0.1 - "GET /v1/me HTTP/1.1" 200')
+    (line,) = lines(stream)
+    assert line["logger"] == "uvicorn.access" and "GET /v1/me" in line["message"]
+
+
+def test_keys_are_redacted_from_the_message_the_arguments_the_fields_and_the_traceback(stream):
+    key = "tsk_" + secrets.token_urlsafe(32)
+    log = logging.getLogger("tests.logs")
+    log.info("key %s", key)
+    log.info(f'GET /v1/me?api_key={key[4:]}" 401')
+    log.info("extra", extra={"header": f"Bearer {key}"})
+    logs.bind(job_id=key)  # a key pasted where an id goes
+    try:
+        raise ValueError(f"bad key {key}")
+    except ValueError:
+        log.exception("failed")
+    text = stream.getvalue()
+    assert key[4:] not in text and key[4:20] not in text
+    parsed = lines(stream)  # still valid JSON after redaction
+    assert parsed[0]["message"] == "key tsk_[redacted]"
+    assert parsed[1]["message"] == 'GET /v1/me?api_key=[redacted]" 401'
+    assert parsed[2]["header"] == "Bearer tsk_[redacted]"
+    assert parsed[3]["job_id"] == "tsk_[redacted]" and "ValueError: bad key tsk_[redacted]" in parsed[3]["exc_info"]
+
+
+def test_the_text_format_shows_the_ids_too(stream):
+    logs.configure(Settings(log_format="text"), stream=stream)
+    logs.bind(request_id="r-2", model_id="m-2")
+    logging.getLogger("tests.logs").info("translated")
+    (line,) = stream.getvalue().splitlines()
+    assert line.endswith("INFO tests.logs: translated [request_id=r-2 model_id=m-2]")
+    assert len([h for h in logging.getLogger().handlers if isinstance(h, logs.ServiceHandler)]) == 1
+
+
+def test_a_task_binds_the_request_id_it_was_sent_with_and_the_ids_among_its_arguments(stream):
+    def run(model_id: str, texts: list[str], beam_size: int = 4) -> None: ...
+
+    task = SimpleNamespace(request={"request_id": "r-3"}, run=run)
+    logs.bind(owner_id="left over from the last task")
+    logs.bind_task(task=task, args=("model-3", ["a"]), kwargs={"beam_size": 2})
+    assert logs.bound() == {"request_id": "r-3", "model_id": "model-3"}
+    logs.unbind_task()
+    assert logs.bound() == {}
+
+    def train(job_id: str) -> None: ...
+
+    logs.bind_task(task=SimpleNamespace(request={}, run=train), args=(), kwargs={"job_id": "job-3"})
+    assert logs.bound() == {"job_id": "job-3"}
+    logs.bind_task(task=SimpleNamespace(request={}, run=train), args=(1, 2, 3), kwargs={})  # does not fit: no ids
+    assert logs.bound() == {}
+
+
+def test_a_published_task_carries_the_bound_request_id(stream):
+    headers: dict = {}
+    logs.publish_request_id(headers=headers)
+    assert headers == {}, "nothing bound, nothing sent"
+    logs.bind(request_id="r-4")
+    logs.publish_request_id(headers=headers)
+    assert headers == {logs.TASK_HEADER: "r-4"}
+
+
+def test_the_request_id_middleware_takes_a_plausible_client_id_and_binds_it(stream):
+    api = FastAPI()
+    api.add_middleware(RequestId)
+
+    @api.get("/where")
+    async def where() -> dict:
+        logging.getLogger("tests.logs").info("inside")
+        return logs.bound()
+
+    with TestClient(api) as client:
+        given = client.get("/where", headers={HEADER: "client-id.42"})
+        assert given.headers[HEADER] == "client-id.42" and given.json() == {"request_id": "client-id.42"}
+        for bad in ("has space", "x" * 65, '{"json": 1}'):
+            made = client.get("/where", headers={HEADER: bad})
+            assert made.headers[HEADER] != bad and len(made.headers[HEADER]) == 32
+            assert made.json() == {"request_id": made.headers[HEADER]}
+        assert client.get("/where").headers[HEADER] != made.headers[HEADER], "each request gets its own id"
+    inside = [line for line in lines(stream) if line["message"] == "inside"]
+    assert inside[0]["request_id"] == "client-id.42"
