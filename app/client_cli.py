@@ -78,6 +78,8 @@ def cmd_submit(args: argparse.Namespace) -> None:
     }
     if args.valid:
         body["valid_dataset_id"] = args.valid
+    if args.init_model:
+        body["init_model_id"] = args.init_model
     if args.max_steps:
         body["training"]["max_steps"] = args.max_steps
     for assignment in args.set or []:
@@ -156,6 +158,36 @@ def cmd_models(args: argparse.Namespace) -> None:
             print(f"{model['id']}  {model['objective']:<11} {model['parameters']:>11,} params  {metrics}")
 
 
+def cmd_export(args: argparse.Namespace) -> None:
+    """Download a model's export, waiting while the service builds it (202 + Retry-After); written whole or not
+    at all (a .partial file renamed at the end)."""
+    params = {"format": args.format, **({"quantization": args.quantization} if args.quantization else {})}
+    with _client(args) as client:
+        for _ in range(args.retries + 1):
+            with client.stream("GET", f"/v1/models/{args.model}/export", params=params, timeout=300) as response:
+                if response.status_code == 202:
+                    wait = float(response.headers.get("retry-after", "10"))
+                    print(f"the export is being built; retrying in {wait:g}s", file=sys.stderr)
+                    time.sleep(wait)
+                    continue
+                if response.status_code >= 400:
+                    response.read()
+                    _check(response)
+                disposition = response.headers.get("content-disposition", "")
+                name = (
+                    disposition.split('filename="')[-1].rstrip('"') if 'filename="' in disposition else "export.tar.gz"
+                )
+                out = Path(args.output or name)
+                partial = out.with_name(out.name + ".partial")
+                with open(partial, "wb") as f:
+                    for chunk in response.iter_bytes():
+                        f.write(chunk)
+                partial.rename(out)
+                print(out)
+                return
+        sys.exit(f"error: the export was still being built after {args.retries} retries; run the command again")
+
+
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("upload", help="upload a dataset file; prints its id")
     p.add_argument("file")
@@ -167,6 +199,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--valid")
     p.add_argument("--objective", choices=("translation", "denoising"), default="translation")
     p.add_argument("--preset", choices=("tiny", "small", "base", "big"), default="tiny")
+    p.add_argument("--init-model", metavar="MODEL", help="start from this model's weights and tokenizer (fine-tuning)")
     p.add_argument("--max-steps", type=int)
     p.add_argument(
         "--set",
@@ -186,5 +219,12 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=cmd_jobs)
     p = sub.add_parser("models", help="list trained models")
     p.set_defaults(func=cmd_models)
-    for name in ("upload", "submit", "status", "jobs", "models"):
+    p = sub.add_parser("export", help="download a model as a .tar.gz (native, huggingface or ctranslate2)")
+    p.add_argument("model")
+    p.add_argument("--format", choices=("native", "huggingface", "ctranslate2"), default="native")
+    p.add_argument("--quantization", help="ctranslate2 only, e.g. int8")
+    p.add_argument("-o", "--output", help="file to write (default: the name the service gives)")
+    p.add_argument("--retries", type=int, default=30, help="times to wait while the export is being built")
+    p.set_defaults(func=cmd_export)
+    for name in ("upload", "submit", "status", "jobs", "models", "export"):
         add_connection_arguments(sub.choices[name])

@@ -28,9 +28,14 @@ def coalescer(settings: Settings) -> Coalescer:
 
 
 def call(
-    settings: Settings, task: str, args: list[Any], kwargs: dict[str, Any] | None = None
+    settings: Settings,
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> tuple[dict[str, Any], float]:
-    """Run `task` on an inference worker; returns (answer, elapsed ms) or raises the HTTP error to send."""
+    """Run `task` on an inference worker; returns (answer, elapsed ms) or raises the HTTP error to send.
+    timeout: seconds to wait (default INFERENCE_TIMEOUT_SECONDS)."""
     started = time.perf_counter()
     try:
         depth = queue_depth()
@@ -47,7 +52,7 @@ def call(
             f"{settings.inference_queue_limit}); try again shortly",
             headers={"Retry-After": "2"},
         )
-    timeout = settings.inference_timeout_seconds
+    timeout = timeout or settings.inference_timeout_seconds
     try:
         result = get_sender().send_task(task, args=args, kwargs=kwargs or {}, queue=INFERENCE_QUEUE, expires=timeout)
     except Exception as exc:
@@ -61,12 +66,14 @@ def call(
     except CeleryTimeout as exc:
         raise HTTPException(
             status.HTTP_504_GATEWAY_TIMEOUT,
-            f"no inference worker answered within {timeout:g}s (INFERENCE_TIMEOUT_SECONDS)",
+            f"no inference worker answered within {timeout:g}s",
         ) from exc
     except Exception as exc:  # the task raised: a bug on the worker, reported without its internals
         raise HTTPException(status.HTTP_502_BAD_GATEWAY, f"the inference worker failed: {type(exc).__name__}") from exc
     if "error" in answer:
-        raise HTTPException(answer["error"]["status"], answer["error"]["detail"])
+        code = answer["error"]["status"]
+        retry = {"Retry-After": "10"} if code == status.HTTP_503_SERVICE_UNAVAILABLE else None
+        raise HTTPException(code, answer["error"]["detail"], headers=retry)
     if "batch_size" in answer:  # translations: the micro-batch this request was decoded in, for /metrics only
         observe_batch_size(answer.pop("batch_size"))
     return answer, (time.perf_counter() - started) * 1000

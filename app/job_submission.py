@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -12,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import conflict, unprocessable
 from app.api.ratelimit import check_active_jobs
-from app.db.models import Dataset, Job
+from app.db.models import Dataset, Job, TrainedModel
+from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.settings import Settings
 from model.anatomy import count_parameters, estimate_memory, parameter_groups
@@ -23,12 +25,22 @@ REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
 GB = 1024**3
 
 
+@dataclass(frozen=True)
+class MemoryLimit:
+    device: str  # cpu | gpu
+    bytes: int
+    default_precision: str  # a job's precision when it gives none: bf16 on a GPU, fp32 on a CPU
+    source: str  # where the figure comes from, for messages
+
+
 def auto_fields(body: JobCreate) -> list[str]:
     """The settings the worker is to choose from the time budget (model/budget.py): with max_minutes, those of
     vocab_size, max_tokens_per_batch, warmup_steps and max_steps that the request left out."""
     if body.training.max_minutes is None:
         return []
     given = {"model": body.model.model_fields_set, "training": body.training.model_fields_set}
+    if body.init_model_id is not None:  # the vocabulary is the init model's tokenizer's
+        given["model"] = given["model"] | {"vocab_size"}
     return [name for name, section in AUTO_FIELDS.items() if name not in given[section]]
 
 
@@ -53,6 +65,56 @@ def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objec
     return dataset
 
 
+# What a job starting from a model may change in its `model` section: regularisation, not the architecture.
+INIT_MODEL_MAY_CHANGE = ("dropout", "attention_dropout")
+# lr_scale by default: the paper's full rate, or a quarter of it when starting from a trained model. Fine-tuning
+# the tiny numbers model (0-999) on 1000-1999, warm-up 30, held-out exact of 24: after 200 steps 0 at 1.0 and 1 at
+# 0.5 (the re-warmed rate wrecks its weights), 0 at 0.1 (too slow), 8-18 at 0.25, a fresh model 0; after 400 steps
+# 15-19 at 0.25 (two seeds), 16 at 0.5.
+LR_SCALE, FINE_TUNE_LR_SCALE = 1.0, 0.25
+
+
+def default_learning_rate(body: JobCreate) -> JobCreate:
+    """The body with training.lr_scale set when it was left out (LR_SCALE or FINE_TUNE_LR_SCALE)."""
+    if body.training.lr_scale is not None:
+        return body
+    scale = FINE_TUNE_LR_SCALE if body.init_model_id is not None else LR_SCALE
+    return body.model_copy(update={"training": body.training.model_copy(update={"lr_scale": scale})})
+
+
+def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate:
+    """With init_model_id: the body whose `model` section is that model's architecture (and its job's vocabulary
+    request), keeping the dropout it asks for; 422 naming the field for a model that is not the caller's or an
+    architecture field that differs from it. The tokenizer is that model's, so vocab_size must not differ either.
+    Without init_model_id: the body as it is."""
+    if body.init_model_id is None:
+        return body
+    parent = session.get(TrainedModel, str(body.init_model_id))
+    if parent is None or parent.owner_id != owner_id:
+        raise unprocessable("init_model_id", f"model {body.init_model_id} not found")
+    config, given = parent.config, body.model.model_fields_set - {"preset"}
+    parent_spec = (parent.job.model_config or {}) if parent.job else {}
+    asked_vocab = parent_spec.get("vocab_size")
+    inherited = {name: config[name] for name in ModelSpec.model_fields if name not in ("preset", "vocab_size")}
+    for name in sorted(given - set(INIT_MODEL_MAY_CHANGE)):
+        value = getattr(body.model, name)
+        have = config["vocab_size"] if name == "vocab_size" else inherited[name]
+        if name == "vocab_size" and value in (config["vocab_size"], asked_vocab):
+            continue
+        if value != have:
+            raise unprocessable(
+                f"model.{name}",
+                f"{name}={value!r} conflicts with init model {parent.id}'s {have!r}: a job starting from a model keeps "
+                f"its architecture and tokenizer (only {' and '.join(INIT_MODEL_MAY_CHANGE)} may change)",
+            )
+    changes = {name: getattr(body.model, name) for name in given & set(INIT_MODEL_MAY_CHANGE)}
+    vocab = asked_vocab if isinstance(asked_vocab, int) else config["vocab_size"]
+    spec = ModelSpec.model_construct(
+        preset=parent_spec.get("preset", body.model.preset), vocab_size=vocab, **{**inherited, **changes}
+    )  # validated once already: the parent's own job; the preset names where the parent's architecture came from
+    return body.model_copy(update={"model": spec})
+
+
 def resolve_model_config(spec: ModelSpec) -> ModelConfig:
     """The preset plus overrides as a ModelConfig, or 422 naming the problem."""
     try:
@@ -61,7 +123,7 @@ def resolve_model_config(spec: ModelSpec) -> ModelConfig:
         raise unprocessable("model", str(exc)) from exc
 
 
-def describe_anatomy(config: ModelConfig, tokens_per_batch: int) -> dict[str, Any]:
+def describe_anatomy(config: ModelConfig, tokens_per_batch: int, precision: str = "fp32") -> dict[str, Any]:
     """The fields of app.schemas.inference.Anatomy for a config."""
     counts = count_parameters(config)
     return {
@@ -69,7 +131,7 @@ def describe_anatomy(config: ModelConfig, tokens_per_batch: int) -> dict[str, An
         "by_component": counts["by_component"],
         "by_kind": counts["by_kind"],
         "parameters": parameter_groups(config),
-        "memory": estimate_memory(config, tokens_per_batch),
+        "memory": estimate_memory(config, tokens_per_batch, precision=precision),
         "tokens_per_batch": tokens_per_batch,
     }
 
@@ -110,16 +172,52 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
             "training.devices",
             f"devices={training.devices} exceeds the limit of {settings.max_devices_per_job} (MAX_DEVICES_PER_JOB)",
         )
-    memory = estimate_memory(config, batch_tokens)["training_total_bytes"]
-    if memory > settings.worker_memory_limit_gb * GB:
-        raise unprocessable(
-            "training.max_tokens_per_batch",
-            f"estimated training memory {memory / GB:.1f} GB at {batch_tokens} tokens per batch "
-            f"exceeds the worker limit of "
-            f"{settings.worker_memory_limit_gb:g} GB (WORKER_MEMORY_LIMIT_GB); lower "
-            f"max_tokens_per_batch or the model size",
-        )
+    refusal = memory_refusal(session, settings, config, batch_tokens, training.accelerator, training.precision)
+    if refusal:
+        raise unprocessable("training.max_tokens_per_batch", refusal)
     return config
+
+
+def memory_limits(session: Session, settings: Settings, accelerator: str) -> list[MemoryLimit]:
+    """The devices a job may run on, each with its memory and default precision. A GPU is the largest any GPU
+    training worker has reported; none is listed while no GPU worker has (a GPU job then waits, unrefused)."""
+    limits = []
+    if accelerator in ("cpu", "any"):
+        limits.append(MemoryLimit("cpu", int(settings.worker_memory_limit_gb * GB), "fp32", "WORKER_MEMORY_LIMIT_GB"))
+    if accelerator in ("gpu", "any"):
+        gpu = largest_gpu_memory(session)
+        if gpu:
+            limits.append(MemoryLimit("gpu", gpu, "bf16", "the largest GPU of the training workers"))
+    return limits
+
+
+def memory_refusal(
+    session: Session,
+    settings: Settings,
+    config: ModelConfig,
+    batch_tokens: int,
+    accelerator: str,
+    precision: str | None,
+) -> str | None:
+    """Why no device the job may run on has the memory it needs at batch_tokens, or None if one has (or if it
+    waits for a GPU worker whose memory is not known yet)."""
+    limits = memory_limits(session, settings, accelerator)
+    if not limits:
+        return None
+    needs = []
+    for limit in limits:
+        chosen = precision or limit.default_precision
+        memory = estimate_memory(config, batch_tokens, precision=chosen)["training_total_bytes"]
+        if memory <= limit.bytes:
+            return None
+        needs.append(
+            f"{memory / GB:.1f} GB in {chosen} on a {limit.device.upper()} "
+            f"(limit {limit.bytes / GB:.1f} GB, {limit.source})"
+        )
+    return (
+        f"estimated training memory at {batch_tokens} tokens per batch exceeds every device this job may run on: "
+        f"{'; '.join(needs)}; lower max_tokens_per_batch or the model size"
+    )
 
 
 def create(
@@ -131,6 +229,7 @@ def create(
         existing = _by_idempotency_key(session, owner_id, idempotency_key)
         if existing is not None:
             return _replay(existing, digest, idempotency_key), False
+    body = default_learning_rate(inherit_model(session, owner_id, body))
     validate(session, settings, owner_id, body)
     check_active_jobs(session, settings, owner_id)  # 429 over MAX_ACTIVE_JOBS_PER_KEY
     job = Job(
@@ -139,6 +238,7 @@ def create(
         valid_dataset_id=str(body.valid_dataset_id) if body.valid_dataset_id else None,
         objective=body.objective,
         model_config=body.model.model_dump(mode="json"),
+        init_model_id=str(body.init_model_id) if body.init_model_id else None,
         training_config=body.training.model_dump(mode="json"),
         max_attempts=settings.job_max_attempts,
         auto_settings={"fields": auto} if (auto := auto_fields(body)) else None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from app import logs
-from app.api import dashboard, datasets, estimate, health, inference, jobs, metrics, models, pings
+from app.api import dashboard, datasets, estimate, exports, health, inference, jobs, metrics, models, pings, workers
 from app.api.errors import method_not_allowed
 from app.api.limits import BodySizeLimit
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
@@ -27,8 +27,10 @@ def create_app() -> FastAPI:
     app.include_router(datasets.router, **KEYED)
     app.include_router(jobs.router, **KEYED)
     app.include_router(models.router, **KEYED)
+    app.include_router(exports.router, **KEYED)
     app.include_router(inference.router, **KEYED)
     app.include_router(estimate.router, **KEYED)
+    app.include_router(workers.router, **KEYED)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
     app.add_middleware(BodySizeLimit)

@@ -13,9 +13,10 @@ from kombu.entity import Exchange, Queue  # kombu/__init__ re-exports them lazil
 
 from app import logs
 from app.db.job_rows import mark_dispatched
+from app.db.models import Job
 from app.db.session import session_scope
 from app.settings import Settings, get_settings
-from app.task_names import INFERENCE_QUEUE, QUEUES, TRAIN, TRAINING_QUEUE
+from app.task_names import ACCELERATOR_QUEUES, INFERENCE_QUEUE, QUEUES, TRAIN
 
 # A task sent while handling a request carries the request's id (its lines in the worker carry it too).
 before_task_publish.connect(logs.publish_request_id, weak=False)
@@ -86,7 +87,10 @@ def dispatch_training(job_id: str, celery: Celery | None = None) -> None:
     """Send a queued job's training task, then record that it was sent. Raises when the broker is away: the
     job stays undispatched, and a worker's reaper sends it later (worker/reaper.py). celery: the caller's app
     (a worker's), else the API's sender."""
-    (celery or get_sender()).send_task(TRAIN, args=[job_id], queue=TRAINING_QUEUE)
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        accelerator = (job.training_config or {}).get("accelerator", "any") if job is not None else "any"
+    (celery or get_sender()).send_task(TRAIN, args=[job_id], queue=ACCELERATOR_QUEUES[accelerator])
     with session_scope() as session:
         mark_dispatched(session, job_id)
 

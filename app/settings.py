@@ -69,6 +69,10 @@ class Settings(BaseSettings):
     worker_heartbeat_seconds: int = Field(10, ge=1, le=300)
     job_redispatch_seconds: int = Field(600, ge=5)  # re-send a queued job's message after this long unclaimed
     worker_memory_limit_gb: float = Field(16.0, gt=0)
+    # The device a worker process computes on: cpu, cuda (= cuda:0) or cuda:N, N counted among the GPUs that
+    # CUDA_VISIBLE_DEVICES leaves visible. Empty: cuda:0 when the host has a GPU, else cpu. One worker per GPU:
+    # give each its own WORKER_DEVICE (or CUDA_VISIBLE_DEVICES). A worker given a device it lacks refuses to start.
+    worker_device: str = Field("", pattern=r"^(cpu|cuda(:\d{1,3})?)?$")
     max_devices_per_job: int = Field(8, ge=1, le=64)  # training.devices above it is refused (GPUs of a worker host)
     torch_threads: int = Field(0, ge=0, le=512)  # CPU threads per worker process; 0 = PyTorch's default
     # Batch tokens per second that settings chosen from a job's time budget assume (model/budget.py); 0: measured
@@ -83,7 +87,15 @@ class Settings(BaseSettings):
     max_beam_size: int = Field(16, ge=1)
     max_top_k: int = Field(50, ge=1)
     inference_timeout_seconds: float = Field(30.0, gt=0)
-    ct2_compute_type: str = "default"  # CTranslate2 backend: default (as converted, float32), int8, float16, ...
+    # How long GET /v1/models/{id}/export waits for a worker to build an export before answering 202 (retry).
+    export_timeout_seconds: float = Field(120.0, gt=0)
+    # CTranslate2 backend's compute type: auto (float16 on a GPU, int8 on an Intel CPU, float32 on an AMD one),
+    # default (float32, as converted), or any type CTranslate2 names (int8_float16, bfloat16, ...).
+    ct2_compute_type: str = "auto"
+    # Weights of PyTorch models on an inference worker: auto (bf16 on a GPU, fp32 on a CPU), fp32, bf16 or fp16.
+    serving_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # torch.compile the layers of PyTorch models served (model/compile.py); eager again if compiling fails.
+    serving_compile: bool = False
     inference_queue_limit: int = Field(256, ge=1)  # waiting inference requests before 503 + Retry-After
     inference_cache_models: int = Field(4, ge=1)  # models kept loaded per inference worker process
     inference_max_batch: int = Field(64, ge=1)  # sentences decoded together

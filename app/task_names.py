@@ -4,7 +4,10 @@ from __future__ import annotations
 
 TRAINING_QUEUE = "training"
 INFERENCE_QUEUE = "inference"
-QUEUES = (TRAINING_QUEUE, INFERENCE_QUEUE)
+# A job's training.accelerator -> the queue its task goes to. Every training worker consumes "training"; a GPU
+# worker also "training.gpu" and a CPU worker "training.cpu" (worker/celery_app.py adds it from its device).
+ACCELERATOR_QUEUES = {"any": TRAINING_QUEUE, "gpu": "training.gpu", "cpu": "training.cpu"}
+QUEUES = (TRAINING_QUEUE, ACCELERATOR_QUEUES["gpu"], ACCELERATOR_QUEUES["cpu"], INFERENCE_QUEUE)
 
 PING = "service.ping"
 TRAIN = "service.train"
@@ -12,3 +15,4 @@ TRANSLATE = "service.translate"
 FILL_MASK = "service.fill_mask"
 ATTENTION = "service.attention"
 NEIGHBORS = "service.neighbors"
+EXPORT = "service.export"

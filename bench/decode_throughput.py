@@ -1,9 +1,14 @@
 """Beam-search throughput on identical weights: our model.beam vs transformers generate() vs CTranslate2.
 
     .venv/bin/python bench/decode_throughput.py [--threads 1] [--sentences 256] [--rounds 5] [--train-steps 300]
+    .venv/bin/python bench/decode_throughput.py --device cuda [--precision bf16|fp16] [--batch-size 128]
 
 Each model is exported with model.export to a MarianMTModel directory (what transformers loads) and
-converted from there to CTranslate2 (float32 and int8 weights). Every engine decodes the same English
+converted from there to CTranslate2: float32 and int8 on a CPU, float16 on a GPU (bench/ct2_compute.py,
+from ctranslate2.get_supported_compute_types). Ours and transformers run in --precision: fp32 by default on
+a CPU, bf16 autocast by default on a GPU (fp16 on request). On a GPU the device is synchronized around
+every timed run and the peak torch.cuda.max_memory_allocated of ours and of transformers is reported
+(CTranslate2 allocates outside torch, so it has none). Every engine decodes the same English
 sources of the numbers task (model.demo.numbers_to_words_task), already tokenized and sorted by length, in
 batches of --batch-size sentences, beam 4, 1-best, on the same number of threads (torch.set_num_threads(N);
 CTranslate2 intra_threads=N, inter_threads=1). Within a round the engines run one after the other (the
@@ -26,19 +31,22 @@ transformers early_stopping=True; CTranslate2 patience=1). Length penalty: ours 
 ((5 + len) / 6)^0.6; transformers and CTranslate2 only offer len^alpha, given alpha = 0.6.
 One thread by default: on a shared 2-core machine a 2-thread run mostly measures how long each op waits
 for its second thread to be scheduled (seen here: 4x slower than one thread under load); pass --threads 2
-on an idle machine. Prints human lines, then one JSON object as the last line.
+on an idle machine. Prints human lines, then one JSON object as the last line (ratio: ours / transformers),
+also written to --out, by default bench/results/decode_throughput-cuda-<date>.json on a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from bench.ct2_compute import ENGINE_NAMES, Ct2Plan, ct2_plan  # noqa: E402
+from bench.gpu_info import DeviceProbe, probe_for  # noqa: E402
+from bench.run_record import environment, result_path, write_result  # noqa: E402
 from model.batching import Example, TokenBatcher, pad_sequences  # noqa: E402
 from model.beam import beam_search  # noqa: E402
-from model.config import ModelConfig  # noqa: E402
+from model.config import PRESETS, ModelConfig  # noqa: E402
 from model.demo import numbers_to_words_task  # noqa: E402
 from model.export import convert_to_ctranslate2, export_marian  # noqa: E402
 from model.tokenizer import Tokenizer  # noqa: E402
@@ -57,8 +68,25 @@ from worker.serving.ct2 import prefer_exact_int8_gemm  # noqa: E402
 
 prefer_exact_int8_gemm()  # CTranslate2 as the inference workers configure it (MKL's int8 GEMM on AMD CPUs)
 
+BENCH = "decode_throughput"
 BEAM, ALPHA = 4, 0.6
-ENGINES = ("ours", "hf", "ct2_fp32", "ct2_int8")
+AUTOCAST_DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class Run:
+    """Where and how the engines run: torch device, precision of ours and transformers, CTranslate2 types."""
+
+    device: torch.device
+    precision: str  # a key of AUTOCAST_DTYPES
+    probe: DeviceProbe
+    ct2: Ct2Plan
+
+    def autocast(self) -> contextlib.AbstractContextManager[object]:
+        dtype = AUTOCAST_DTYPES[self.precision]
+        if dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=dtype)
 
 
 def train(model: Transformer, examples: list[Example], steps: int) -> None:
@@ -91,42 +119,47 @@ def measure(
     args: argparse.Namespace,
     fixed_length: int | None,
     workdir: Path,
+    run: Run,
 ) -> dict[str, Any]:
     """Sentences/second of every engine on one model; fixed_length forces every beam to that many tokens."""
     import ctranslate2
     import transformers
 
-    marian_dir = export_marian(model, tokenizer, workdir / "marian")
-    hf = transformers.MarianMTModel.from_pretrained(str(marian_dir)).eval()
+    marian_dir = export_marian(model.cpu(), tokenizer, workdir / "marian")
+    model.to(run.device)
+    hf = transformers.MarianMTModel.from_pretrained(str(marian_dir)).to(run.device).eval()
     translators = {
         q: ctranslate2.Translator(
             str(convert_to_ctranslate2(marian_dir, workdir / f"ct2-{q}", quantization=q)),
-            device="cpu",
+            device=run.device.type,
+            device_index=run.device.index or 0,
+            compute_type=q,
             intra_threads=args.threads,
             inter_threads=1,
         )
-        for q in ("float32", "int8")
+        for q in run.ct2.compute_types
     }
     batches = [sources[i : i + args.batch_size] for i in range(0, len(sources), args.batch_size)]
-    tensors = [pad_sequences(b) for b in batches]
+    tensors = [pad_sequences(b).to(run.device) for b in batches]
     token_batches = [[[tokenizer.id_to_token(t) for t in s] for s in b] for b in batches]
     max_len = max(len(s) for s in sources) * 2 + 10
     L = fixed_length
 
     def ours() -> list[list[int]]:
         out = []
-        for src in tensors:
-            if L is not None:
-                nbest = beam_search(model, src, BEAM, 1, ALPHA, max_len_a=0, max_len_b=L, min_len=L)
-            else:
-                nbest = beam_search(model, src, BEAM, 1, ALPHA, max_len_a=0, max_len_b=max_len)
-            out += [hyps[0].tokens for hyps in nbest]
+        with run.autocast():
+            for src in tensors:
+                if L is not None:
+                    nbest = beam_search(model, src, BEAM, 1, ALPHA, max_len_a=0, max_len_b=L, min_len=L)
+                else:
+                    nbest = beam_search(model, src, BEAM, 1, ALPHA, max_len_a=0, max_len_b=max_len)
+                out += [hyps[0].tokens for hyps in nbest]
         return out
 
     def hf_generate() -> list[list[int]]:
         out = []
         lengths = dict(max_new_tokens=L, min_new_tokens=L) if L is not None else dict(max_new_tokens=max_len)
-        with torch.inference_mode():
+        with torch.inference_mode(), run.autocast():
             for src in tensors:
                 gen = hf.generate(
                     input_ids=src,
@@ -146,7 +179,7 @@ def measure(
             dict(max_decoding_length=L, min_decoding_length=L) if L is not None else dict(max_decoding_length=max_len)
         )
 
-        def run() -> list[list[int]]:
+        def decode() -> list[list[int]]:
             out = []
             for b in token_batches:
                 results = translators[q].translate_batch(
@@ -155,57 +188,82 @@ def measure(
                 out += [[tokenizer.token_to_id(t) for t in r.hypotheses[0]] for r in results]
             return out
 
-        return run
+        return decode
 
-    engines = {"ours": ours, "hf": hf_generate, "ct2_fp32": ct2("float32"), "ct2_int8": ct2("int8")}
+    engines = {"ours": ours, "hf": hf_generate, **{ENGINE_NAMES[q]: ct2(q) for q in run.ct2.compute_types}}
+    names = list(engines)
     outputs = {name: fn() for name, fn in engines.items()}  # warm-up, and the outputs to compare
     times: dict[str, list[float]] = {name: [] for name in engines}
+    memory: dict[str, int | None] = {name: None for name in engines}
     for r in range(args.rounds):
-        for name in ENGINES[r % 4 :] + ENGINES[: r % 4]:  # rotate who goes first
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotate who goes first
+            run.probe.reset_peak_memory()
+            run.probe.synchronize()
             start = time.perf_counter()
             engines[name]()
+            run.probe.synchronize()
             times[name].append(time.perf_counter() - start)
+            used = run.probe.max_memory_allocated()
+            if used is not None and not name.startswith("ct2"):  # CTranslate2 allocates outside torch
+                memory[name] = max(used, memory[name] or 0)
         print(f"  round {r + 1}: " + ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items()))
     rate = {name: len(sources) / statistics.median(t) for name, t in times.items()}
     agree = {name: sum(a == b for a, b in zip(outputs[name], outputs["ours"])) / len(sources) for name in engines}
     mean_len = sum(len(o) for o in outputs["ours"]) / len(sources)
-    for name in ENGINES:
+    for name in names:
         print(f"  {name:9s} {rate[name]:8.1f} sentences/s  (same 1-best as ours: {agree[name]:.0%})")
-    print(
-        f"  ours / transformers = {rate['ours'] / rate['hf']:.2f}x; ours / CTranslate2 fp32 = "
-        f"{rate['ours'] / rate['ct2_fp32']:.2f}x; ours / CTranslate2 int8 = {rate['ours'] / rate['ct2_int8']:.2f}x"
-    )
+    print("  " + "; ".join(f"ours / {n} = {rate['ours'] / rate[n]:.2f}x" for n in names[1:]))
     return {
-        "ours_sent_per_s": round(rate["ours"], 2),
-        "hf_sent_per_s": round(rate["hf"], 2),
-        "ct2_fp32_sent_per_s": round(rate["ct2_fp32"], 2),
-        "ct2_int8_sent_per_s": round(rate["ct2_int8"], 2),
+        **{f"{name}_sent_per_s": round(rate[name], 2) for name in names},
         "ratio": round(rate["ours"] / rate["hf"], 3),
-        "ratio_vs_ct2_fp32": round(rate["ours"] / rate["ct2_fp32"], 3),
-        "ratio_vs_ct2_int8": round(rate["ours"] / rate["ct2_int8"], 3),
+        **{f"ratio_vs_{name}": round(rate["ours"] / rate[name], 3) for name in names[2:]},
         "agreement_with_ours": {k: round(v, 3) for k, v in agree.items() if k != "ours"},
         "mean_output_tokens": round(mean_len, 2),
+        "max_memory_allocated": {k: v for k, v in memory.items() if v is not None} or None,
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(
+    argv: Sequence[str] | None = None, probe: DeviceProbe | None = None, ct2: Ct2Plan | None = None
+) -> dict[str, Any]:
+    """Run the benchmark; `probe` and `ct2` replace the device's own (tests hand in ones that report a GPU)."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--sentences", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--preset", default="small")
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="small")
     parser.add_argument(
         "--vocab-size", type=int, default=300, help="BPE vocabulary; 300 splits a German number word into ~8 tokens"
     )
     parser.add_argument("--train-steps", type=int, default=300, help="training of the 'trained' workload's model")
     parser.add_argument("--length", type=int, default=24, help="tokens per beam in the 'fixed' workload")
     parser.add_argument("--workloads", default="trained,fixed", help="comma-separated: trained, fixed")
-    args = parser.parse_args()
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument(
+        "--precision",
+        choices=sorted(AUTOCAST_DTYPES),
+        help="ours and transformers; default bf16 on a GPU, fp32 on a CPU",
+    )
+    parser.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
+    args = parser.parse_args(argv)
     workloads = args.workloads.split(",")
     if not workloads or set(workloads) - {"trained", "fixed"}:
         parser.error(f"--workloads={args.workloads!r}: choose from trained, fixed")
+    if args.train_steps < 1:
+        parser.error(f"--train-steps={args.train_steps} must be >= 1")
 
+    device = torch.device(args.device)
+    probe = probe or probe_for(device)
+    info = probe.describe()
+    run = Run(
+        device,
+        args.precision or ("bf16" if info.device_kind == "cuda" else "fp32"),
+        probe,
+        ct2 or ct2_plan(device.type),
+    )
+    if run.ct2.skipped:
+        print(f"CTranslate2 left out: {run.ct2.skipped}")
     torch.set_num_threads(args.threads)
     import transformers
 
@@ -220,21 +278,28 @@ def main() -> None:
     print(
         f"preset {args.preset}: {n_params / 1e6:.1f}M parameters, vocabulary {tokenizer.vocab_size}; "
         f"{len(sources)} sentences in batches of {args.batch_size}, beam {BEAM}, {args.threads} thread(s), "
-        f"{args.rounds} rounds"
+        f"{args.rounds} rounds; {args.device} ({info.device_name}), {run.precision}, "
+        f"CTranslate2 {', '.join(run.ct2.compute_types) or 'none'}"
     )
 
     results: dict[str, dict[str, Any]] = {}
     workdir = Path(tempfile.mkdtemp(prefix="decode-bench-"))
     for workload in workloads:
         torch.manual_seed(0)
-        model = Transformer(config)
+        model = Transformer(config).to(device)
         if workload == "trained":
             print(f"trained: natural stopping (training {args.train_steps} steps first)")
             train(model, [Example(tokenizer.encode(s), tokenizer.encode(t)) for s, t in pairs], args.train_steps)
         else:
             print(f"fixed: random weights, exactly {args.length} tokens per beam")
         results[workload] = measure(
-            model.eval(), tokenizer, sources, args, None if workload == "trained" else args.length, workdir / workload
+            model.eval(),
+            tokenizer,
+            sources,
+            args,
+            None if workload == "trained" else args.length,
+            workdir / workload,
+            run,
         )
 
     summary = dict(results[workloads[0]])
@@ -242,6 +307,9 @@ def main() -> None:
     if "fixed" in results and workloads[0] != "fixed":
         summary["fixed_length"] = results["fixed"]
     summary.update(
+        precision=run.precision,
+        ct2_compute_types=list(run.ct2.compute_types),
+        ct2_skipped=run.ct2.skipped,
         threads=args.threads,
         sentences=len(sources),
         batch_size=args.batch_size,
@@ -253,11 +321,11 @@ def main() -> None:
         train_steps=args.train_steps,
         fixed_tokens=args.length,
         cpu_count=os.cpu_count(),
-        torch=torch.__version__,
-        transformers=transformers.__version__,
-        ctranslate2=__import__("ctranslate2").__version__,
+        **environment(args.device, info),
     )
+    write_result(summary, result_path(BENCH, info.device_kind, args.out))
     print(json.dumps(summary))
+    return summary
 
 
 if __name__ == "__main__":

@@ -1,60 +1,93 @@
-"""Training throughput of our Transformer against Hugging Face MarianMTModel of identical size.
+"""Training throughput of our Transformer against Hugging Face MarianMTModel of identical size, and MFU.
 
-    python bench/train_throughput.py [--d-model 256 --heads 4 --layers 3 --d-ff 1024 --vocab 8000 ...]
+    python bench/train_throughput.py [--preset small] [--d-model 256 --layers 3 ...] [--vocab 8000]
+    python bench/train_throughput.py --device cuda --preset base [--precision bf16] [--compile]
 
 Both models get the same batches (the same padded token tensors), the same label-smoothed loss, gradient
-clipping and Adam (0.9, 0.98, 1e-9), and the same number of threads. One timed unit is a full training step:
-forward, backward and optimizer update. The two sides alternate (ours, theirs, ours, theirs, ...) so that
-drifts of the machine hit both; the first round is warm-up and not counted; the median round decides.
-Marian is built from a MarianConfig (nothing is downloaded): post-norm, ReLU, sinusoidal positions, scaled
-and shared embeddings, dropout on residuals, embeddings and inside the FFN (activation_dropout), like ours.
+clipping and Adam (0.9, 0.98, 1e-9), the same precision (bf16 autocast, or fp32) and the same number of
+threads. One timed unit is a full training step: forward, backward and optimizer update. The two sides
+alternate (ours, theirs, ours, theirs, ...) so that drifts of the machine hit both; the first round is
+warm-up and not counted; the median round decides. On a GPU the device is synchronized before and after
+every timed round, and the peak of torch.cuda.max_memory_allocated during each side's rounds is reported
+(both models and their optimizer states stay on the device throughout, so each peak includes the other's).
 
-Prints human-readable lines, then as the last line one JSON object with both rates and the ratio.
+--compile applies torch.compile to every encoder and decoder layer of both models (the warm-up round then
+includes compilation). MFU: model FLOPs per step (bench/flops.py: 6 per weight per token plus attention,
+real tokens only) per second, over the GPU's bf16 dense peak (bench/gpu_info.py, or --peak-tflops); it is
+null on a CPU or an unlisted GPU without --peak-tflops, and is against the bf16 peak even for --precision fp32.
+
+Prints human-readable lines, then as the last line one JSON object with both rates and the ratio (ours /
+Marian); the same JSON goes to --out, by default bench/results/train_throughput-cuda-<date>.json on a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.flops import mfu, train_flops  # noqa: E402
+from bench.gpu_info import DeviceProbe, peak_bf16_tflops, probe_for  # noqa: E402
+from bench.marian_peer import marian_layers, marian_model, marian_train_step  # noqa: E402
+from bench.run_record import environment, result_path, write_result  # noqa: E402
 from model.batching import Batch, Example, TokenBatcher  # noqa: E402
-from model.config import ModelConfig  # noqa: E402
+from model.config import PRESETS, ModelConfig  # noqa: E402
 from model.step import build_optimizer, train_step  # noqa: E402
 from model.train_config import TrainConfig  # noqa: E402
 from model.transformer import Transformer  # noqa: E402
 
-PAD, BOS, EOS = 0, 1, 2
+BENCH = "train_throughput"
+Step = Callable[[Batch], None]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--d-model", type=int, default=256)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--layers", type=int, default=3, help="encoder layers = decoder layers")
-    p.add_argument("--d-ff", type=int, default=1024)
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--preset", choices=sorted(PRESETS), default="small", help="model sizes (model/config.py)")
+    p.add_argument("--d-model", type=int, help="overrides the preset")
+    p.add_argument("--heads", type=int, help="overrides the preset")
+    p.add_argument("--layers", type=int, help="encoder layers = decoder layers; overrides the preset")
+    p.add_argument("--d-ff", type=int, help="overrides the preset")
+    p.add_argument("--dropout", type=float, help="overrides the preset")
     p.add_argument("--vocab", type=int, default=8000)
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--batch-tokens", type=int, default=4000, help="padded tokens per batch (max_tokens)")
+    p.add_argument("--batch-tokens", type=int, help="padded tokens per batch; default 4000 on a CPU, 16384 on a GPU")
     p.add_argument("--min-len", type=int, default=8)
     p.add_argument("--max-len", type=int, default=48)
     p.add_argument("--rounds", type=int, default=6, help="timed rounds per side, after one warm-up round")
     p.add_argument("--steps", type=int, default=3, help="training steps per round")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16 on a GPU, fp32 on a CPU")
+    p.add_argument("--compile", action="store_true", help="torch.compile every encoder and decoder layer")
+    p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (with --compile)")
+    p.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak, instead of the built-in table")
+    p.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
+
+
+def model_config(args: argparse.Namespace) -> ModelConfig:
+    """The preset with the sizes given on the command line."""
+    overrides = {
+        "d_model": args.d_model,
+        "n_heads": args.heads,
+        "n_encoder_layers": args.layers,
+        "n_decoder_layers": args.layers,
+        "d_ff": args.d_ff,
+        "dropout": args.dropout,
+    }
+    return ModelConfig.from_preset(args.preset, args.vocab, **{k: v for k, v in overrides.items() if v is not None})
 
 
 def make_batches(args: argparse.Namespace, n: int) -> list[Batch]:
@@ -73,148 +106,150 @@ def make_batches(args: argparse.Namespace, n: int) -> list[Batch]:
     return batches[:n]
 
 
-def ours(args: argparse.Namespace, cfg: TrainConfig) -> tuple[torch.nn.Module, Callable[[Batch], None]]:
-    torch.manual_seed(args.seed)
-    config = ModelConfig(
-        vocab_size=args.vocab,
-        d_model=args.d_model,
-        n_heads=args.heads,
-        n_encoder_layers=args.layers,
-        n_decoder_layers=args.layers,
-        d_ff=args.d_ff,
-        dropout=args.dropout,
-    )
-    model = Transformer(config).to(args.device).train()
-    optimizer = build_optimizer(model, cfg)
-    return model, lambda batch: train_step(model, optimizer, [batch], 1e-4, cfg)
+def autocast_for(device: torch.device, precision: str) -> contextlib.AbstractContextManager[object]:
+    """bf16 autocast on the device (CPU included, so a CPU run exercises the same path); fp32: none."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
-def marian(args: argparse.Namespace, cfg: TrainConfig) -> tuple[torch.nn.Module, Callable[[Batch], None]]:
-    from transformers import MarianConfig, MarianMTModel
-
-    torch.manual_seed(args.seed)
-    config = MarianConfig(
-        vocab_size=args.vocab,
-        d_model=args.d_model,
-        encoder_layers=args.layers,
-        decoder_layers=args.layers,
-        encoder_attention_heads=args.heads,
-        decoder_attention_heads=args.heads,
-        encoder_ffn_dim=args.d_ff,
-        decoder_ffn_dim=args.d_ff,
-        activation_function="relu",
-        dropout=args.dropout,
-        attention_dropout=0.0,
-        activation_dropout=args.dropout,
-        max_position_embeddings=1024,
-        scale_embedding=True,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True,
-        pad_token_id=PAD,
-        eos_token_id=EOS,
-        decoder_start_token_id=BOS,
-        forced_eos_token_id=None,
-        use_cache=False,
-    )
-    model = MarianMTModel(config).to(args.device).train()
-    optimizer = build_optimizer(model, cfg)  # same Adam (and the same fused/foreach choice) as ours
-
-    def step(batch: Batch) -> None:
-        b = batch.to(args.device)
-        optimizer.zero_grad(set_to_none=True)
-        logits = model(
-            input_ids=b.src, attention_mask=b.src != PAD, decoder_input_ids=b.tgt_in, use_cache=False
-        ).logits  # (B, T, V)
-        # The usual way to train an HF model: cross entropy over all positions, pads ignored.
-        loss = F.cross_entropy(
-            logits.flatten(0, 1),
-            b.tgt_out.flatten(),
-            ignore_index=PAD,
-            label_smoothing=cfg.label_smoothing,
-            reduction="sum",
-        )
-        (loss / b.n_tgt_tokens).backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-        for group in optimizer.param_groups:
-            group["lr"] = 1e-4
-        optimizer.step()
-
-    return model, step
+def compile_layers(layers: Iterable[torch.nn.Module], backend: str) -> None:
+    for layer in layers:
+        layer.compile(backend=backend)
 
 
-def timed_round(step: Callable[[Batch], None], batches: Sequence[Batch], device: str) -> tuple[float, int]:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+def timed_round(step: Step, batches: Sequence[Batch], probe: DeviceProbe) -> tuple[float, int]:
+    probe.synchronize()
     start = time.perf_counter()
     for batch in batches:
         step(batch)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+    probe.synchronize()
     return time.perf_counter() - start, sum(b.n_tgt_tokens for b in batches)
 
 
-def main(argv: Sequence[str] | None = None) -> dict:
+def lengths(batches: Sequence[Batch], pad: int) -> tuple[list[int], list[int]]:
+    """Real (non-pad) source and target lengths of every sentence pair of the batches."""
+    src = [n for b in batches for n in (b.src != pad).sum(dim=1).tolist()]
+    tgt = [n for b in batches for n in (b.tgt_out != pad).sum(dim=1).tolist()]
+    return src, tgt
+
+
+def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) -> dict[str, Any]:
+    """Run the benchmark; `probe` replaces the device's own (tests hand in one that reports a GPU)."""
     args = parse_args(argv)
+    device = torch.device(args.device)
+    probe = probe or probe_for(device)
+    info = probe.describe()
+    on_gpu = info.device_kind == "cuda"
+    precision = args.precision or ("bf16" if on_gpu else "fp32")
+    args.batch_tokens = args.batch_tokens or (16384 if on_gpu else 4000)
     torch.set_num_threads(args.threads)
-    cfg = TrainConfig(device=args.device, bf16=False)
+    config = model_config(args)
+    cfg = TrainConfig(device=args.device)  # loss, clipping and Adam settings; precision is the autocast below
+    autocast = autocast_for(device, precision)
     batches = make_batches(args, args.steps)
     padded = sum(b.tgt_out.numel() for b in batches)
     real = sum(b.n_tgt_tokens for b in batches)
-    sides = {"ours": ours(args, cfg), "peer": marian(args, cfg)}
-    n_params = {name: sum(p.numel() for p in model.parameters()) for name, (model, _) in sides.items()}
+    flops_per_round = train_flops(config, *lengths(batches, config.pad_id))
+    peak = peak_bf16_tflops(info.device_name, args.peak_tflops) if on_gpu or args.peak_tflops else None
+
+    torch.manual_seed(args.seed)
+    model = Transformer(config).to(device).train()
+    optimizer = build_optimizer(model, cfg)
+    peer = marian_model(config).to(device).train()
+    if args.compile:
+        compile_layers([*model.encoder.layers, *model.decoder.layers], args.compile_backend)
+        compile_layers(marian_layers(peer), args.compile_backend)
+
+    def ours_step(batch: Batch) -> None:
+        train_step(model, optimizer, [batch], 1e-4, cfg, autocast)
+
+    sides: dict[str, tuple[torch.nn.Module, Step]] = {
+        "ours": (model, ours_step),
+        "peer": (peer, marian_train_step(peer, cfg, device, autocast)),
+    }
+    n_params = {name: sum(p.numel() for p in m.parameters()) for name, (m, _) in sides.items()}
     print(
-        f"config: d_model={args.d_model} heads={args.heads} layers={args.layers}+{args.layers} d_ff={args.d_ff} "
-        f"vocab={args.vocab} dropout={args.dropout} device={args.device} threads={args.threads}"
+        f"config: preset={args.preset} d_model={config.d_model} heads={config.n_heads} "
+        f"layers={config.n_encoder_layers}+{config.n_decoder_layers} d_ff={config.d_ff} vocab={config.vocab_size} "
+        f"dropout={config.dropout} device={args.device} ({info.device_name}) precision={precision} "
+        f"compile={args.compile} threads={args.threads}"
     )
     print(f"parameters: ours {n_params['ours']:,}, Marian {n_params['peer']:,}")
     print(
         f"batches: {len(batches)} x ~{args.batch_tokens} padded tokens, {real} target tokens "
-        f"({real / padded:.0%} of target positions are real)"
+        f"({real / padded:.0%} of target positions are real); {flops_per_round / real / 1e6:.1f} MFLOPs per token"
     )
     load_before = os.getloadavg()[0]
-    if load_before > 0.5 * (os.cpu_count() or 1):
+    if not on_gpu and load_before > 0.5 * (os.cpu_count() or 1):
         print(
             f"warning: load average {load_before:.1f} on {os.cpu_count()} CPUs; other processes share the cores "
             f"(with several threads per side this slows both sides erratically; --threads 1 is steadier)"
         )
     rates: dict[str, list[float]] = {"ours": [], "peer": []}
+    peak_memory: dict[str, int | None] = {"ours": None, "peer": None}
     for r in range(args.rounds + 1):
         for name, (_, step) in sides.items():
-            seconds, tokens = timed_round(step, batches, args.device)
-            if r > 0:  # round 0 warms up allocators, kernels and caches
+            probe.reset_peak_memory()
+            seconds, tokens = timed_round(step, batches, probe)
+            used = probe.max_memory_allocated()
+            if used is not None:
+                peak_memory[name] = max(used, peak_memory[name] or 0)
+            if r > 0:  # round 0 warms up allocators, kernels, caches (and compiles, with --compile)
                 rates[name].append(tokens / seconds)
         if r > 0:
             print(f"round {r}: ours {rates['ours'][-1]:,.0f} tok/s, Marian {rates['peer'][-1]:,.0f} tok/s")
-    result = {
-        "ours_tokens_per_s": round(statistics.median(rates["ours"]), 1),
-        "peer_tokens_per_s": round(statistics.median(rates["peer"]), 1),
-    }
-    result["ratio"] = round(result["ours_tokens_per_s"] / result["peer_tokens_per_s"], 3)
+    result = summary(rates, flops_per_round / real, peak)
     print(
         f"median: ours {result['ours_tokens_per_s']:,.0f} tok/s, Marian {result['peer_tokens_per_s']:,.0f} tok/s, "
         f"ratio {result['ratio']:.2f}x (target tokens per second of full training steps)"
     )
+    if result["mfu_ours"] is not None:
+        print(f"MFU against {peak:g} TFLOPS bf16: ours {result['mfu_ours']:.1%}, Marian {result['mfu_peer']:.1%}")
+    for name, used in peak_memory.items():
+        if used is not None:
+            print(f"peak memory allocated ({name} rounds): {used / 2**30:.2f} GiB")
     result.update(
         peer="transformers.MarianMTModel",
-        d_model=args.d_model,
-        heads=args.heads,
-        layers=args.layers,
-        d_ff=args.d_ff,
-        vocab=args.vocab,
-        dropout=args.dropout,
+        preset=args.preset,
+        d_model=config.d_model,
+        heads=config.n_heads,
+        layers=config.n_encoder_layers,
+        d_ff=config.d_ff,
+        vocab=config.vocab_size,
+        dropout=config.dropout,
+        precision=precision,
+        compile=args.compile,
         batch_tokens=args.batch_tokens,
         steps_per_round=args.steps,
         rounds=args.rounds,
         threads=args.threads,
-        device=args.device,
-        torch=torch.__version__,
+        max_memory_allocated_ours=peak_memory["ours"],
+        max_memory_allocated_peer=peak_memory["peer"],
         params_ours=n_params["ours"],
         params_peer=n_params["peer"],
         real_target_fraction=round(real / padded, 3),
         load_average=[round(load_before, 2), round(os.getloadavg()[0], 2)],
+        **environment(args.device, info),
     )
+    write_result(result, result_path(BENCH, info.device_kind, args.out))
     print(json.dumps(result))
     return result
+
+
+def summary(rates: dict[str, list[float]], flops_per_token: float, peak: float | None) -> dict[str, Any]:
+    """Median rates, their ratio (ours / peer), model FLOPs per target token and MFU of each side."""
+    ours, theirs = statistics.median(rates["ours"]), statistics.median(rates["peer"])
+    mfu_ours, mfu_peer = mfu(ours * flops_per_token, peak), mfu(theirs * flops_per_token, peak)
+    return {
+        "ours_tokens_per_s": round(ours, 1),
+        "peer_tokens_per_s": round(theirs, 1),
+        "ratio": round(ours / theirs, 3),
+        "flops_per_token": round(flops_per_token),
+        "peak_tflops_bf16": peak,
+        "mfu_ours": None if mfu_ours is None else round(mfu_ours, 4),
+        "mfu_peer": None if mfu_peer is None else round(mfu_peer, 4),
+    }
 
 
 if __name__ == "__main__":

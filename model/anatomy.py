@@ -96,12 +96,17 @@ def count_parameters(config: ModelConfig) -> dict[str, Any]:
     return {"total": sum(by_component.values()), "by_component": dict(by_component), "by_kind": dict(by_kind)}
 
 
-def estimate_memory(config: ModelConfig, tokens_per_batch: int, dtype_bytes: int = 4) -> dict[str, int]:
+def estimate_memory(
+    config: ModelConfig, tokens_per_batch: int, dtype_bytes: int = 4, precision: str = "fp32"
+) -> dict[str, int]:
     """Rough memory of training and inference, in bytes.
 
     Assumptions:
     - tokens_per_batch source tokens and as many target tokens (the paper's batches: ~25000 of each, Sec. 5.1).
     - Weights, gradients and both Adam moments are all stored with dtype_bytes per value.
+    - precision "bf16" (mixed: bf16 autocast over fp32 master weights): the weights, gradients and Adam moments
+      stay as above, autocast keeps a bf16 copy of the weights (2 bytes each), activations take 2 bytes per
+      value, and the log-softmax of the loss is computed in fp32 (4 bytes per vocabulary entry per target token).
     - Activations kept for the backward pass, in values per token: an encoder layer keeps 8 d_model + 2 d_ff
       (self-attention: input, Q, K, V, context, pre-norm sum = 6 d_model; FFN: input and sum = 2 d_model,
       pre- and post-activation = 2 d_ff); a decoder layer adds cross-attention's 6 d_model. Each target token
@@ -112,19 +117,27 @@ def estimate_memory(config: ModelConfig, tokens_per_batch: int, dtype_bytes: int
     """
     if tokens_per_batch <= 0 or dtype_bytes <= 0:
         raise ValueError(f"tokens_per_batch={tokens_per_batch} and dtype_bytes={dtype_bytes} must be positive")
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision={precision!r} must be 'fp32' or 'bf16'")
     d, d_ff, V = config.d_model, config.d_ff, config.vocab_size
     n_params = count_parameters(config)["total"]
     weights = n_params * dtype_bytes
     enc_per_token = config.n_encoder_layers * (8 * d + 2 * d_ff) + 2 * d
-    dec_per_token = config.n_decoder_layers * (14 * d + 2 * d_ff) + 2 * d + 2 * V
-    activations = tokens_per_batch * (enc_per_token + dec_per_token) * dtype_bytes
+    dec_per_token = config.n_decoder_layers * (14 * d + 2 * d_ff) + 2 * d  # without the logits
     inference_per_token = 4 * d + d_ff + V + config.n_decoder_layers * 4 * d
+    if precision == "bf16":
+        activation_bytes, weight_copy = 2, n_params * 2
+        logits = tokens_per_batch * V * (2 + 4)  # bf16 logits, fp32 log-softmax
+    else:
+        activation_bytes, weight_copy = dtype_bytes, 0
+        logits = tokens_per_batch * 2 * V * dtype_bytes
+    activations = tokens_per_batch * (enc_per_token + dec_per_token) * activation_bytes + logits
     return {
         "weights_bytes": weights,
         "gradients_bytes": weights,
         "adam_bytes": 2 * weights,
         "activations_bytes": activations,
-        "training_total_bytes": 4 * weights + activations,
+        "training_total_bytes": 4 * weights + weight_copy + activations,
         "inference_bytes": weights + tokens_per_batch * inference_per_token * dtype_bytes,
     }
 

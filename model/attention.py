@@ -15,20 +15,52 @@ class KVCache:
     """Keys and values one attention module has already computed, for incremental decoding.
 
     Self-attention appends the new step's keys/values on every call; cross-attention fills it once from the
-    encoder output (memory) and reuses it afterwards.
+    encoder output (memory) and reuses it afterwards. With a capacity, self-attention writes into buffers of
+    that many positions allocated on the first call, instead of concatenating (a copy of the whole past) at
+    every step; key and value are then views of the filled part.
     """
 
     key: Tensor | None = None  # (B, n_heads, T_past, d_k)
     value: Tensor | None = None  # (B, n_heads, T_past, d_k)
+    capacity: int | None = None  # positions to preallocate for appends; None: grow by concatenation
+    _buffers: tuple[Tensor, Tensor] | None = None  # (B, n_heads, capacity, d_k) each
 
     @property
     def length(self) -> int:
         return 0 if self.key is None else self.key.size(2)
 
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add T_new positions (B, n_heads, T_new, d_k) after the cached ones; returns all keys and values."""
+        past = self.length
+        if self.capacity is None or past + k.size(2) > self.capacity:
+            if self.key is not None:
+                assert self.value is not None  # key and value are set together
+                k = torch.cat([self.key, k], dim=2)  # (B, n_heads, T_past + T_new, d_k)
+                v = torch.cat([self.value, v], dim=2)
+            self.key, self.value, self._buffers = k, v, None
+            return k, v
+        if self._buffers is None:
+            shape = (k.size(0), k.size(1), self.capacity, k.size(3))
+            self._buffers = (k.new_empty(shape), v.new_empty(shape))
+            if self.key is not None:  # positions cached before the buffers existed
+                assert self.value is not None
+                self._buffers[0][:, :, :past], self._buffers[1][:, :, :past] = self.key, self.value
+        key_buffer, value_buffer = self._buffers
+        end = past + k.size(2)
+        key_buffer[:, :, past:end], value_buffer[:, :, past:end] = k, v  # in place: no copy of the past
+        self.key, self.value = key_buffer[:, :, :end], value_buffer[:, :, :end]  # views
+        return self.key, self.value
+
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of the batch (beam search: follow the surviving hypotheses)."""
-        if self.key is not None:
-            assert self.value is not None  # key and value are set together
+        if self.key is None:
+            return
+        assert self.value is not None  # key and value are set together
+        if self._buffers is not None:
+            end = self.length
+            self._buffers = (self._buffers[0].index_select(0, index), self._buffers[1].index_select(0, index))
+            self.key, self.value = self._buffers[0][:, :, :end], self._buffers[1][:, :, :end]
+        else:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
 
@@ -56,7 +88,14 @@ class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W_O, head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i) (Sec. 3.2.2).
 
     q_proj, k_proj, v_proj, out_proj are W_Q, W_K, W_V, W_O for all heads at once (with biases, as in HF Marian).
+    They stay separate parameters under the names Marian and CTranslate2 use (checkpoints and exports keep
+    them); on a GPU they run fused: self-attention projects Q, K and V with one matrix multiplication,
+    cross-attention K and V with one (see _project). On a CPU the fused product measured slower
+    (bench/train_throughput.py, ratio to MarianMTModel 1.37 and 1.33 fused against 1.39 and 1.46 apart: the
+    concatenated weights are copied on every call), so there they run apart. fuse_projections overrides.
     """
+
+    fuse_projections: bool | None = None  # None: fused on a GPU only
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -70,27 +109,40 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model)
         self.out_proj = nn.Linear(d_model, d_model)
 
+    def _project(self, x: Tensor, *projections: nn.Linear) -> tuple[Tensor, ...]:
+        """x through several of the projections as one matrix multiplication: their weights concatenated,
+        (n * d_model, d_model), so one GEMM (one kernel launch, a larger and more efficient product) replaces n.
+        Returns one (B, T, d_model) view per projection."""
+        if not (x.is_cuda if self.fuse_projections is None else self.fuse_projections):
+            return tuple(p(x) for p in projections)
+        weight = torch.cat([p.weight for p in projections])  # (n * d_model, d_model)
+        bias = torch.cat([p.bias for p in projections])  # (n * d_model,)
+        return F.linear(x, weight, bias).chunk(len(projections), dim=-1)  # n x (B, T, d_model)
+
     def _split_heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
         return x.view(B, T, self.n_heads, self.d_k).transpose(1, 2)  # (B, n_heads, T, d_k)
 
-    def _keys_values(
+    def _queries_keys_values(
         self, hidden_states: Tensor, key_value_states: Tensor | None, cache: KVCache | None
-    ) -> tuple[Tensor, Tensor]:
-        """K and V for this call, read from / written to the cache: (B, n_heads, T_k, d_k) each."""
-        if key_value_states is not None and cache is not None and cache.key is not None:
-            assert cache.value is not None  # key and value are set together
-            return cache.key, cache.value  # cross-attention: memory was projected on the first step
-        source = hidden_states if key_value_states is None else key_value_states
-        k = self._split_heads(self.k_proj(source))  # (B, n_heads, T_new, d_k)
-        v = self._split_heads(self.v_proj(source))  # (B, n_heads, T_new, d_k)
-        if cache is not None:
-            if key_value_states is None and cache.key is not None:  # self-attention: append the new steps
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Q for this call, K and V read from / written to the cache: (B, n_heads, T_q or T_k, d_k) each."""
+        if key_value_states is None:  # self-attention: Q, K, V of the new positions in one product
+            q, k, v = (
+                self._split_heads(t) for t in self._project(hidden_states, self.q_proj, self.k_proj, self.v_proj)
+            )
+        else:
+            q = self._split_heads(self.q_proj(hidden_states))  # (B, n_heads, T_q, d_k)
+            if cache is not None and cache.key is not None:
                 assert cache.value is not None  # key and value are set together
-                k = torch.cat([cache.key, k], dim=2)  # (B, n_heads, T_past + T_new, d_k)
-                v = torch.cat([cache.value, v], dim=2)
-            cache.key, cache.value = k, v
-        return k, v
+                return q, cache.key, cache.value  # cross-attention: memory was projected on the first step
+            k, v = (self._split_heads(t) for t in self._project(key_value_states, self.k_proj, self.v_proj))
+        if cache is not None:
+            if key_value_states is None:  # self-attention: append the new steps
+                k, v = cache.append(k, v)  # (B, n_heads, T_past + T_new, d_k) each
+            else:
+                cache.key, cache.value = k, v
+        return q, k, v
 
     def forward(
         self,
@@ -107,8 +159,7 @@ class MultiHeadAttention(nn.Module):
         included. Returns (output (B, T_q, d_model), weights (B, n_heads, T_q, T_k) or None).
         """
         B, T_q, _ = hidden_states.shape
-        q = self._split_heads(self.q_proj(hidden_states))  # (B, n_heads, T_q, d_k)
-        k, v = self._keys_values(hidden_states, key_value_states, cache)  # (B, n_heads, T_k, d_k) each
+        q, k, v = self._queries_keys_values(hidden_states, key_value_states, cache)  # (B, n_heads, T, d_k) each
         mask = attention_mask(T_q, k.size(2), key_padding_mask, causal, q.device)
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:  # Eq. 1 written out, so the weights can be returned

@@ -59,6 +59,28 @@ class Batch:
             self.indices,
         )
 
+    def halves(self) -> list[Batch]:
+        """The first and second half of the sentences (one batch if it holds one sentence): together they give
+        the same loss sum and token counts as this batch. Used to retry a step that ran out of memory."""
+        rows = self.src.shape[0]
+        if rows < 2:
+            return [self]
+        cut = (rows + 1) // 2
+        parts = []
+        for part in (slice(0, cut), slice(cut, rows)):
+            src, tgt_in, tgt_out = self.src[part], self.tgt_in[part], self.tgt_out[part]  # (B/2, S), (B/2, T)
+            parts.append(
+                Batch(
+                    src,
+                    tgt_in,
+                    tgt_out,
+                    int((src != PAD_ID).sum()),
+                    int((tgt_out != PAD_ID).sum()),
+                    self.indices[part],
+                )
+            )
+        return parts
+
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """(B, max_len) long tensor, right-padded with pad_id."""

@@ -98,6 +98,14 @@ def beam_search(
         return _search(model, src_ids, beam_size, n_best, alpha, max_len_a, max_len_b, min_len, use_cache)
 
 
+def cache_capacity(device: torch.device, positions: int) -> int | None:
+    """Positions to preallocate in the decoder's self-attention caches: all of them on a GPU (no reallocation
+    per step), none on a CPU, where growing the caches by concatenation measured faster
+    (bench/decode_throughput.py fixed workload, 3 rounds: 86.6 against 82.6 sentences/s), as the reorder
+    after each step copies the whole buffer."""
+    return positions if device.type == "cuda" else None
+
+
 def _search(
     model: Transformer,
     src_ids: Tensor,
@@ -118,7 +126,7 @@ def _search(
     memory = model.encode(src_ids, src_key_padding_mask)  # (B, S, d_model)
     if min(src_lens) == src_ids.size(1):
         src_key_padding_mask = None  # nothing to hide: the cross-attention runs without a mask (a faster kernel)
-    cache = model.new_cache() if use_cache else None
+    cache = model.new_cache(cache_capacity(device, max(max_lens) + 1)) if use_cache else None  # + 1: <s>
 
     # The live batch holds b sentences (ids in `alive`) with k hypotheses each, row = sentence * k + beam.
     # k is 1 on the first step, where all beams would be the same <s>, and K afterwards.

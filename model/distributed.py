@@ -183,6 +183,12 @@ class DistContext:
         dist.all_reduce(t, op=dist.ReduceOp.SUM)
         return t.tolist()
 
+    def all_reduce_sum_tensor(self, t: torch.Tensor) -> torch.Tensor:
+        """Element-wise sums over the ranks of a tensor on this rank's device, without reading it back."""
+        t = t.clone()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+
     def agree(self, proposal: S | None, order: Sequence[S]) -> S | None:
         """The earliest entry of `order` that any rank proposes, or None if none does; the same on every rank."""
         if proposal is not None and proposal not in order:

@@ -49,13 +49,13 @@ def evaluate(
     valid_batches: Sequence[Batch],
     tokenizer: Tokenizer,
     decode_examples: Sequence[Example] = (),
-    bf16: bool = True,
+    precision: str = "fp32",
 ) -> dict[str, float]:
     """Validation metrics: loss (NLL per target token), perplexity, token_accuracy; for translation BLEU, chrF
     and exact_match of greedy outputs on decode_examples; for denoising masked_token_accuracy (teacher-forced
     top-1 at the target positions hidden behind <mask>)."""
     device = next(model.parameters()).device
-    autocast = autocast_for(device, bf16)
+    autocast = autocast_for(device, precision)
     nll_sum, n_tokens, correct, masked_correct, n_masked = 0.0, 0, 0, 0, 0
     with eval_mode(model):
         for batch in valid_batches:
@@ -80,12 +80,12 @@ def evaluate(
         if objective == "denoising":
             metrics["masked_token_accuracy"] = masked_correct / max(n_masked, 1)
         elif decode_examples:
-            metrics.update(translation_metrics(model, decode_examples, tokenizer, bf16))
+            metrics.update(translation_metrics(model, decode_examples, tokenizer, precision))
     return metrics
 
 
 def translate_examples(
-    model: Transformer, examples: Sequence[Example], batch_size: int = 64, bf16: bool = True
+    model: Transformer, examples: Sequence[Example], batch_size: int = 64, precision: str = "fp32"
 ) -> list[list[int]]:
     """Greedy outputs (token ids) for examples' sources, in the given order; batched by similar length."""
     device = next(model.parameters()).device
@@ -94,7 +94,7 @@ def translate_examples(
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         src = collate([examples[i] for i in idx]).src.to(device)
-        with autocast_for(device, bf16):
+        with autocast_for(device, precision):
             hyps = greedy_decode(model, src)
         for i, hyp in zip(idx, hyps):
             out[i] = hyp
@@ -102,10 +102,10 @@ def translate_examples(
 
 
 def translation_metrics(
-    model: Transformer, examples: Sequence[Example], tokenizer: Tokenizer, bf16: bool = True
+    model: Transformer, examples: Sequence[Example], tokenizer: Tokenizer, precision: str = "fp32"
 ) -> dict[str, float]:
     """Corpus BLEU and chrF (sacrebleu, on detokenized text) and the exact-match rate of greedy outputs."""
-    hyps = tokenizer.decode_batch(translate_examples(model, examples, bf16=bf16))
+    hyps = tokenizer.decode_batch(translate_examples(model, examples, precision=precision))
     refs = tokenizer.decode_batch([e.tgt_ids for e in examples])
     return {
         "bleu": sacrebleu.corpus_bleu(hyps, [refs]).score,

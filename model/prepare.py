@@ -1,13 +1,15 @@
 """Raw rows to training input: a tokenizer trained on the training rows, the model config, and examples
 (translation pairs, or denoising sentences re-noised every epoch), with a validation set held out if none is
-given."""
+given; or, to fine-tune, the same data starting from an existing model (start_from)."""
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
+
+from torch import Tensor
 
 from model.batching import Example, Overlong
 from model.checkpoint import OBJECTIVES
@@ -15,6 +17,7 @@ from model.config import ModelConfig
 from model.objectives import MaskMode, encode_sentences, make_translation_examples, noise_examples, renoising
 from model.tokenizer import MIN_VOCAB_SIZE, Tokenizer, TokenizerKind
 from model.train_config import TrainingError
+from model.transformer import Transformer
 
 
 @dataclass
@@ -27,6 +30,24 @@ class PreparedData:
     train_examples: list[Example] | Callable[[int], list[Example]]  # denoising: fresh noise every epoch
     valid_examples: list[Example]
     stats: dict[str, int]
+    init_state: dict[str, Tensor] | None = None  # weights to start from (start_from); None: initialised afresh
+
+
+def start_from(data: PreparedData, model: Transformer, **changes: Any) -> PreparedData:
+    """The same data, trained from `model`'s weights and architecture (fine-tuning, continued training).
+
+    data must have been prepared with that model's tokenizer; `changes` may alter its dropout rates only (they
+    hold no weights). The weights are copied: training never writes into `model`."""
+    if data.tokenizer.vocab_size != model.config.vocab_size:
+        raise TrainingError(
+            f"the data's tokenizer has {data.tokenizer.vocab_size} tokens but the model's embeddings "
+            f"{model.config.vocab_size}: prepare it with the model's own tokenizer"
+        )
+    unknown = sorted(set(changes) - {"dropout", "attention_dropout"})
+    if unknown:
+        raise TrainingError(f"starting from a model, only dropout and attention_dropout may change, not {unknown}")
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    return replace(data, model_config=replace(model.config, **changes), init_state=state)
 
 
 def split_validation(rows: Sequence[Any], fraction: float, max_rows: int, seed: int) -> tuple[list[Any], list[Any]]:

@@ -4,6 +4,7 @@ gradients accumulated over micro-batches (and data-parallel ranks) per target to
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -14,8 +15,10 @@ from torch import Tensor
 
 from model.batching import Batch
 from model.loss import label_smoothed_loss
-from model.train_config import TrainConfig
+from model.train_config import TrainConfig, TrainingError
 from model.transformer import Transformer
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from torch.nn.parallel import DistributedDataParallel
@@ -37,11 +40,24 @@ def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
     return model.project(hidden[keep]), batch.tgt_out[keep]  # (N, V), (N,)
 
 
-def autocast_for(device: torch.device, bf16: bool) -> contextlib.AbstractContextManager[object]:
-    """bf16 autocast on CUDA when asked; fp32 everywhere else."""
-    if bf16 and device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+def autocast_for(device: torch.device, precision: str) -> contextlib.AbstractContextManager[object]:
+    """bf16 autocast for precision "bf16", the same code on a CPU and a GPU (so the CPU tests run the GPU's
+    mixed-precision path); nothing for "fp32"."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    if precision != "fp32":
+        raise ValueError(f"precision={precision!r} must be 'fp32' or 'bf16'")
     return contextlib.nullcontext()
+
+
+def enable_tf32(device: torch.device) -> bool:
+    """On a GPU, let fp32 matrix multiplications use TF32 tensor cores (10-bit mantissa inputs, fp32 sums), as
+    fairseq and Hugging Face do; returns whether it was set. CPUs have no TF32: nothing changes there."""
+    if device.type != "cuda":
+        return False
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return True
 
 
 def accumulate_gradients(
@@ -50,9 +66,10 @@ def accumulate_gradients(
     smoothing: float,
     autocast: contextlib.AbstractContextManager[object] | None = None,
     dist: DistContext | None = None,
-) -> tuple[float, float, int]:
+) -> tuple[Tensor, Tensor, int]:
     """Backward over micro-batches, each scaled by the total target tokens of all of them, so the gradient
-    equals that of one batch holding them all. Returns (smoothed loss sum, NLL sum, target tokens).
+    equals that of one batch holding them all. Returns (smoothed loss sum, NLL sum, target tokens), the sums as
+    float64 tensors on the device: nothing here waits for the device to read a value back.
 
     Data-parallel (dist, and model = dist.wrap(...)): micro_batches are this rank's share of the update; the token
     count and the sums are over all ranks, and as DDP averages the ranks' gradients each loss is scaled by
@@ -62,7 +79,8 @@ def accumulate_gradients(
         n_tokens = int(dist.all_reduce_sum([n_tokens])[0])
     scale = n_tokens / (dist.world_size if dist is not None else 1)
     device = next(model.parameters()).device
-    loss_sum = nll_sum = 0.0
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    nll_sum = torch.zeros((), dtype=torch.float64, device=device)
     # with dist, model is dist.wrap(...) (DDP around batch_logits); without, the bare Transformer
     ddp = cast("DistributedDataParallel", model)
     for i, b in enumerate(micro_batches):
@@ -73,11 +91,16 @@ def accumulate_gradients(
                 logits, target = model(b) if dist is not None else batch_logits(cast(Transformer, model), b)
             loss, nll = label_smoothed_loss(logits, target, smoothing)
             (loss / scale).backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
-        loss_sum += loss.item()
-        nll_sum += nll.item()
+        loss_sum = loss_sum + loss.detach().double()
+        nll_sum = nll_sum + nll.detach().double()
     if dist is not None:
-        loss_sum, nll_sum = dist.all_reduce_sum([loss_sum, nll_sum])
+        loss_sum, nll_sum = dist.all_reduce_sum_tensor(torch.stack([loss_sum, nll_sum])).unbind()
     return loss_sum, nll_sum, n_tokens
+
+
+def to_host(*values: Tensor) -> list[float]:
+    """The one place a training step reads values back from the device: one transfer (and one wait) for all."""
+    return [float(v) for v in torch.stack([v.detach().double() for v in values]).cpu().tolist()]
 
 
 @dataclass
@@ -86,6 +109,25 @@ class StepResult:
     nll_loss: float  # cross entropy per target token without smoothing
     grad_norm: float  # global L2 norm before clipping
     n_tokens: int
+
+
+@dataclass
+class PendingStep:
+    """One update's sums, still on the device (0-dim tensors); read_steps reads many steps at once."""
+
+    loss_sum: Tensor
+    nll_sum: Tensor
+    grad_norm: Tensor
+    n_tokens: int
+
+
+def read_steps(pending: Sequence[PendingStep]) -> list[StepResult]:
+    """The steps' results, in one transfer from the device (to_host) for all of them."""
+    values = to_host(*(v for p in pending for v in (p.loss_sum, p.nll_sum, p.grad_norm)))
+    return [
+        StepResult(values[3 * i] / p.n_tokens, values[3 * i + 1] / p.n_tokens, values[3 * i + 2], p.n_tokens)
+        for i, p in enumerate(pending)
+    ]
 
 
 def build_optimizer(model: Transformer, config: TrainConfig) -> torch.optim.Adam:
@@ -101,6 +143,20 @@ def build_optimizer(model: Transformer, config: TrainConfig) -> torch.optim.Adam
     )
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """A device out-of-memory error (CUDA's OutOfMemoryError), Python's MemoryError, or the CPU allocator's."""
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    )
+
+
+class BatchTooLarge(TrainingError):
+    """Out of memory even with every micro-batch split MAX_OOM_SPLITS times."""
+
+
+MAX_OOM_SPLITS = 3  # halvings tried after an out-of-memory error: down to 1/8 of each micro-batch
+
+
 def train_step(
     model: Transformer | DistributedDataParallel,
     optimizer: torch.optim.Optimizer,
@@ -110,11 +166,56 @@ def train_step(
     autocast: contextlib.AbstractContextManager[object] | None = None,
     dist: DistContext | None = None,
 ) -> StepResult:
-    """One optimizer update: accumulate gradients over micro_batches, clip, Adam step at learning rate lr."""
-    optimizer.zero_grad(set_to_none=True)
-    loss_sum, nll_sum, n_tokens = accumulate_gradients(model, micro_batches, config.label_smoothing, autocast, dist)
+    """One optimizer update (update_on_device), its loss, NLL and gradient norm read back at once."""
+    return read_steps([update_on_device(model, optimizer, micro_batches, lr, config, autocast, dist)])[0]
+
+
+def update_on_device(
+    model: Transformer | DistributedDataParallel,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: Sequence[Batch],
+    lr: float,
+    config: TrainConfig,
+    autocast: contextlib.AbstractContextManager[object] | None = None,
+    dist: DistContext | None = None,
+) -> PendingStep:
+    """One optimizer update: accumulate gradients over micro_batches, clip, Adam step at learning rate lr.
+    Nothing is read back from the device: the sums stay there (PendingStep) for read_steps.
+
+    If the device runs out of memory, the gradients are dropped and the step runs again with every micro-batch
+    split in two (accumulation keeps the update that of the unsplit batch), up to MAX_OOM_SPLITS times; then
+    BatchTooLarge names the batch and a smaller training.max_tokens_per_batch. Data-parallel steps are not
+    retried: the other ranks would wait in collectives this rank no longer calls in the same order."""
+    batches = list(micro_batches)
+    for splits in range(MAX_OOM_SPLITS + 1):
+        optimizer.zero_grad(set_to_none=True)
+        try:
+            loss_sum, nll_sum, n_tokens = accumulate_gradients(model, batches, config.label_smoothing, autocast, dist)
+            break
+        except Exception as exc:  # the traceback holds the activations: leave this block before retrying
+            if not is_out_of_memory(exc):
+                raise
+            if dist is not None or splits == MAX_OOM_SPLITS:
+                raise _too_large(micro_batches, splits, config) from exc
+        optimizer.zero_grad(set_to_none=True)
+        if next(iter(model.parameters())).device.type == "cuda":
+            torch.cuda.empty_cache()
+        batches = [half for b in batches for half in b.halves()]
+        log.warning("out of memory: retrying the step with micro-batches split in %d", 2 ** (splits + 1))
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), config.clip_norm or math.inf)
     for group in optimizer.param_groups:
         group["lr"] = lr
     optimizer.step()
-    return StepResult(loss_sum / n_tokens, nll_sum / n_tokens, float(grad_norm), n_tokens)
+    return PendingStep(loss_sum, nll_sum, grad_norm, n_tokens)
+
+
+def _too_large(micro_batches: Sequence[Batch], splits: int, config: TrainConfig) -> BatchTooLarge:
+    largest = max(micro_batches, key=lambda b: b.src.numel() + b.tgt_in.numel())
+    rows, src_len = largest.src.shape
+    suggestion = max(32, config.max_tokens_per_batch // 2 ** max(splits, 1))
+    tried = f" even split in {2**splits}" if splits else ""
+    return BatchTooLarge(
+        f"out of memory on a micro-batch of {rows} sentences ({rows} x {src_len} source and "
+        f"{rows} x {largest.tgt_in.shape[1]} target padded tokens){tried}: training.max_tokens_per_batch="
+        f"{config.max_tokens_per_batch} is too large for this device; try {suggestion} or a smaller model"
+    )

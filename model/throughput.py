@@ -30,7 +30,7 @@ def measure_throughput(data: PreparedData, config: TrainConfig, max_tokens: int,
     device = torch.device(config.device)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         model = Transformer(data.model_config).to(device).train()
-        optimizer, autocast = build_optimizer(model, config), autocast_for(device, config.bf16)
+        optimizer, autocast = build_optimizer(model, config), autocast_for(device, config.resolved_precision)
         seconds = []
         for batch in batches:
             t0 = time.perf_counter()

@@ -21,6 +21,9 @@ class TrainingError(ValueError):
     """A problem the user can fix (too little data, sequences too long, a diverging learning rate, ...)."""
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
 @dataclass
 class TrainConfig:
     """Hyper-parameters of one training run; paper defaults (Sec. 5.3, 5.4) unless noted."""
@@ -48,7 +51,13 @@ class TrainConfig:
     keep_checkpoints: int | None = 5  # newest step checkpoints kept (plus the best); None = keep all
     average_last: int = 0  # average the last N checkpoints at the end (Sec. 6.1 uses 5); 0 or 1 = off
     device: str = "cpu"
-    bf16: bool = True  # bf16 autocast, on CUDA only; CPU always runs fp32
+    # "bf16": bf16 autocast (weights, optimizer and loss stay fp32), on a GPU and on a CPU alike; "fp32": none.
+    # None: bf16 on a GPU, fp32 on a CPU (see resolved_precision).
+    precision: str | None = None
+    compile: bool = False  # torch.compile the encoder and decoder layers (model/compile.py); eager if that fails
+    # Steps whose loss, NLL and gradient norm are read from the device together, in one wait (every step is still
+    # reported, once its interval is read). None: 10 on a GPU, 1 on a CPU, where a read waits for nothing.
+    log_every: int | None = None
     eval_max_sentences: int = 200  # validation sentences greedy-decoded for BLEU/chrF (decoding is slow)
 
     def __post_init__(self) -> None:
@@ -67,7 +76,7 @@ class TrainConfig:
         _int(self, "seed", "average_last")
         if self.average_last < 0:
             raise ValueError(f"average_last={self.average_last} must be >= 0")
-        for name in ("early_stopping_patience", "keep_checkpoints"):
+        for name in ("early_stopping_patience", "keep_checkpoints", "log_every"):
             if getattr(self, name) is not None:
                 _positive_int(self, name)
         if self.eval_budget is not None and not (_number(self.eval_budget) and 0 < self.eval_budget <= 1):
@@ -88,8 +97,10 @@ class TrainConfig:
             raise ValueError(f"weight_decay={self.weight_decay!r} must be a number >= 0")
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
             raise ValueError(f"device={self.device!r} must be 'cpu', 'cuda', 'cuda:N' or 'mps'")
-        if not isinstance(self.bf16, bool):
-            raise ValueError(f"bf16={self.bf16!r} must be a bool")
+        if self.precision is not None and self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r} must be one of {list(PRECISIONS)} or None")
+        if not isinstance(self.compile, bool):
+            raise ValueError(f"compile={self.compile!r} must be a bool")
         if self.keep_checkpoints is not None and self.average_last > self.keep_checkpoints:
             raise ValueError(
                 f"average_last={self.average_last} needs keep_checkpoints >= {self.average_last}, "
@@ -101,12 +112,30 @@ class TrainConfig:
             return InverseSqrtSchedule.from_peak_lr(self.peak_lr, d_model, self.warmup_steps)
         return InverseSqrtSchedule(d_model, self.warmup_steps, 1.0 if self.lr_scale is None else self.lr_scale)
 
+    @property
+    def resolved_precision(self) -> str:
+        """The precision this config trains in: the one asked for, else bf16 on a GPU and fp32 elsewhere."""
+        if self.precision is not None:
+            return self.precision
+        return "bf16" if self.device.startswith("cuda") else "fp32"
+
+    @property
+    def resolved_log_every(self) -> int:
+        """Steps per read of the step results: the one asked for, else 10 on a GPU and 1 elsewhere."""
+        if self.log_every is not None:
+            return self.log_every
+        return 10 if self.device.startswith("cuda") else 1
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
         """Inverse of to_dict; unknown keys are refused."""
+        d = dict(d)
+        if "bf16" in d:  # configs saved before `precision`: bf16=True meant "bf16 on a GPU", False "fp32"
+            legacy = d.pop("bf16")
+            d.setdefault("precision", None if legacy else "fp32")
         unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:
             raise ValueError(f"unknown TrainConfig key(s) {unknown}")

@@ -35,13 +35,22 @@ from model.checkpoint_files import (
     step_dir,
 )
 from model.checkpoint_tensors import load_optimizer_state
+from model.compile import compile_layers, eager_on_failure
 from model.evaluate import evaluate
 from model.prepare import PreparedData
 from model.rng_state import capture_rng_state, restore_rng_state
-from model.step import autocast_for, batch_logits, build_optimizer, train_step
+from model.step import (
+    PendingStep,
+    autocast_for,
+    batch_logits,
+    build_optimizer,
+    enable_tf32,
+    update_on_device,
+)
+from model.step_log import StepLog
 from model.tokenizer import Tokenizer
 from model.train_config import StopReason, TrainConfig, TrainingError
-from model.train_events import Callbacks, CheckpointInfo, StepInfo, TrainResult
+from model.train_events import Callbacks, CheckpointInfo, TrainResult
 from model.transformer import Transformer
 
 if TYPE_CHECKING:
@@ -86,7 +95,11 @@ class Trainer:
         self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None and self.is_main else None
         self.optimizer = build_optimizer(model, config)
         self.schedule = config.schedule(model.config.d_model)
-        self.autocast = autocast_for(self.device, config.bf16)
+        self.precision = config.resolved_precision
+        if config.compile:
+            compile_layers(self.model)
+        enable_tf32(self.device)
+        self.autocast = autocast_for(self.device, self.precision)
         self.batcher = TokenBatcher(train_examples, config.max_tokens_per_batch, shuffle=True, seed=config.seed)
         try:
             if len(self.batcher) == 0:
@@ -220,64 +233,43 @@ class Trainer:
         (rank 0 alone polls the callbacks and evaluates for early stopping)."""
         return reason if self.dist is None else self.dist.agree(reason, self.STOP_ORDER)
 
+    def _step(self, batches: list[Batch], lr: float) -> PendingStep:
+        """One update; with compiled layers, a compiler failure (at any step: shapes can be new) falls back to
+        eager layers and the same update again."""
+        model = self.ddp if self.ddp is not None else self.model
+        return eager_on_failure(
+            self.model,
+            lambda: update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist),
+            keep=(TrainingError,),
+        )
+
     def fit(self) -> TrainResult:
-        cfg, cb = self.config, self.callbacks
+        cfg = self.config
         start, elapsed0 = time.monotonic(), self.elapsed
-        step_seconds: float | None = None  # moving average
-        tokens_per_second: float | None = None
-        losses: list[float] = []
+
+        def elapsed() -> float:
+            return elapsed0 + time.monotonic() - start
+
+        log = StepLog(cfg.resolved_log_every, cfg.max_steps, cfg.max_minutes, self.callbacks.on_step)
         while (reason := self._agreed(self._stop_reason(start, elapsed0))) is None:
-            t0 = time.monotonic()
+            started = elapsed()
             batches = [self._next_batch() for _ in range(cfg.grad_accum_steps * self.world_size)]
             self.step += 1
             if self.dist is not None:  # rank r takes micro-batches r, r + N, ...: one process's global batch
                 batches = self.dist.shard(batches)
                 self.dist.seed_step(cfg.seed, self.step)
             lr = self.schedule.lr(self.step)
-            result = train_step(
-                self.ddp if self.ddp is not None else self.model,
-                self.optimizer,
-                batches,
-                lr,
-                cfg,
-                self.autocast,
-                self.dist,
-            )
-            if not math.isfinite(result.loss):
-                raise TrainingError(
-                    f"the training loss became {result.loss} at step {self.step}; lower the "
-                    f"learning rate (peak_lr / lr_scale) or raise warmup_steps"
-                )
-            losses.append(result.loss)
-            dt = max(time.monotonic() - t0, 1e-9)
-            step_seconds = dt if step_seconds is None else 0.9 * step_seconds + 0.1 * dt
-            tps = result.n_tokens / dt
-            tokens_per_second = tps if tokens_per_second is None else 0.9 * tokens_per_second + 0.1 * tps
-            self.elapsed = elapsed0 + time.monotonic() - start
-            eta = (cfg.max_steps - self.step) * step_seconds
-            if cfg.max_minutes is not None:
-                eta = max(0.0, min(eta, cfg.max_minutes * 60 - self.elapsed))
-            if cb.on_step is not None:
-                cb.on_step(
-                    StepInfo(
-                        self.step,
-                        cfg.max_steps,
-                        result.loss,
-                        lr,
-                        tokens_per_second,
-                        result.grad_norm,
-                        self.elapsed,
-                        eta,
-                        result.nll_loss,
-                        result.n_tokens,
-                        self.batcher.epoch,
-                    )
-                )
+            log.add(self.step, lr, self.batcher.epoch, self._step(batches, lr), started)
+            self.elapsed = elapsed()
             checkpoint_due = self.checkpoint_root is not None and self.step % cfg.checkpoint_every == 0
-            if (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable():
+            evaluate_due = (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable()
+            if log.due or evaluate_due or checkpoint_due:
+                log.flush(elapsed)  # before evaluating or saving: a diverged step fails the run first
+            if evaluate_due:
                 self._evaluate()
             if checkpoint_due:
                 self._checkpoint()
+        log.flush(elapsed)
         self.elapsed = elapsed0 + time.monotonic() - start
         averaged = None
         if reason == "preempted":
@@ -301,7 +293,7 @@ class Trainer:
             self.best_checkpoint,
             averaged,
             averaged or self.best_checkpoint or self.last_checkpoint,
-            losses,
+            log.losses,
         )
 
     def _eval_affordable(self) -> bool:
@@ -316,8 +308,11 @@ class Trainer:
         if not self.is_main:
             return
         t0 = time.monotonic()
-        self.metrics = evaluate(
-            self.model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.config.bf16
+        self.metrics = eager_on_failure(  # the validation decoding runs compiled layers too
+            self.model,
+            lambda: evaluate(
+                self.model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
+            ),
         )
         self._last_eval_seconds = time.monotonic() - t0
         self.eval_seconds += self._last_eval_seconds
@@ -382,7 +377,7 @@ class Trainer:
         def score(averaged: Transformer) -> dict[str, float]:
             measured.update(
                 evaluate(
-                    averaged, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.config.bf16
+                    averaged, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
                 )
             )
             return measured
@@ -410,6 +405,8 @@ def train(
     """
     torch.manual_seed(config.seed)
     model = Transformer(data.model_config)
+    if data.init_state is not None:  # fine-tuning: a checkpoint of this run, if any, still wins below
+        model.load_state_dict(data.init_state)
     trainer = Trainer(
         model,
         data.tokenizer,

@@ -22,8 +22,9 @@ class DecoderCache:
     encoder_attn: list[KVCache] = field(default_factory=list)
 
     @classmethod
-    def empty(cls, n_layers: int) -> DecoderCache:
-        return cls([KVCache() for _ in range(n_layers)], [KVCache() for _ in range(n_layers)])
+    def empty(cls, n_layers: int, capacity: int | None = None) -> DecoderCache:
+        """capacity: target positions to preallocate in the self-attention caches (the decoding limit)."""
+        return cls([KVCache(capacity=capacity) for _ in range(n_layers)], [KVCache() for _ in range(n_layers)])
 
     @property
     def length(self) -> int:
@@ -166,8 +167,8 @@ class Transformer(nn.Module):
             if isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, mean=0.0, std=0.02 if normal else self.config.d_model**-0.5)
 
-    def new_cache(self) -> DecoderCache:
-        return DecoderCache.empty(self.config.n_decoder_layers)
+    def new_cache(self, capacity: int | None = None) -> DecoderCache:
+        return DecoderCache.empty(self.config.n_decoder_layers, capacity)
 
     def encode(self, src_ids: Tensor, src_key_padding_mask: Tensor | None) -> Tensor:
         """src_ids (B, S), src_key_padding_mask (B, S) bool True = pad -> memory (B, S, d_model)."""

@@ -20,9 +20,10 @@ SERVICE_NAMES = {
     "worker-training",
     "worker-training-gpu",
     "worker-inference",
+    "worker-inference-gpu",
     "flower",
 }
-OUR_SERVICES = ("migrate", "api", "worker-training", "worker-training-gpu", "worker-inference")
+OUR_SERVICES = ("migrate", "api", "worker-training", "worker-training-gpu", "worker-inference", "worker-inference-gpu")
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +78,17 @@ def test_the_gpu_training_worker_reserves_the_hosts_gpus_only_in_its_profile(com
     )
 
 
+def test_the_gpu_inference_worker_takes_one_gpu_only_in_its_profile(compose):
+    gpu, cpu = compose["services"]["worker-inference-gpu"], compose["services"]["worker-inference"]
+    assert gpu["profiles"] == ["gpu"] and "profiles" not in cpu
+    assert gpu["deploy"]["resources"]["reservations"]["devices"] == [
+        {"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}
+    ]
+    assert _env(gpu)["WORKER_DEVICE"] == "cuda"  # refuses to start rather than serve from the CPU unnoticed
+    command = gpu["command"]
+    assert command[command.index("-Q") + 1] == "inference" and command[command.index("-P") + 1] == "threads"
+
+
 def test_migrate_runs_alembic_before_api_and_workers(compose):
     assert compose["services"]["migrate"]["command"] == ["alembic", "upgrade", "head"]
     for name in ("api", "worker-training", "worker-inference"):
@@ -120,7 +132,7 @@ def test_long_running_services_restart_and_workers_report_health(compose):
     services = compose["services"]
     assert {name for name in LONG_RUNNING if services[name].get("restart") != "unless-stopped"} == set()
     assert "restart" not in services["migrate"]  # a one-shot
-    for name in ("worker-training", "worker-training-gpu", "worker-inference"):
+    for name in ("worker-training", "worker-training-gpu", "worker-inference", "worker-inference-gpu"):
         check = services[name]["healthcheck"]["test"]
         node = services[name]["command"][services[name]["command"].index("-n") + 1].split("@")[0]
         assert "inspect ping" in check[-1] and f"-d {node}@" in check[-1], (name, check)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import logging
 import time
 
+import torch
+
 from app.settings import get_settings
 from model.anatomy import estimate_memory
 from model.budget import AUTO_FIELDS, BudgetInputs, choose, choose_vocabulary, largest_batch
 from model.prepare import PreparedData
 from model.throughput import measure_throughput
+from worker.device import memory_limit_bytes
 from worker.job_data import JobRows, prepare_job, train_config
 
 log = logging.getLogger(__name__)
-GB = 1024**3
 PROBE_TOKENS = 2048  # batch size of the timed steps
 
 
@@ -39,8 +41,11 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
     data = prepare_job(rows)
     examples = data.train_examples(0) if callable(data.train_examples) else data.train_examples
     longest = max(e.size for e in examples)
-    limit = settings.worker_memory_limit_gb * GB
-    fits = largest_batch(lambda tokens: estimate_memory(data.model_config, tokens)["training_total_bytes"] <= limit)
+    limit = memory_limit_bytes(torch.device(device))  # the GPU's memory on a GPU worker
+    precision = train_config(job, device).resolved_precision
+    fits = largest_batch(
+        lambda tokens: estimate_memory(data.model_config, tokens, precision=precision)["training_total_bytes"] <= limit
+    )
     measured, probe_seconds = 0.0, None
     if settings.worker_tokens_per_second:
         tokens_per_second = settings.worker_tokens_per_second

@@ -7,9 +7,11 @@ import threading
 
 import torch
 from celery.signals import (
+    celeryd_after_setup,
     setup_logging,
     task_postrun,
     task_prerun,
+    worker_init,
     worker_process_init,
     worker_ready,
     worker_shutdown,
@@ -21,7 +23,10 @@ from app.db import job_rows
 from app.db.session import session_scope
 from app.queueing import make_celery
 from app.settings import get_settings
-from worker import heartbeat, lease
+from app.task_names import ACCELERATOR_QUEUES, TRAINING_QUEUE
+from worker import device, heartbeat, lease
+
+log = logging.getLogger(__name__)
 
 
 @setup_logging.connect
@@ -40,7 +45,7 @@ task_prerun.connect(logs.bind_task, weak=False)  # a task's lines carry its requ
 task_postrun.connect(logs.unbind_task, weak=False)
 
 app = make_celery("worker")
-app.conf.include = ["worker.tasks.ping", "worker.tasks.training", "worker.tasks.inference"]
+app.conf.include = ["worker.tasks.ping", "worker.tasks.training", "worker.tasks.inference", "worker.tasks.export"]
 
 
 def set_torch_threads(**_kwargs) -> None:
@@ -51,6 +56,33 @@ def set_torch_threads(**_kwargs) -> None:
 
 set_torch_threads()
 worker_process_init.connect(set_torch_threads)
+
+
+@celeryd_after_setup.connect
+def _consume_the_device_queue(sender, instance, **_kwargs) -> None:
+    """A training worker also takes the jobs that asked for its kind of device (app/task_names.py)."""
+    queues = instance.app.amqp.queues
+    if TRAINING_QUEUE not in queues.consume_from:
+        return
+    try:
+        kind = "gpu" if device.worker_device().type == "cuda" else "cpu"
+    except device.DeviceError:
+        return  # worker_init refuses to start it, naming the device
+    queues.select_add(ACCELERATOR_QUEUES[kind])
+
+
+@worker_init.connect
+def _check_device(**_kwargs) -> None:
+    """Refuse to start on a host that lacks WORKER_DEVICE (SystemExit: Celery logs and swallows Exceptions)."""
+    try:
+        chosen = device.check_device()
+    except device.DeviceError as exc:
+        log.critical("worker not started: %s", exc)
+        raise SystemExit(f"worker not started: {exc}") from exc
+    log.info("worker device %s", chosen)
+
+
+worker_process_init.connect(lambda **_kwargs: device.prepare_process(), weak=False)
 # Pool processes (prefork) that get SIGTERM themselves checkpoint their training run instead of dying mid-step.
 worker_process_init.connect(lambda **_kwargs: lease.mark_pool_process(), weak=False)
 

@@ -13,27 +13,32 @@ from app.db.models import Worker
 from app.db.session import session_scope
 from app.settings import get_settings
 from worker import reaper
+from worker.device import DeviceInfo, device_info, worker_device
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
 
 
-def beat(hostname: str, queues: list[str], starting: bool = False) -> None:
+def beat(hostname: str, queues: list[str], starting: bool = False, info: DeviceInfo | None = None) -> None:
     with session_scope() as session:
         row = session.scalar(select(Worker).where(Worker.hostname == hostname))
         if row is None:
-            session.add(Worker(hostname=hostname, queues=",".join(queues), pid=os.getpid()))
+            row = Worker(hostname=hostname, queues=",".join(queues), pid=os.getpid())
+            session.add(row)
         else:
             row.queues, row.pid, row.last_seen_at = ",".join(queues), os.getpid(), utcnow()
             if starting:  # a worker restarted under the same name is no longer draining
                 row.draining, row.started_at = False, utcnow()
+        if info is not None:
+            row.device_kind, row.device_name = info.kind, info.name[:200]
+            row.device_memory_total, row.device_memory_free = info.memory_total, info.memory_free
 
 
 def _loop(celery, hostname: str, queues: list[str], every: float) -> None:
     starting = True
     while True:
         try:
-            beat(hostname, queues, starting)
+            beat(hostname, queues, starting, device_info(worker_device()))
             starting = False
             reaper.sweep(celery)
         except Exception:  # the database or the broker may be briefly away; keep beating

@@ -10,19 +10,25 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from app.artifacts import get_store
-from app.db.models import Dataset, Job
+from app.artifacts import ArtifactNotFound, get_store
+from app.db.models import Dataset, Job, TrainedModel
 from app.db.session import session_scope
+from model.checkpoint import load_model
+from model.checkpoint_files import CheckpointError
 from model.data import read_monolingual, read_parallel
-from model.prepare import PreparedData, prepare
+from model.prepare import PreparedData, prepare, start_from
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig, TrainingError
+from model.transformer import Transformer
 
 TRAIN_CONFIG_FIELDS = (
     "max_steps",
     "max_minutes",
     "max_tokens_per_batch",
     "grad_accum_steps",
+    "precision",
+    "compile",
+    "log_every",
     "warmup_steps",
     "lr_scale",
     "label_smoothing",
@@ -70,8 +76,35 @@ def load_job(job_id: str) -> JobRows:
     return JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
 
 
+def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
+    """The model a job starts from (its init_model_id), verified against its manifest; TrainingError if gone."""
+    with session_scope() as session:
+        row = session.get(TrainedModel, model_id)
+        storage_key = row.storage_key if row is not None else None
+    if storage_key is None:
+        raise TrainingError(f"init model {model_id} no longer exists; submit the job again from another model")
+    try:
+        model, tokenizer, _ = load_model(get_store().fetch(storage_key), "cpu")
+    except (ArtifactNotFound, CheckpointError) as exc:
+        raise TrainingError(f"init model {model_id}: its files are missing or fail verification ({exc})") from exc
+    return model, tokenizer
+
+
 def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedData:
-    """prepare() with the job's settings; tokenizer: a checkpoint's or rank 0's (None: train one)."""
+    """prepare() with the job's settings; tokenizer: a checkpoint's or rank 0's (None: train one, or the init
+    model's). A job with init_model_id starts from that model's weights (model.prepare.start_from)."""
+    job = rows.job
+    init = load_init_model(job.init_model_id) if job.init_model_id else None
+    if init is not None and tokenizer is None:
+        tokenizer = init[1]
+    data = _prepare(rows, tokenizer)
+    if init is None:
+        return data
+    changes = {k: job.model_config[k] for k in ("dropout", "attention_dropout") if job.model_config.get(k) is not None}
+    return start_from(data, init[0], **changes)
+
+
+def _prepare(rows: JobRows, tokenizer: Tokenizer | None) -> PreparedData:
     job = rows.job
     spec, model_spec = job.training_config, job.model_config
     # A job submitted before a field existed lacks it and gets the behaviour of that time.
@@ -100,5 +133,4 @@ def train_config(job: Job, device: str) -> TrainConfig:
     return TrainConfig(
         **{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec},
         device=device,
-        bf16=device.startswith("cuda"),
     )

@@ -5,29 +5,34 @@ Pure arithmetic on the config (model/anatomy.py), torch-free; the dashboard's ne
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.api.deps import CurrentKey, SettingsDep
-from app.job_submission import describe_anatomy, resolve_model_config
+from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.job_submission import describe_anatomy, memory_limits, memory_refusal, resolve_model_config
 from app.schemas.common import Input
 from app.schemas.inference import Anatomy
 from app.schemas.jobs import ModelSpec
 
 router = APIRouter(prefix="/v1/estimate", tags=["estimate"])
-GB = 1024**3
 
 
 class EstimateRequest(Input):
     model: ModelSpec = ModelSpec()
     tokens_per_batch: int = Field(4096, ge=1, le=10_000_000, description="padded tokens per training batch")
+    accelerator: Literal["any", "gpu", "cpu"] = Field("cpu", description="the device the memory is estimated for")
+    precision: Literal["fp32", "bf16"] | None = Field(None, description="default: bf16 on a GPU, fp32 on a CPU")
 
 
 class EstimateResponse(Anatomy):
     config: dict[str, Any] = Field(description="the resolved ModelConfig: preset plus overrides")
-    worker_memory_limit_bytes: int
+    precision: str = Field(description="the precision `memory` is estimated in")
+    worker_memory_limit_bytes: int | None = Field(
+        description="the device memory a job is checked against: WORKER_MEMORY_LIMIT_GB for a CPU, the largest "
+        "GPU of the training workers for a GPU (null while no GPU worker has registered)"
+    )
     fits_worker_memory: bool = Field(description="false: POST /v1/jobs would refuse this config and batch size")
 
 
@@ -36,13 +41,16 @@ class EstimateResponse(Anatomy):
     response_model=EstimateResponse,
     responses={400: {"description": "Body is not UTF-8 JSON"}, 422: {"description": "Invalid model config"}},
 )
-def estimate(body: EstimateRequest, settings: SettingsDep, _key: CurrentKey) -> EstimateResponse:
+def estimate(body: EstimateRequest, session: SessionDep, settings: SettingsDep, _key: CurrentKey) -> EstimateResponse:
     config = resolve_model_config(body.model)
-    described = describe_anatomy(config, body.tokens_per_batch)
-    limit = int(settings.worker_memory_limit_gb * GB)
+    limits = memory_limits(session, settings, body.accelerator)
+    precision = body.precision or (limits[-1].default_precision if limits else "bf16")
+    described = describe_anatomy(config, body.tokens_per_batch, precision)
+    refusal = memory_refusal(session, settings, config, body.tokens_per_batch, body.accelerator, body.precision)
     return EstimateResponse(
         **described,
         config=config.to_dict(),
-        worker_memory_limit_bytes=limit,
-        fits_worker_memory=described["memory"]["training_total_bytes"] <= limit,
+        precision=precision,
+        worker_memory_limit_bytes=max((limit.bytes for limit in limits), default=None),
+        fits_worker_memory=refusal is None,
     )

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Literal
 
 from fastapi import APIRouter, Response, status
-from sqlalchemy import select, text
+from sqlalchemy import text
 
 from app.api.deps import SessionDep, SettingsDep
-from app.db.base import utcnow
-from app.db.models import Worker
+from app.api.workers import worker_public
+from app.db.worker_rows import live_workers
 from app.queueing import get_sender
 from app.schemas.service import ComponentHealth, Health, WorkerPublic
 
@@ -32,14 +31,7 @@ def healthz(session: SessionDep, settings: SettingsDep, response: Response) -> H
     try:
         session.execute(text("SELECT 1"))
         database = ComponentHealth(ok=True, detail=session.get_bind().dialect.name)
-        horizon = utcnow() - timedelta(seconds=3 * settings.worker_heartbeat_seconds)
-        rows = session.scalars(select(Worker).where(Worker.last_seen_at >= horizon).order_by(Worker.hostname))
-        workers = [
-            WorkerPublic(
-                hostname=w.hostname, queues=w.queues.split(","), last_seen_at=w.last_seen_at, draining=w.draining
-            )
-            for w in rows
-        ]
+        workers = [worker_public(w) for w in live_workers(session, settings.worker_heartbeat_seconds)]
     except Exception as exc:
         database = ComponentHealth(ok=False, detail=f"{type(exc).__name__}: {exc}"[:300])
     broker = _check_broker(settings.health_timeout_seconds)

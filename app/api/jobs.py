@@ -22,6 +22,7 @@ from app.db import metric_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
 from app.db.models import Job, JobCheckpoint, Metric, TrainedModel
 from app.db.session import get_sessionmaker
+from app.db.worker_rows import live_workers, trains
 from app.queueing import dispatch_training
 from app.schemas.common import Page
 from app.schemas.jobs import (
@@ -38,6 +39,7 @@ from app.schemas.jobs import (
     Series,
     TrainingSpec,
 )
+from app.settings import get_settings
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -68,6 +70,18 @@ def progress_of(job: Job) -> Progress:
     )
 
 
+def waiting_for(session: Session, job: Job) -> str | None:
+    """What a queued job that asked for an accelerator waits for, if no live training worker has that device."""
+    accelerator = (job.training_config or {}).get("accelerator", "any")
+    if job.status != "queued" or accelerator == "any":
+        return None
+    kind = "cuda" if accelerator == "gpu" else "cpu"
+    workers = live_workers(session, get_settings().worker_heartbeat_seconds)
+    if any(trains(w) and w.device_kind == kind for w in workers):
+        return None
+    return f"a {accelerator.upper()} worker"
+
+
 def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
     model_id = session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job.id))
     latest = None
@@ -83,6 +97,7 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         cancel_requested=job.cancel_requested,
         dataset_id=job.dataset_id,
         valid_dataset_id=job.valid_dataset_id,
+        init_model_id=job.init_model_id,
         model=ModelSpec.model_validate(job.model_config),
         training=TrainingSpec.model_validate(job.training_config),
         progress=progress_of(job),
@@ -90,6 +105,7 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         model_id=model_id,
         auto_settings=None if job.auto_settings is None else AutoSettings.model_validate(job.auto_settings),
         device=job.device,
+        waiting_for=waiting_for(session, job),
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,

@@ -55,6 +55,34 @@ export async function api(path, { method = "GET", json, form, key, signal, heade
   return data;
 }
 
+/** Download a file route (e.g. a model export) with the key, into the browser's downloads. While the service
+ * answers 202 (being built) it waits Retry-After seconds and asks again; onWait(seconds) reports each wait. */
+export async function download(path, { onWait, signal } = {}) {
+  for (;;) {
+    const response = await fetch(path, { headers: { Authorization: `Bearer ${getKey() ?? ""}` }, signal, cache: "no-store" });
+    if (response.status === 202) {
+      const seconds = Number(response.headers.get("Retry-After") || 10);
+      onWait?.(seconds);
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      continue;
+    }
+    if (!response.ok) {
+      const text = await response.text();
+      let data = text;
+      try { data = JSON.parse(text); } catch { /* not JSON */ }
+      throw new ApiError(response.status, describeError(data, response.status));
+    }
+    const name = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "")?.[1] || "download";
+    const url = URL.createObjectURL(await response.blob());
+    const link = Object.assign(document.createElement("a"), { href: url, download: name });
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+    return name;
+  }
+}
+
 /** Parse a Server-Sent Events byte stream; returns leftover text. Calls onEvent({event, data, id}). */
 export function parseSSE(buffer, onEvent, state) {
   const held = buffer.endsWith("\r") ? "\r" : "";  // may be the first half of a CRLF split across chunks

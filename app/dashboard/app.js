@@ -1,9 +1,11 @@
-// Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/new, #/models, #/models/<id>), the jobs list.
+// Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/new, #/models, #/models/<id>, #/workers), the jobs
+// list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderJob } from "./job.js";
 import { renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
+import { renderWorkers } from "./workers.js";
 import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const view = document.getElementById("view");
@@ -112,6 +114,7 @@ const ROUTES = [
   [/^#\/new$/, renderNewJob],
   [/^#\/models\/([\w-]+)$/, renderModel],
   [/^#\/models$/, renderModels],
+  [/^#\/workers$/, renderWorkers],
 ];
 
 function route() {

@@ -1,7 +1,7 @@
 // Trained models: the list, and a model's page with its playground (translate or fill-mask), attention
 // viewer, alignment, embedding neighbours and anatomy.
 
-import { api } from "./api.js";
+import { api, download } from "./api.js";
 import { alignmentView, anatomyBars, bars, heatmap } from "./charts.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
 
@@ -168,6 +168,37 @@ async function anatomyPanel(section, modelId, signal) {
   }
 }
 
+const EXPORTS = [
+  ["native", "", "this service's checkpoint (imports back)"],
+  ["huggingface", "", "MarianMTModel.from_pretrained"],
+  ["ctranslate2", "int8", "ctranslate2.Translator, int8"],
+];
+
+function downloadPanel(modelId) {
+  const out = h("p", { id: "download-status", class: "muted", "aria-live": "polite" });
+  const buttons = EXPORTS.map(([format, quantization, hint]) => {
+    const button = h("button", { type: "button", "data-format": format, title: hint }, format);
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      out.replaceChildren(`Preparing the ${format} archive…`);
+      const query = `format=${format}` + (quantization ? `&quantization=${quantization}` : "");
+      try {
+        const name = await download(`/v1/models/${modelId}/export?${query}`,
+          { onWait: (s) => out.replaceChildren(`The ${format} archive is being built; asking again in ${s} s…`) });
+        out.replaceChildren(`Downloaded ${name}`);
+      } catch (err) {
+        out.replaceChildren(errorBox(err.message));
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return button;
+  });
+  return h("section", { class: "card", id: "downloads" }, h("h2", {}, "Download"),
+    h("p", { class: "muted" }, "A .tar.gz holding one folder: this service's own format, a Hugging Face MarianMTModel, or CTranslate2 (int8)."),
+    h("div", { class: "inline" }, buttons), out);
+}
+
 export function renderModel(container, modelId) {
   const controller = new AbortController();
   api(`/v1/models/${modelId}`, { signal: controller.signal }).then((m) => {
@@ -180,10 +211,12 @@ export function renderModel(container, modelId) {
         h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),
         h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
         h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
+        ...(m.parent_model_id ? [h("dt", {}, "fine-tuned from"),
+          h("dd", {}, h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`))] : []),
         h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
         h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v))))),
       m.objective === "translation" ? translatePanel(m.id) : fillMaskPanel(m.id),
-      attentionPanel(m.id, m.objective), neighborsPanel(m.id), anatomy);
+      attentionPanel(m.id, m.objective), neighborsPanel(m.id), downloadPanel(m.id), anatomy);
     anatomyPanel(anatomy, m.id, controller.signal);
   }).catch((err) => {
     if (err.name !== "AbortError") clear(container, h("h1", {}, `Model ${shortId(modelId)}`), errorBox(err.message));

@@ -65,6 +65,11 @@ class Worker(Base):
     last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
     # Set when the worker is told to shut down (SIGTERM): its training jobs checkpoint and go back to the queue.
     draining: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # The device it computes on (worker/device.py), as its heartbeat last saw it; None before the worker reported.
+    device_kind: Mapped[str | None] = mapped_column(String(10), nullable=True)  # cpu | cuda
+    device_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    device_memory_total: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # bytes
+    device_memory_free: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # bytes
 
 
 class Dataset(Base):
@@ -102,6 +107,9 @@ class Job(Base):
     objective: Mapped[str] = mapped_column(String(20))  # translation | denoising
     model_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "model" section, as validated
     training_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "training" section, defaults filled
+    # The model whose weights and tokenizer the job starts from (fine-tuning); kept as a plain id, so deleting that
+    # model later leaves the record (a queued job whose start is gone fails, saying so).
+    init_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     # {"fields": [...]} when the worker is to choose those settings from the time budget (model/budget.py);
     # the worker adds "chosen", "reasons" and "inputs", and writes the chosen values into the two configs.
     auto_settings: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
@@ -176,6 +184,7 @@ class TrainedModel(Base):
     storage_key: Mapped[str] = mapped_column(String(500))
     sha256: Mapped[str] = mapped_column(String(64))
     size_bytes: Mapped[int] = mapped_column(BigInteger)
+    parent_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the job's init_model_id
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     job: Mapped[Job] = relationship()

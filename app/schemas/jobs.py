@@ -56,8 +56,35 @@ class TrainingSpec(Input):
         "or CPU processes); the global batch is max_tokens_per_batch x grad_accum_steps x devices. "
         "At most MAX_DEVICES_PER_JOB",
     )
+    accelerator: Literal["any", "gpu", "cpu"] = Field(
+        "any",
+        description="which workers may train it: any, only GPU workers (the job waits for one), or only CPU ones",
+    )
+    precision: Literal["fp32", "bf16"] | None = Field(
+        None,
+        description="bf16: mixed precision (bf16 autocast, fp32 weights and optimizer); fp32: none. "
+        "Default (null): bf16 on a GPU worker, fp32 on a CPU worker",
+    )
+    compile: bool = Field(
+        False,
+        description="torch.compile the encoder and decoder layers (worth it on a GPU; the first steps are slower "
+        "while it compiles); a compiler failure falls back to eager, logged",
+    )
+    log_every: int | None = Field(
+        None,
+        ge=1,
+        le=1000,
+        description="steps whose loss and gradient norm are read from the device together (every step is still "
+        "recorded, once its interval is read). Default (null): 10 on a GPU worker, 1 on a CPU worker",
+    )
     warmup_steps: int = Field(400, ge=0, le=1_000_000)
-    lr_scale: float = Field(1.0, gt=0, le=100, description="multiplies the paper's rate d_model^-0.5 * min(...)")
+    lr_scale: float | None = Field(
+        None,
+        gt=0,
+        le=100,
+        description="multiplies the paper's rate d_model^-0.5 * min(...). Default (null): 1.0, or 0.25 for a job "
+        "that starts from a model (init_model_id), whose trained weights the paper's peak rate would wreck",
+    )
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     clip_norm: float | None = Field(1.0, gt=0)
     seed: int = Field(1, ge=0, le=2**31 - 1)
@@ -98,6 +125,12 @@ class JobCreate(Input):
     valid_dataset_id: UUID | None = Field(None, strict=False)
     model: ModelSpec = ModelSpec()
     training: TrainingSpec = TrainingSpec()
+    init_model_id: UUID | None = Field(
+        None,
+        strict=False,
+        description="start from this model's weights and tokenizer (fine-tuning, continued training): the "
+        "architecture and tokenizer are that model's; `model` may only change dropout and attention_dropout",
+    )
 
 
 class Progress(Output):
@@ -146,6 +179,7 @@ class JobPublic(Output):
     cancel_requested: bool
     dataset_id: str | None
     valid_dataset_id: str | None
+    init_model_id: str | None = None  # the model it started from
     model: ModelSpec
     training: TrainingSpec
     progress: Progress
@@ -153,6 +187,9 @@ class JobPublic(Output):
     model_id: str | None = None
     auto_settings: AutoSettings | None = None
     device: str | None
+    # Queued for a kind of worker none of which is alive now (training.accelerator "gpu" or "cpu"): it starts
+    # when one comes, e.g. "a GPU worker".
+    waiting_for: str | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

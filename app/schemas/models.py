@@ -19,5 +19,6 @@ class ModelPublic(Output):
     metrics: dict[str, float]
     source: str
     size_bytes: int
+    parent_model_id: str | None = None  # the model its job started from (fine-tuning)
     sha256: str
     created_at: datetime

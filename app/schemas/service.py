@@ -18,6 +18,14 @@ class WorkerPublic(Output):
     queues: list[str]
     last_seen_at: datetime
     draining: bool = False  # shutting down: takes no new work; its training jobs checkpoint and move elsewhere
+    device_kind: Literal["cpu", "cuda"] | None = None  # None: a worker that has not reported its device yet
+    device_name: str | None = None  # e.g. "NVIDIA H100 80GB HBM3", or the CPU's model and cores
+    device_memory_total: int | None = None  # bytes
+    device_memory_free: int | None = None  # bytes, at its last heartbeat
+
+
+class WorkerList(Output):
+    workers: list[WorkerPublic]
 
 
 class Health(Output):

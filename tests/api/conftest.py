@@ -37,3 +37,23 @@ def make_key(client) -> Callable[[str], dict[str, str]]:
         return {"Authorization": f"Bearer {clear}"}
 
     return make
+
+
+@pytest.fixture
+def alice(make_key):
+    """The headers of owner alice (jobs and models tests)."""
+    return make_key("alice")
+
+
+@pytest.fixture
+def parallel_id(client, alice):
+    from tests.api.test_datasets import _jsonl, _upload
+
+    return _upload(client, alice, _jsonl([("one", "eins"), ("two", "zwei")])).json()["id"]
+
+
+@pytest.fixture
+def mono_id(client, alice):
+    from tests.api.test_datasets import _upload
+
+    return _upload(client, alice, b"the cat sat\n", filename="m.txt", kind="monolingual").json()["id"]

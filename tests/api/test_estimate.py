@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
-
-@pytest.fixture
-def alice(make_key):
-    return make_key("alice")
-
 
 def test_estimate_tiny_model_counts_every_component(client, alice):
     response = client.post(

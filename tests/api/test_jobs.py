@@ -6,23 +6,6 @@ import json
 
 import pytest
 
-from tests.api.test_datasets import _jsonl, _upload
-
-
-@pytest.fixture
-def alice(make_key):
-    return make_key("alice")
-
-
-@pytest.fixture
-def parallel_id(client, alice):
-    return _upload(client, alice, _jsonl([("one", "eins"), ("two", "zwei")])).json()["id"]
-
-
-@pytest.fixture
-def mono_id(client, alice):
-    return _upload(client, alice, b"the cat sat\n", filename="m.txt", kind="monolingual").json()["id"]
-
 
 def _job(dataset_id, **extra):
     return {"objective": "translation", "dataset_id": dataset_id, **extra}
@@ -131,6 +114,8 @@ def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, pa
         ({"training": {"learning_rate": 1}}, ["body", "training", "learning_rate"], "Extra inputs are not permitted"),
         ({"training": {"tokenizer": "wordpiece"}}, ["body", "training", "tokenizer"], "'bpe', 'unigram' or 'byte_bpe'"),
         ({"training": {"eval_budget": 0}}, ["body", "training", "eval_budget"], "greater than 0"),
+        ({"training": {"precision": "fp16"}}, ["body", "training", "precision"], "'fp32' or 'bf16'"),
+        ({"training": {"log_every": 0}}, ["body", "training", "log_every"], "greater than or equal to 1"),
         ({"model": {"init": "kaiming"}}, ["body", "model", "init"], "'normal' or 'xavier'"),
         ({"status": "succeeded"}, ["body", "status"], "Extra inputs are not permitted"),
         ({"owner": "bob"}, ["body", "owner"], "Extra inputs are not permitted"),

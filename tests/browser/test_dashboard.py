@@ -116,7 +116,7 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     page.locator("#model-link").click()
     page.wait_for_selector("#translate-form")
     page.get_by_label("Text", exact=True).fill("forty two")
-    page.get_by_role("button", name="Translate").click()
+    page.get_by_role("button", name="Translate", exact=True).click()
     page.wait_for_selector(".translation-text", timeout=60_000)
     assert page.locator(".translation-text").first.inner_text().strip()
     assert page.locator(".alternatives li").count() >= 2
@@ -130,6 +130,28 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     page.get_by_role("button", name="Find neighbours").click()
     page.wait_for_selector("#neighbors-result .bar-row")
     p.screenshot("model")
+
+
+def test_the_model_page_downloads_an_export(submitted, tmp_path):
+    """The Hugging Face button: the archive the browser saves holds the MarianMTModel folder."""
+    import tarfile
+
+    p, job_id = submitted
+    page = p.page
+    page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    page.locator("#model-link").click()
+    page.wait_for_selector("#downloads")
+    model_id = page.url.rsplit("/", 1)[1]
+    with page.expect_download(timeout=120_000) as info:
+        page.locator('#downloads button[data-format="huggingface"]').click()
+    saved = tmp_path / info.value.suggested_filename
+    info.value.save_as(saved)
+    assert saved.name == f"{model_id}-huggingface.tar.gz"
+    with tarfile.open(saved) as tar:
+        names = tar.getnames()
+    assert {f"{model_id}-huggingface/config.json", f"{model_id}-huggingface/model.safetensors"} <= set(names)
+    page.wait_for_function("document.querySelector('#download-status').textContent.startsWith('Downloaded')")
+    p.screenshot("model-download")
 
 
 def test_attention_viewer_draws_heatmaps_with_hover(submitted):
@@ -288,3 +310,19 @@ def test_job_page_on_a_phone_screen(browser, stack):
     p.screenshot("jobs-phone")
     p.page.context.close()
     assert p.errors == []
+
+
+def test_workers_page_shows_each_workers_device_and_memory(page):
+    page.sign_in()
+    page.page.get_by_role("navigation").get_by_role("link", name="Workers").click()
+    rows = page.page.locator("#workers-table tr[data-worker]")
+    rows.first.wait_for()
+    assert rows.count() == 2  # the embedded service's training and inference workers
+    for i in range(2):
+        row = rows.nth(i)
+        assert row.get_attribute("data-device") == "cpu"  # no GPU here: both report the CPU
+        assert row.locator(".worker-device").inner_text().startswith("CPU ")
+        assert re.fullmatch(r"[\d.]+ GiB free of [\d.]+ GiB", row.locator(".worker-memory").inner_text())
+    training = page.page.locator('#workers-table tr[data-worker^="training"]')
+    assert "training, training.cpu" in training.inner_text()  # it also takes jobs asking for a CPU
+    page.screenshot("workers")

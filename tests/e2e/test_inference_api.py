@@ -3,94 +3,15 @@
 from __future__ import annotations
 
 import json
-import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from model.demo import grammar_cloze, grammar_sentences, numbers_to_words_task, split_numbers
-from tests.support import services
-from tests.support.client import Api, write_jsonl
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
-
-LIMITS = {
-    "MAX_TEXTS_PER_REQUEST": "8",
-    "MAX_CHARS_PER_TEXT": "300",
-    "MAX_BEAM_SIZE": "6",
-    "MAX_TOP_K": "10",
-    "MAX_BODY_KB": "64",
-    "INFERENCE_TIMEOUT_SECONDS": "20",
-}
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory, postgres_url, redis_url):
-    """A stack with one training and one inference worker, and two trained models (translation, fill-mask)."""
-    tmp = tmp_path_factory.mktemp("served")
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    services.create_database(postgres_url, name)
-    env = service_env(
-        DATABASE_URL=services.with_database(postgres_url, name),
-        CELERY_BROKER_URL=redis_url,
-        DATA_DIR=str(tmp / "var"),
-        ARTIFACT_ROOT=str(tmp / "artifacts"),
-        **LIMITS,
-    )
-    run_cli(env, "migrate")
-    processes = Processes(tmp)
-    url = processes.start_api(env, free_port())
-    processes.start_worker(env, "training", "trainer")
-    processes.start_worker(env, "inference", "server", pool="threads", concurrency=16)
-    try:
-        wait_for(healthy_with_workers(url, 2), timeout=90, what="workers")
-        api = Api(url, create_key(env, "alice"))
-        train_numbers, held_out = split_numbers(0, 999, held_out=0.1, seed=0)
-        numbers = api.upload(
-            write_jsonl(tmp / "n.jsonl", numbers_to_words_task(len(train_numbers), numbers=train_numbers)), "parallel"
-        )
-        (tmp / "g.txt").write_text("\n".join(grammar_sentences(3000, seed=0)) + "\n")
-        grammar = api.upload(tmp / "g.txt", "monolingual")
-        common = {
-            "warmup_steps": 50,
-            "eval_every": 100,
-            "checkpoint_every": 100,
-            "max_length": 40,
-            "max_tokens_per_batch": 2048,
-            "seed": 3,
-        }
-        translation_job = api.submit(
-            {
-                "objective": "translation",
-                "dataset_id": numbers["id"],
-                "model": {"preset": "tiny", "vocab_size": 500},
-                "training": {**common, "max_steps": 300},
-            }
-        )
-        denoising_job = api.submit(
-            {
-                "objective": "denoising",
-                "dataset_id": grammar["id"],
-                "model": {"preset": "tiny", "vocab_size": 450},
-                "training": {**common, "max_steps": 300, "noise": "token"},
-            }
-        )
-        models = {}
-        for kind, job in (("translation", translation_job), ("denoising", denoising_job)):
-            done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=600)
-            assert done["status"] == "succeeded", done["error"]
-            models[kind] = done["model_id"]
-        yield {
-            "url": url,
-            "env": env,
-            "api": api,
-            "models": models,
-            "held_out": held_out,
-            "processes": processes,
-            "artifacts": tmp / "artifacts",
-        }
-    finally:
-        processes.stop(timeout=30)
-        services.drop_database(postgres_url, name)
+from model.demo import grammar_cloze
+from tests.support.client import Api
+from tests.support.rows import insert_model
+from tests.support.stack import create_key
 
 
 def test_translate_spells_held_out_numbers(served):
@@ -123,6 +44,28 @@ def test_translate_gives_alternatives_and_alignments_when_asked(served):
     assert all(0 <= s < len(alignment["source_tokens"]) for _, s in alignment["pairs"])
     plain = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": ["seven"]}).json()["translations"][0]
     assert plain.get("alternatives") is None and plain.get("alignment") is None
+
+
+def test_a_broken_backend_is_a_503_naming_it_and_the_other_backend_still_serves(served):
+    """Fault: the CTranslate2 files an inference worker converted for a model are corrupt (a disk fault, a
+    crash mid-write). Pass: that backend answers 503 naming it, with Retry-After, never a 500; PyTorch still
+    serves the same model."""
+    from sqlalchemy import create_engine, text
+
+    api, trained = served["api"], served["models"]["translation"]
+    with create_engine(served["env"]["DATABASE_URL"]).connect() as c:
+        key, sha = c.execute(text("SELECT storage_key, sha256 FROM models WHERE id = :m"), {"m": trained}).one()
+    model_id = insert_model(served["env"]["DATABASE_URL"], "alice", key, sha)  # the same files, another model
+    converted = Path(served["env"]["DATA_DIR"]) / "ctranslate2" / f"{model_id}-{sha[:12]}"
+    converted.mkdir(parents=True)
+    (converted / "model.bin").write_bytes(b"not a CTranslate2 model")
+    body = {"texts": ["seven"], "backend": "ctranslate2"}
+    response = api.http.post(f"/v1/models/{model_id}/translate", json=body)
+    assert response.status_code == 503, response.text
+    assert response.json()["detail"].startswith(f"inference backend 'ctranslate2' failed on model {model_id}: ")
+    assert response.headers["retry-after"] == "10"
+    body["backend"] = "pytorch"
+    assert api.http.post(f"/v1/models/{model_id}/translate", json=body).status_code == 200
 
 
 def test_ctranslate2_backend_translates_like_pytorch(served):
@@ -273,11 +216,20 @@ def test_concurrent_requests_share_batches(served):
     assert max(sizes) > 1, sizes
 
 
-def test_a_deleted_model_is_404(served):
-    api = served["api"]
-    models = api.http.get("/v1/models").json()["data"]
-    doomed = next(m for m in models if m["id"] == served["models"]["translation"])
-    # Deleting last keeps the other tests independent of the order they run in.
-    assert api.http.delete(f"/v1/models/{doomed['id']}").status_code == 204
-    assert api.http.get(f"/v1/models/{doomed['id']}").status_code == 404
-    assert api.http.post(f"/v1/models/{doomed['id']}/translate", json={"texts": ["one"]}).status_code == 404
+def test_a_deleted_model_is_404(served, tmp_path):
+    """On a copy of the translation model (its own files): the stack's models stay for the other test files."""
+    import shutil
+
+    from sqlalchemy import create_engine, text
+
+    api, trained = served["api"], served["models"]["translation"]
+    with create_engine(served["env"]["DATABASE_URL"]).connect() as c:
+        key, sha = c.execute(text("SELECT storage_key, sha256 FROM models WHERE id = :m"), {"m": trained}).one()
+    shutil.copytree(served["artifacts"] / key, served["artifacts"] / "models" / "doomed-copy")
+    doomed = insert_model(served["env"]["DATABASE_URL"], "alice", "models/doomed-copy", sha)
+    assert api.http.post(f"/v1/models/{doomed}/translate", json={"texts": ["one"]}).status_code == 200
+    assert api.http.delete(f"/v1/models/{doomed}").status_code == 204
+    assert api.http.get(f"/v1/models/{doomed}").status_code == 404
+    assert api.http.post(f"/v1/models/{doomed}/translate", json={"texts": ["one"]}).status_code == 404
+    assert not (served["artifacts"] / "models" / "doomed-copy").exists()
+    assert api.http.get(f"/v1/models/{trained}").status_code == 200

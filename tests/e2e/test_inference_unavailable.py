@@ -1,4 +1,4 @@
-"""Inference when nothing can answer: no worker (504) and a full queue (503), never a 500."""
+"""Inference when nothing can answer: no worker (504; 202 for an export), a full queue (503), never a 500."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import httpx
 import pytest
 import redis
 
+from tests.support import services
 from tests.support.rows import insert_model
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 
@@ -13,11 +14,9 @@ from tests.support.stack import Processes, create_key, free_port, healthy_with_w
 @pytest.fixture
 def lonely_redis_url(redis_url):
     """A Redis database of its own, so no inference worker of another test can pick up these messages."""
-    url = redis_url.rsplit("/", 1)[0] + "/14"
-    client = redis.Redis.from_url(url)
-    client.flushdb()
+    url = services.redis_db(redis_url, 14)
     yield url
-    client.flushdb()
+    redis.Redis.from_url(url).flushdb()
 
 
 def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, lonely_redis_url, monkeypatch):
@@ -31,6 +30,7 @@ def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, 
         CELERY_BROKER_URL=lonely_redis_url,
         DATA_DIR=str(tmp_path / "var"),
         INFERENCE_TIMEOUT_SECONDS="2",
+        EXPORT_TIMEOUT_SECONDS="2",
         INFERENCE_QUEUE_LIMIT="3",
     )
     run_cli(env, "migrate")
@@ -46,6 +46,10 @@ def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, 
         )
         assert response.status_code == 504
         assert "no inference worker answered within 2s" in response.json()["detail"]
+        # an export not built in time: 202, retry (a worker would go on building it into the store)
+        response = httpx.get(f"{url}/v1/models/{model_id}/export", params={"format": "huggingface"}, headers=headers)
+        assert response.status_code == 202 and response.headers["retry-after"] == "10"
+        assert response.json()["detail"] == f"the huggingface export of model {model_id} is being built; retry shortly"
         sender = Celery("fill", broker=lonely_redis_url)
         for _ in range(3):
             sender.send_task("service.noop", queue="inference")

@@ -44,9 +44,13 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     api = Api(url, create_key(env, "alice"))
     train = api.upload(data_files["train"], "parallel")
     valid = api.upload(data_files["valid"], "parallel")
-    job = api.submit(numbers_job(train["id"], valid["id"], max_steps=400, eval_every=100, checkpoint_every=100))
+    # accelerator "cpu": sent to the training.cpu queue, which only a worker computing on the CPU consumes
+    job = api.submit(
+        numbers_job(train["id"], valid["id"], max_steps=400, eval_every=100, checkpoint_every=100, accelerator="cpu")
+    )
     done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=400)
     assert done["status"] == "succeeded", done["error"]
+    assert done["device"] == "cpu" and done["waiting_for"] is None
     assert done["attempt"] == 1 and done["progress"]["step"] == 400 and done["progress"]["fraction"] == 1.0
     # Held-out numbers, never seen in training: the model spells them in German.
     assert done["latest_metrics"]["exact_match"]["value"] >= 0.8, done["latest_metrics"]

@@ -12,6 +12,7 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from model import beam
 from model.batching import Example, TokenBatcher, pad_sequences
 from model.beam import beam_search, length_penalty, max_target_len
 from model.config import ModelConfig
@@ -153,8 +154,13 @@ def test_beam_size_1_equals_greedy_decode_on_a_padded_batch(trained):
 # -- the KV cache ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("preallocated", [False, True], ids=["cpu-cache", "gpu-preallocated-cache"])
 @pytest.mark.parametrize("which", ["random", "trained"])
-def test_cached_decoding_equals_full_recomputation(which, random_model, trained):
+def test_cached_decoding_equals_full_recomputation(which, preallocated, random_model, trained, monkeypatch):
+    """Both caches: grown by concatenation (the CPU's) and preallocated (the GPU's, injected here)."""
+    assert beam.cache_capacity(torch.device("cuda", 0), 9) == 9 and beam.cache_capacity(torch.device("cpu"), 9) is None
+    if preallocated:
+        monkeypatch.setattr(beam, "cache_capacity", lambda device, positions: positions)
     model = random_model if which == "random" else trained[0]
     sources = random_sources(8, seed=1) if which == "random" else reverse_sources(trained[1], 16, seed=5)
     src = pad_sequences(sources)

@@ -9,7 +9,9 @@ step. All 2-process runs share one torch.multiprocessing.spawn to keep the test 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import sys
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -112,6 +114,12 @@ def _rank_main(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
         (out_dir / f"mismatch-rank{rank}.json").write_text(json.dumps({"error": error}))
     finally:
         destroy_process_group()
+    # As worker/ddp_peer.py does: leave without C++ destructors, as gloo threads still winding down after
+    # destroy_process_group() abort the interpreter's exit now and then ("terminate called without an active
+    # exception"), which spawn reports as a crashed rank. An exception above still reaches spawn's error file.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _read(out: Path, name: str, rank: int) -> dict:

@@ -13,6 +13,7 @@ from model.batching import Example, collate
 from model.checkpoint import load_model
 from model.demo import grammar_cloze, grammar_sentences, numbers_to_words_task, reverse_task, split_numbers
 from model.evaluate import translate_examples
+from model.inference import translate
 from model.prepare import prepare
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig
@@ -32,9 +33,11 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
-def exact_match(model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]]) -> float:
+def exact_match(
+    model: Transformer, tokenizer: Tokenizer, pairs: Sequence[tuple[str, str]], precision: str = "fp32"
+) -> float:
     examples = [Example(tokenizer.encode(src), []) for src, _ in pairs]
-    outputs = tokenizer.decode_batch(translate_examples(model, examples))
+    outputs = tokenizer.decode_batch(translate_examples(model, examples, precision=precision))
     return sum(out == tgt for out, (_, tgt) in zip(outputs, pairs)) / len(pairs)
 
 
@@ -76,6 +79,26 @@ def test_tiny_model_translates_held_out_english_numbers_to_german(tmp_path):
     model, tokenizer, _ = load_model(result.model_checkpoint)
     accuracy = exact_match(model, tokenizer, held_out)
     assert accuracy >= 0.8, f"exact match {accuracy:.3f} on {len(held_out)} held-out numbers"
+
+
+def test_bf16_mixed_precision_learns_numbers_as_well_as_fp32(tmp_path):
+    """The GPU's default precision (bf16 autocast, fp32 weights and optimizer) runs the same code on the CPU:
+    trained and decoded in bf16 the model must reach the fp32 test's threshold above."""
+    train_numbers, held_out_numbers = split_numbers(0, 999, held_out=0.1, seed=0)
+    pairs = numbers_to_words_task(len(train_numbers), seed=0, numbers=train_numbers)
+    held_out = numbers_to_words_task(len(held_out_numbers), seed=0, numbers=held_out_numbers)
+    data = prepare("translation", pairs, preset="tiny", vocab_size=400, max_len=32, seed=0)
+    result = train(data, toy_config(300, precision="bf16"), tmp_path)
+    model, tokenizer, _ = load_model(result.model_checkpoint)
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
+    accuracy = exact_match(model, tokenizer, held_out, precision="bf16")
+    assert accuracy >= 0.8, f"exact match {accuracy:.3f} on {len(held_out)} held-out numbers in bf16"
+    # served as a GPU worker loads it (SERVING_DTYPE=bf16): bf16 weights, beam search through translate()
+    model = model.to(torch.bfloat16)
+    with torch.inference_mode():
+        served = translate(model, tokenizer, [src for src, _ in held_out], beam_size=4)
+    served_accuracy = sum(t["text"] == tgt for t, (_, tgt) in zip(served, held_out)) / len(held_out)
+    assert served_accuracy >= 0.8, f"exact match {served_accuracy:.3f} with bf16 weights and beam search"
 
 
 @torch.no_grad()

@@ -23,7 +23,7 @@ from model.objectives import mask_spans, mask_tokens
 from model.prepare import PreparedData, prepare, split_validation
 from model.schedule import InverseSqrtSchedule, lambda_lr
 from model.special_tokens import EOS_ID, MASK_ID, PAD_ID
-from model.step import accumulate_gradients, autocast_for
+from model.step import accumulate_gradients, autocast_for, enable_tf32
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig, TrainingError
 from model.train_events import Callbacks, CheckpointInfo, StepInfo
@@ -125,7 +125,8 @@ def test_lambda_lr_follows_the_schedule_from_step_1():
         ("keep_checkpoints", 0),
         ("average_last", -1),
         ("device", "gpu"),
-        ("bf16", "yes"),
+        ("precision", "fp16"),
+        ("compile", "yes"),
         ("eval_max_sentences", 0),
         ("seed", 1.5),
     ],
@@ -180,7 +181,7 @@ def test_gradient_accumulation_of_two_halves_equals_one_full_batch():
     def grads(batches):
         model.zero_grad(set_to_none=True)
         loss, _, n = accumulate_gradients(model, batches, smoothing=0.1)
-        return loss / n, {k: p.grad.clone() for k, p in model.named_parameters()}
+        return float(loss) / n, {k: p.grad.clone() for k, p in model.named_parameters()}
 
     full_loss, full = grads([collate(examples)])
     half_loss, halves = grads([collate(examples[:3]), collate(examples[3:])])  # unequal token counts
@@ -190,10 +191,39 @@ def test_gradient_accumulation_of_two_halves_equals_one_full_batch():
 
 
 @pytest.mark.filterwarnings("ignore:CUDA is not available")
-def test_bf16_autocast_only_on_cuda():
-    assert isinstance(autocast_for(torch.device("cpu"), True), type(autocast_for(torch.device("cpu"), False)))
-    assert isinstance(autocast_for(torch.device("cuda"), True), torch.autocast)
-    assert not isinstance(autocast_for(torch.device("cuda"), False), torch.autocast)
+def test_bf16_autocast_is_the_same_code_on_cpu_and_cuda():
+    for device in (torch.device("cpu"), torch.device("cuda")):
+        bf16 = autocast_for(device, "bf16")
+        assert isinstance(bf16, torch.autocast) and bf16.device == device.type and bf16.fast_dtype == torch.bfloat16
+        assert not isinstance(autocast_for(device, "fp32"), torch.autocast)
+    with autocast_for(torch.device("cpu"), "bf16"):
+        assert (torch.ones(2, 3) @ torch.ones(3, 2)).dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="'fp16'"):
+        autocast_for(torch.device("cpu"), "fp16")
+
+
+def test_precision_defaults_to_bf16_on_a_gpu_and_fp32_on_a_cpu():
+    assert TrainConfig(device="cpu").resolved_precision == "fp32"
+    assert TrainConfig(device="cuda:1").resolved_precision == "bf16"
+    assert TrainConfig(device="cuda", precision="fp32").resolved_precision == "fp32"
+    assert TrainConfig(device="cpu", precision="bf16").resolved_precision == "bf16"
+
+
+def test_configs_saved_with_the_old_bf16_flag_still_load():
+    assert TrainConfig.from_dict({"bf16": True}).precision is None  # "bf16 on a GPU": today's default
+    assert TrainConfig.from_dict({"bf16": False}).precision == "fp32"
+    assert TrainConfig.from_dict({"bf16": True, "precision": "fp32"}).precision == "fp32"
+
+
+def test_tf32_is_enabled_for_gpus_only():
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        assert enable_tf32(torch.device("cpu")) is False and torch.backends.cuda.matmul.allow_tf32 is False
+        assert enable_tf32(torch.device("cuda", 0)) is True  # only flags: no GPU is touched
+        assert torch.backends.cuda.matmul.allow_tf32 is True and torch.backends.cudnn.allow_tf32 is True
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 # -- stopping and callbacks -----------------------------------------------------------------------------------

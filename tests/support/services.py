@@ -27,6 +27,15 @@ def redis_url() -> str:
     return url if url.startswith("redis") else DEFAULT_REDIS
 
 
+def redis_db(url: str, db: int) -> str:
+    """The same Redis server as `url`, database `db`, emptied. Stacks whose workers must not take each other's
+    tasks need a database each: `url`'s for per-test stacks, 14 for the stack without workers
+    (tests/e2e/test_inference_unavailable.py), 13 for the one that lives across modules (tests/e2e/conftest.py)."""
+    other = make_url(url).set(database=str(db)).render_as_string(hide_password=False)
+    redis.Redis.from_url(other, socket_timeout=3, socket_connect_timeout=3).flushdb()
+    return other
+
+
 def _libpq(url: str) -> str:
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
 

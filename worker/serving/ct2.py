@@ -2,8 +2,9 @@
 
 Our PyTorch beam search is the reference; CTranslate2 runs the same weights with faster kernels (2-4x on a
 CPU in bench/decode_throughput.py). Differences: its length penalty is len^alpha rather than GNMT's
-((5 + len) / 6)^alpha, so near-ties can rank differently; CT2_COMPUTE_TYPE=int8 trades a little accuracy
-for speed (on AMD CPUs only with Intel MKL's int8 GEMM, see `prefer_exact_int8_gemm`).
+((5 + len) / 6)^alpha, so near-ties can rank differently; int8, the default on Intel CPUs
+(worker/serving/ct2_device.py), trades a little accuracy for speed (float32 is the default on AMD CPUs, and int8
+there is exact only with Intel MKL's int8 GEMM, see `prefer_exact_int8_gemm`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from app.settings import get_settings
 from model.beam import max_target_len
 from model.export import convert_to_ctranslate2, export_marian
 from model.inference import align
+from worker.device import worker_device
 from worker.serving.cache import LoadedModel
+from worker.serving.ct2_device import Ct2Placement, place
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +36,18 @@ def prefer_exact_int8_gemm() -> None:
     Its default there, oneDNN's u8s8 GEMM on AVX2, saturates 16-bit intermediate sums: on our reverse-task test
     model int8 decoding fell to 0.75 exact match against 0.975 in float32, and with MKL it matches float32
     exactly. Must run before ctranslate2 is first imported (the library reads the variable when it loads)."""
-    if "CT2_USE_MKL" in os.environ or platform.machine().lower() not in ("x86_64", "amd64"):
-        return
-    try:
-        amd = "AuthenticAMD" in Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return
-    if amd:
+    if "CT2_USE_MKL" not in os.environ and amd_cpu():
         os.environ["CT2_USE_MKL"] = "1"
+
+
+def amd_cpu() -> bool:
+    """Whether this host's CPU is an x86-64 AMD one (from /proc/cpuinfo; False where that cannot be read)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        return "AuthenticAMD" in Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return False
 
 
 prefer_exact_int8_gemm()
@@ -75,12 +82,48 @@ class CT2Translator:
         import ctranslate2
 
         self.loaded = loaded
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        threads = get_settings().torch_threads or torch.get_num_threads()
-        self.translator = ctranslate2.Translator(
-            str(_converted_dir(loaded)),
-            device=device,
-            compute_type=get_settings().ct2_compute_type,
+        settings = get_settings()
+        self.placement = place(
+            worker_device(),
+            settings.ct2_compute_type,
+            ctranslate2.get_cuda_device_count,
+            ctranslate2.get_supported_compute_types,
+            amd_cpu=amd_cpu(),
+        )
+        threads = settings.torch_threads or torch.get_num_threads()
+        path = str(_converted_dir(loaded))
+        try:
+            self.translator = self._load(ctranslate2, path, self.placement, threads)
+        except Exception as exc:  # noqa: BLE001  # e.g. the GPU is out of memory: the CPU can still serve
+            if self.placement.device == "cpu":
+                raise
+            why = f"loading on cuda:{self.placement.device_index} failed: {type(exc).__name__}: {exc}"
+            on_cpu = place(
+                torch.device("cpu"),
+                settings.ct2_compute_type,
+                lambda: 0,
+                ctranslate2.get_supported_compute_types,
+                amd_cpu=amd_cpu(),
+            )
+            self.placement = Ct2Placement("cpu", 0, on_cpu.compute_type, f"{why}; serving on the CPU")
+            self.translator = self._load(ctranslate2, path, self.placement, threads)
+        if self.placement.fallback:
+            log.warning("model %s on CTranslate2: %s", loaded.model_id, self.placement.fallback)
+        log.info(
+            "model %s on CTranslate2 %s:%d in %s",
+            loaded.model_id,
+            self.placement.device,
+            self.placement.device_index,
+            self.placement.compute_type,
+        )
+
+    @staticmethod
+    def _load(ctranslate2: Any, path: str, placement: Ct2Placement, threads: int) -> Any:
+        return ctranslate2.Translator(
+            path,
+            device=placement.device,
+            device_index=placement.device_index,
+            compute_type=placement.compute_type,
             intra_threads=threads,
             inter_threads=1,
         )

@@ -17,6 +17,7 @@ from celery import shared_task
 
 from app.settings import get_settings
 from app.task_names import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
+from model.compile import eager_on_failure
 from model.fill_mask import fill_mask
 from model.inference import capture_attention, embedding_neighbors, translate
 from model.tokenizer import readable_token
@@ -75,25 +76,55 @@ def _ct2_translator(loaded: LoadedModel) -> CT2Translator:
     key = f"{loaded.model_id}:{loaded.meta['sha256']}"
     if key not in _ct2:
         _ct2.clear()  # keep one converted model loaded; the PyTorch cache bounds the rest
-        _ct2[key] = CT2Translator(loaded)
+        try:
+            _ct2[key] = CT2Translator(loaded)
+        except Exception as exc:  # conversion or loading: whatever CTranslate2 raises, ValueError included
+            raise _backend_failed("ctranslate2", loaded.model_id, exc) from exc
     return _ct2[key]
+
+
+def _backend_failed(backend: str, model_id: str, exc: Exception) -> RequestError:
+    """A decoding backend broke (not the request): 503 naming it, so clients retry or pick the other backend."""
+    log.error("model %s: backend %r failed: %s: %s", model_id, backend, type(exc).__name__, exc, exc_info=exc)
+    return RequestError(503, f"inference backend {backend!r} failed on model {model_id}: {type(exc).__name__}: {exc}")
 
 
 def _translate_batch(key: tuple, texts: list[str]) -> list[dict[str, Any]]:
     model_id, beam_size, n_best, max_length, return_alignment, backend = key
     loaded = cache().get(model_id)
+    try:
+        return _decode(loaded, texts, beam_size, n_best, max_length, return_alignment, backend)
+    except (RequestError, ValueError):  # the request's fault (ValueError names its bad value): 4xx
+        raise
+    except Exception as exc:
+        raise _backend_failed(backend, model_id, exc) from exc
+
+
+def _decode(
+    loaded: LoadedModel,
+    texts: list[str],
+    beam_size: int,
+    n_best: int,
+    max_length: int | None,
+    return_alignment: bool,
+    backend: str,
+) -> list[dict[str, Any]]:
     if backend == "ctranslate2":
         return _ct2_translator(loaded).translate(texts, beam_size, n_best, max_length, return_alignment)
     with torch.inference_mode():
-        return translate(
+        return eager_on_failure(  # SERVING_COMPILE: a compiler failure serves this request (and later ones) eagerly
             loaded.model,
-            loaded.tokenizer,
-            texts,
-            beam_size=beam_size,
-            n_best=n_best,
-            max_len_a=0.0 if max_length else 2.0,
-            max_len_b=max_length or 10,
-            return_alignment=return_alignment,
+            lambda: translate(
+                loaded.model,
+                loaded.tokenizer,
+                texts,
+                beam_size=beam_size,
+                n_best=n_best,
+                max_len_a=0.0 if max_length else 2.0,
+                max_len_b=max_length or 10,
+                return_alignment=return_alignment,
+            ),
+            keep=(RequestError, ValueError),
         )
 
 
@@ -137,7 +168,7 @@ def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _errors_as_results(fn):
+def errors_as_results(fn):
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
@@ -158,7 +189,7 @@ def _translation_model(model_id: str) -> LoadedModel:
 
 
 @shared_task(name=TRANSLATE, **INFERENCE_TASK)
-@_errors_as_results
+@errors_as_results
 def translate_task(
     model_id: str,
     texts: list[str],
@@ -199,7 +230,7 @@ def translate_task(
 
 
 @shared_task(name=FILL_MASK, **INFERENCE_TASK)
-@_errors_as_results
+@errors_as_results
 def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
     loaded = cache().get(model_id)
     if loaded.objective != "denoising":
@@ -209,7 +240,11 @@ def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
     span = SPAN_DENOISING_MAX_TOKENS if loaded.noise == "span" else 1
     offsets = [m.start() for m in re.finditer(re.escape("<mask>"), text)]
     with torch.inference_mode():
-        per_mask = fill_mask(loaded.model, loaded.tokenizer, text, top_k=top_k, max_span_tokens=span)
+        per_mask = eager_on_failure(
+            loaded.model,
+            lambda: fill_mask(loaded.model, loaded.tokenizer, text, top_k=top_k, max_span_tokens=span),
+            keep=(RequestError, ValueError),
+        )
     return {
         "model_id": model_id,
         "masks": [
@@ -226,7 +261,7 @@ def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
 
 
 @shared_task(name=ATTENTION, **INFERENCE_TASK)
-@_errors_as_results
+@errors_as_results
 def attention_task(model_id: str, text: str, target: str | None = None) -> dict[str, Any]:
     loaded = cache().get(model_id)
     with torch.inference_mode():
@@ -237,7 +272,7 @@ def attention_task(model_id: str, text: str, target: str | None = None) -> dict[
 
 
 @shared_task(name=NEIGHBORS, **INFERENCE_TASK)
-@_errors_as_results
+@errors_as_results
 def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
     loaded = cache().get(model_id)
     with torch.inference_mode():

@@ -11,7 +11,6 @@ import logging
 import os
 from pathlib import Path
 
-import torch
 from celery import current_app, shared_task
 from sqlalchemy import delete, select
 
@@ -29,11 +28,13 @@ from model.checkpoint import latest_good_checkpoint, load_checkpoint, model_from
 from model.checkpoint_files import CheckpointError, checkpoint_sha256, list_checkpoints
 from model.data import DataError
 from model.prepare import PreparedData
+from model.step import is_out_of_memory
 from model.tokenizer import Tokenizer
 from model.train_config import TrainingError
 from model.train_events import Callbacks, CheckpointInfo, StepInfo, TrainResult
 from model.trainer import train
 from worker.auto_settings import choose_settings, pending
+from worker.device import worker_device
 from worker.job_data import load_job, prepare_job, train_config
 from worker.lease import LeaseKeeper, RunState, flush, track, untrack
 
@@ -48,10 +49,6 @@ def eval_metrics(values: dict[str, float]) -> dict[str, float]:
 
 class LeaseLost(Exception):
     pass
-
-
-def pick_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def checkpoint_key(job_id: str) -> str:
@@ -163,6 +160,7 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
         storage_key=key,
         sha256=checkpoint_sha256(target),
         size_bytes=size,
+        parent_model_id=job.init_model_id,
     )
 
 
@@ -175,7 +173,7 @@ def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData,
     """The job (with the settings its time budget chose, recorded once), its data, the device, its checkpoints."""
     rows = load_job(claim.job_id)
     logs.bind(owner_id=rows.job.owner_id)  # the task's lines already carry its job id (app/logs.bind_task)
-    device = pick_device()
+    device = str(worker_device())
     root = get_store().fetch(checkpoint_key(claim.job_id), missing_ok=True)  # a remote store: its checkpoints, here
     resume_from = latest_good_checkpoint(root)
     if pending(rows):  # settings left to the time budget, chosen once; a later attempt trains with them
@@ -293,8 +291,4 @@ def train_job(self, job_id: str) -> None:
         untrack(state)
 
 
-def _out_of_memory(exc: BaseException) -> bool:
-    """CUDA's OutOfMemoryError, Python's MemoryError, or the CPU allocator's RuntimeError."""
-    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
-        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
-    )
+_out_of_memory = is_out_of_memory  # outside a step (data, evaluation): failed at once, with what to change

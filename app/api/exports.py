@@ -1,0 +1,85 @@
+"""Download a trained model: GET /v1/models/{id}/export streams a .tar.gz in one of three formats.
+
+The first request for a format has an inference worker build it (worker/tasks/export.py) into the artifact
+store; every later one streams the stored file. A build that outlasts EXPORT_TIMEOUT_SECONDS answers 202 with
+Retry-After: the worker finishes it, and the retry downloads it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, status
+from fastapi.responses import FileResponse, JSONResponse, Response
+
+from app import inference_client
+from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.models import owned_model
+from app.artifacts import ArtifactStoreError, get_store
+from app.model_exports import Ct2Quantization, ExportFormat, export_key, export_name
+from app.task_names import EXPORT
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/gzip": {}}, "description": "The archive: one folder named like the file"},
+    202: {"description": "Being built: retry after Retry-After seconds"},
+    404: {"description": "Not found"},
+    422: {"description": "Unknown format, a quantization on a format other than ctranslate2, or not exportable"},
+    503: {"description": "Artifact store, broker or the model's files unavailable"},
+}
+
+
+@router.get("/{model_id}/export", response_class=FileResponse, responses=RESPONSES)
+def export_model(
+    model_id: str,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: CurrentKey,
+    fmt: Annotated[ExportFormat, Query(alias="format", description="native, huggingface or ctranslate2")] = "native",
+    quantization: Annotated[
+        Ct2Quantization | None, Query(description="ctranslate2 only: e.g. int8; none keeps float32")
+    ] = None,
+) -> Response:
+    """The model as a .tar.gz: `native` (what this service imports back), `huggingface` (MarianMTModel and
+    AutoTokenizer from_pretrained load the folder) or `ctranslate2` (ctranslate2.Translator loads it)."""
+    row = owned_model(session, model_id, key.owner_id)  # 404 first: nothing said about others' models
+    if quantization is not None and fmt != "ctranslate2":
+        raise HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT,
+            [
+                {
+                    "loc": ["query", "quantization"],
+                    "msg": f"quantization={quantization!r} applies to format=ctranslate2 only, not {fmt!r}",
+                    "type": "value_error",
+                }
+            ],
+        )
+    stored = export_key(row.id, row.sha256, fmt, quantization)
+    session.close()  # do not hold a connection while a worker builds the export
+    store = get_store()
+    try:
+        if not store.exists(stored):
+            try:
+                answer, _ = inference_client.call(
+                    settings, EXPORT, [model_id, fmt, quantization], timeout=settings.export_timeout_seconds
+                )
+            except HTTPException as exc:
+                if exc.status_code != status.HTTP_504_GATEWAY_TIMEOUT:
+                    raise
+                return JSONResponse(
+                    {"detail": f"the {fmt} export of model {model_id} is being built; retry shortly"},
+                    status.HTTP_202_ACCEPTED,
+                    headers={"Retry-After": "10"},
+                )
+            stored = answer["key"]
+        path = store.fetch(stored)
+    except ArtifactStoreError as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"the artifact store is unavailable ({type(exc).__name__}); try again",
+            headers={"Retry-After": "10"},
+        ) from exc
+    return FileResponse(
+        path, media_type="application/gzip", filename=f"{export_name(model_id, fmt, quantization)}.tar.gz"
+    )

@@ -1,0 +1,89 @@
+"""POST /v1/jobs with init_model_id: the job takes that model's architecture and tokenizer; what conflicts is a
+422 naming the field (no worker involved)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from model.config import ModelConfig
+from tests.api.test_jobs import _job
+
+
+def _model_row(owner: str, **config_overrides) -> str:
+    """A succeeded job and its model, as a finished run leaves them (no files: nothing here loads them)."""
+    from app.db.models import Job, Owner, TrainedModel
+    from app.db.session import session_scope
+
+    config = ModelConfig.from_preset("tiny", 489, **config_overrides).to_dict()
+    with session_scope() as session:
+        owner_id = session.scalar(select(Owner.id).where(Owner.name == owner))
+        job = Job(
+            owner_id=owner_id,
+            objective="translation",
+            model_config={"preset": "tiny", "vocab_size": 500},
+            training_config={},
+            status="succeeded",
+            max_attempts=3,
+            total_steps=1,
+            request_sha256="",
+        )
+        session.add(job)
+        session.flush()
+        model = TrainedModel(
+            owner_id=owner_id,
+            job_id=job.id,
+            objective="translation",
+            config=config,
+            tokenizer_fingerprint="f",
+            metrics={},
+            source="last@1",
+            parameters=1,
+            storage_key="models/x",
+            sha256="0" * 64,
+            size_bytes=1,
+        )
+        session.add(model)
+        session.flush()
+        return model.id
+
+
+def test_a_job_from_a_model_takes_its_architecture_and_may_change_dropout(client, alice, parallel_id):
+    parent = _model_row("alice", d_model=96, n_heads=4, activation="gelu")
+    body = _job(parallel_id, init_model_id=parent, model={"dropout": 0.3}, training={"max_steps": 10})
+    response = client.post("/v1/jobs", json=body, headers=alice)
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["init_model_id"] == parent
+    assert (job["model"]["d_model"], job["model"]["n_heads"], job["model"]["activation"]) == (96, 4, "gelu")
+    assert (job["model"]["dropout"], job["model"]["vocab_size"]) == (0.3, 500)  # the parent job's vocabulary
+    assert job["training"]["lr_scale"] == 0.25  # fine-tuning's default: a quarter of the paper's rate
+    asked = client.post("/v1/jobs", json={**body, "training": {"max_steps": 10, "lr_scale": 0.5}}, headers=alice)
+    assert asked.json()["training"]["lr_scale"] == 0.5
+    fresh = client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 10}), headers=alice)
+    assert fresh.json()["training"]["lr_scale"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("model", "loc", "message"),
+    [
+        ({"d_model": 128}, ["body", "model", "d_model"], "d_model=128 conflicts with init model"),
+        ({"vocab_size": 8000}, ["body", "model", "vocab_size"], "keeps its architecture and tokenizer"),
+        ({"norm_first": True}, ["body", "model", "norm_first"], "only dropout and attention_dropout may change"),
+    ],
+)
+def test_an_architecture_that_differs_from_the_init_model_is_422(client, alice, parallel_id, model, loc, message):
+    parent = _model_row("alice", d_model=96, n_heads=4)
+    response = client.post("/v1/jobs", json=_job(parallel_id, init_model_id=parent, model=model), headers=alice)
+    assert response.status_code == 422, response.text
+    assert any(d["loc"] == loc and message in d["msg"] for d in response.json()["detail"]), response.json()
+    assert client.get("/v1/jobs", headers=alice).json()["total"] == 1  # the parent's own job only
+
+
+def test_another_owners_model_is_not_found(client, alice, parallel_id, make_key):
+    make_key("bob")
+    theirs = _model_row("bob")
+    response = client.post("/v1/jobs", json=_job(parallel_id, init_model_id=theirs), headers=alice)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "init_model_id"]
+    assert response.json()["detail"][0]["msg"] == f"model {theirs} not found"

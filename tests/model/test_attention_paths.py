@@ -1,0 +1,64 @@
+"""The attention module's GPU paths, run on the CPU: fused projections (forced on) and the preallocated KV cache
+compute what the plain ones do."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from model.attention import KVCache, MultiHeadAttention
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_fused_projections_compute_what_the_separate_ones_do(cross):
+    """The GPU's fused Q/K/V (self-attention) and K/V (cross-attention) products, forced on here, give the
+    separate projections' output and gradients, with and without a KV cache."""
+    torch.manual_seed(0)
+    apart = MultiHeadAttention(32, 4)
+    fused = copy.deepcopy(apart)
+    apart.fuse_projections, fused.fuse_projections = False, True
+    x = torch.randn(2, 5, 32)
+    memory = torch.randn(2, 7, 32) if cross else None
+    outputs = []
+    for module in (apart, fused):
+        out, _ = module(x, memory, causal=not cross)
+        out.pow(2).sum().backward()
+        outputs.append((out, {n: p.grad for n, p in module.named_parameters()}))
+    torch.testing.assert_close(outputs[1][0], outputs[0][0], rtol=1e-5, atol=1e-6)
+    for name, grad in outputs[0][1].items():
+        torch.testing.assert_close(outputs[1][1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    caches = [KVCache(), KVCache()]
+    for t in range(3):  # incremental decoding, one position at a time
+        step = [m(x[:, t : t + 1], memory, cache=c)[0] for m, c in zip((apart, fused), caches)]
+        torch.testing.assert_close(step[1], step[0], rtol=1e-5, atol=1e-6)
+    assert [n for n, _ in fused.named_parameters()][:6] == [
+        "q_proj.weight",
+        "q_proj.bias",
+        "k_proj.weight",
+        "k_proj.bias",
+        "v_proj.weight",
+        "v_proj.bias",
+    ]
+
+
+def test_a_preallocated_cache_appends_in_place_and_matches_concatenation():
+    """The GPU's cache (model.beam.cache_capacity): appends write into one buffer, reorders follow the rows."""
+    torch.manual_seed(0)
+    steps = [(torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)) for _ in range(5)]
+    grown, prealloc = KVCache(), KVCache(capacity=4)
+    pointers = set()
+    for i, (k, v) in enumerate(steps):
+        expected = grown.append(k, v)
+        got = prealloc.append(k, v)
+        torch.testing.assert_close(got[0], expected[0])
+        torch.testing.assert_close(got[1], expected[1])
+        if i < 4:
+            pointers.add(got[0].data_ptr())
+        if i == 1:  # beam search following its hypotheses: rows reordered, in step with the plain cache
+            index = torch.tensor([2, 0, 0])
+            grown.reorder(index), prealloc.reorder(index)
+            pointers = {prealloc.key.data_ptr()}
+    assert len(pointers) == 1  # within its capacity the buffer is written in place, never reallocated
+    assert prealloc.length == grown.length == 5  # the fifth position overflowed: concatenated, still right

@@ -1,0 +1,58 @@
+"""model.prepare.start_from: a job that starts from a trained model's weights (fine-tuning)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model.checkpoint import load_model
+from model.config import ModelConfig
+from model.demo import numbers_to_words_task
+from model.prepare import prepare, start_from
+from model.train_config import TrainConfig, TrainingError
+from model.trainer import train
+from model.transformer import Transformer
+
+
+def _config(steps: int) -> TrainConfig:
+    return TrainConfig(
+        max_steps=steps, max_tokens_per_batch=512, warmup_steps=5, eval_every=1000, checkpoint_every=1000
+    )
+
+
+def _trained(data, steps: int, root) -> Transformer:
+    model, _, _ = load_model(train(data, _config(steps), root).model_checkpoint)
+    return model
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    data = prepare("translation", numbers_to_words_task(200, seed=0), preset="tiny", vocab_size=300, max_len=32)
+    return _trained(data, 3, tmp_path_factory.mktemp("parent")), data.tokenizer
+
+
+def test_training_starts_from_the_parent_weights_and_leaves_them_untouched(parent, tmp_path):
+    model, tokenizer = parent
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    data = prepare(
+        "translation", numbers_to_words_task(50, seed=1, low=1000, high=1999), tokenizer=tokenizer, max_len=32
+    )
+    child = start_from(data, model, dropout=0.3)
+    assert child.model_config == ModelConfig(**{**model.config.__dict__, "dropout": 0.3})
+    assert all(torch.equal(child.init_state[k], v) for k, v in before.items())
+    trained = _trained(child, 1, tmp_path)  # one step: from the parent's weights, not a fresh draw
+    fresh = Transformer(child.model_config)
+    moved = max((trained.state_dict()[k] - before[k]).abs().max().item() for k in before)
+    assert 0 < moved < max((fresh.state_dict()[k] - before[k]).abs().max().item() for k in before)
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in before.items())  # the parent: not written
+
+
+def test_another_tokenizer_or_an_architecture_change_is_refused(parent):
+    model, _ = parent
+    own_vocab = prepare("translation", numbers_to_words_task(50, seed=1), preset="tiny", vocab_size=280, max_len=32)
+    with pytest.raises(TrainingError, match="the model's own tokenizer"):
+        start_from(own_vocab, model)
+    with pytest.raises(TrainingError, match=r"only dropout and attention_dropout may change, not \['d_model'\]"):
+        start_from(
+            prepare("translation", numbers_to_words_task(50), tokenizer=parent[1], max_len=32), model, d_model=32
+        )

@@ -1,0 +1,93 @@
+"""The CTranslate2 backend's device and compute type come from what CTranslate2 reports, and whatever it cannot
+do falls back to the CPU with the reason logged. No GPU here: CTranslate2's answers are injected."""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from worker.serving import ct2
+from worker.serving.cache import LoadedModel
+from worker.serving.ct2_device import Ct2Placement, place
+
+GPU_TYPES = {"float32", "float16", "int8_float16", "int8", "bfloat16", "int8_float32"}
+CPU_TYPES = {"float32", "int8", "int8_float32"}
+
+
+def types(device: str) -> set[str]:
+    return GPU_TYPES if device == "cuda" else CPU_TYPES
+
+
+def test_a_gpu_worker_decodes_in_float16_on_its_own_gpu():
+    assert place(torch.device("cuda", 1), "auto", lambda: 2, types) == Ct2Placement("cuda", 1, "float16", None)
+
+
+def test_a_gpu_without_fast_float16_takes_int8_float16():
+    chosen = place(torch.device("cuda", 0), "auto", lambda: 1, lambda d: {"float32", "int8_float16", "int8"})
+    assert chosen.compute_type == "int8_float16"
+
+
+def test_a_cpu_worker_decodes_in_int8_on_intel_float32_on_amd_and_honours_an_explicit_type():
+    assert place(torch.device("cpu"), "auto", lambda: 0, types) == Ct2Placement("cpu", 0, "int8", None)
+    assert place(torch.device("cpu"), "auto", lambda: 0, types, amd_cpu=True).compute_type == "float32"
+    assert place(torch.device("cpu"), "int8", lambda: 0, types, amd_cpu=True).compute_type == "int8"
+    assert place(torch.device("cuda", 0), "auto", lambda: 1, types, amd_cpu=True).compute_type == "float16"
+    assert place(torch.device("cpu"), "float32", lambda: 0, types).compute_type == "float32"
+    assert place(torch.device("cpu"), "default", lambda: 0, types).compute_type == "default"
+
+
+def test_when_ctranslate2_sees_no_gpu_the_worker_serves_on_the_cpu_saying_why():
+    chosen = place(torch.device("cuda", 0), "auto", lambda: 0, types)
+    assert (chosen.device, chosen.compute_type) == ("cpu", "int8")
+    assert chosen.fallback == "CTranslate2 sees 0 CUDA device(s), not cuda:0; serving on the CPU"
+
+
+def test_a_broken_cuda_runtime_falls_back_to_the_cpu():
+    def supported(device: str) -> set[str]:
+        if device == "cuda":
+            raise RuntimeError("CUDA driver version is insufficient for CUDA runtime version")
+        return CPU_TYPES
+
+    chosen = place(torch.device("cuda", 0), "auto", lambda: 1, supported)
+    assert (chosen.device, chosen.compute_type) == ("cpu", "int8")
+    assert "CUDA driver version is insufficient" in chosen.fallback
+
+
+def test_an_unsupported_compute_type_is_replaced_by_auto_saying_why():
+    chosen = place(torch.device("cpu"), "float16", lambda: 0, types)
+    assert chosen.compute_type == "int8"
+    assert "CT2_COMPUTE_TYPE='float16' is not supported on cpu" in chosen.fallback
+
+
+def test_a_model_that_fails_to_load_on_the_gpu_is_served_from_the_cpu(monkeypatch, tmp_path, caplog, settings_env):
+    """The translator itself: CTranslate2 reports a GPU, but loading there fails (out of memory): it loads on the
+    CPU instead and logs why."""
+    import ctranslate2
+
+    settings_env(WORKER_DEVICE="cuda:0")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    monkeypatch.setattr(ctranslate2, "get_supported_compute_types", types)
+    monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
+    monkeypatch.setattr(ct2, "amd_cpu", lambda: False)  # an Intel host: int8 on its CPU
+    loads: list[dict] = []
+
+    def translator(path: str, **kwargs):
+        loads.append(kwargs)
+        if kwargs["device"] == "cuda":
+            raise RuntimeError("CUDA failed with error out of memory")
+        return object()
+
+    monkeypatch.setattr(ctranslate2, "Translator", translator)
+    loaded = LoadedModel("m-1", "translation", None, None, "span", {"sha256": "0" * 64})  # type: ignore[arg-type]
+    with caplog.at_level(logging.WARNING, logger="worker.serving.ct2"):
+        backend = ct2.CT2Translator(loaded)
+    assert [(k["device"], k["device_index"], k["compute_type"]) for k in loads] == [
+        ("cuda", 0, "float16"),
+        ("cpu", 0, "int8"),
+    ]
+    assert backend.placement.device == "cpu"
+    assert "loading on cuda:0 failed: RuntimeError: CUDA failed with error out of memory; serving on the CPU" in (
+        caplog.text
+    )
