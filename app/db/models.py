@@ -104,6 +104,8 @@ class Job(Base):
     # SET NULL: a dataset may be deleted once no running job needs it; the job's record stays.
     dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
     valid_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    # Evaluated (an Evaluation of the trained model) when the job succeeds.
+    test_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True)
     objective: Mapped[str] = mapped_column(String(20))  # translation | denoising
     model_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "model" section, as validated
     training_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "training" section, defaults filled
@@ -188,3 +190,31 @@ class TrainedModel(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     job: Mapped[Job] = relationship()
+
+
+class Evaluation(Base):
+    """A model scored on a parallel dataset by the inference worker: BLEU, chrF and chrF++ with their sacrebleu
+    signatures, and the hypotheses (a text file in the artifact store, one line per source line).
+
+    queued -> running -> succeeded | failed; a redelivered task finds it running or over and only resumes or
+    skips it. Deleted with its model (the store's files by the model's deletion too)."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    # SET NULL: the dataset may be deleted afterwards; the scores stay.
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    job_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the job that asked for it, if one did
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, alpha, max_len_a/b, tokenize, batch_size
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sentences: Mapped[int] = mapped_column(default=0)
+    translated: Mapped[int] = mapped_column(default=0)  # progress
+    scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # {"bleu": {score, signature}, ...}
+    hypotheses_key: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
