@@ -188,6 +188,32 @@ def cmd_export(args: argparse.Namespace) -> None:
         sys.exit(f"error: the export was still being built after {args.retries} retries; run the command again")
 
 
+def cmd_evaluate(args: argparse.Namespace) -> None:
+    """Score a model on a parallel dataset and print BLEU, chrF and chrF++ with their sacrebleu signatures; with
+    -o, also write the hypotheses (one line per row)."""
+    body = {"dataset_id": args.dataset, "beam_size": args.beam_size, "tokenize": args.tokenize}
+    with _client(args) as client:
+        evaluation = _check(client.post(f"/v1/models/{args.model}/evaluations", json=body))
+        path = f"/v1/models/{args.model}/evaluations/{evaluation['id']}"
+        while evaluation["status"] in ("queued", "running"):
+            print(
+                f"evaluation {evaluation['id']}: {evaluation['status']} {evaluation['progress']:.0%}", file=sys.stderr
+            )
+            time.sleep(args.interval)
+            evaluation = _check(client.get(path))
+        if evaluation["status"] != "succeeded":
+            sys.exit(f"error: evaluation {evaluation['id']} {evaluation['status']}: {evaluation['error']}")
+        for name, value in evaluation["scores"].items():
+            if isinstance(value, dict):
+                print(f"{name:7} {value['score']:7.2f}  {value['signature']}")
+        if args.output:
+            response = client.get(f"{path}/hypotheses")
+            if response.status_code >= 400:
+                _check(response)
+            Path(args.output).write_bytes(response.content)
+            print(f"hypotheses: {args.output}", file=sys.stderr)
+
+
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("upload", help="upload a dataset file; prints its id")
     p.add_argument("file")
@@ -226,5 +252,13 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("-o", "--output", help="file to write (default: the name the service gives)")
     p.add_argument("--retries", type=int, default=30, help="times to wait while the export is being built")
     p.set_defaults(func=cmd_export)
-    for name in ("upload", "submit", "status", "jobs", "models", "export"):
+    p = sub.add_parser("evaluate", help="score a model on a parallel dataset: BLEU, chrF, chrF++ (sacrebleu)")
+    p.add_argument("model")
+    p.add_argument("--dataset", required=True, help="a parallel dataset id: sources translated, targets the references")
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--tokenize", default="13a", help="sacrebleu's BLEU tokenizer: 13a, intl, zh, ja-mecab, ...")
+    p.add_argument("-o", "--output", help="also write the hypotheses to this file")
+    p.add_argument("--interval", type=float, default=2.0)
+    p.set_defaults(func=cmd_evaluate)
+    for name in ("upload", "submit", "status", "jobs", "models", "export", "evaluate"):
         add_connection_arguments(sub.choices[name])

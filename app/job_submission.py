@@ -141,6 +141,10 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
     _dataset(session, owner_id, str(body.dataset_id), "dataset_id", body.objective)
     if body.valid_dataset_id is not None:
         _dataset(session, owner_id, str(body.valid_dataset_id), "valid_dataset_id", body.objective)
+    if body.test_dataset_id is not None:
+        if body.objective != "translation":
+            raise unprocessable("test_dataset_id", "only translation models are evaluated on a test set")
+        _dataset(session, owner_id, str(body.test_dataset_id), "test_dataset_id", body.objective)
     config = resolve_model_config(body.model)
     training = body.training
     if training.max_length + 2 > config.max_positions:
@@ -236,6 +240,7 @@ def create(
         owner_id=owner_id,
         dataset_id=str(body.dataset_id),
         valid_dataset_id=str(body.valid_dataset_id) if body.valid_dataset_id else None,
+        test_dataset_id=str(body.test_dataset_id) if body.test_dataset_id else None,
         objective=body.objective,
         model_config=body.model.model_dump(mode="json"),
         init_model_id=str(body.init_model_id) if body.init_model_id else None,

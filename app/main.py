@@ -5,7 +5,20 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from app import logs
-from app.api import dashboard, datasets, estimate, exports, health, inference, jobs, metrics, models, pings, workers
+from app.api import (
+    dashboard,
+    datasets,
+    estimate,
+    evaluations,
+    exports,
+    health,
+    inference,
+    jobs,
+    metrics,
+    models,
+    pings,
+    workers,
+)
 from app.api.errors import method_not_allowed
 from app.api.limits import BodySizeLimit
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
@@ -28,6 +41,7 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router, **KEYED)
     app.include_router(models.router, **KEYED)
     app.include_router(exports.router, **KEYED)
+    app.include_router(evaluations.router, **KEYED)
     app.include_router(inference.router, **KEYED)
     app.include_router(estimate.router, **KEYED)
     app.include_router(workers.router, **KEYED)

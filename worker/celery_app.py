@@ -45,7 +45,13 @@ task_prerun.connect(logs.bind_task, weak=False)  # a task's lines carry its requ
 task_postrun.connect(logs.unbind_task, weak=False)
 
 app = make_celery("worker")
-app.conf.include = ["worker.tasks.ping", "worker.tasks.training", "worker.tasks.inference", "worker.tasks.export"]
+app.conf.include = [
+    "worker.tasks.ping",
+    "worker.tasks.training",
+    "worker.tasks.inference",
+    "worker.tasks.export",
+    "worker.tasks.evaluation",
+]
 
 
 def set_torch_threads(**_kwargs) -> None:

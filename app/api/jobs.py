@@ -97,6 +97,7 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         cancel_requested=job.cancel_requested,
         dataset_id=job.dataset_id,
         valid_dataset_id=job.valid_dataset_id,
+        test_dataset_id=job.test_dataset_id,
         init_model_id=job.init_model_id,
         model=ModelSpec.model_validate(job.model_config),
         training=TrainingSpec.model_validate(job.training_config),

@@ -123,6 +123,9 @@ class JobCreate(Input):
     objective: Objective
     dataset_id: UUID = Field(strict=False)  # a JSON string (strict would want a UUID object)
     valid_dataset_id: UUID | None = Field(None, strict=False)
+    test_dataset_id: UUID | None = Field(
+        None, strict=False, description="a parallel dataset the trained model is evaluated on when the job succeeds"
+    )
     model: ModelSpec = ModelSpec()
     training: TrainingSpec = TrainingSpec()
     init_model_id: UUID | None = Field(
@@ -179,6 +182,7 @@ class JobPublic(Output):
     cancel_requested: bool
     dataset_id: str | None
     valid_dataset_id: str | None
+    test_dataset_id: str | None = None
     init_model_id: str | None = None  # the model it started from
     model: ModelSpec
     training: TrainingSpec

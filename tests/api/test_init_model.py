@@ -10,7 +10,7 @@ from model.config import ModelConfig
 from tests.api.test_jobs import _job
 
 
-def _model_row(owner: str, **config_overrides) -> str:
+def _model_row(owner: str, objective: str = "translation", **config_overrides) -> str:
     """A succeeded job and its model, as a finished run leaves them (no files: nothing here loads them)."""
     from app.db.models import Job, Owner, TrainedModel
     from app.db.session import session_scope
@@ -20,7 +20,7 @@ def _model_row(owner: str, **config_overrides) -> str:
         owner_id = session.scalar(select(Owner.id).where(Owner.name == owner))
         job = Job(
             owner_id=owner_id,
-            objective="translation",
+            objective=objective,
             model_config={"preset": "tiny", "vocab_size": 500},
             training_config={},
             status="succeeded",
@@ -33,7 +33,7 @@ def _model_row(owner: str, **config_overrides) -> str:
         model = TrainedModel(
             owner_id=owner_id,
             job_id=job.id,
-            objective="translation",
+            objective=objective,
             config=config,
             tokenizer_fingerprint="f",
             metrics={},

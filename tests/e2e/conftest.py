@@ -31,7 +31,7 @@ def served(tmp_path_factory, postgres_url, redis_url):
         DATABASE_URL=services.with_database(postgres_url, name),
         # Its workers live for the whole package: on a Redis database of their own, or they would take the tasks
         # sent to the stacks that other tests start on redis_url.
-        CELERY_BROKER_URL=services.redis_db(redis_url, 13),
+        CELERY_BROKER_URL=services.redis_db_below(redis_url, 2),
         DATA_DIR=str(tmp / "var"),
         ARTIFACT_ROOT=str(tmp / "artifacts"),
         **LIMITS,

@@ -8,6 +8,7 @@ from sqlalchemy import create_engine, text
 from model.checkpoint_files import checkpoint_sha256
 from model.demo import numbers_to_words_task, split_numbers
 from tests.support.client import write_jsonl
+from tests.support.stack import wait_for
 
 
 def _exact(api, model_id: str, numbers: list[int]) -> int:
@@ -29,6 +30,16 @@ def _exact(api, model_id: str, numbers: list[int]) -> int:
     return correct
 
 
+def _evaluated(api, model_id: str, evaluation_id: str) -> dict:
+    def over():
+        got = api.http.get(f"/v1/models/{model_id}/evaluations/{evaluation_id}").json()
+        return got if got["status"] in ("succeeded", "failed") else None
+
+    done = wait_for(over, timeout=180, what=f"evaluation {evaluation_id}", interval=0.5)
+    assert done["status"] == "succeeded", done["error"]
+    return done
+
+
 def test_fine_tuning_on_a_second_domain_learns_it_and_leaves_the_parent_untouched(served, tmp_path):
     api, parent = served["api"], served["models"]["translation"]
     with create_engine(served["env"]["DATABASE_URL"]).connect() as c:
@@ -39,9 +50,21 @@ def test_fine_tuning_on_a_second_domain_learns_it_and_leaves_the_parent_untouche
     dataset = api.upload(
         write_jsonl(tmp_path / "k.jsonl", numbers_to_words_task(len(train_numbers), numbers=train_numbers)), "parallel"
     )
+    from num2words import num2words
+
+    test_set = api.upload(
+        write_jsonl(tmp_path / "t.jsonl", [(num2words(n, lang="en"), num2words(n, lang="de")) for n in held_out]),
+        "parallel",
+    )
     training = {"max_steps": 400, "warmup_steps": 30, "eval_every": 100, "checkpoint_every": 100, "max_length": 40}
     job = api.submit(
-        {"objective": "translation", "dataset_id": dataset["id"], "init_model_id": parent, "training": training}
+        {
+            "objective": "translation",
+            "dataset_id": dataset["id"],
+            "init_model_id": parent,
+            "test_dataset_id": test_set["id"],
+            "training": training,
+        }
     )
     assert job["init_model_id"] == parent and job["model"]["preset"] == "tiny" and job["training"]["lr_scale"] == 0.25
     done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=600)
@@ -55,6 +78,17 @@ def test_fine_tuning_on_a_second_domain_learns_it_and_leaves_the_parent_untouche
     assert checkpoint_sha256(served["artifacts"] / key) == sha
     assert api.http.get(f"/v1/models/{parent}").json()["sha256"] == sha
     assert _exact(api, parent, probe) == parent_before
+    # the job's test set was scored when it succeeded; the parent, asked for the same, scores far lower
+    child_evals = api.http.get(f"/v1/models/{child['id']}/evaluations").json()["data"]
+    assert len(child_evals) == 1 and child_evals[0]["job_id"] == job["id"]
+    parent_eval = api.http.post(f"/v1/models/{parent}/evaluations", json={"dataset_id": test_set["id"]}).json()
+    child_eval, parent_eval = (
+        _evaluated(api, m, e["id"]) for m, e in ((child["id"], child_evals[0]), (parent, parent_eval))
+    )
+    assert child_eval["scores"]["chrf"]["score"] >= parent_eval["scores"]["chrf"]["score"] + 15, (
+        child_eval,
+        parent_eval,
+    )
 
 
 def test_a_fine_tuning_job_whose_init_model_was_deleted_fails_saying_so(served, tmp_path):

@@ -14,7 +14,7 @@ from tests.support.stack import Processes, create_key, free_port, healthy_with_w
 @pytest.fixture
 def lonely_redis_url(redis_url):
     """A Redis database of its own, so no inference worker of another test can pick up these messages."""
-    url = services.redis_db(redis_url, 14)
+    url = services.redis_db_below(redis_url, 1)
     yield url
     redis.Redis.from_url(url).flushdb()
 

@@ -27,11 +27,16 @@ def redis_url() -> str:
     return url if url.startswith("redis") else DEFAULT_REDIS
 
 
-def redis_db(url: str, db: int) -> str:
-    """The same Redis server as `url`, database `db`, emptied. Stacks whose workers must not take each other's
-    tasks need a database each: `url`'s for per-test stacks, 14 for the stack without workers
-    (tests/e2e/test_inference_unavailable.py), 13 for the one that lives across modules (tests/e2e/conftest.py)."""
-    other = make_url(url).set(database=str(db)).render_as_string(hide_password=False)
+def redis_db_below(url: str, below: int) -> str:
+    """The same Redis server as `url`, the database `below` under url's (15 -> 14 for 1), emptied. Stacks whose
+    workers must not take each other's tasks need a database each: `url`'s for per-test stacks, 1 below for the
+    stack without workers (tests/e2e/test_inference_unavailable.py), 2 below for the one that lives across
+    modules (tests/e2e/conftest.py). Two runs on one machine need urls 3 or more apart."""
+    parsed = make_url(url)
+    db = int(parsed.database or 0)
+    if db < below:
+        raise ValueError(f"CELERY_BROKER_URL {redact(url)} uses Redis database {db}: the tests need {below} below it")
+    other = parsed.set(database=str(db - below)).render_as_string(hide_password=False)
     redis.Redis.from_url(other, socket_timeout=3, socket_connect_timeout=3).flushdb()
     return other
 

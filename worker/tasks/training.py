@@ -14,13 +14,14 @@ from pathlib import Path
 from celery import current_app, shared_task
 from sqlalchemy import delete, select
 
-from app import logs
+from app import logs, model_evaluations
 from app.artifacts import get_store
 from app.db import job_rows
 from app.db.base import new_id
 from app.db.models import Job, JobCheckpoint, TrainedModel
 from app.db.session import session_scope
 from app.queueing import dispatch_training
+from app.schemas.evaluations import EvaluationCreate
 from app.settings import get_settings
 from app.task_names import TRAIN
 from model.anatomy import count_parameters
@@ -226,6 +227,25 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
             raise LeaseLost(job.id)
         session.add(model)
     log.info("job %s succeeded at step %d (%s): model %s", job.id, result.step, result.stop_reason, model.id)
+    if job.test_dataset_id:
+        _evaluate_on_test_set(job, model.id)
+
+
+def _evaluate_on_test_set(job: Job, model_id: str) -> None:
+    """The job's test_dataset_id: an evaluation of its new model, queued for an inference worker. The job has
+    succeeded already: a test set deleted meanwhile, or a broker away, is logged and leaves a failed evaluation
+    at most (the owner can ask again with POST /v1/models/{id}/evaluations)."""
+    try:
+        with session_scope() as session:
+            model = session.get(TrainedModel, model_id)
+            assert model is not None  # committed just before
+            body = EvaluationCreate(dataset_id=job.test_dataset_id)  # type: ignore[arg-type]  # str, as JSON gives it
+            evaluation_id = model_evaluations.create(session, get_settings(), model, body, job_id=job.id).id
+        model_evaluations.dispatch(evaluation_id, current_app)
+    except Exception:
+        log.exception(
+            "job %s: the evaluation of model %s on test set %s was not queued", job.id, model_id, job.test_dataset_id
+        )
 
 
 def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Callbacks, state: RunState) -> TrainResult:

@@ -1,0 +1,45 @@
+"""Schemas of evaluations: a model scored on a parallel dataset (BLEU, chrF, chrF++ by sacrebleu)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import Field
+
+from app.schemas.common import Input, Output
+
+# sacrebleu's BLEU tokenizers (sacrebleu.metrics.bleu.BLEU.TOKENIZERS); ja-mecab and ko-mecab need their extras
+# installed on the inference workers, which answer a clear error when they are not.
+BleuTokenize = Literal["13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores101", "flores200"]
+EvaluationStatus = Literal["queued", "running", "succeeded", "failed"]
+
+
+class EvaluationCreate(Input):
+    dataset_id: UUID = Field(
+        strict=False, description="a parallel dataset of yours: its sources are translated, its targets the references"
+    )
+    beam_size: int = Field(4, ge=1, description="beam width (at most MAX_BEAM_SIZE)")
+    alpha: float = Field(0.6, ge=0, le=2, strict=False, description="GNMT length penalty exponent, as /translate")
+    tokenize: BleuTokenize = Field("13a", description="sacrebleu's BLEU tokenizer: 13a (WMT), intl, zh, ja-mecab, ...")
+    max_sentences: int | None = Field(None, ge=1, description="score the first N rows only")
+
+
+class EvaluationPublic(Output):
+    id: str
+    model_id: str
+    dataset_id: str | None
+    job_id: str | None = None  # the training job that asked for it (training.test_dataset_id)
+    status: EvaluationStatus
+    error: str | None
+    settings: dict[str, Any]
+    sentences: int
+    translated: int
+    progress: float
+    # {"bleu": {"score", "signature"}, "chrf": {...}, "chrf++": {...}} once succeeded
+    scores: dict[str, Any] | None
+    hypotheses_url: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
