@@ -130,7 +130,8 @@ def _write_jsonl(path: Path, pairs: Sequence[tuple[str, str]]) -> None:
 def write_demo_files(directory: str | Path, seed: int = 0) -> dict[str, Path]:
     """Write the demo corpora into directory and return {name: path}.
 
-    translation_train/valid: English -> German number words (JSONL) on disjoint numbers; reverse_train/valid:
+    translation_train/valid: English -> German number words (JSONL) on disjoint numbers of 0-999;
+    thousands_train/test: the same for 1000-1999 (a second domain to fine-tune on and score); reverse_train/valid:
     the reversal task (TSV); monolingual: grammar sentences for fill-mask (one a line).
     """
     out = Path(directory)
@@ -139,12 +140,17 @@ def write_demo_files(directory: str | Path, seed: int = 0) -> dict[str, Path]:
     paths = {
         "translation_train": out / "numbers_en_de_train.jsonl",
         "translation_valid": out / "numbers_en_de_valid.jsonl",
+        "thousands_train": out / "thousands_en_de_train.jsonl",
+        "thousands_test": out / "thousands_en_de_test.jsonl",
         "reverse_train": out / "reverse_train.tsv",
         "reverse_valid": out / "reverse_valid.tsv",
         "monolingual": out / "grammar_sentences.txt",
     }
     _write_jsonl(paths["translation_train"], numbers_to_words_task(len(train_numbers), seed, numbers=train_numbers))
     _write_jsonl(paths["translation_valid"], numbers_to_words_task(len(valid_numbers), seed, numbers=valid_numbers))
+    thousands_train, thousands_test = split_numbers(1000, 1999, held_out=0.1, seed=seed)
+    _write_jsonl(paths["thousands_train"], numbers_to_words_task(len(thousands_train), seed, numbers=thousands_train))
+    _write_jsonl(paths["thousands_test"], numbers_to_words_task(len(thousands_test), seed, numbers=thousands_test))
     reverse_train = reverse_task(2000, seed=seed)
     seen = {s for s, _ in reverse_train}
     reverse_valid = [p for p in reverse_task(250, seed=seed + 1) if p[0] not in seen][:200]  # held out

@@ -154,6 +154,28 @@ def test_the_model_page_downloads_an_export(submitted, tmp_path):
     p.screenshot("model-download")
 
 
+def test_the_model_page_evaluates_on_a_test_set_and_shows_the_scores(submitted):
+    """Evaluate on a parallel dataset: the row shows progress, then BLEU, chrF and chrF++ with the signature on
+    hover, and the hypotheses button; the scores are the API's."""
+    p, job_id = submitted
+    page = p.page
+    page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    page.locator("#model-link").click()
+    page.wait_for_selector("#evaluate-dataset option", state="attached")
+    model_id = page.url.rsplit("/", 1)[1]
+    page.locator("#evaluate-tokenize").select_option("intl")
+    page.get_by_role("button", name="Evaluate", exact=True).click()
+    page.wait_for_selector("#evaluations-table tr[data-evaluation] .status-succeeded", timeout=120_000)
+    headers = {"Authorization": f"Bearer {p.stack.key}"}
+    evaluation = httpx.get(f"{p.stack.url}/v1/models/{model_id}/evaluations", headers=headers).json()["data"][0]
+    chrf = page.locator('#evaluations-table td[data-label="chrF"] span').first
+    assert chrf.inner_text() == f"{evaluation['scores']['chrf']['score']:.2f}"
+    assert "tok:intl" in page.locator('#evaluations-table td[data-label="BLEU"] span').first.get_attribute("title")
+    assert page.locator("#evaluations-table button", has_text="hypotheses").count() == 1
+    page.locator("#evaluations").scroll_into_view_if_needed()
+    p.screenshot("model-evaluations")
+
+
 def test_attention_viewer_draws_heatmaps_with_hover(submitted):
     p, _ = submitted
     page = p.page

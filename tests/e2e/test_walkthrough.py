@@ -68,6 +68,26 @@ def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
         assert models.returncode == 0 and model_id in models.stdout and "translation" in models.stdout
         bad = _cli(env, "app.cli", "submit", "--dataset", dataset_id, "--set", "model.n_heads=3")
         assert bad.returncode != 0 and "error 422: model: d_model=64 is not divisible by n_heads=3" in bad.stderr
+        # score it on a test set, then fine-tune it on the thousands
+        test_set = _cli(
+            env, "app.cli", "upload", str(tmp_path / "demo" / "thousands_en_de_test.jsonl"), "--kind", "parallel"
+        ).stdout.strip()
+        hypotheses = tmp_path / "hyp.txt"
+        scored = _cli(
+            env, "app.cli", "evaluate", model_id, "--dataset", test_set, "--interval", "0.5", "-o", str(hypotheses)
+        )
+        assert scored.returncode == 0, scored.stderr
+        assert [line.split()[0] for line in scored.stdout.splitlines()] == ["bleu", "chrf", "chrf++"], scored.stdout
+        assert "tok:13a" in scored.stdout and len(hypotheses.read_text().splitlines()) == 100
+        child = _cli(
+            env, "app.cli", "submit", "--dataset", test_set, "--init-model", model_id, "--max-steps", "5",
+            "--set", "training.max_tokens_per_batch=2048",
+        )  # fmt: skip
+        assert child.returncode == 0, child.stderr
+        watch = _cli(env, "app.cli", "status", child.stdout.strip(), "--watch", "--interval", "1", timeout=400)
+        assert watch.returncode == 0 and "succeeded" in watch.stdout, watch.stdout + watch.stderr
+        child_model = watch.stdout.strip().splitlines()[-1].removeprefix("model: ")
+        assert f"{child_model}" in _cli(env, "app.cli", "models").stdout
     finally:
         os.killpg(server.pid, signal.SIGINT)
         server.wait(timeout=60)

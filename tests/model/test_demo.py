@@ -98,6 +98,9 @@ def test_write_demo_files_writes_readable_corpora(tmp_path):
     assert all(t.split() == s.split()[::-1] for s, t in reverse_train + reverse_valid)
     assert {s for s, _ in reverse_train}.isdisjoint(s for s, _ in reverse_valid)
     assert len(read_monolingual(paths["monolingual"])) == 2000
+    thousands, test = read_parallel(paths["thousands_train"]), read_parallel(paths["thousands_test"])
+    assert (len(thousands), len(test)) == (900, 100) and {s for s, _ in thousands}.isdisjoint(s for s, _ in test)
+    assert all(t.startswith("eintausend") for _, t in thousands + test)
     again = write_demo_files(tmp_path / "again")
     assert paths["translation_train"].read_bytes() == again["translation_train"].read_bytes()
 
