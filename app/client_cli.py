@@ -214,6 +214,20 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             print(f"hypotheses: {args.output}", file=sys.stderr)
 
 
+def cmd_import(args: argparse.Namespace) -> None:
+    """Upload a model archive (a native export); prints the new model's id."""
+    path = Path(args.file)
+    with _client(args) as client, open(path, "rb") as f:
+        response = client.post("/v1/models/import", files={"file": (path.name, f)}, timeout=300)
+    if response.status_code == 202:
+        print(f"still being imported: {response.json()['detail']}", file=sys.stderr)
+        print(response.json()["id"])
+        return
+    model = _check(response)
+    print(f"model {model['id']}: {model['objective']}, {model['parameters']:,} parameters", file=sys.stderr)
+    print(model["id"])
+
+
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("upload", help="upload a dataset file; prints its id")
     p.add_argument("file")
@@ -260,5 +274,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("-o", "--output", help="also write the hypotheses to this file")
     p.add_argument("--interval", type=float, default=2.0)
     p.set_defaults(func=cmd_evaluate)
-    for name in ("upload", "submit", "status", "jobs", "models", "export", "evaluate"):
+    p = sub.add_parser("import", help="upload a model archive (an export with --format native); prints its id")
+    p.add_argument("file")
+    p.set_defaults(func=cmd_import)
+    for name in ("upload", "submit", "status", "jobs", "models", "export", "evaluate", "import"):
         add_connection_arguments(sub.choices[name])

@@ -15,6 +15,7 @@ from app.api import (
     inference,
     jobs,
     metrics,
+    model_imports,
     models,
     pings,
     workers,
@@ -39,6 +40,7 @@ def create_app() -> FastAPI:
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
     app.include_router(jobs.router, **KEYED)
+    app.include_router(model_imports.router, **KEYED)  # before models: /v1/models/import is not an id
     app.include_router(models.router, **KEYED)
     app.include_router(exports.router, **KEYED)
     app.include_router(evaluations.router, **KEYED)

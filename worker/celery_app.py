@@ -51,6 +51,7 @@ app.conf.include = [
     "worker.tasks.inference",
     "worker.tasks.export",
     "worker.tasks.evaluation",
+    "worker.tasks.model_import",
 ]
 
 

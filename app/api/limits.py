@@ -8,7 +8,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.settings import get_settings
 
-UPLOAD_PATHS = ("/v1/datasets",)
+UPLOAD_PATHS = ("/v1/datasets", "/v1/models/import")
 
 
 class BodyTooLarge(Exception):

@@ -15,7 +15,7 @@ export function renderModels(container) {
       h("td", { "data-label": "Objective" }, m.objective),
       h("td", { "data-label": "Parameters" }, fmtCount(m.parameters)),
       h("td", { "data-label": "Metrics" }, Object.entries(m.metrics).slice(0, 4).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ")),
-      h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${m.job_id}` }, shortId(m.job_id))),
+      h("td", { "data-label": "Job" }, m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, shortId(m.job_id)) : "imported"),
       h("td", { "data-label": "Created" }, fmtTime(m.created_at))));
     clear(container, h("h1", {}, "Models"), page.data.length ? h("div", { class: "card flush" }, h("table", {},
       h("thead", {}, h("tr", {}, ["Model", "Objective", "Parameters", "Metrics", "Job", "Created"].map((x) => h("th", { scope: "col" }, x)))),
@@ -206,7 +206,8 @@ export function renderModel(container, modelId) {
     const anatomy = h("section", { class: "card", id: "anatomy" }, h("h2", {}, "Anatomy"), h("p", { class: "muted" }, "Loading…"));
     const c = m.config;
     clear(container,
-      h("div", { class: "page-head" }, h("h1", {}, `Model ${shortId(m.id)}`), h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from")),
+      h("div", { class: "page-head" }, h("h1", {}, `Model ${shortId(m.id)}`),
+        m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from") : h("span", { class: "muted" }, "imported")),
       h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
         h("dt", {}, "objective"), h("dd", {}, m.objective),
         h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),

@@ -176,7 +176,8 @@ class TrainedModel(Base):
 
     id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
     owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True)
+    # None for an imported model (POST /v1/models/import)
+    job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True, nullable=True)
     objective: Mapped[str] = mapped_column(String(20))
     config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the full ModelConfig
     tokenizer_fingerprint: Mapped[str] = mapped_column(String(64))

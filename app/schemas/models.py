@@ -11,7 +11,7 @@ from app.schemas.jobs import Objective
 
 class ModelPublic(Output):
     id: str
-    job_id: str
+    job_id: str | None  # None: imported (POST /v1/models/import)
     objective: Objective
     config: dict[str, Any]
     parameters: int

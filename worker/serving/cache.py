@@ -63,8 +63,8 @@ def _load(model_id: str) -> LoadedModel:
         row = session.get(TrainedModel, model_id)
         if row is None:
             raise ModelUnavailable(404, f"model {model_id} not found")
-        job = session.get(Job, row.job_id)
-        noise = (job.training_config or {}).get("noise", "span") if job else "span"
+        job = session.get(Job, row.job_id) if row.job_id else None  # an imported model has no job
+        noise = (job.training_config or {}).get("noise") if job else None
         storage_key, sha256, objective = row.storage_key, row.sha256, row.objective
     try:
         device = worker_device()
@@ -92,7 +92,7 @@ def _load(model_id: str) -> LoadedModel:
             f"({meta['sha256'][:12]}… != {sha256[:12]}…); retrain or restore them",
         )
     log.info("loaded model %s (%s) on %s in %s", model_id, objective, device, next(model.parameters()).dtype)
-    return LoadedModel(model_id, objective, model, tokenizer, noise, meta)
+    return LoadedModel(model_id, objective, model, tokenizer, noise or meta.get("noise", "span"), meta)
 
 
 class ModelCache:

@@ -144,7 +144,8 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
         step=ckpt.step,
         metrics=ckpt.meta.get("metrics", {}),
         kind="model",
-        extra_meta={"job_id": job.id, "source": source},
+        # noise: how a denoising model fills a <mask> (one token or a span), kept with the weights for an import
+        extra_meta={"job_id": job.id, "source": source, "noise": job.training_config.get("noise", "span")},
     )
     store.push(target, key)
     size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())

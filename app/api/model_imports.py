@@ -1,0 +1,79 @@
+"""POST /v1/models/import: a model archive (this service's native export) becomes one of the caller's models.
+
+The upload is stored under a staging key, then an inference worker unpacks, checks and loads it and writes the
+model (worker/tasks/model_import.py). An archive it refuses is a 422 naming why, with nothing left behind. A
+worker slower than EXPORT_TIMEOUT_SECONDS gets 202 with the model's URL: it appears there when done.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, HTTPException, UploadFile, status
+from fastapi.responses import JSONResponse
+
+from app import inference_client
+from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.errors import unprocessable
+from app.api.models import owned_model
+from app.artifacts import ArtifactStoreError, get_store
+from app.db.base import new_id
+from app.schemas.models import ModelPublic
+from app.task_names import IMPORT
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+
+
+@router.post(
+    "/import",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ModelPublic,
+    responses={
+        202: {"description": "Still being imported: GET the Location shortly"},
+        413: {"description": "Over MAX_UPLOAD_MB"},
+        422: {"description": "Not an importable archive; the detail says why"},
+        503: {"description": "Artifact store or broker unavailable"},
+        504: {"description": "No inference worker answered"},
+    },
+)
+def import_model(
+    session: SessionDep,
+    settings: SettingsDep,
+    key: CurrentKey,
+    file: Annotated[UploadFile, File(description="a .tar.gz from GET /v1/models/{id}/export?format=native")],
+) -> Any:
+    data = file.file.read()  # bounded by the BodySizeLimit middleware (MAX_UPLOAD_MB)
+    if not data:
+        raise unprocessable("file", "the file is empty")
+    model_id = new_id()
+    staging = f"imports/{model_id}.tar.gz"
+    try:
+        get_store().write_bytes(staging, data)
+    except ArtifactStoreError as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE, "the artifact store is unavailable; try again", {"Retry-After": "5"}
+        ) from exc
+    session.close()  # no connection held while a worker imports
+    filename = file.filename or "upload.tar.gz"
+    try:
+        inference_client.call(
+            settings, IMPORT, [staging, model_id, key.owner_id, filename], timeout=settings.export_timeout_seconds
+        )
+    except HTTPException as exc:
+        if exc.status_code == status.HTTP_422_UNPROCESSABLE_CONTENT:
+            raise unprocessable("file", str(exc.detail)) from exc
+        if exc.status_code != status.HTTP_504_GATEWAY_TIMEOUT:
+            get_store().delete(staging)
+            raise
+        # Queued but not answered: a worker may still import it (and deletes the upload either way), or the
+        # message expires unread and the model never appears (a later upload is a new import).
+        return JSONResponse(
+            {
+                "detail": f"model {model_id} is being imported; GET /v1/models/{model_id} shortly (404 after a few "
+                "minutes: no worker took it, upload it again)",
+                "id": model_id,
+            },
+            status.HTTP_202_ACCEPTED,
+            headers={"Location": f"/v1/models/{model_id}", "Retry-After": "10"},
+        )
+    return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))

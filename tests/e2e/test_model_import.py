@@ -1,0 +1,85 @@
+"""POST /v1/models/import with a real inference worker: a native export comes back as a new model that answers
+as the original does; a bad archive is a 422 naming why and leaves no row and no file."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+from sqlalchemy import create_engine, text
+
+
+def _models(served) -> int:
+    with create_engine(served["env"]["DATABASE_URL"]).connect() as c:
+        return c.execute(text("SELECT count(*) FROM models")).scalar_one()
+
+
+def _leftovers(served) -> list[str]:
+    root = served["artifacts"]
+    return (
+        sorted(str(p.relative_to(root)) for p in (root / "imports").rglob("*")) if (root / "imports").exists() else []
+    )
+
+
+def test_a_native_export_imports_as_a_model_that_translates_the_same(served):
+    api, original = served["api"], served["models"]["translation"]
+    archive = api.http.get(f"/v1/models/{original}/export", params={"format": "native"}, timeout=180)
+    assert archive.status_code == 200, archive.text
+    response = api.http.post(
+        "/v1/models/import", files={"file": ("numbers-native.tar.gz", archive.content)}, timeout=180
+    )
+    assert response.status_code == 201, response.text
+    imported = response.json()
+    source = api.http.get(f"/v1/models/{original}").json()
+    assert imported["id"] != original and imported["job_id"] is None and imported["source"] == "import"
+    assert (imported["config"], imported["tokenizer_fingerprint"], imported["parameters"]) == (
+        source["config"],
+        source["tokenizer_fingerprint"],
+        source["parameters"],
+    )
+    texts = ["forty two", "three hundred and twelve", "nine hundred and ninety"]
+    answers = [
+        api.http.post(f"/v1/models/{m}/translate", json={"texts": texts, "beam_size": 4}).json()["translations"]
+        for m in (original, imported["id"])
+    ]
+    assert [t["text"] for t in answers[0]] == [t["text"] for t in answers[1]]
+    assert [round(t["score"], 4) for t in answers[0]] == [round(t["score"], 4) for t in answers[1]]
+    assert _leftovers(served) == []  # the staging upload is gone
+    # it can be fine-tuned from, and deleted like any model
+    assert api.http.delete(f"/v1/models/{imported['id']}").status_code == 204
+
+
+def test_a_bad_archive_is_422_naming_why_and_leaves_nothing(served):
+    api = served["api"]
+    before = _models(served)
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        info = tarfile.TarInfo("m/../../escape.txt")
+        info.size = 1
+        tar.addfile(info, io.BytesIO(b"x"))
+    for name, data, message in (
+        ("evil.tar.gz", buffer.getvalue(), "points outside the archive"),
+        ("junk.tar.gz", b"not a tarball", "not a readable .tar.gz archive"),
+    ):
+        response = api.http.post("/v1/models/import", files={"file": (name, data)}, timeout=60)
+        assert response.status_code == 422, response.text
+        detail = response.json()["detail"][0]
+        assert detail["loc"][-1] == "file" and message in detail["msg"] and name in detail["msg"], detail
+    assert api.http.post("/v1/models/import", files={"file": ("empty.tar.gz", b"")}).status_code == 422
+    assert _models(served) == before and _leftovers(served) == []
+
+
+def test_the_command_line_exports_and_imports_a_model(served, tmp_path):
+    from tests.support.stack import run_cli
+
+    api, original = served["api"], served["models"]["translation"]
+    key = api.http.headers["authorization"].removeprefix("Bearer ")
+    auth = ["--url", served["url"], "--key", key]
+    archive = tmp_path / "native.tar.gz"
+    run_cli(served["env"], "export", original, "--format", "native", "-o", str(archive), *auth)
+    model_id = run_cli(served["env"], "import", str(archive), *auth).strip().splitlines()[-1]
+    imported = api.http.get(f"/v1/models/{model_id}").json()
+    assert (
+        imported["source"] == "import" and imported["config"] == api.http.get(f"/v1/models/{original}").json()["config"]
+    )
+    assert api.http.delete(f"/v1/models/{model_id}").status_code == 204

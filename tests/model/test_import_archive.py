@@ -1,0 +1,100 @@
+"""Reading an uploaded model archive (model/import_archive.py): the native export comes back whole; anything
+unsafe or unloadable is refused with a reason, before a byte of it is kept."""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from model.checkpoint import save_checkpoint
+from model.demo import reverse_task
+from model.export_archive import build_export
+from model.import_archive import ArchiveError, load_archive_folder, safe_extract
+from model.tokenizer import Tokenizer
+from tests.model.test_export import TEXTS, random_model
+
+MB = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """A native export of a small random model, and that model."""
+    tmp = tmp_path_factory.mktemp("native")
+    tokenizer = Tokenizer.train([t for p in reverse_task(300, seed=0) for t in p] + TEXTS, 300)
+    model = random_model(tokenizer.vocab_size)
+    checkpoint = save_checkpoint(tmp / "ckpt", model, tokenizer, "translation", metrics={"bleu": 12.5})
+    return build_export(checkpoint, "native", tmp / "m-native.tar.gz", "m-native"), model
+
+
+def _tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes | None]]) -> Path:
+    with tarfile.open(path, "w:gz") as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if data is not None else None)
+    return path
+
+
+def _file(name: str, data: bytes = b"x") -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    return info, data
+
+
+def test_the_native_export_unpacks_and_loads_with_the_same_weights(exported, tmp_path):
+    archive, model = exported
+    folder = safe_extract(archive, tmp_path / "x", 50 * MB)
+    assert folder.name == "m-native"
+    loaded, tokenizer, meta = load_archive_folder(folder)
+    assert meta["objective"] == "translation" and meta["metrics"] == {"bleu": 12.5}
+    assert all(torch.equal(loaded.state_dict()[k], v) for k, v in model.state_dict().items())
+    assert tokenizer.vocab_size == model.config.vocab_size
+
+
+def _symlink() -> tuple[tarfile.TarInfo, None]:
+    info = tarfile.TarInfo("m/link")
+    info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    return info, None
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ([_file("m/../../escape")], "points outside the archive"),
+        ([_file("/abs/model.safetensors")], "points outside the archive"),
+        ([_symlink()], "is a link or a device"),
+        ([_file("m/pytorch_model.bin")], "pickle file, refused"),
+        ([_file("a/config.json"), _file("b/config.json")], "must hold one folder, not ['a', 'b']"),
+        ([_file("m/big", b"x" * 2000)], "unpacks to more than 1000 bytes"),
+    ],
+)
+def test_an_unsafe_archive_is_refused_and_nothing_is_unpacked(tmp_path, members, message):
+    archive = _tar(tmp_path / "bad.tar.gz", members)
+    with pytest.raises(ArchiveError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        safe_extract(archive, tmp_path / "out", 1000)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").rglob("*"))
+
+
+def test_not_an_archive_or_not_a_native_model_is_refused(exported, tmp_path):
+    (tmp_path / "junk.tar.gz").write_bytes(b"this is not gzip")
+    with pytest.raises(ArchiveError, match="not a readable .tar.gz archive"):
+        safe_extract(tmp_path / "junk.tar.gz", tmp_path / "j", MB)
+    hf = _tar(tmp_path / "hf.tar.gz", [_file("opus/config.json", json.dumps({"model_type": "marian"}).encode())])
+    with pytest.raises(ArchiveError, match="looks like a Hugging Face folder"):
+        load_archive_folder(safe_extract(hf, tmp_path / "h", MB))
+    empty = _tar(tmp_path / "e.tar.gz", [_file("m/readme.txt")])
+    with pytest.raises(ArchiveError, match="holds no manifest.json"):
+        load_archive_folder(safe_extract(empty, tmp_path / "e", MB))
+
+
+def test_a_tampered_checkpoint_is_refused(exported, tmp_path):
+    folder = safe_extract(exported[0], tmp_path / "t", 50 * MB)
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # one weight's last byte
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ArchiveError, match="does not load"):
+        load_archive_folder(folder)

@@ -1,0 +1,94 @@
+"""Import an uploaded model archive (POST /v1/models/import) as one of the owner's models.
+
+The API stores the upload under a staging key and sends its id; this task unpacks it safely, verifies and loads
+the model (model/import_archive.py), writes it as a served checkpoint to models/<id>, inserts the row and
+deletes the staging file. Idempotent by model id: a redelivery finds the row and answers it. A refused archive
+leaves nothing: no row, no model files, no staging file.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from celery import shared_task
+
+from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
+from app.db.models import TrainedModel
+from app.db.session import session_scope
+from app.settings import get_settings
+from app.task_names import IMPORT
+from model.anatomy import count_parameters
+from model.checkpoint import save_checkpoint
+from model.checkpoint_files import checkpoint_sha256
+from model.import_archive import ArchiveError, load_archive_folder, safe_extract
+from worker.serving.errors import ModelUnavailable, RequestError
+from worker.tasks.inference import INFERENCE_TASK, errors_as_results
+
+log = logging.getLogger(__name__)
+UNPACKED_PER_UPLOADED = 4  # an archive may unpack to this many times MAX_UPLOAD_MB (safetensors barely compress)
+
+
+@shared_task(name=IMPORT, **INFERENCE_TASK)
+@errors_as_results
+def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -> dict[str, Any]:
+    with session_scope() as session:
+        if session.get(TrainedModel, model_id) is not None:
+            return {"model_id": model_id, "created": False}
+    settings, store = get_settings(), get_store()
+    key = f"models/{model_id}"
+    try:
+        archive = store.fetch(staging_key)
+        scratch = settings.data_dir.resolve() / "imports"
+        scratch.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=scratch) as tmp:
+            folder = safe_extract(
+                archive, Path(tmp) / "x", settings.max_upload_mb * 1024 * 1024 * UNPACKED_PER_UPLOADED
+            )
+            model, tokenizer, meta = load_archive_folder(folder)
+            target = save_checkpoint(
+                store.local_path(key),
+                model,
+                tokenizer,
+                meta["objective"],
+                step=int(meta.get("step", 0)),
+                metrics=meta.get("metrics", {}),
+                kind="model",
+                extra_meta={"imported_from": filename[:200], "noise": meta.get("noise", "span")},
+            )
+        store.push(target, key)
+        row = TrainedModel(
+            id=model_id,
+            owner_id=owner_id,
+            job_id=None,
+            objective=meta["objective"],
+            config=model.config.to_dict(),
+            tokenizer_fingerprint=tokenizer.fingerprint,
+            metrics={k: float(v) for k, v in (meta.get("metrics") or {}).items() if isinstance(v, int | float)},
+            source="import",
+            parameters=count_parameters(model.config)["total"],
+            storage_key=key,
+            sha256=checkpoint_sha256(target),
+            size_bytes=sum(f.stat().st_size for f in target.iterdir() if f.is_file()),
+        )
+        with session_scope() as session:
+            session.add(row)
+    except ArchiveError as exc:
+        raise RequestError(422, f"{filename}: {exc}") from exc
+    except ArtifactNotFound as exc:
+        raise ModelUnavailable(404, f"the upload {staging_key} is gone; upload the archive again") from exc
+    except ArtifactStoreError as exc:
+        store.delete(key)
+        raise ModelUnavailable(503, "the artifact store is unavailable; try again") from exc
+    except Exception:
+        store.delete(key)  # no model files without a row
+        raise
+    finally:
+        try:
+            store.delete(staging_key)
+        except ArtifactStoreError:
+            log.warning("import %s: the staging file %s was not deleted", model_id, staging_key)
+    log.info("imported %s as model %s (%s)", filename, model_id, meta["objective"])
+    return {"model_id": model_id, "created": True}
