@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model.decoding import eval_mode
+from model.decoding import eval_mode, never_emitted
 from model.transformer import DecoderCache, Transformer
 
 
@@ -140,6 +140,7 @@ def _search(
         step_ids = tokens[:, -1:] if use_cache else tokens  # the cache already holds the earlier positions
         hidden = model.decode(step_ids, memory, src_key_padding_mask, cache=cache)  # (b * k, T, d_model)
         logp = torch.log_softmax(model.project(hidden[:, -1]).float(), dim=-1)  # (b * k, V)
+        logp[:, never_emitted(cfg)] = float("-inf")
         if step < min_len:
             logp[:, cfg.eos_id] = float("-inf")
         b = len(alive)

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
+from model.config import ModelConfig
 from model.transformer import Transformer
 
 
@@ -64,13 +65,21 @@ def greedy_decode(
         for step in range(max(max_lens)):
             step_ids = ys[:, -1:] if use_cache else ys  # the cache already holds the earlier positions
             hidden = model.decode(step_ids, memory, src_key_padding_mask, cache=cache)  # (B, T, d_model)
-            next_ids = model.project(hidden[:, -1]).argmax(dim=-1)  # (B,)
+            logits = model.project(hidden[:, -1])  # (B, V)
+            logits[:, never_emitted(cfg)] = float("-inf")
+            next_ids = logits.argmax(dim=-1)  # (B,)
             next_ids = next_ids.masked_fill(finished, cfg.pad_id)
             ys = torch.cat([ys, next_ids[:, None]], dim=1)  # (B, T + 1)
             finished |= (next_ids == cfg.eos_id) | (at_limit <= step + 1)
             if finished.all():
                 break
     return [_strip(row[:limit], cfg.eos_id) for row, limit in zip(ys[:, 1:].tolist(), max_lens)]
+
+
+def never_emitted(cfg: ModelConfig) -> list[int]:
+    """Ids a decoder never outputs: <pad>, <s> and <mask> are inputs only (as generate() bans Marian's <pad>;
+    an imported Marian model's <s> row is its <pad> row, model/marian_import.py)."""
+    return [cfg.pad_id, cfg.bos_id, cfg.mask_id]
 
 
 def _strip(ids: list[int], eos_id: int) -> list[int]:

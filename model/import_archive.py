@@ -2,10 +2,11 @@
 
 Accepted: this service's `native` export (a checkpoint folder: manifest.json with every file's sha256,
 config.json, model.safetensors, tokenizer.json), verified file by file and loaded into a model before anything
-is kept. An archive is refused with ArchiveError, whose message names the problem: members that are links,
-devices, absolute paths or climb out with "..", more than one top folder, an unpacked size over the limit,
-pickle files (pytorch_model.bin: loading one runs code), a Hugging Face folder (not yet importable), or a
-checkpoint that fails its manifest or does not load.
+is kept; or a Hugging Face MarianMTModel folder as OPUS-MT publishes them (model/marian_import.py). An archive
+is refused with ArchiveError, whose message names the problem: members that are links, devices, absolute paths
+or climb out with "..", more than one top folder, an unpacked size over the limit, pickle files
+(pytorch_model.bin: loading one runs code), another kind of Hugging Face folder, or a model that fails its
+manifest or does not load.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from model.checkpoint import load_model
 from model.checkpoint_files import MANIFEST_FILE, CheckpointError
+from model.marian_import import MarianImportError, is_marian_folder, load_marian
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
 
@@ -67,9 +69,15 @@ def load_archive_folder(folder: Path) -> tuple[Transformer, Tokenizer, dict[str,
             return load_model(folder, "cpu")
         except (CheckpointError, ValueError, KeyError, RuntimeError) as exc:
             raise ArchiveError(f"the checkpoint in {folder.name!r} does not load: {exc}") from exc
+    if is_marian_folder(folder):
+        try:
+            model, tokenizer = load_marian(folder)
+        except (MarianImportError, OSError, RuntimeError) as exc:
+            raise ArchiveError(f"the Marian model in {folder.name!r} cannot be imported: {exc}") from exc
+        return model, tokenizer, {"objective": "translation", "metrics": {}, "imported_format": "marian"}
     if (folder / "config.json").is_file():
         raise ArchiveError(
-            f"{folder.name!r} looks like a Hugging Face folder (config.json without manifest.json): only this "
-            "service's native export can be imported so far"
+            f"{folder.name!r} has a config.json that is not a MarianMTModel's (model_type 'marian'): only Marian "
+            "models and this service's native export can be imported"
         )
     raise ArchiveError(f"{folder.name!r} holds no manifest.json: not a model exported with format=native")

@@ -61,7 +61,8 @@ def readable_token(token: str) -> str:
     return "\u2581" + text[1:] if text.startswith(" ") else text
 
 
-def _special_tokens() -> list[AddedToken]:
+def special_added_tokens() -> list[AddedToken]:
+    """The five special tokens as `tokenizers` adds them, at ids 0..4 (every tokenizer here, Marian imports too)."""
     # lstrip on <mask>: "the cat <mask> on" absorbs the space before <mask>, so the input looks exactly like
     # training data where a space-prefixed token ("Ġsat") was replaced by <mask> (RoBERTa does the same).
     return [AddedToken(t, special=True, normalized=False, lstrip=(t == "<mask>")) for t in SPECIAL_TOKENS]
@@ -198,7 +199,7 @@ def _train_byte_bpe(texts: Iterable[str], vocab_size: int, min_frequency: int) -
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
-        special_tokens=_special_tokens(),
+        special_tokens=special_added_tokens(),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
@@ -215,12 +216,15 @@ def _train_sentencepiece_style(
     if kind == "bpe":
         tk = HFTokenizer(models.BPE(unk_token="<unk>"))
         trainer: trainers.Trainer = trainers.BpeTrainer(
-            vocab_size=n_learned, min_frequency=min_frequency, special_tokens=_special_tokens(), show_progress=False
+            vocab_size=n_learned,
+            min_frequency=min_frequency,
+            special_tokens=special_added_tokens(),
+            show_progress=False,
         )
     else:
         tk = HFTokenizer(models.Unigram())
         trainer = trainers.UnigramTrainer(
-            vocab_size=n_learned, special_tokens=_special_tokens(), unk_token="<unk>", show_progress=False
+            vocab_size=n_learned, special_tokens=special_added_tokens(), unk_token="<unk>", show_progress=False
         )
     if normalization != "none":
         tk.normalizer = normalizers.NFKC() if normalization == "nfkc" else normalizers.NFC()

@@ -6,7 +6,15 @@ from __future__ import annotations
 import io
 import tarfile
 
+import pytest
 from sqlalchemy import create_engine, text
+
+from tests.support.marian import build_marian_folder
+
+
+@pytest.fixture(scope="module")
+def marian_folder(tmp_path_factory):
+    return build_marian_folder(tmp_path_factory.mktemp("opus"))
 
 
 def _models(served) -> int:
@@ -82,4 +90,48 @@ def test_the_command_line_exports_and_imports_a_model(served, tmp_path):
     assert (
         imported["source"] == "import" and imported["config"] == api.http.get(f"/v1/models/{original}").json()["config"]
     )
+    assert api.http.delete(f"/v1/models/{model_id}").status_code == 204
+
+
+def test_an_opus_mt_style_marian_folder_imports_and_translates_as_transformers_does(served, marian_folder, tmp_path):
+    """A MarianMTModel folder (built locally, tests/model/test_marian_import.py) as a .tar.gz: the imported model's
+    greedy translations over HTTP are what transformers' generate() gives; pickle weights are refused."""
+    import shutil
+
+    import torch
+    import transformers
+
+    from tests.model.test_marian_import import SOURCES
+
+    api = served["api"]
+    archive = tmp_path / "opus-mt-en-de.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(marian_folder, arcname="opus-mt-en-de")
+    response = api.http.post("/v1/models/import", files={"file": (archive.name, archive.read_bytes())}, timeout=180)
+    assert response.status_code == 201, response.text
+    model_id = response.json()["id"]
+    answer = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": SOURCES, "beam_size": 1}).json()
+    theirs = transformers.MarianMTModel.from_pretrained(marian_folder).eval()
+    tokenizer = transformers.MarianTokenizer.from_pretrained(marian_folder)
+    with torch.no_grad():
+        generated = theirs.generate(
+            **tokenizer(SOURCES, return_tensors="pt", padding=True),
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=64,
+            bad_words_ids=[[tokenizer.pad_token_id]],
+        )
+    expected = tokenizer.batch_decode(generated, skip_special_tokens=True)
+    assert [t["text"] for t in answer["translations"]] == expected
+    # the same folder with its weights as a pickle: refused, nothing kept
+    pickled = tmp_path / "pickled"
+    shutil.copytree(marian_folder, pickled / "opus")
+    (pickled / "opus" / "pytorch_model.bin").write_bytes(b"\x80\x04not really")
+    bad = tmp_path / "pickled.tar.gz"
+    with tarfile.open(bad, "w:gz") as tar:
+        tar.add(pickled / "opus", arcname="opus")
+    before = _models(served)
+    refused = api.http.post("/v1/models/import", files={"file": (bad.name, bad.read_bytes())}, timeout=60)
+    assert refused.status_code == 422 and "pickle file, refused" in refused.text, refused.text
+    assert _models(served) == before and _leftovers(served) == []
     assert api.http.delete(f"/v1/models/{model_id}").status_code == 204

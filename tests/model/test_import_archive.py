@@ -82,9 +82,12 @@ def test_not_an_archive_or_not_a_native_model_is_refused(exported, tmp_path):
     (tmp_path / "junk.tar.gz").write_bytes(b"this is not gzip")
     with pytest.raises(ArchiveError, match="not a readable .tar.gz archive"):
         safe_extract(tmp_path / "junk.tar.gz", tmp_path / "j", MB)
-    hf = _tar(tmp_path / "hf.tar.gz", [_file("opus/config.json", json.dumps({"model_type": "marian"}).encode())])
-    with pytest.raises(ArchiveError, match="looks like a Hugging Face folder"):
-        load_archive_folder(safe_extract(hf, tmp_path / "h", MB))
+    bert = _tar(tmp_path / "hf.tar.gz", [_file("bert/config.json", json.dumps({"model_type": "bert"}).encode())])
+    with pytest.raises(ArchiveError, match="not a MarianMTModel's"):
+        load_archive_folder(safe_extract(bert, tmp_path / "h", MB))
+    marian = _tar(tmp_path / "m.tar.gz", [_file("opus/config.json", json.dumps({"model_type": "marian"}).encode())])
+    with pytest.raises(ArchiveError, match=r"cannot be imported: a Marian folder needs .* lacks \['model.safetensors'"):
+        load_archive_folder(safe_extract(marian, tmp_path / "m", MB))
     empty = _tar(tmp_path / "e.tar.gz", [_file("m/readme.txt")])
     with pytest.raises(ArchiveError, match="holds no manifest.json"):
         load_archive_folder(safe_extract(empty, tmp_path / "e", MB))

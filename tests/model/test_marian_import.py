@@ -1,0 +1,121 @@
+"""A MarianMTModel folder as OPUS-MT publishes them (tests/support/marian.py builds one: nothing is downloaded),
+imported as our model: the same token ids as MarianTokenizer, the same greedy translations as generate()."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import transformers
+
+from model.decoding import greedy_decode
+from model.demo import numbers_to_words_task
+from model.marian_import import MarianImportError, is_marian_folder, load_marian
+from tests.support.marian import build_marian_folder
+
+SOURCES = ["three hundred and twelve", "the dogs bark in the garden", "forty two", "Ünïcödé  spaces  here"]
+
+
+@pytest.fixture(scope="module")
+def marian_folder(tmp_path_factory) -> Path:
+    return build_marian_folder(tmp_path_factory.mktemp("opus"))
+
+
+def _ours_of(folder: Path) -> dict[int, int]:
+    """Marian id -> our id (model/marian_import.py reorders the vocabulary)."""
+    vocab = json.loads((folder / "vocab.json").read_text())
+    pad, eos, unk = vocab["<pad>"], vocab["</s>"], vocab["<unk>"]
+    rest = [i for i in range(len(vocab)) if i not in (pad, eos, unk)]
+    return {pad: 0, eos: 2, unk: 3, **{m: 5 + k for k, m in enumerate(rest)}}
+
+
+def test_the_tokenizer_gives_marians_ids_and_decodes_as_it_does(marian_folder):
+    assert is_marian_folder(marian_folder)
+    _, ours = load_marian(marian_folder)
+    theirs = transformers.MarianTokenizer.from_pretrained(marian_folder)
+    to_ours = _ours_of(marian_folder)
+    for text in SOURCES:
+        expected = [to_ours[i] for i in theirs(text)["input_ids"]]
+        assert ours.encode(text) + [ours.eos_id] == expected, text
+    target = theirs(text_target=["dreihundertzwölf", "die hunde bellen"])
+    target_ids = target["labels"] if "labels" in target else target["input_ids"]
+    assert all(len(ids) > 2 for ids in target_ids)
+    for ids in target_ids:
+        assert ours.decode([to_ours[i] for i in ids]) == theirs.decode(ids, skip_special_tokens=True)
+
+
+def test_greedy_translations_are_those_of_transformers(marian_folder):
+    model, tokenizer = load_marian(marian_folder)
+    theirs_model = transformers.MarianMTModel.from_pretrained(marian_folder).eval()
+    theirs = transformers.MarianTokenizer.from_pretrained(marian_folder)
+    pad = theirs.pad_token_id
+    batch = theirs(SOURCES, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = theirs_model.generate(
+            **batch, num_beams=1, do_sample=False, max_new_tokens=20, bad_words_ids=[[pad]], min_length=0
+        )
+    to_ours = _ours_of(marian_folder)
+    src = [tokenizer.encode(s) + [tokenizer.eos_id] for s in SOURCES]
+    width = max(map(len, src))
+    src_ids = torch.tensor([ids + [0] * (width - len(ids)) for ids in src])
+    ours = greedy_decode(model, src_ids, max_len=20)
+    for row, mine in zip(generated.tolist(), ours):
+        expected = [to_ours[i] for i in row[1:]]  # after the decoder start
+        expected = expected[: expected.index(2)] if 2 in expected else expected
+        assert mine == expected, (mine, expected)
+    assert tokenizer.decode_batch(ours) == theirs.batch_decode(generated, skip_special_tokens=True)
+    assert sum(len(set(x)) for x in ours) > 2 * len(ours), ours  # not one token repeated: the comparison says something
+
+
+def test_what_does_not_fit_is_refused_naming_it(marian_folder, tmp_path):
+    import shutil
+
+    bad = tmp_path / "prenorm"
+    shutil.copytree(marian_folder, bad)
+    config = json.loads((bad / "config.json").read_text())
+    (bad / "config.json").write_text(json.dumps({**config, "normalize_before": True}))
+    with pytest.raises(MarianImportError, match="normalize_before=True: pre-norm"):
+        load_marian(bad)
+    (bad / "config.json").write_text(json.dumps(config))
+    (bad / "source.spm").unlink()
+    with pytest.raises(MarianImportError, match=r"lacks \['source.spm'\]"):
+        load_marian(bad)
+
+
+def test_an_imported_marian_archive_is_fine_tuned_and_exported_again(marian_folder, tmp_path):
+    """Through the upload path (a .tar.gz of the folder), then as any model of ours: trained from, and exported
+    to a MarianMTModel again that generates what ours does."""
+    import tarfile
+
+    from model.checkpoint import save_checkpoint
+    from model.export_archive import build_export
+    from model.import_archive import load_archive_folder, safe_extract
+    from model.prepare import prepare, start_from
+    from model.train_config import TrainConfig
+    from model.trainer import train
+
+    archive = tmp_path / "opus.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(marian_folder, arcname="opus-mt-en-de")
+    model, tokenizer, meta = load_archive_folder(safe_extract(archive, tmp_path / "x", 50 * 1024 * 1024))
+    assert meta["objective"] == "translation"
+    checkpoint = save_checkpoint(tmp_path / "imported", model, tokenizer, "translation")
+    data = prepare("translation", numbers_to_words_task(60, seed=3), tokenizer=tokenizer, max_len=32)
+    tuned = train(start_from(data, model), TrainConfig(max_steps=2, warmup_steps=1, max_tokens_per_batch=256))
+    assert tuned.step == 2
+    out = build_export(checkpoint, "huggingface", tmp_path / "hf.tar.gz", "hf")
+    with tarfile.open(out) as tar:
+        tar.extractall(tmp_path / "hf", filter="data")
+    again = transformers.MarianMTModel.from_pretrained(tmp_path / "hf" / "hf").eval()
+    again_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf" / "hf")
+    batch = again_tokenizer(SOURCES, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        generated = again.generate(
+            **batch, num_beams=1, do_sample=False, max_new_tokens=20, bad_words_ids=[[0], [1], [4]]
+        )
+    src = [tokenizer.encode(s) + [tokenizer.eos_id] for s in SOURCES]
+    width = max(map(len, src))
+    ours = greedy_decode(model, torch.tensor([ids + [0] * (width - len(ids)) for ids in src]), max_len=20)
+    assert again_tokenizer.batch_decode(generated, skip_special_tokens=True) == tokenizer.decode_batch(ours)
