@@ -66,9 +66,15 @@ def load_archive_folder(folder: Path) -> tuple[Transformer, Tokenizer, dict[str,
     """The model in an unpacked archive folder (native format), verified against its manifest."""
     if (folder / MANIFEST_FILE).is_file():
         try:
-            return load_model(folder, "cpu")
+            model, tokenizer, meta = load_model(folder, "cpu")
         except (CheckpointError, ValueError, KeyError, RuntimeError) as exc:
             raise ArchiveError(f"the checkpoint in {folder.name!r} does not load: {exc}") from exc
+        if tokenizer.vocab_size != model.config.vocab_size:
+            raise ArchiveError(
+                f"the tokenizer has {tokenizer.vocab_size} tokens but the weights {model.config.vocab_size} rows: "
+                "they do not belong together"
+            )
+        return model, tokenizer, meta
     if is_marian_folder(folder):
         try:
             model, tokenizer = load_marian(folder)

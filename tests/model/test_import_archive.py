@@ -101,3 +101,19 @@ def test_a_tampered_checkpoint_is_refused(exported, tmp_path):
     weights.write_bytes(bytes(data))
     with pytest.raises(ArchiveError, match="does not load"):
         load_archive_folder(folder)
+
+
+def test_a_tokenizer_that_does_not_match_the_weights_is_refused(tmp_path):
+    """A forged checkpoint: another tokenizer, with config.json and the manifest rewritten to agree with it."""
+    from model.checkpoint_files import read_checkpoint_files, write_checkpoint_files
+
+    tokenizer = Tokenizer.train([t for p in reverse_task(300, seed=0) for t in p] + TEXTS, 300)
+    honest = save_checkpoint(tmp_path / "m", random_model(tokenizer.vocab_size), tokenizer, "translation")
+    files, _ = read_checkpoint_files(honest, verify=True)
+    other = Tokenizer.train([t for p in reverse_task(300, seed=1) for t in p], 270)
+    config = json.loads(files["config.json"])
+    files["tokenizer.json"] = other.to_json_str().encode()
+    files["config.json"] = json.dumps({**config, "tokenizer_fingerprint": other.fingerprint}).encode()
+    forged = write_checkpoint_files(tmp_path / "forged", files)
+    with pytest.raises(ArchiveError, match=f"the tokenizer has {other.vocab_size} tokens but the weights"):
+        load_archive_folder(forged)
