@@ -111,7 +111,7 @@ function jobRow(job) {
 const ROUTES = [
   [/^#\/jobs\/([\w-]+)$/, renderJob],
   [/^#\/jobs(\?.*)?$/, renderJobs],
-  [/^#\/new$/, renderNewJob],
+  [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
   [/^#\/models\/([\w-]+)$/, renderModel],
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],

@@ -207,7 +207,9 @@ export function renderModel(container, modelId) {
     const c = m.config;
     clear(container,
       h("div", { class: "page-head" }, h("h1", {}, `Model ${shortId(m.id)}`),
-        m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from") : h("span", { class: "muted" }, "imported")),
+        h("div", { class: "inline" },
+          m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from") : h("span", { class: "muted" }, "imported"),
+          h("a", { class: "button", id: "fine-tune", href: `#/new?from=${m.id}` }, "Fine-tune"))),
       h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
         h("dt", {}, "objective"), h("dd", {}, m.objective),
         h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),

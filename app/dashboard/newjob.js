@@ -1,5 +1,6 @@
-// New-job form: pick or upload a dataset, choose objective, preset and training settings, see the
-// parameter count and memory estimate (POST /v1/estimate) before submitting.
+// New-job form: pick or upload a dataset, choose objective, preset and training settings (or a model to start
+// from: fine-tuning), an optional test set, and see the parameter count and memory estimate (POST /v1/estimate)
+// before submitting. #/new?from=<model id> opens it starting from that model.
 
 import { api } from "./api.js";
 import { anatomyBars } from "./charts.js";
@@ -11,7 +12,7 @@ function num(id, value, attrs = {}) {
   return h("input", { id, name: id, type: "number", inputmode: "numeric", value, ...attrs });
 }
 
-export function renderNewJob(container) {
+export function renderNewJob(container, fromModel) {
   const objective = h("select", { id: "objective", name: "objective" },
     h("option", { value: "translation" }, "translation (parallel corpus)"),
     h("option", { value: "denoising" }, "denoising / fill-mask (plain text)"));
@@ -21,6 +22,10 @@ export function renderNewJob(container) {
       .map(([v, t]) => h("option", { value: v }, t)));
   const dataset = h("select", { id: "dataset", name: "dataset", required: true });
   const validDataset = h("select", { id: "valid-dataset", name: "valid-dataset" });
+  const testDataset = h("select", { id: "test-dataset", name: "test-dataset" });
+  const testField = field("Test set (optional)", testDataset, "the trained model is scored on it (BLEU, chrF) when the job succeeds");
+  const initModel = h("select", { id: "init-model", name: "init-model" });
+  const modelCard = h("div", { id: "model-settings" });
   const file = h("input", { id: "upload-file", type: "file", accept: ".jsonl,.json,.tsv,.txt,text/plain" });
   const uploadName = h("input", { id: "upload-name", type: "text", placeholder: "defaults to the file name" });
   const uploadButton = h("button", { type: "button", class: "secondary", id: "upload-button" }, "Upload dataset");
@@ -64,15 +69,14 @@ export function renderNewJob(container) {
       field("Objective", objective),
       field("Training dataset", dataset),
       field("Validation dataset (optional)", validDataset, "without one, a fraction of the training data is held out"),
+      testField,
       h("details", { class: "upload", open: true },
         h("summary", {}, "Upload a new dataset"),
         h("p", { class: "muted" }, "Parallel: JSONL {\"source\",\"target\"} or TSV source<TAB>target. Plain text: one sentence a line."),
         field("File", file), field("Name", uploadName), uploadButton, uploadStatus)),
     h("section", { class: "card" }, h("h2", {}, "Model"),
-      field("Preset", preset), field("Vocabulary size", t.vocab_size, "subword vocabulary shared by source and target"),
-      field("Tokenizer", tokenizer, "trained on the job's data"),
-      h("details", {}, h("summary", {}, "Override the preset"),
-        h("div", { class: "grid2" }, Object.entries(overrides).map(([k, el]) => field(k, el))))),
+      field("Start from", initModel, "a trained model: its weights, architecture and tokenizer (fine-tuning, at a quarter of the learning rate)"),
+      modelCard),
     h("section", { class: "card" }, h("h2", {}, "Training"),
       h("div", { class: "grid2" },
         field("Time budget (minutes)", maxMinutes, "blank settings are then chosen from the budget"),
@@ -81,7 +85,25 @@ export function renderNewJob(container) {
         field("Checkpoint every", t.checkpoint_every), noiseField)),
     h("section", { class: "card" }, h("h2", {}, "Estimate"), estimateBox),
     h("div", { class: "actions" }, submit, submitStatus));
+  modelCard.append(
+    field("Preset", preset), field("Vocabulary size", t.vocab_size, "subword vocabulary shared by source and target"),
+    field("Tokenizer", tokenizer, "trained on the job's data"),
+    h("details", {}, h("summary", {}, "Override the preset"),
+      h("div", { class: "grid2" }, Object.entries(overrides).map(([k, el]) => field(k, el)))));
   clear(container, h("h1", {}, "New training job"), form);
+
+  let models = [];
+  function fillModels() {
+    const keep = initModel.value || fromModel || "";
+    const matching = models.filter((m) => m.objective === objective.value);
+    initModel.replaceChildren(h("option", { value: "" }, "nothing: new weights"),
+      ...matching.map((m) => h("option", { value: m.id, selected: m.id === keep },
+        `model ${m.id.slice(0, 8)} — ${fmtCount(m.parameters)} parameters, ${m.source}`)));
+    modelCard.hidden = initModel.value !== "";
+  }
+  initModel.addEventListener("change", () => { modelCard.hidden = initModel.value !== ""; scheduleEstimate(); });
+  api("/v1/models?limit=200").then((page) => { models = page.data; fillModels(); scheduleEstimate(); })
+    .catch((err) => submitStatus.append(errorBox(`Could not list models: ${err.message}`)));
 
   let datasets = [];
   function fillDatasets(selectId) {
@@ -93,6 +115,9 @@ export function renderNewJob(container) {
     dataset.replaceChildren(matching.length ? null : h("option", { value: "" }, `no ${kind} datasets: upload one`),
                             ...matching.map((d) => option(d, d.id === selectId)));
     validDataset.replaceChildren(h("option", { value: "" }, "none"), ...matching.map((d) => option(d, false)));
+    const keepTest = testDataset.value;
+    testDataset.replaceChildren(h("option", { value: "" }, "none"), ...matching.map((d) => option(d, d.id === keepTest)));
+    testField.hidden = objective.value !== "translation";
     if (!selectId && matching.some((d) => d.id === keep)) dataset.value = keep;
     if (matching.some((d) => d.id === keepValid)) validDataset.value = keepValid;
   }
@@ -142,12 +167,25 @@ export function renderNewJob(container) {
     training.tokenizer = tokenizer.value;
     const b = { objective: objective.value, dataset_id: dataset.value || null, model: modelSpec(), training };
     if (validDataset.value) b.valid_dataset_id = validDataset.value;
+    if (testDataset.value && objective.value === "translation") b.test_dataset_id = testDataset.value;
+    if (initModel.value) {  // the architecture and tokenizer are the model's
+      b.init_model_id = initModel.value;
+      b.model = {};
+      delete training.tokenizer;
+    }
     return b;
   }
 
   let estimateTimer = null, estimateSeq = 0;
   async function estimate() {
     const seq = ++estimateSeq;
+    const start = models.find((m) => m.id === initModel.value);
+    if (start) {
+      const c = start.config;
+      clear(estimateBox, h("p", { class: "big-number" }, h("span", { id: "estimate-params" }, fmtCount(start.parameters)), " parameters"),
+        h("p", { class: "muted" }, `model ${start.id.slice(0, 8)}'s architecture: d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, vocabulary ${c.vocab_size}`));
+      return;
+    }
     try {
       const e = await api("/v1/estimate", { method: "POST",
         json: { model: modelSpec(), tokens_per_batch: intOf(t.max_tokens_per_batch) ?? 4096 } });
@@ -173,6 +211,7 @@ export function renderNewJob(container) {
   objective.addEventListener("change", () => {
     noiseField.hidden = objective.value !== "denoising";
     fillDatasets();
+    fillModels();
   });
   form.addEventListener("input", (e) => { if (e.target !== file && e.target !== uploadName) scheduleEstimate(); });
   form.addEventListener("change", scheduleEstimate);

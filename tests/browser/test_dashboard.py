@@ -176,6 +176,34 @@ def test_the_model_page_evaluates_on_a_test_set_and_shows_the_scores(submitted):
     p.screenshot("model-evaluations")
 
 
+def test_fine_tune_starts_a_job_from_the_model_and_its_model_names_the_parent(submitted):
+    """The model page's Fine-tune button opens the form starting from that model (its architecture card hidden);
+    the job trains, scores its test set, and its model links back to the parent."""
+    p, job_id = submitted
+    page = p.page
+    page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    page.locator("#model-link").click()
+    page.wait_for_selector("#fine-tune")
+    parent = page.url.rsplit("/", 1)[1]
+    page.locator("#fine-tune").click()
+    page.wait_for_selector(f"#init-model option[value='{parent}']", state="attached")
+    assert page.locator("#init-model").input_value() == parent
+    assert page.locator("#model-settings").is_hidden()
+    page.locator("#estimate", has_text=f"model {parent[:8]}'s architecture").wait_for()
+    page.locator("#test-dataset").select_option(index=1)
+    _fill_training_form(p, max_steps=10, warmup_steps=5, eval_every=10, checkpoint_every=10, max_tokens_per_batch=2048)
+    p.screenshot("new-job-fine-tune")
+    page.get_by_role("button", name="Submit job").click()
+    page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
+    page.wait_for_selector("#model-link", timeout=180_000)
+    page.locator("#model-link").click()
+    page.wait_for_selector("#parent-model")
+    assert page.locator("#parent-model").get_attribute("href") == f"#/models/{parent}"
+    page.wait_for_selector("#evaluations-table tr[data-evaluation] .status-succeeded", timeout=120_000)
+    assert "(its job's)" in page.inner_text("#evaluations-table")
+    p.screenshot("model-fine-tuned")
+
+
 def test_attention_viewer_draws_heatmaps_with_hover(submitted):
     p, _ = submitted
     page = p.page
