@@ -6,6 +6,32 @@ import { evaluationsPanel } from "./evaluations.js";
 import { alignmentView, anatomyBars, bars, heatmap } from "./charts.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
 
+/** Upload a model archive: a native export of this service, or an OPUS-MT (Marian) folder as a .tar.gz. */
+function importCard() {
+  const file = h("input", { id: "import-file", type: "file", accept: ".tar.gz,.tgz,application/gzip" });
+  const out = h("div", { id: "import-status", "aria-live": "polite" });
+  const button = h("button", { type: "button", id: "import-button", class: "secondary" }, "Import");
+  button.addEventListener("click", async () => {
+    out.replaceChildren();
+    if (!file.files.length) { out.append(errorBox("Choose a .tar.gz to import.")); return; }
+    const form = new FormData();
+    form.append("file", file.files[0]);
+    button.disabled = true;
+    out.append(h("p", { class: "muted" }, "Uploading and checking…"));
+    try {
+      const m = await api("/v1/models/import", { method: "POST", form });
+      location.hash = `#/models/${m.id}`;
+    } catch (err) {
+      out.replaceChildren(errorBox(`Not imported: ${err.message}`));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return h("details", { class: "card", id: "import" }, h("summary", {}, "Import a model"),
+    h("p", { class: "muted" }, "A .tar.gz: a native download of this service, or an OPUS-MT (Marian) folder with source.spm, target.spm, vocab.json and safetensors weights."),
+    h("div", { class: "inline" }, field("Archive", file), button), out);
+}
+
 export function renderModels(container) {
   const controller = new AbortController();
   clear(container, h("h1", {}, "Models"), h("p", { class: "muted" }, "Loading…"));
@@ -17,7 +43,7 @@ export function renderModels(container) {
       h("td", { "data-label": "Metrics" }, Object.entries(m.metrics).slice(0, 4).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ")),
       h("td", { "data-label": "Job" }, m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, shortId(m.job_id)) : "imported"),
       h("td", { "data-label": "Created" }, fmtTime(m.created_at))));
-    clear(container, h("h1", {}, "Models"), page.data.length ? h("div", { class: "card flush" }, h("table", {},
+    clear(container, h("h1", {}, "Models"), importCard(), page.data.length ? h("div", { class: "card flush" }, h("table", {},
       h("thead", {}, h("tr", {}, ["Model", "Objective", "Parameters", "Metrics", "Job", "Created"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, rows))) : h("p", { class: "muted" }, "No trained models yet."));
   }).catch((err) => { if (err.name !== "AbortError") clear(container, h("h1", {}, "Models"), errorBox(err.message)); });

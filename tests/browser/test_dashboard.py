@@ -204,6 +204,29 @@ def test_fine_tune_starts_a_job_from_the_model_and_its_model_names_the_parent(su
     p.screenshot("model-fine-tuned")
 
 
+def test_the_models_page_imports_an_archive_and_says_why_it_refuses_one(submitted, tmp_path):
+    p, job_id = submitted
+    page = p.page
+    headers = {"Authorization": f"Bearer {p.stack.key}"}
+    model_id = httpx.get(f"{p.stack.url}/v1/jobs/{job_id}", headers=headers).json()["model_id"]
+    archive = httpx.get(f"{p.stack.url}/v1/models/{model_id}/export?format=native", headers=headers, timeout=120)
+    assert archive.status_code == 200
+    (tmp_path / "native.tar.gz").write_bytes(archive.content)
+    (tmp_path / "junk.tar.gz").write_bytes(b"not an archive")
+    page.goto(f"{p.stack.url}/dashboard#/models")
+    page.locator("#import summary").click()
+    page.locator("#import-file").set_input_files(str(tmp_path / "junk.tar.gz"))
+    page.locator("#import-button").click()
+    page.locator("#import-status .error", has_text="not a readable .tar.gz archive").wait_for()
+    page.locator("#import-file").set_input_files(str(tmp_path / "native.tar.gz"))
+    page.locator("#import-button").click()
+    page.wait_for_url(re.compile(r".*#/models/[0-9a-f-]{36}$"), timeout=60_000)
+    imported = page.url.rsplit("/", 1)[1]
+    assert imported != model_id
+    page.locator(".page-head", has_text="imported").wait_for()
+    p.screenshot("model-imported")
+
+
 def test_attention_viewer_draws_heatmaps_with_hover(submitted):
     p, _ = submitted
     page = p.page
