@@ -228,6 +228,34 @@ def cmd_import(args: argparse.Namespace) -> None:
     print(model["id"])
 
 
+def cmd_translate(args: argparse.Namespace) -> None:
+    """Translate a text file in the background, wait, and write the result (same lines, translated)."""
+    path = Path(args.file)
+    with _client(args) as client:
+        with open(path, "rb") as f:
+            row = _check(
+                client.post(
+                    f"/v1/models/{args.model}/translations",
+                    files={"file": (path.name, f)},
+                    data={"beam_size": str(args.beam_size), "language": args.language},
+                    timeout=300,
+                )
+            )
+        url = f"/v1/models/{args.model}/translations/{row['id']}"
+        while row["status"] in ("queued", "running"):
+            print(f"translation {row['id']}: {row['status']} {row['progress']:.0%}", file=sys.stderr)
+            time.sleep(args.interval)
+            row = _check(client.get(url))
+        if row["status"] != "succeeded":
+            sys.exit(f"error: translation {row['id']} {row['status']}: {row['error']}")
+        response = client.get(row["result_url"])
+        if response.status_code >= 400:
+            _check(response)
+    out = Path(args.output or path.with_name(f"{path.stem}.{args.model[:8]}{path.suffix or '.txt'}"))
+    out.write_bytes(response.content)
+    print(out)
+
+
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("upload", help="upload a dataset file; prints its id")
     p.add_argument("file")
@@ -277,5 +305,13 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p = sub.add_parser("import", help="upload a model archive (an export with --format native); prints its id")
     p.add_argument("file")
     p.set_defaults(func=cmd_import)
-    for name in ("upload", "submit", "status", "jobs", "models", "export", "evaluate", "import"):
+    p = sub.add_parser("translate", help="translate a text file (one segment a line); writes the translated file")
+    p.add_argument("model")
+    p.add_argument("file")
+    p.add_argument("-o", "--output", help="file to write (default: FILE with the model's short id before the suffix)")
+    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--language", default="en", help="the source's language, for sentence splitting")
+    p.add_argument("--interval", type=float, default=1.0)
+    p.set_defaults(func=cmd_translate)
+    for name in ("upload", "submit", "status", "jobs", "models", "export", "evaluate", "import", "translate"):
         add_connection_arguments(sub.choices[name])

@@ -11,6 +11,7 @@ from app.api import (
     estimate,
     evaluations,
     exports,
+    file_translations,
     health,
     inference,
     jobs,
@@ -44,6 +45,7 @@ def create_app() -> FastAPI:
     app.include_router(models.router, **KEYED)
     app.include_router(exports.router, **KEYED)
     app.include_router(evaluations.router, **KEYED)
+    app.include_router(file_translations.router, **KEYED)
     app.include_router(inference.router, **KEYED)
     app.include_router(estimate.router, **KEYED)
     app.include_router(workers.router, **KEYED)

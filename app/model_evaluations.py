@@ -10,7 +10,7 @@ from celery import Celery
 from sqlalchemy.orm import Session
 
 from app.api.errors import unprocessable
-from app.db import evaluation_rows
+from app.db import task_rows
 from app.db.models import Dataset, Evaluation, TrainedModel
 from app.db.session import session_scope
 from app.queueing import get_sender
@@ -62,5 +62,7 @@ def dispatch(evaluation_id: str, celery: Celery | None = None) -> None:
         (celery or get_sender()).send_task(EVALUATE, args=[evaluation_id], queue=INFERENCE_QUEUE)
     except Exception as exc:
         with session_scope() as session:
-            evaluation_rows.fail(session, evaluation_id, f"the broker is unavailable ({type(exc).__name__}); ask again")
+            task_rows.fail(
+                session, Evaluation, evaluation_id, f"the broker is unavailable ({type(exc).__name__}); ask again"
+            )
         raise

@@ -52,6 +52,7 @@ app.conf.include = [
     "worker.tasks.export",
     "worker.tasks.evaluation",
     "worker.tasks.model_import",
+    "worker.tasks.file_translation",
 ]
 
 

@@ -13,7 +13,7 @@ from app.api.errors import not_found
 from app.api.models import owned_model
 from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
-from app.db import evaluation_rows
+from app.db import task_rows
 from app.db.models import Evaluation
 from app.model_evaluations import create, dispatch
 from app.schemas.common import Page
@@ -23,13 +23,13 @@ router = APIRouter(prefix="/v1/models", tags=["evaluations"])
 
 
 def public(evaluation: Evaluation) -> EvaluationPublic:
-    done = evaluation.status == evaluation_rows.SUCCEEDED
+    done = evaluation.status == task_rows.SUCCEEDED
     return EvaluationPublic(
         id=evaluation.id,
         model_id=evaluation.model_id,
         dataset_id=evaluation.dataset_id,
         job_id=evaluation.job_id,
-        status=evaluation.status,  # type: ignore[arg-type]  # one of EvaluationStatus, written by evaluation_rows
+        status=evaluation.status,  # type: ignore[arg-type]  # one of EvaluationStatus, written by task_rows
         error=evaluation.error,
         settings=evaluation.settings,
         sentences=evaluation.sentences,
@@ -114,7 +114,7 @@ def read_evaluation(model_id: str, evaluation_id: str, session: SessionDep, key:
 )
 def read_hypotheses(model_id: str, evaluation_id: str, session: SessionDep, key: CurrentKey) -> Response:
     evaluation = owned_evaluation(session, model_id, evaluation_id, key.owner_id)
-    if evaluation.status != evaluation_rows.SUCCEEDED or evaluation.hypotheses_key is None:
+    if evaluation.status != task_rows.SUCCEEDED or evaluation.hypotheses_key is None:
         raise HTTPException(
             status.HTTP_409_CONFLICT, f"evaluation {evaluation_id} is {evaluation.status}, not succeeded"
         )

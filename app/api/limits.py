@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.settings import get_settings
 
 UPLOAD_PATHS = ("/v1/datasets", "/v1/models/import")
+UPLOAD_PATTERNS = (re.compile(r"^/v1/models/[^/]+/translations$"),)  # a file to translate
 
 
 class BodyTooLarge(Exception):
@@ -24,7 +26,7 @@ class BodySizeLimit:
     @staticmethod
     def limit_for(path: str) -> tuple[int, str]:
         settings = get_settings()
-        if path.rstrip("/") in UPLOAD_PATHS:
+        if path.rstrip("/") in UPLOAD_PATHS or any(p.match(path.rstrip("/")) for p in UPLOAD_PATTERNS):
             return settings.max_upload_mb * 1024 * 1024, f"MAX_UPLOAD_MB={settings.max_upload_mb}"
         return settings.max_body_kb * 1024, f"MAX_BODY_KB={settings.max_body_kb}"
 

@@ -12,6 +12,7 @@ from app.api.errors import not_found
 from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
 from app.db.models import TrainedModel
+from app.file_translations import translations_prefix
 from app.model_evaluations import evaluations_prefix
 from app.model_exports import exports_prefix
 from app.schemas.common import Page
@@ -56,6 +57,7 @@ def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Respons
     try:
         get_store().delete(exports_prefix(model.id))  # downloads built from it first: never left without a model
         get_store().delete(evaluations_prefix(model.id))  # hypotheses of its evaluations (rows: ON DELETE CASCADE)
+        get_store().delete(translations_prefix(model.id))  # files translated with it, likewise
         get_store().delete(model.storage_key)
     except ArtifactStoreError as exc:
         raise HTTPException(

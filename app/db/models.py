@@ -219,3 +219,28 @@ class Evaluation(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class FileTranslation(Base):
+    """A text file translated by a model in the background: the source and the result live in the artifact store.
+
+    queued -> running -> succeeded | failed, as an Evaluation (app/db/task_rows.py moves both)."""
+
+    __tablename__ = "file_translations"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, language (of the sentence splitter)
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    lines: Mapped[int] = mapped_column(default=0)
+    sentences: Mapped[int] = mapped_column(default=0)
+    translated: Mapped[int] = mapped_column(default=0)  # sentences so far
+    source_key: Mapped[str] = mapped_column(String(500))
+    result_key: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -14,7 +14,7 @@ from celery import shared_task
 from sacrebleu.metrics import BLEU, CHRF
 
 from app.artifacts import ArtifactStoreError, get_store
-from app.db import evaluation_rows
+from app.db import task_rows
 from app.db.models import Dataset, Evaluation
 from app.db.session import session_scope
 from app.model_evaluations import hypotheses_key
@@ -41,7 +41,7 @@ def score(hypotheses: list[str], references: list[str], tokenize: str) -> dict[s
 def _load(evaluation_id: str) -> tuple[Evaluation, list[tuple[str, str]]] | None:
     with session_scope() as session:
         evaluation = session.get(Evaluation, evaluation_id)
-        if evaluation is None or evaluation.status in (evaluation_rows.SUCCEEDED, evaluation_rows.FAILED):
+        if evaluation is None or evaluation.status in (task_rows.SUCCEEDED, task_rows.FAILED):
             return None  # deleted with its model, or over: a redelivery has nothing to do
         dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
         if dataset is None:
@@ -58,7 +58,7 @@ def _evaluate(evaluation_id: str) -> None:
         return
     evaluation, rows = loaded
     with session_scope() as session:
-        if not evaluation_rows.claim(session, evaluation_id, len(rows)):
+        if not task_rows.claim(session, Evaluation, evaluation_id, sentences=len(rows)):
             return
     model = cache().get(evaluation.model_id)
     settings, limit = evaluation.settings, model.model.config.max_positions
@@ -73,14 +73,14 @@ def _evaluate(evaluation_id: str) -> None:
         )
         hypotheses += [next(decoded)["text"] if ok else "" for ok in fits[start : start + CHUNK]]
         with session_scope() as session:
-            if not evaluation_rows.progress(session, evaluation_id, len(hypotheses)):
+            if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
                 return  # deleted meanwhile
     scores = score(hypotheses, [target for _, target in rows], settings["tokenize"])
     scores["too_long"] = fits.count(False)
     key = hypotheses_key(evaluation.model_id, evaluation_id)
     get_store().write_bytes(key, "".join(h.replace("\n", " ") + "\n" for h in hypotheses).encode())
     with session_scope() as session:
-        evaluation_rows.succeed(session, evaluation_id, scores, key)
+        task_rows.succeed(session, Evaluation, evaluation_id, scores=scores, hypotheses_key=key)
     log.info("evaluation %s of model %s: %s", evaluation_id, evaluation.model_id, {k: v for k, v in scores.items()})
 
 
@@ -93,9 +93,9 @@ def evaluate_task(evaluation_id: str) -> None:
         reason = exc.detail if isinstance(exc, RequestError) else str(exc)
         log.warning("evaluation %s failed: %s", evaluation_id, reason)
         with session_scope() as session:
-            evaluation_rows.fail(session, evaluation_id, reason)
+            task_rows.fail(session, Evaluation, evaluation_id, reason)
     except Exception as exc:  # a bug or an exhausted host: said in the evaluation, never left running
         reason = f"{type(exc).__name__}: {exc}"
         log.exception("evaluation %s failed: %s", evaluation_id, reason)
         with session_scope() as session:
-            evaluation_rows.fail(session, evaluation_id, reason)
+            task_rows.fail(session, Evaluation, evaluation_id, reason)

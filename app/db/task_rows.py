@@ -1,0 +1,47 @@
+"""The states of background work on a model (an Evaluation, a FileTranslation), each change one conditional
+UPDATE: queued -> running -> succeeded | failed.
+
+A redelivered task may claim a running row again (its worker died mid-way; the work is redone from the start
+and gives the same result); a finished one is never claimed again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import CursorResult, update
+from sqlalchemy.orm import Session
+
+from app.db.base import utcnow
+from app.db.models import Evaluation, FileTranslation
+
+QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
+Table = type[Evaluation] | type[FileTranslation]
+
+
+def _changed(session: Session, table: Table, row_id: str, states: tuple[str, ...], **values: Any) -> bool:
+    result = session.execute(
+        update(table).where(table.id == row_id, table.status.in_(states)).values(updated_at=utcnow(), **values)
+    )
+    session.commit()
+    return bool(result.rowcount) if isinstance(result, CursorResult) else False
+
+
+def claim(session: Session, table: Table, row_id: str, **values: Any) -> bool:
+    """queued (or running, on redelivery) -> running, with `values` (sizes); False once it is over or gone."""
+    return _changed(
+        session, table, row_id, (QUEUED, RUNNING), status=RUNNING, translated=0, started_at=utcnow(), error=None,
+        **values,
+    )  # fmt: skip
+
+
+def progress(session: Session, table: Table, row_id: str, translated: int) -> bool:
+    return _changed(session, table, row_id, (RUNNING,), translated=translated)
+
+
+def succeed(session: Session, table: Table, row_id: str, **values: Any) -> bool:
+    return _changed(session, table, row_id, (RUNNING,), status=SUCCEEDED, finished_at=utcnow(), **values)
+
+
+def fail(session: Session, table: Table, row_id: str, error: str) -> bool:
+    return _changed(session, table, row_id, (QUEUED, RUNNING), status=FAILED, error=error, finished_at=utcnow())

@@ -1,0 +1,27 @@
+"""Schemas of file translations: a text file translated by a model in the background."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from app.schemas.common import Output
+
+FileTranslationStatus = Literal["queued", "running", "succeeded", "failed"]
+
+
+class FileTranslationPublic(Output):
+    id: str
+    model_id: str
+    filename: str
+    status: FileTranslationStatus
+    error: str | None
+    settings: dict[str, Any]
+    lines: int
+    sentences: int  # what is translated: the file's sentences (a line may hold several)
+    translated: int
+    progress: float
+    result_url: str | None  # once succeeded
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None

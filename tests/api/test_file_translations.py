@@ -1,0 +1,80 @@
+"""POST/GET /v1/models/{id}/translations checked before a worker is involved: ownership, the model's objective,
+the file (UTF-8, not empty, under MAX_UPLOAD_MB), the result 409 until done; the task run here fails a
+translation whose model files are missing, saying so."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.api.test_init_model import _model_row
+
+TEXT = "forty two. three hundred and twelve.\n\n  nine\n"
+
+
+def _post(client, headers, model, data: bytes = TEXT.encode(), name="doc.txt", **form):
+    return client.post(f"/v1/models/{model}/translations", files={"file": (name, data)}, data=form, headers=headers)
+
+
+def test_a_file_is_queued_listed_and_read(client, alice):
+    model = _model_row("alice")
+    response = _post(client, alice, model, beam_size="2", language="en")
+    assert response.status_code == 202, response.text
+    row = response.json()
+    assert (row["status"], row["lines"], row["filename"], row["progress"]) == ("queued", 3, "doc.txt", 0.0)
+    assert row["settings"] == {"beam_size": 2, "language": "en"} and row["result_url"] is None
+    listed = client.get(f"/v1/models/{model}/translations", headers=alice).json()
+    assert listed["total"] == 1 and listed["data"][0]["id"] == row["id"]
+    early = client.get(f"/v1/models/{model}/translations/{row['id']}/result", headers=alice)
+    assert early.status_code == 409 and "is queued, not succeeded" in early.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("data", "form", "loc", "message"),
+    [
+        (b"caf\xe9\n", {}, "file", "not UTF-8 text (byte 3"),
+        (b" \n\n", {}, "file", "the file is empty"),
+        (TEXT.encode(), {"beam_size": "99"}, "beam_size", "exceeds MAX_BEAM_SIZE"),
+        (TEXT.encode(), {"owner": "bob"}, "owner", "unknown form field"),
+    ],
+)
+def test_a_bad_upload_is_422_naming_the_problem_and_leaves_nothing(
+    client, alice, settings_env, data, form, loc, message
+):
+    model = _model_row("alice")
+    response = _post(client, alice, model, data, **form)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert any(d["loc"][-1] == loc and message in d["msg"] for d in detail), detail
+    assert client.get(f"/v1/models/{model}/translations", headers=alice).json()["total"] == 0
+    from app.artifacts import get_store
+
+    assert not get_store().exists(f"translations/{model}")  # no upload kept
+
+
+def test_over_max_upload_mb_is_413(client, alice, settings_env):
+    settings_env(MAX_UPLOAD_MB="1")
+    response = _post(client, alice, _model_row("alice"), b"forty two\n" * 120_000)
+    assert response.status_code == 413 and "MAX_UPLOAD_MB=1" in response.json()["detail"]
+
+
+def test_a_denoising_model_or_another_owners_is_refused(client, alice, make_key):
+    assert "not translation" in _post(client, alice, _model_row("alice", objective="denoising")).text
+    bob = make_key("bob")
+    model = _model_row("alice")
+    row = _post(client, alice, model).json()
+    assert _post(client, bob, model).status_code == 404
+    for path in ("", f"/{row['id']}", f"/{row['id']}/result"):
+        assert client.get(f"/v1/models/{model}/translations{path}", headers=bob).status_code == 404
+
+
+def test_the_task_fails_a_translation_whose_model_files_are_missing(client, alice):
+    from worker.tasks.file_translation import translate_file_task
+
+    model = _model_row("alice")  # a row without files
+    row = _post(client, alice, model).json()
+    translate_file_task.run(row["id"])
+    failed = client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json()
+    assert failed["status"] == "failed" and "files are missing" in failed["error"], failed
+    assert failed["sentences"] == 3  # "forty two.", "three hundred and twelve.", "nine"
+    translate_file_task.run(row["id"])  # redelivered: over, left as it is
+    assert client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json() == failed

@@ -1,0 +1,78 @@
+"""Translate an uploaded text file (a FileTranslation row): sentences in batches, the result to the store.
+
+Lines are cut into sentences by model/segments.py and joined back with their spacing; blank lines and order are
+kept, so the result has the source's lines. A sentence longer than the model takes is left as it is (counted
+in the row's `settings.untranslated`). Redelivered after a worker died, the task starts again; a
+finished translation is skipped; any failure fails the row with its reason, never leaving it running.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+from app.artifacts import ArtifactStoreError, get_store
+from app.db import task_rows
+from app.db.models import FileTranslation
+from app.db.session import session_scope
+from app.file_translations import result_key
+from app.task_names import TRANSLATE_FILE
+from model.inference import translate
+from model.segments import join_document, sentences, split_document
+from worker.serving.errors import RequestError
+from worker.tasks.inference import cache
+
+log = logging.getLogger(__name__)
+CHUNK = 32  # sentences decoded between two progress updates
+
+
+def _translate(translation_id: str) -> None:
+    with session_scope() as session:
+        row = session.get(FileTranslation, translation_id)
+        if row is None or row.status in (task_rows.SUCCEEDED, task_rows.FAILED):
+            return  # deleted with its model, or over: a redelivery has nothing to do
+        session.expunge(row)
+    text = get_store().read_bytes(row.source_key).decode("utf-8")
+    document = split_document(text, row.settings.get("language", "en"))
+    todo = sentences(document)
+    with session_scope() as session:
+        if not task_rows.claim(session, FileTranslation, translation_id, sentences=len(todo)):
+            return
+    loaded = cache().get(row.model_id)
+    if loaded.objective != "translation":
+        raise RequestError(422, f"model {row.model_id} was trained for {loaded.objective}, not translation")
+    limit = loaded.model.config.max_positions
+    fits = [len(loaded.tokenizer.encode(s)) + 1 <= limit for s in todo]
+    done: list[str] = []
+    for start in range(0, len(todo), CHUNK):
+        chunk, ok = todo[start : start + CHUNK], fits[start : start + CHUNK]
+        decoded = iter(
+            translate(loaded.model, loaded.tokenizer, [s for s, f in zip(chunk, ok) if f], row.settings["beam_size"])
+        )
+        done += [next(decoded)["text"] if f else s for s, f in zip(chunk, ok)]
+        with session_scope() as session:
+            if not task_rows.progress(session, FileTranslation, translation_id, len(done)):
+                return  # deleted meanwhile
+    key = result_key(row.model_id, translation_id)
+    get_store().write_bytes(key, join_document(document, done).encode("utf-8"))
+    settings = {**row.settings, "untranslated": fits.count(False)}
+    with session_scope() as session:
+        task_rows.succeed(session, FileTranslation, translation_id, result_key=key, settings=settings)
+    log.info("translated %s (%d sentences) with model %s", row.filename, len(todo), row.model_id)
+
+
+@shared_task(name=TRANSLATE_FILE, acks_late=True, ignore_result=True, send_events=False)
+def translate_file_task(translation_id: str) -> None:
+    """Idempotent by id."""
+    try:
+        _translate(translation_id)
+    except (RequestError, ArtifactStoreError) as exc:
+        reason = exc.detail if isinstance(exc, RequestError) else str(exc)
+        log.warning("translation %s failed: %s", translation_id, reason)
+        with session_scope() as session:
+            task_rows.fail(session, FileTranslation, translation_id, reason)
+    except Exception as exc:  # a bug or an exhausted host: said in the row, never left running
+        log.exception("translation %s failed", translation_id)
+        with session_scope() as session:
+            task_rows.fail(session, FileTranslation, translation_id, f"{type(exc).__name__}: {exc}")
