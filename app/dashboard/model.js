@@ -1,8 +1,10 @@
 // Trained models: the list, and a model's page with its playground (translate or fill-mask), attention
-// viewer, alignment, embedding neighbours, evaluations (evaluations.js), downloads and anatomy.
+// viewer, alignment, embedding neighbours, file translation (files.js), evaluations (evaluations.js), downloads
+// and anatomy.
 
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
+import { fileTranslationPanel } from "./files.js";
 import { alignmentView, anatomyBars, bars, heatmap } from "./charts.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
 
@@ -246,6 +248,7 @@ export function renderModel(container, modelId) {
         h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
         h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v))))),
       m.objective === "translation" ? translatePanel(m.id) : fillMaskPanel(m.id),
+      m.objective === "translation" ? fileTranslationPanel(m.id, controller.signal) : null,
       m.objective === "translation" ? evaluationsPanel(m.id, controller.signal) : null,
       attentionPanel(m.id, m.objective), neighborsPanel(m.id), downloadPanel(m.id), anatomy);
     anatomyPanel(anatomy, m.id, controller.signal);

@@ -227,6 +227,28 @@ def test_the_models_page_imports_an_archive_and_says_why_it_refuses_one(submitte
     p.screenshot("model-imported")
 
 
+def test_the_model_page_translates_a_file(submitted, tmp_path):
+    """Upload a text file: progress, then a download of the same lines translated."""
+    p, job_id = submitted
+    page = p.page
+    page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    page.locator("#model-link").click()
+    page.wait_for_selector("#file-translation")
+    source = tmp_path / "numbers.txt"
+    source.write_text("forty two\n\nthree hundred and twelve\n", encoding="utf-8")
+    page.locator("#translate-file").set_input_files(str(source))
+    page.locator("#translate-file-button").click()
+    page.wait_for_selector("#file-translation-download", timeout=60_000)
+    with page.expect_download() as info:
+        page.locator("#file-translation-download").click()
+    saved = tmp_path / "out.txt"
+    info.value.save_as(saved)
+    lines = saved.read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[0] and lines[2]
+    page.locator("#file-translation").scroll_into_view_if_needed()
+    p.screenshot("model-file-translation")
+
+
 def test_attention_viewer_draws_heatmaps_with_hover(submitted):
     p, _ = submitted
     page = p.page
