@@ -24,11 +24,14 @@ def conflict(message: str) -> HTTPException:
 
 
 async def method_not_allowed(request: Request, _exc: Exception) -> JSONResponse:
-    """405 whose `Allow` lists the methods of every route on the path (Starlette names only the first route's)."""
+    """405 whose `Allow` lists the methods of every route on the path (Starlette names only the first route's).
+    A path that is a route of its own (/v1/models/import) is not also an `{id}` (/v1/models/{model_id}): when a
+    route without parameters matches, only such routes count."""
+    matching = [r for r in iter_route_contexts(request.app.routes) if r.matches(request.scope)[0] != Match.NONE]
+    literal = [r for r in matching if "{" not in getattr(r, "path", "{")]
     allowed: set[str] = set()
-    for route in iter_route_contexts(request.app.routes):
-        if route.matches(request.scope)[0] != Match.NONE:
-            allowed |= getattr(route, "methods", None) or set()
+    for route in literal or matching:
+        allowed |= getattr(route, "methods", None) or set()
     return JSONResponse(
         {"detail": "Method Not Allowed"},
         status.HTTP_405_METHOD_NOT_ALLOWED,

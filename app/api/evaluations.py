@@ -52,6 +52,7 @@ def owned_evaluation(session: Session, model_id: str, evaluation_id: str, owner_
 
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Body is not UTF-8 JSON"},
     404: {"description": "Not found"},
     422: {"description": "Not a translation model, a dataset not yours or not parallel, a beam over the limit"},
     503: {"description": "Broker unavailable: the evaluation is failed, ask again"},

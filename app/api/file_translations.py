@@ -68,6 +68,7 @@ async def _known_form_fields(request: Request) -> None:
     response_model=FileTranslationPublic,
     dependencies=[Depends(_known_form_fields)],
     responses={
+        400: {"description": "Body is not multipart form data"},
         404: {"description": "Not found"},
         413: {"description": "Over MAX_UPLOAD_MB"},
         422: {"description": "Empty or not UTF-8 text, not a translation model, a beam over MAX_BEAM_SIZE"},

@@ -7,9 +7,12 @@ worker slower than EXPORT_TIMEOUT_SECONDS gets 202 with the model's URL: it appe
 
 from __future__ import annotations
 
+import io
+import tarfile
+import zlib
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, HTTPException, UploadFile, status
+from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile, status
 from fastapi.responses import JSONResponse
 
 from app import inference_client
@@ -24,12 +27,29 @@ from app.task_names import IMPORT
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
+def _is_tar(data: bytes) -> bool:
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+            return tar.next() is not None
+    except (tarfile.TarError, EOFError, OSError, zlib.error):
+        return False
+
+
+async def _only_the_file(request: Request) -> None:
+    """Unknown form fields (`storage_key`, `owner`...) get 422, as unknown fields of a JSON body do."""
+    unknown = sorted(set((await request.form()).keys()) - {"file"})
+    if unknown:
+        raise unprocessable(unknown[0], f"unknown form field(s) {unknown}; expected only file")
+
+
 @router.post(
     "/import",
     status_code=status.HTTP_201_CREATED,
+    dependencies=[Depends(_only_the_file)],
     response_model=ModelPublic,
     responses={
         202: {"description": "Still being imported: GET the Location shortly"},
+        400: {"description": "Body is not multipart form data"},
         413: {"description": "Over MAX_UPLOAD_MB"},
         422: {"description": "Not an importable archive; the detail says why"},
         503: {"description": "Artifact store or broker unavailable"},
@@ -45,6 +65,8 @@ def import_model(
     data = file.file.read()  # bounded by the BodySizeLimit middleware (MAX_UPLOAD_MB)
     if not data:
         raise unprocessable("file", "the file is empty")
+    if not _is_tar(data):  # the worker checks every member; this spares it (and the caller's wait) the obvious
+        raise unprocessable("file", f"{file.filename}: not a readable .tar.gz archive")
     model_id = new_id()
     staging = f"imports/{model_id}.tar.gz"
     try:

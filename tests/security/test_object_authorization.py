@@ -23,7 +23,11 @@ SAMPLE_BODIES = {
     ("POST", "/v1/models/{model_id}/translate"): {"texts": ["one pear"]},
     ("POST", "/v1/models/{model_id}/fill-mask"): {"text": "one <mask>"},
     ("POST", "/v1/models/{model_id}/attention"): {"text": "one pear"},
+    ("POST", "/v1/models/{model_id}/evaluations"): {"dataset_id": "00000000-0000-0000-0000-000000000000"},
 }
+# Routes that take a multipart upload: their sample files (a dataset upload has its own tests below).
+SAMPLE_FILES = {("POST", "/v1/models/{model_id}/translations"): {"file": ("pears.txt", b"one pear\n")}}
+UPLOAD_ROUTES = {"/v1/datasets", "/v1/models/import", "/v1/models/{model_id}/translations"}
 SAMPLE_QUERIES = {("GET", "/v1/models/{model_id}/neighbors"): {"token": "pear"}}
 UNKNOWN_FIELDS = ("status", "owner", "owner_id", "storage_key")
 # Names of parameters or body fields that would let a client point the server at a file or a location.
@@ -84,7 +88,22 @@ def alice_objects(pg_client):
     job_id = job.json()["id"]
     checkpoint_id = insert_job_outputs(database_url, job_id, f"jobs/{job_id}/step-00000010")
     model_id = insert_tiny_model(database_url, "alice", "models/alice-secret-model", sha256="a" * 64)
-    ids = {"dataset_id": dataset.json()["id"], "job_id": job_id, "ping_id": ping.json()["id"], "model_id": model_id}
+    evaluation = pg_client.post(
+        f"/v1/models/{model_id}/evaluations", headers=alice, json={"dataset_id": dataset.json()["id"]}
+    )
+    assert evaluation.status_code == 202, evaluation.text
+    translation = pg_client.post(
+        f"/v1/models/{model_id}/translations", headers=alice, files={"file": ("alice-notes.txt", b"one pear\n")}
+    )
+    assert translation.status_code == 202, translation.text
+    ids = {
+        "dataset_id": dataset.json()["id"],
+        "job_id": job_id,
+        "ping_id": ping.json()["id"],
+        "model_id": model_id,
+        "evaluation_id": evaluation.json()["id"],
+        "translation_id": translation.json()["id"],
+    }
     secrets = [
         *ids.values(),
         checkpoint_id,
@@ -94,6 +113,7 @@ def alice_objects(pg_client):
         "c" * 64,
         "a" * 64,
         "alice-secret-model",
+        "alice-notes",
         f"jobs/{job_id}",
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
@@ -114,11 +134,18 @@ def test_another_key_gets_404_on_every_id_route_and_learns_nothing(pg_client, al
         operation = schema.get(path, {}).get(method.lower(), {})
         required_query = [p["name"] for p in operation.get("parameters", []) if p["in"] == "query" and p["required"]]
         needs_body = route.body_field is not None
-        assert not needs_body or (method, path) in SAMPLE_BODIES, f"{method} {path}: add a valid body to SAMPLE_BODIES"
+        assert not needs_body or (method, path) in {**SAMPLE_BODIES, **SAMPLE_FILES}, (
+            f"{method} {path}: add a valid body to SAMPLE_BODIES (SAMPLE_FILES for an upload)"
+        )
         assert not required_query or (method, path) in SAMPLE_QUERIES, f"{method} {path}: add SAMPLE_QUERIES"
         url = path.format(**{name: ids[name] for name in names})
         response = pg_client.request(
-            method, url, headers=bob, json=SAMPLE_BODIES.get((method, path)), params=SAMPLE_QUERIES.get((method, path))
+            method,
+            url,
+            headers=bob,
+            json=SAMPLE_BODIES.get((method, path)),
+            files=SAMPLE_FILES.get((method, path)),
+            params=SAMPLE_QUERIES.get((method, path)),
         )
         assert response.status_code == 404, (method, url, response.status_code, response.text)
         body = response.text
@@ -173,7 +200,7 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
     }
     checked = 0
     for method, path, route in v1_routes(pg_client.app):
-        if route.body_field is None or path == "/v1/datasets":
+        if route.body_field is None or path in UPLOAD_ROUTES:
             continue
         assert (method, path) in valid, f"{method} {path}: add a valid body to this test"
         url = path.format(**ids)
@@ -190,15 +217,20 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
 
 @pytest.mark.parametrize("field", [*UNKNOWN_FIELDS, "path"])
 def test_unknown_upload_form_fields_are_422(pg_client, field):
-    """A dataset upload naming its own storage location (or owner, or status) is refused, not silently dropped."""
-    response = pg_client.post(
-        "/v1/datasets",
-        headers=bearer("alice"),
-        data={"name": "d", "kind": "parallel", field: "../../elsewhere"},
-        files={"file": ("pears.jsonl", CORPUS)},
-    )
-    assert response.status_code == 422, response.text
-    assert response.json()["detail"][0]["loc"] == ["body", field]
+    """An upload (a dataset, a model archive, a file to translate) naming its own storage location (or owner, or
+    status) is refused, not silently dropped."""
+    from app.settings import get_settings
+
+    alice = bearer("alice")
+    model_id = insert_tiny_model(get_settings().database_url, "alice", "models/m")
+    for path, form, files in (
+        ("/v1/datasets", {"name": "d", "kind": "parallel"}, {"file": ("pears.jsonl", CORPUS)}),
+        ("/v1/models/import", {}, {"file": ("m.tar.gz", b"not read")}),
+        (f"/v1/models/{model_id}/translations", {}, {"file": ("pears.txt", b"one pear\n")}),
+    ):
+        response = pg_client.post(path, headers=alice, data={**form, field: "../../elsewhere"}, files=files)
+        assert response.status_code == 422, (path, response.text)
+        assert response.json()["detail"][0]["loc"] == ["body", field], path
 
 
 def test_an_upload_filename_never_becomes_a_path(pg_client, tmp_path):
