@@ -9,6 +9,7 @@ import tarfile
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests.support.client import write_jsonl
 from tests.support.marian import build_marian_folder
 
 
@@ -29,7 +30,7 @@ def _leftovers(served) -> list[str]:
     )
 
 
-def test_a_native_export_imports_as_a_model_that_translates_the_same(served):
+def test_a_native_export_imports_as_a_model_that_translates_the_same(served, tmp_path):
     api, original = served["api"], served["models"]["translation"]
     archive = api.http.get(f"/v1/models/{original}/export", params={"format": "native"}, timeout=180)
     assert archive.status_code == 200, archive.text
@@ -53,7 +54,21 @@ def test_a_native_export_imports_as_a_model_that_translates_the_same(served):
     assert [t["text"] for t in answers[0]] == [t["text"] for t in answers[1]]
     assert [round(t["score"], 4) for t in answers[0]] == [round(t["score"], 4) for t in answers[1]]
     assert _leftovers(served) == []  # the staging upload is gone
-    # it can be fine-tuned from, and deleted like any model
+    # a job starts from it (it has no job of its own to take settings from), and it is deleted like any model
+    dataset = api.upload(write_jsonl(tmp_path / "more.jsonl", [("forty two", "zweiundvierzig")] * 20), "parallel")
+    job = api.submit(
+        {
+            "objective": "translation",
+            "dataset_id": dataset["id"],
+            "init_model_id": imported["id"],
+            "training": {"max_steps": 3, "warmup_steps": 1, "max_tokens_per_batch": 2048, "max_length": 40},
+        }
+    )
+    assert job["model"]["d_model"] == source["config"]["d_model"] and job["training"]["lr_scale"] == 0.25
+    done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=300)
+    assert done["status"] == "succeeded", done["error"]
+    child = api.http.get(f"/v1/models/{done['model_id']}").json()
+    assert child["parent_model_id"] == imported["id"] and child["config"] == imported["config"]
     assert api.http.delete(f"/v1/models/{imported['id']}").status_code == 204
 
 
