@@ -60,6 +60,7 @@ from bench.run_record import environment, result_path, write_result  # noqa: E40
 from model.batching import Example, TokenBatcher, pad_sequences  # noqa: E402
 from model.beam import beam_search  # noqa: E402
 from model.config import PRESETS, ModelConfig  # noqa: E402
+from model.decoding import never_emitted  # noqa: E402
 from model.demo import numbers_to_words_task  # noqa: E402
 from model.export import convert_to_ctranslate2, export_marian  # noqa: E402
 from model.tokenizer import Tokenizer  # noqa: E402
@@ -174,6 +175,8 @@ def measure(
                 out += [[t for t in row[1:] if t not in (tokenizer.pad_id, tokenizer.eos_id)] for row in gen.tolist()]
         return out
 
+    suppressed = [[tokenizer.id_to_token(i)] for i in never_emitted(model.config)]
+
     def ct2(q: str) -> Callable[[], list[list[int]]]:
         lengths = (
             dict(max_decoding_length=L, min_decoding_length=L) if L is not None else dict(max_decoding_length=max_len)
@@ -183,7 +186,13 @@ def measure(
             out = []
             for b in token_batches:
                 results = translators[q].translate_batch(
-                    b, beam_size=BEAM, length_penalty=ALPHA, patience=1, max_batch_size=args.batch_size, **lengths
+                    b,
+                    beam_size=BEAM,
+                    length_penalty=ALPHA,
+                    patience=1,
+                    max_batch_size=args.batch_size,
+                    suppress_sequences=suppressed,  # what our decoders never emit (generate(): bad_words_ids)
+                    **lengths,
                 )
                 out += [[tokenizer.token_to_id(t) for t in r.hypotheses[0]] for r in results]
             return out

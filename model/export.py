@@ -4,7 +4,8 @@
 
 OUT_DIR then loads with MarianMTModel.from_pretrained / AutoTokenizer.from_pretrained:
     config.json              MarianConfig: sizes, post-norm, scale_embedding=True, our special token ids
-    generation_config.json   decoder_start_token_id = <s> (our decoder starts from <s>, not from <pad>)
+    generation_config.json   decoder_start_token_id = <s> (our decoder starts from <s>, not from <pad>);
+                             bad_words_ids <pad>, <s>, <mask>: never generated, as by our decoders
     model.safetensors        our weights under Marian's names; final_logits_bias zeros
     tokenizer.json           our byte-level BPE, plus a post-processor that appends </s> (our source convention)
     tokenizer_config.json, special_tokens_map.json   so AutoTokenizer builds a PreTrainedTokenizerFast
@@ -29,6 +30,7 @@ from torch import Tensor
 
 from model.checkpoint import load_model
 from model.config import ModelConfig
+from model.decoding import never_emitted
 from model.special_tokens import SPECIAL_TOKENS
 from model.tokenizer import Tokenizer
 from model.transformer import Transformer
@@ -91,6 +93,8 @@ def generation_config(config: ModelConfig) -> dict[str, Any]:
         "pad_token_id": config.pad_id,
         "forced_eos_token_id": None,
         "max_length": config.max_positions,
+        # never generated, as our decoders never emit them (model/decoding.never_emitted)
+        "bad_words_ids": [[i] for i in never_emitted(config)],
     }
 
 

@@ -21,6 +21,7 @@ import torch
 
 from app.settings import get_settings
 from model.beam import max_target_len
+from model.decoding import never_emitted
 from model.export import convert_to_ctranslate2, export_marian
 from model.inference import align
 from worker.device import worker_device
@@ -143,6 +144,7 @@ class CT2Translator:
             length_penalty=0.6,
             max_decoding_length=limit,
             return_scores=True,
+            suppress_sequences=[[tokenizer.id_to_token(i)] for i in never_emitted(config)],  # as our decoders
         )
         out = []
         for source, result in zip(sources, results):
