@@ -10,13 +10,11 @@ from celery import Celery
 from sqlalchemy.orm import Session
 
 from app.api.errors import unprocessable
-from app.db import task_rows
 from app.db.models import Dataset, Evaluation, TrainedModel
-from app.db.session import session_scope
-from app.queueing import get_sender
+from app.queueing import dispatch_background
 from app.schemas.evaluations import EvaluationCreate
 from app.settings import Settings
-from app.task_names import EVALUATE, INFERENCE_QUEUE
+from app.task_names import EVALUATE
 
 
 def evaluations_prefix(model_id: str) -> str:
@@ -57,12 +55,4 @@ def create(
 
 
 def dispatch(evaluation_id: str, celery: Celery | None = None) -> None:
-    """Send the evaluation's task; when the broker is away the evaluation fails saying so (and raises)."""
-    try:
-        (celery or get_sender()).send_task(EVALUATE, args=[evaluation_id], queue=INFERENCE_QUEUE)
-    except Exception as exc:
-        with session_scope() as session:
-            task_rows.fail(
-                session, Evaluation, evaluation_id, f"the broker is unavailable ({type(exc).__name__}); ask again"
-            )
-        raise
+    dispatch_background(EVALUATE, Evaluation, evaluation_id, celery)

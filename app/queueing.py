@@ -12,6 +12,7 @@ from celery.signals import before_task_publish
 from kombu.entity import Exchange, Queue  # kombu/__init__ re-exports them lazily, invisibly to mypy
 
 from app import logs
+from app.db import task_rows
 from app.db.job_rows import mark_dispatched
 from app.db.models import Job
 from app.db.session import session_scope
@@ -93,6 +94,17 @@ def dispatch_training(job_id: str, celery: Celery | None = None) -> None:
     (celery or get_sender()).send_task(TRAIN, args=[job_id], queue=ACCELERATOR_QUEUES[accelerator])
     with session_scope() as session:
         mark_dispatched(session, job_id)
+
+
+def dispatch_background(task_name: str, table: task_rows.Table, row_id: str, celery: Celery | None = None) -> None:
+    """Send the task of a queued background row (an evaluation, a file translation) to the inference queue; when
+    the broker is away the row fails saying so, and the error is raised for the caller's 503."""
+    try:
+        (celery or get_sender()).send_task(task_name, args=[row_id], queue=INFERENCE_QUEUE)
+    except Exception as exc:
+        with session_scope() as session:
+            task_rows.fail(session, table, row_id, f"the broker is unavailable ({type(exc).__name__}); ask again")
+        raise
 
 
 DEPTH_TTL = 0.25  # seconds a queue-depth reading is reused: the bound is coarse, the check must be cheap
