@@ -48,8 +48,17 @@ class Batch:
     n_src_tokens: int  # non-pad tokens in src
     n_tgt_tokens: int  # non-pad tokens in tgt_out: the count the loss is averaged over
     indices: tuple[int, ...] = ()  # positions of these examples in the batcher's example list
+    # (N,) positions of tgt_out's non-pad tokens in tgt_out.flatten(), N = n_tgt_tokens. Found where the batch is
+    # built, on the host: selecting them on a GPU with a boolean mask would make every micro-batch wait for the
+    # device to count them (a mask's result has a data-dependent size).
+    target_positions: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.target_positions is None:
+            self.target_positions = (self.tgt_out.flatten() != PAD_ID).nonzero().squeeze(1)  # (N,)
 
     def to(self, device: torch.device | str) -> Batch:
+        assert self.target_positions is not None  # set by __post_init__
         return Batch(
             self.src.to(device),
             self.tgt_in.to(device),
@@ -57,6 +66,7 @@ class Batch:
             self.n_src_tokens,
             self.n_tgt_tokens,
             self.indices,
+            self.target_positions.to(device),
         )
 
     def halves(self) -> list[Batch]:

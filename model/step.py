@@ -30,14 +30,17 @@ def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
     """(logits (N, V), targets (N,)) at the N non-pad target positions only.
 
     Same as model(batch.src, batch.tgt_in)[non-pad], but the pre-softmax projection, usually the largest
-    matrix, never runs on padding.
+    matrix, never runs on padding. The positions come with the batch (found on the host), so nothing here
+    waits for the device.
     """
     pad = model.config.pad_id
     src_key_padding_mask = batch.src == pad  # (B, S)
     memory = model.encode(batch.src, src_key_padding_mask)  # (B, S, d_model)
     hidden = model.decode(batch.tgt_in, memory, src_key_padding_mask)  # (B, T, d_model)
-    keep = batch.tgt_out != pad  # (B, T)
-    return model.project(hidden[keep]), batch.tgt_out[keep]  # (N, V), (N,)
+    positions = batch.target_positions
+    assert positions is not None  # Batch.__post_init__ sets it
+    hidden = hidden.flatten(0, 1).index_select(0, positions)  # (B*T, d_model) -> (N, d_model)
+    return model.project(hidden), batch.tgt_out.flatten().index_select(0, positions)  # (N, V), (N,)
 
 
 def autocast_for(device: torch.device, precision: str) -> contextlib.AbstractContextManager[object]:

@@ -30,6 +30,25 @@ class ScalarReads(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class DeviceWaits(TorchDispatchMode):
+    """Counts the ops that make a GPU's host wait: scalar reads, and ops whose result size depends on the data
+    (nonzero, masked_select, indexing with a boolean mask), as the host must learn that size before going on."""
+
+    SIZED_BY_DATA = (torch.ops.aten.nonzero.default, torch.ops.aten.masked_select.default)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        boolean_index = func is torch.ops.aten.index.Tensor and any(
+            i is not None and i.dtype == torch.bool for i in args[1]
+        )
+        if func is torch.ops.aten._local_scalar_dense.default or func in self.SIZED_BY_DATA or boolean_index:
+            self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
 def _batches(n: int) -> list:
     rows = [Example([5 + i % 30, 6 + i % 20, 7 + i], [8 + i, 9, 10 + i % 25][: 1 + i % 3]) for i in range(16)]
     return [collate(rows[i::n]) for i in range(n)]
@@ -43,6 +62,31 @@ def test_accumulating_four_micro_batches_reads_nothing_back():
         loss_sum, nll_sum, n_tokens = step.accumulate_gradients(model, batches, smoothing=0.1)
     assert reads.count == 0  # was 2 per micro-batch (.item() of the loss and the NLL)
     assert loss_sum.dtype == torch.float64 and float(loss_sum) > float(nll_sum) > 0 and n_tokens > 0
+
+
+def test_a_micro_batch_never_waits_for_the_device():
+    """The non-pad target positions come with the batch (found on the host), not from a boolean mask on the
+    device: `hidden[tgt_out != pad]` made each micro-batch wait for a GPU to count the mask."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.from_preset("tiny", 48, dropout=0.0))
+    batches = _batches(4)
+    with DeviceWaits() as waits:
+        step.accumulate_gradients(model, batches, smoothing=0.1)
+    assert waits.ops == []
+
+
+def test_target_positions_select_the_same_logits_as_a_mask():
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.from_preset("tiny", 48, dropout=0.0)).eval()
+    batch = _batches(1)[0]
+    logits, target = step.batch_logits(model, batch)
+    pad = model.config.pad_id
+    keep = batch.tgt_out != pad  # (B, T)
+    full = model.project(model.decode(batch.tgt_in, model.encode(batch.src, batch.src == pad), batch.src == pad))
+    assert target.tolist() == batch.tgt_out[keep].tolist() and len(target) == batch.n_tgt_tokens
+    torch.testing.assert_close(logits, full[keep])
+    halves = batch.halves()
+    assert sum(len(h.target_positions) for h in halves) == batch.n_tgt_tokens
 
 
 def test_a_step_reads_loss_nll_and_gradient_norm_in_one_transfer(monkeypatch):
