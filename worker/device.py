@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 
 from app.settings import get_settings
+from model.train_config import TrainingError
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,19 @@ def resolve_device(setting: str, cuda_count: int) -> torch.device:
             f"cuda:0 to cuda:{cuda_count - 1} ({seen})"
         )
     return torch.device("cuda", index)
+
+
+def check_data_parallel(setting: str, devices: int) -> None:
+    """A data-parallel job's ranks take cuda:0 to cuda:devices-1 of the GPUs this process sees. A worker pinned to
+    one of them (WORKER_DEVICE=cuda:N) would spread onto the GPUs of the workers beside it: refuse, saying how to
+    give a worker several GPUs of its own."""
+    if devices < 2 or not setting or torch.device(setting).type != "cuda" or torch.device(setting).index is None:
+        return
+    raise TrainingError(
+        f"training.devices={devices} needs {devices} GPUs, but this worker is pinned to one "
+        f"(WORKER_DEVICE={setting!r}); give each worker its own GPUs with CUDA_VISIBLE_DEVICES and "
+        "WORKER_DEVICE=cuda, or lower training.devices"
+    )
 
 
 def worker_device() -> torch.device:

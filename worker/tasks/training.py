@@ -35,7 +35,7 @@ from model.train_config import TrainingError
 from model.train_events import Callbacks, CheckpointInfo, StepInfo, TrainResult
 from model.trainer import train
 from worker.auto_settings import choose_settings, pending
-from worker.device import worker_device
+from worker.device import check_data_parallel, worker_device
 from worker.job_data import load_job, prepare_job, train_config
 from worker.lease import LeaseKeeper, RunState, flush, track, untrack
 
@@ -255,6 +255,8 @@ def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Cal
     if devices == 1:
         return train(data, train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
     from worker.ddp_peer import train_data_parallel  # only data-parallel jobs need it
+
+    check_data_parallel(get_settings().worker_device, devices)
 
     state.set_progress(device=f"{devices}x {device}")
     return train_data_parallel(job.id, data, train_config(job, device), devices, root, callbacks, {"job_id": job.id})
