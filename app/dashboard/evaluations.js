@@ -4,7 +4,7 @@
 import { api, download } from "./api.js";
 import { errorBox, field, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
-const TOKENIZERS = ["13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores200"];
+const TOKENIZERS = ["13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores101", "flores200"];
 
 function score(e, name) {
   const s = e.scores?.[name];
@@ -22,7 +22,7 @@ function row(e) {
     h("td", { "data-label": "BLEU" }, score(e, "bleu")),
     h("td", { "data-label": "chrF" }, score(e, "chrf")),
     h("td", { "data-label": "chrF++" }, score(e, "chrf++")),
-    h("td", { "data-label": "Settings" }, `beam ${e.settings.beam_size}, tok ${e.settings.tokenize}`),
+    h("td", { "data-label": "Settings" }, `beam ${e.settings.beam_size}, alpha ${e.settings.alpha}, tok ${e.settings.tokenize}`),
     h("td", { "data-label": "Created" }, fmtTime(e.created_at)),
     h("td", {}, hyp));
 }
@@ -32,10 +32,13 @@ export function evaluationsPanel(modelId, signal) {
   const out = h("div", { id: "evaluate-status", "aria-live": "polite" });
   const dataset = h("select", { id: "evaluate-dataset", required: true });
   const beam = h("input", { id: "evaluate-beam", type: "number", min: 1, max: 16, value: 4 });
+  const alpha = h("input", { id: "evaluate-alpha", type: "number", min: 0, max: 2, step: 0.05, value: 0.6, required: true,
+    title: "GNMT length penalty exponent: 0 favours short translations, higher values longer ones" });
   const tokenize = h("select", { id: "evaluate-tokenize" }, TOKENIZERS.map((t) => h("option", { value: t }, t)));
   const button = h("button", { type: "submit" }, "Evaluate");
   const form = h("form", { class: "inline-form", id: "evaluate-form" },
-    field("Test set (parallel)", dataset), field("Beam", beam), field("BLEU tokenizer", tokenize), button);
+    field("Test set (parallel)", dataset), field("Beam", beam), field("Length penalty (alpha)", alpha),
+    field("BLEU tokenizer", tokenize), button);
   let timer = null;
 
   async function refresh() {
@@ -64,7 +67,7 @@ export function evaluationsPanel(modelId, signal) {
     out.replaceChildren();
     try {
       await api(`/v1/models/${modelId}/evaluations`, { method: "POST",
-        json: { dataset_id: dataset.value, beam_size: Number(beam.value), tokenize: tokenize.value } });
+        json: { dataset_id: dataset.value, beam_size: Number(beam.value), alpha: Number(alpha.value), tokenize: tokenize.value } });
       await refresh();
     } catch (err) {
       out.replaceChildren(errorBox(err.message));

