@@ -191,7 +191,7 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """Score a model on a parallel dataset and print BLEU, chrF and chrF++ with their sacrebleu signatures; with
     -o, also write the hypotheses (one line per row)."""
-    body = {"dataset_id": args.dataset, "beam_size": args.beam_size, "tokenize": args.tokenize}
+    body = {"dataset_id": args.dataset, "beam_size": args.beam_size, "alpha": args.alpha, "tokenize": args.tokenize}
     with _client(args) as client:
         evaluation = _check(client.post(f"/v1/models/{args.model}/evaluations", json=body))
         path = f"/v1/models/{args.model}/evaluations/{evaluation['id']}"
@@ -298,6 +298,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("model")
     p.add_argument("--dataset", required=True, help="a parallel dataset id: sources translated, targets the references")
     p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty exponent, 0 to 2 (as /translate)")
     p.add_argument("--tokenize", default="13a", help="sacrebleu's BLEU tokenizer: 13a, intl, zh, ja-mecab, ...")
     p.add_argument("-o", "--output", help="also write the hypotheses to this file")
     p.add_argument("--interval", type=float, default=2.0)

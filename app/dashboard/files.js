@@ -6,6 +6,9 @@ import { errorBox, field, h, progressBar } from "./ui.js";
 
 export function fileTranslationPanel(modelId, signal) {
   const file = h("input", { id: "translate-file", type: "file", accept: ".txt,text/plain" });
+  const language = h("input", { id: "translate-language", type: "text", value: "en", minlength: 2, maxlength: 20,
+    size: 6, spellcheck: "false", title: "the source's language code (en, de, fr, ...): sentences are split by its rules" });
+  const beam = h("input", { id: "translate-beam", type: "number", min: 1, max: 16, value: 4 });
   const out = h("div", { id: "file-translation-status", "aria-live": "polite" });
   const button = h("button", { type: "button", id: "translate-file-button", class: "secondary" }, "Translate file");
   let timer = null;
@@ -15,7 +18,8 @@ export function fileTranslationPanel(modelId, signal) {
     if (row.status === "succeeded") {
       const link = h("button", { type: "button", id: "file-translation-download" }, `Download (${row.lines} lines)`);
       link.addEventListener("click", () => download(row.result_url).catch((err) => out.replaceChildren(errorBox(err.message))));
-      out.replaceChildren(h("p", { class: "ok" }, `Translated ${row.filename}: ${row.sentences} sentences. `), link);
+      const how = `${row.settings.language}, beam ${row.settings.beam_size}`;
+      out.replaceChildren(h("p", { class: "ok" }, `Translated ${row.filename} (${how}): ${row.sentences} sentences. `), link);
     } else if (row.status === "failed") {
       out.replaceChildren(errorBox(`Not translated: ${row.error}`));
     } else {
@@ -35,6 +39,8 @@ export function fileTranslationPanel(modelId, signal) {
     if (!file.files.length) { out.replaceChildren(errorBox("Choose a text file.")); return; }
     const form = new FormData();
     form.append("file", file.files[0]);
+    form.append("language", language.value.trim());
+    form.append("beam_size", beam.value);
     button.disabled = true;
     try {
       show(await api(`/v1/models/${modelId}/translations`, { method: "POST", form, signal }));
@@ -46,5 +52,6 @@ export function fileTranslationPanel(modelId, signal) {
   });
   return h("section", { class: "card", id: "file-translation" }, h("h2", {}, "Translate a file"),
     h("p", { class: "muted" }, "UTF-8 text, one segment a line: lines, blank lines and the spacing between sentences are kept."),
-    h("div", { class: "inline" }, field("Text file", file), button), out);
+    h("div", { class: "inline" }, field("Text file", file), field("Source language", language), field("Beam", beam), button),
+    out);
 }

@@ -78,3 +78,39 @@ def test_the_task_fails_a_translation_whose_model_files_are_missing(client, alic
     assert failed["sentences"] == 3  # "forty two.", "three hundred and twelve.", "nine"
     translate_file_task.run(row["id"])  # redelivered: over, left as it is
     assert client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json() == failed
+
+
+def test_the_task_cuts_a_sentence_too_long_and_keeps_the_files_lines_when_a_translation_has_line_breaks(
+    client, alice, monkeypatch
+):
+    """A model taking 6 tokens (5 words and </s>): the 12-word sentence is translated in pieces that fit, joined
+    with a space (none is copied through untranslated); a translation that comes back on two lines is made one
+    line, so the result has the file's lines."""
+    import worker.tasks.file_translation as task
+    from tests.api.test_evaluations import fake_decoder
+
+    calls = fake_decoder(monkeypatch, task, reply=lambda text: f"{text.upper()}\n(2)", max_positions=6)
+    long = " ".join(f"w{i}" for i in range(12)) + "."
+    text = f"short one. {long}\n\n  nine\r\n"
+    model = _model_row("alice")
+    row = _post(client, alice, model, text.encode(), beam_size="3").json()
+    task.translate_file_task.run(row["id"])
+    done = client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json()
+    assert done["status"] == "succeeded", done["error"]
+    assert (done["sentences"], done["translated"], done["settings"]["untranslated"]) == (3, 3, 0)
+    assert [t for call in calls for t in call["texts"]] == [
+        "short one.",
+        "w0 w1 w2 w3 w4",
+        "w5 w6 w7 w8 w9",
+        "w10 w11.",
+        "nine",
+    ]
+    assert {call["beam_size"] for call in calls} == {3}
+    result = client.get(done["result_url"], headers=alice).text
+    assert result.split("\n") == [
+        "SHORT ONE. (2) W0 W1 W2 W3 W4 (2) W5 W6 W7 W8 W9 (2) W10 W11. (2)",
+        "",
+        "  NINE (2)\r",
+        "",
+    ]
+    assert len(result.split("\n")) == len(text.split("\n"))

@@ -164,10 +164,14 @@ def test_the_model_page_evaluates_on_a_test_set_and_shows_the_scores(submitted):
     page.wait_for_selector("#evaluate-dataset option", state="attached")
     model_id = page.url.rsplit("/", 1)[1]
     page.locator("#evaluate-tokenize").select_option("intl")
+    assert page.locator("#evaluate-alpha").input_value() == "0.6"
+    page.locator("#evaluate-alpha").fill("0.8")
     page.get_by_role("button", name="Evaluate", exact=True).click()
     page.wait_for_selector("#evaluations-table tr[data-evaluation] .status-succeeded", timeout=120_000)
     headers = {"Authorization": f"Bearer {p.stack.key}"}
     evaluation = httpx.get(f"{p.stack.url}/v1/models/{model_id}/evaluations", headers=headers).json()["data"][0]
+    assert evaluation["settings"]["alpha"] == 0.8
+    assert "alpha 0.8" in page.locator('#evaluations-table td[data-label="Settings"]').first.inner_text()
     chrf = page.locator('#evaluations-table td[data-label="chrF"] span').first
     assert chrf.inner_text() == f"{evaluation['scores']['chrf']['score']:.2f}"
     assert "tok:intl" in page.locator('#evaluations-table td[data-label="BLEU"] span').first.get_attribute("title")
@@ -228,17 +232,27 @@ def test_the_models_page_imports_an_archive_and_says_why_it_refuses_one(submitte
 
 
 def test_the_model_page_translates_a_file(submitted, tmp_path):
-    """Upload a text file: progress, then a download of the same lines translated."""
+    """Upload a text file with its source language and a beam: progress, then a download of the same lines
+    translated; the translation used the language and beam asked for."""
     p, job_id = submitted
     page = p.page
     page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
     page.locator("#model-link").click()
     page.wait_for_selector("#file-translation")
+    model_id = page.url.rsplit("/", 1)[1]
     source = tmp_path / "numbers.txt"
     source.write_text("forty two\n\nthree hundred and twelve\n", encoding="utf-8")
     page.locator("#translate-file").set_input_files(str(source))
+    language, beam = page.locator("#translate-language"), page.locator("#translate-beam")
+    assert (language.input_value(), beam.input_value()) == ("en", "4")
+    language.fill("de")
+    beam.fill("2")
     page.locator("#translate-file-button").click()
     page.wait_for_selector("#file-translation-download", timeout=60_000)
+    assert "(de, beam 2)" in page.inner_text("#file-translation-status")
+    headers = {"Authorization": f"Bearer {p.stack.key}"}
+    row = httpx.get(f"{p.stack.url}/v1/models/{model_id}/translations", headers=headers).json()["data"][0]
+    assert (row["settings"]["language"], row["settings"]["beam_size"]) == ("de", 2)
     with page.expect_download() as info:
         page.locator("#file-translation-download").click()
     saved = tmp_path / "out.txt"
@@ -289,6 +303,44 @@ def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(
         assert name in table
     assert "batch tokens/s (measured" in table and "expected updates" in table
     p.screenshot("job-auto-settings")
+
+
+def test_a_job_asking_for_a_gpu_says_it_waits_for_a_gpu_worker(page, demo_files):
+    """The form's accelerator and precision reach the job; with only the embedded CPU worker running, the job page
+    and the jobs list say that the job waits for a GPU worker."""
+    p = page
+    p.sign_in()
+    p.page.get_by_role("navigation").get_by_role("link", name="New job").click()
+    p.page.locator("#upload-file").set_input_files(str(demo_files["translation_train"]))
+    p.page.get_by_role("button", name="Upload dataset").click()
+    p.page.wait_for_selector("#upload-status .ok")
+    p.page.select_option("#preset", "tiny")
+    _fill_training_form(p, vocab_size=500, max_steps=20)
+    assert p.page.locator("#accelerator").input_value() == "any" and p.page.locator("#precision").input_value() == ""
+    p.page.get_by_label("Accelerator").select_option("gpu")
+    p.page.get_by_label("Precision").select_option("bf16")
+    p.page.locator("#precision").scroll_into_view_if_needed()
+    p.screenshot("new-job-gpu")
+    p.page.get_by_role("button", name="Submit job").click()
+    p.page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
+    job_id = p.page.url.rsplit("/", 1)[-1]
+    note = p.page.locator("#waiting-for")
+    note.wait_for()
+    assert note.inner_text().startswith("Waiting for a GPU worker: the job asked for GPU workers only")
+    assert p.page.locator("#job-summary .badge").inner_text() == "queued"
+    http = _api(p.stack)
+    job = http.get(f"/v1/jobs/{job_id}").json()
+    assert (job["training"]["accelerator"], job["training"]["precision"]) == ("gpu", "bf16")
+    assert job["waiting_for"] == "a GPU worker"
+    p.screenshot("job-waiting-for-gpu")
+    p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    row = p.page.locator(f'tr[data-job="{job_id}"]')
+    row.locator(".waiting-note", has_text="waiting for a GPU worker").wait_for()
+    p.screenshot("jobs-waiting-for-gpu")
+    p.page.set_viewport_size({"width": 390, "height": 844})
+    p.screenshot("jobs-waiting-for-gpu-phone")
+    assert http.post(f"/v1/jobs/{job_id}/cancel").status_code == 202  # it would wait forever here
+    row.locator(".waiting-note").wait_for(state="detached")  # a cancelled job waits for nothing
 
 
 def test_wrong_key_shows_a_sign_in_error(page):

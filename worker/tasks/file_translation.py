@@ -1,14 +1,19 @@
 """Translate an uploaded text file (a FileTranslation row): sentences in batches, the result to the store.
 
 Lines are cut into sentences by model/segments.py and joined back with their spacing; blank lines and order are
-kept, so the result has the source's lines. A sentence longer than the model takes is left as it is (counted
-in the row's `settings.untranslated`). Redelivered after a worker died, the task starts again; a
-finished translation is skipped; any failure fails the row with its reason, never leaving it running.
+kept, so the result has the source's lines: a translation with a line break is made one line. A sentence longer
+than the model takes is cut into pieces that fit (at whitespace where it can), each translated, joined with a
+space; a piece that cannot fit (one character too long for the model) is left as it is, counted in the row's
+`settings.untranslated`. Redelivered after a worker died, the task starts again; a finished translation is
+skipped; any failure fails the row with its reason, never leaving it running.
 """
 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
+from collections.abc import Callable
+from itertools import accumulate
 
 from celery import shared_task
 
@@ -16,15 +21,21 @@ from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
 from app.db.models import FileTranslation
 from app.db.session import session_scope
-from app.file_translations import result_key
+from app.model_file_translations import result_key
 from app.task_names import TRANSLATE_FILE
 from model.inference import translate
-from model.segments import join_document, sentences, split_document
+from model.segments import join_document, join_pieces, one_line, pieces_that_fit, sentences, split_document
 from worker.serving.errors import RequestError
 from worker.tasks.inference import cache
 
 log = logging.getLogger(__name__)
-CHUNK = 32  # sentences decoded between two progress updates
+CHUNK = 32  # pieces (sentences, or parts of a long one) decoded between two progress updates
+
+
+def _decode(pieces: list[str], ok: list[bool], decode: Callable[[list[str]], list[str]]) -> list[str]:
+    """The translations of pieces, each on one line; a piece that does not fit (not ok) is left as it is."""
+    decoded = iter(decode([p for p, f in zip(pieces, ok) if f]))
+    return [one_line(next(decoded)) if f else p for p, f in zip(pieces, ok)]
 
 
 def _translate(translation_id: str) -> None:
@@ -43,23 +54,32 @@ def _translate(translation_id: str) -> None:
     if loaded.objective != "translation":
         raise RequestError(422, f"model {row.model_id} was trained for {loaded.objective}, not translation")
     limit = loaded.model.config.max_positions
-    fits = [len(loaded.tokenizer.encode(s)) + 1 <= limit for s in todo]
+
+    def fits(text: str) -> bool:
+        return len(loaded.tokenizer.encode(text)) + 1 <= limit  # and </s>
+
+    def decode(texts: list[str]) -> list[str]:
+        return [t["text"] for t in translate(loaded.model, loaded.tokenizer, texts, row.settings["beam_size"])]
+
+    split = [pieces_that_fit(s, fits) for s in todo]
+    pieces = [p for sentence in split for p in sentence]
+    ok = [fits(p) for p in pieces]  # all but a character too long for the model
+    ends = list(accumulate(len(sentence) for sentence in split))  # pieces done when each sentence is
     done: list[str] = []
-    for start in range(0, len(todo), CHUNK):
-        chunk, ok = todo[start : start + CHUNK], fits[start : start + CHUNK]
-        decoded = iter(
-            translate(loaded.model, loaded.tokenizer, [s for s, f in zip(chunk, ok) if f], row.settings["beam_size"])
-        )
-        done += [next(decoded)["text"] if f else s for s, f in zip(chunk, ok)]
+    for start in range(0, len(pieces), CHUNK):
+        done += _decode(pieces[start : start + CHUNK], ok[start : start + CHUNK], decode)
         with session_scope() as session:
-            if not task_rows.progress(session, FileTranslation, translation_id, len(done)):
+            if not task_rows.progress(session, FileTranslation, translation_id, bisect_right(ends, len(done))):
                 return  # deleted meanwhile
     key = result_key(row.model_id, translation_id)
-    get_store().write_bytes(key, join_document(document, done).encode("utf-8"))
-    settings = {**row.settings, "untranslated": fits.count(False)}
+    translations = join_pieces(done, [len(sentence) for sentence in split])
+    get_store().write_bytes(key, join_document(document, translations).encode("utf-8"))
+    settings = {**row.settings, "untranslated": ok.count(False)}
     with session_scope() as session:
         task_rows.succeed(session, FileTranslation, translation_id, result_key=key, settings=settings)
-    log.info("translated %s (%d sentences) with model %s", row.filename, len(todo), row.model_id)
+    log.info(
+        "translated %s (%d sentences, %d pieces) with model %s", row.filename, len(todo), len(pieces), row.model_id
+    )
 
 
 @shared_task(name=TRANSLATE_FILE, acks_late=True, ignore_result=True, send_events=False)
