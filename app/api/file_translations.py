@@ -20,7 +20,7 @@ from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
 from app.db.base import new_id
 from app.db.models import FileTranslation
-from app.file_translations import dispatch, source_key
+from app.model_file_translations import dispatch, source_key
 from app.schemas.common import Page
 from app.schemas.file_translations import FileTranslationPublic
 

@@ -12,9 +12,9 @@ from app.api.errors import not_found
 from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
 from app.db.models import TrainedModel
-from app.file_translations import translations_prefix
 from app.model_evaluations import evaluations_prefix
 from app.model_exports import exports_prefix
+from app.model_file_translations import translations_prefix
 from app.schemas.common import Page
 from app.schemas.models import ModelPublic
 
