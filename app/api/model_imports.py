@@ -2,7 +2,8 @@
 
 The upload is stored under a staging key, then an inference worker unpacks, checks and loads it and writes the
 model (worker/tasks/model_import.py). An archive it refuses is a 422 naming why, with nothing left behind. A
-worker slower than EXPORT_TIMEOUT_SECONDS gets 202 with the model's URL: it appears there when done.
+worker slower than EXPORT_TIMEOUT_SECONDS gets 202 with the model's URL: it appears there when done. The staging
+key is imports/<model id>.tar.gz: the workers' reaper removes one whose message expired unread.
 """
 
 from __future__ import annotations
@@ -88,7 +89,8 @@ def import_model(
             get_store().delete(staging)
             raise
         # Queued but not answered: a worker may still import it (and deletes the upload either way), or the
-        # message expires unread and the model never appears (a later upload is a new import).
+        # message expires unread and the model never appears (a later upload is a new import); the workers' reaper
+        # then removes the upload (worker/reaper.py: staged uploads older than this expiry and an import's run).
         return JSONResponse(
             {
                 "detail": f"model {model_id} is being imported; GET /v1/models/{model_id} shortly (404 after a few "

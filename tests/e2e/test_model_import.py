@@ -150,3 +150,62 @@ def test_an_opus_mt_style_marian_folder_imports_and_translates_as_transformers_d
     assert refused.status_code == 422 and "pickle file, refused" in refused.text, refused.text
     assert _models(served) == before and _leftovers(served) == []
     assert api.http.delete(f"/v1/models/{model_id}").status_code == 204
+
+
+def _model_folders(served) -> list[str]:
+    root = served["artifacts"] / "models"
+    return sorted(p.name for p in root.iterdir()) if root.exists() else []
+
+
+def _tar_folder(folder, path):
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(folder, arcname=folder.name)
+    return path
+
+
+def test_a_corrupt_or_malformed_upload_is_422_naming_the_file_and_leaves_nothing(served, marian_folder, tmp_path):
+    """A Marian folder with one file broken, and a native export with a forged config.json: each a 422 whose
+    detail names the file and the value (not a 502 from whichever library read it), with no staging upload, no
+    model files and no row left."""
+    import hashlib
+    import json
+    import shutil
+
+    api = served["api"]
+    vocab = json.loads((marian_folder / "vocab.json").read_text())
+    config = json.loads((marian_folder / "config.json").read_text())
+    broken = {
+        "model.safetensors": (b"\x80\x04 not safetensors", "model.safetensors: not a safetensors file"),
+        "source.spm": (b"\xff" * 64, "source.spm: not a SentencePiece model"),
+        "config.json": (
+            json.dumps({k: v for k, v in config.items() if k != "d_model"}).encode(),
+            "config.json: missing 'd_model'",
+        ),
+        "vocab.json": (json.dumps({**vocab, "<unk>": "1"}).encode(), "vocab.json: '<unk>' -> '1': ids must be"),
+    }
+    uploads = []
+    for name, (data, message) in broken.items():
+        folder = shutil.copytree(marian_folder, tmp_path / name / "opus-mt-en-de")
+        (folder / name).write_bytes(data)
+        uploads.append((_tar_folder(folder, tmp_path / f"bad-{name}.tar.gz"), message))
+    archive = api.http.get(
+        f"/v1/models/{served['models']['translation']}/export", params={"format": "native"}, timeout=180
+    )
+    assert archive.status_code == 200, archive.text
+    with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
+        tar.extractall(tmp_path / "native", filter="data")
+    (native,) = (tmp_path / "native").iterdir()
+    forged = json.dumps({**json.loads((native / "config.json").read_text()), "step": [300]}).encode()
+    (native / "config.json").write_bytes(forged)
+    manifest = json.loads((native / "manifest.json").read_text())
+    manifest["files"]["config.json"] = {"sha256": hashlib.sha256(forged).hexdigest(), "size": len(forged)}
+    (native / "manifest.json").write_text(json.dumps(manifest))
+    uploads.append((_tar_folder(native, tmp_path / "forged-native.tar.gz"), "config.json: step=[300] must be"))
+
+    before = (_models(served), _model_folders(served))
+    for path, message in uploads:
+        response = api.http.post("/v1/models/import", files={"file": (path.name, path.read_bytes())}, timeout=120)
+        assert response.status_code == 422, response.text
+        detail = response.json()["detail"][0]
+        assert detail["loc"][-1] == "file" and message in detail["msg"] and path.name in detail["msg"], detail
+    assert (_models(served), _model_folders(served)) == before and _leftovers(served) == []

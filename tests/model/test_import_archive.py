@@ -117,3 +117,88 @@ def test_a_tokenizer_that_does_not_match_the_weights_is_refused(tmp_path):
     forged = write_checkpoint_files(tmp_path / "forged", files)
     with pytest.raises(ArchiveError, match=f"the tokenizer has {other.vocab_size} tokens but the weights"):
         load_archive_folder(forged)
+
+
+def _forged(exported, tmp_path: Path, edit) -> Path:
+    """The native export unpacked, then config.json rewritten by edit(config) and the manifest made to agree:
+    hashes cannot tell a forged file, only its contents can."""
+    from model.checkpoint_files import read_checkpoint_files, write_checkpoint_files
+
+    folder = safe_extract(exported[0], tmp_path / "x", 50 * MB)
+    files, _ = read_checkpoint_files(folder, verify=True)
+    files["config.json"] = json.dumps(edit(json.loads(files["config.json"]))).encode()
+    return write_checkpoint_files(tmp_path / "forged", files)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: [c], "config.json: a JSON object expected, not an array"),
+        (lambda c: {**c, "model": [c["model"]]}, "config.json: 'model' must be an object of ModelConfig fields"),
+        (lambda c: {**c, "model": {**c["model"], "d_model": "64"}}, "config.json: model: d_model='64' must be an int"),
+        (lambda c: {k: v for k, v in c.items() if k != "model"}, "config.json: 'model' must be an object"),
+        (lambda c: {**c, "step": [100]}, r"config.json: step=\[100\] must be a non-negative integer"),
+        (lambda c: {**c, "step": True}, "config.json: step=True must be a non-negative integer"),
+        (lambda c: {**c, "metrics": "high"}, "config.json: 'metrics' must be an object of name -> number"),
+        (lambda c: {**c, "metrics": {"bleu": "12.5"}}, "config.json: metrics\\['bleu'\\]='12.5' must be a finite"),
+        (lambda c: {**c, "metrics": {"bleu": float("nan")}}, "config.json: metrics\\['bleu'\\]=nan must be a finite"),
+        (lambda c: {**c, "noise": ["span"]}, r"config.json: noise=\['span'\] is not one of \('span', 'token'\)"),
+    ],
+)
+def test_a_config_forged_with_wrong_types_is_refused_naming_the_field(exported, tmp_path, edit, message):
+    with pytest.raises(ArchiveError, match=message):
+        load_archive_folder(_forged(exported, tmp_path, edit))
+
+
+def _rewrite(folder: Path, name: str, data: bytes) -> None:
+    """Replace one file and record its new sha256 in the manifest, as a forger would."""
+    import hashlib
+
+    (folder / name).write_bytes(data)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _weights_with_aliases(folder: Path, aliases: str) -> bytes:
+    from safetensors.torch import load_file, save
+
+    return save(load_file(str(folder / "model.safetensors")), metadata={"format": "pt", "aliases": aliases})
+
+
+@pytest.mark.parametrize(
+    ("forge", "message"),
+    [
+        (lambda f: _rewrite(f, "model.safetensors", b"\x80\x04 a pickle"), "model.safetensors: not a safetensors file"),
+        (
+            lambda f: _rewrite(f, "model.safetensors", _weights_with_aliases(f, "[1]")),
+            "model.safetensors: its metadata's 'aliases' must map names to tensors the file stores",
+        ),
+        (
+            lambda f: _rewrite(f, "model.safetensors", _weights_with_aliases(f, '{"lm_head.weight": "nowhere"}')),
+            "model.safetensors: its metadata's 'aliases' must map names to tensors the file stores",
+        ),
+        (
+            lambda f: (f / "manifest.json").write_text(json.dumps({"files": {"config.json": "0" * 64}})),
+            "manifest.json: files\\['config.json'\\] must be an object with a 'sha256' string",
+        ),
+        (
+            lambda f: (f / "manifest.json").write_text(json.dumps({"files": ["config.json"]})),
+            "manifest.json: 'files' must be an object of file name -> entry, not an array",
+        ),
+        (lambda f: (f / "manifest.json").write_text("[]"), "manifest.json: a JSON object expected, not an array"),
+        (lambda f: (f / "config.json").unlink(), "config.json is missing"),
+    ],
+)
+def test_forged_weights_or_manifest_are_refused_naming_the_file(exported, tmp_path, forge, message):
+    folder = safe_extract(exported[0], tmp_path / "x", 50 * MB)
+    forge(folder)
+    with pytest.raises(ArchiveError, match=message):
+        load_archive_folder(folder)
+
+
+def test_a_json_file_nested_too_deeply_for_the_parser_is_refused_naming_it(exported, tmp_path):
+    folder = safe_extract(exported[0], tmp_path / "x", 50 * MB)
+    _rewrite(folder, "trainer_state.json", b"[" * 100_000 + b"]" * 100_000)
+    with pytest.raises(ArchiveError, match=r"trainer_state.json: not valid JSON \(nested too deeply\)"):
+        load_archive_folder(folder)

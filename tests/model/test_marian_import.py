@@ -119,3 +119,109 @@ def test_an_imported_marian_archive_is_fine_tuned_and_exported_again(marian_fold
     width = max(map(len, src))
     ours = greedy_decode(model, torch.tensor([ids + [0] * (width - len(ids)) for ids in src]), max_len=20)
     assert again_tokenizer.batch_decode(generated, skip_special_tokens=True) == tokenizer.decode_batch(ours)
+
+
+def _config_without(key: str):
+    def edit(config: dict) -> dict:
+        return {k: v for k, v in config.items() if k != key}
+
+    return edit
+
+
+def _vocab_with_a_string_id(vocab: dict) -> dict:
+    piece = next(p for p in vocab if p not in ("</s>", "<unk>", "<pad>"))
+    return {**vocab, piece: str(vocab[piece])}
+
+
+# (file, its new content: bytes, or a function of its parsed JSON), and what the message says
+BROKEN = {
+    "corrupt model.safetensors": (
+        "model.safetensors",
+        b"\x80\x04 a pickle, say",
+        "model.safetensors: not a safetensors",
+    ),
+    "truncated model.safetensors": ("model.safetensors", b"\x08\x00\x00", "model.safetensors: not a safetensors"),
+    "corrupt source.spm": ("source.spm", b"\xff" * 64, "source.spm: not a SentencePiece model"),
+    "empty source.spm": ("source.spm", b"", r"source.spm: not a SentencePiece model \(it holds no pieces\)"),
+    "config without vocab_size": ("config.json", _config_without("vocab_size"), "config.json: missing 'vocab_size'"),
+    "config without d_model": ("config.json", _config_without("d_model"), "config.json: missing 'd_model'"),
+    "config without pad_token_id": (
+        "config.json",
+        _config_without("pad_token_id"),
+        "config.json: missing 'pad_token_id'",
+    ),
+    "config with a string d_model": (
+        "config.json",
+        lambda c: {**c, "d_model": "32"},
+        "config.json: d_model='32' must be an integer",
+    ),
+    "config with a list activation": (
+        "config.json",
+        lambda c: {**c, "activation_function": ["swish"]},
+        r"config.json: activation_function=\['swish'\] has no equivalent",
+    ),
+    "config with heads that do not divide d_model": (
+        "config.json",
+        lambda c: {**c, "encoder_attention_heads": 5, "decoder_attention_heads": 5},
+        "config.json: d_model=32 is not divisible by n_heads=5",
+    ),
+    "vocab with a string id": ("vocab.json", _vocab_with_a_string_id, "vocab.json: .* ids must be integers"),
+    "vocab that is a list": ("vocab.json", lambda v: list(v), "vocab.json: a JSON object expected, not an array"),
+    "vocab that is not JSON": ("vocab.json", b"\xff\xfe", "vocab.json: not valid JSON"),
+}
+
+
+def _break(folder: Path, tmp_path: Path, name: str, content) -> Path:
+    import shutil
+
+    bad = shutil.copytree(folder, tmp_path / "opus-mt-broken")
+    if callable(content):
+        content = json.dumps(content(json.loads((bad / name).read_text()))).encode()
+    (bad / name).write_bytes(content)
+    return bad
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_file_is_refused_naming_the_file_and_the_value(marian_folder, tmp_path, case):
+    """A corrupt or malformed file is a MarianImportError naming it (the API's 422), not the error of whichever
+    library read it; as an archive, an ArchiveError saying the same."""
+    from model.import_archive import ArchiveError, load_archive_folder
+
+    name, content, message = BROKEN[case]
+    bad = _break(marian_folder, tmp_path, name, content)
+    with pytest.raises(MarianImportError, match=message):
+        load_marian(bad)
+    with pytest.raises(ArchiveError, match=f"the Marian model in 'opus-mt-broken' cannot be imported: {message}"):
+        load_archive_folder(bad)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (lambda c: [c], "config.json: a JSON object expected, not an array"),
+        (b'{"model_type": "marian",', "config.json: not valid JSON"),
+    ],
+)
+def test_a_config_that_is_not_a_json_object_is_not_a_marian_folder_and_is_refused_naming_it(
+    marian_folder, tmp_path, content, message
+):
+    from model.import_archive import ArchiveError, load_archive_folder
+
+    bad = _break(marian_folder, tmp_path, "config.json", content)
+    assert not is_marian_folder(bad)
+    with pytest.raises(MarianImportError, match=message):
+        load_marian(bad)
+    with pytest.raises(ArchiveError, match=f"'opus-mt-broken' holds no manifest.json, and {message}"):
+        load_archive_folder(bad)
+
+
+def test_a_source_spm_whose_character_map_does_not_parse_is_refused_naming_it(marian_folder, tmp_path):
+    """Bytes that parse as a SentencePiece model but carry a normalizer tokenizers cannot build."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString((marian_folder / "source.spm").read_bytes())
+    proto.normalizer_spec.precompiled_charsmap = b"\xff\xff\xff\xff not a map"
+    bad = _break(marian_folder, tmp_path, "source.spm", proto.SerializeToString())
+    with pytest.raises(MarianImportError, match="source.spm: its precompiled_charsmap does not parse"):
+        load_marian(bad)

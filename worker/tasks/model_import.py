@@ -3,7 +3,9 @@
 The API stores the upload under a staging key and sends its id; this task unpacks it safely, verifies and loads
 the model (model/import_archive.py), writes it as a served checkpoint to models/<id>, inserts the row and
 deletes the staging file. Idempotent by model id: a redelivery finds the row and answers it. A refused archive
-leaves nothing: no row, no model files, no staging file.
+(ArchiveError: model/import_archive.py checks every file it reads and names the bad one) is a 422 and leaves
+nothing: no row, no model files, no staging file. A staging file whose message expired unread, so that this task
+never ran, is the reaper's to remove (worker/reaper.py).
 """
 
 from __future__ import annotations
