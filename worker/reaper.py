@@ -1,22 +1,33 @@
-"""The reaper: re-queues jobs whose lease expired and (re)sends jobs whose message was never sent or lost.
+"""The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, and
+removes uploads staged for an import that no worker will ever read.
 
 Every worker runs it from its heartbeat thread; the conditional UPDATEs in app.db.job_rows make concurrent
-reapers harmless, and a duplicate message is a no-op for the training task.
+reapers harmless, and a duplicate message is a no-op for the training task. Two reapers deleting the same stale
+upload is harmless too: deleting a missing key is fine in every store.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+import time
+from datetime import UTC, datetime, timedelta
 
 from celery import Celery
 
+from app.artifacts import ArtifactStore, ArtifactStoreError, get_store
 from app.db import job_rows
 from app.db.session import session_scope
 from app.queueing import dispatch_training
-from app.settings import get_settings
+from app.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
+
+STAGING_PREFIX = "imports"  # app/api/model_imports.py stages each upload as imports/<model id>.tar.gz
+# How long an import may run once a worker took its message: minutes for the largest OPUS-MT model; an hour
+# leaves room for a slow host and for clocks that disagree between the API's host and the store.
+IMPORT_RUN_SECONDS = 3600
+STAGING_SWEEP_SECONDS = 300  # list the staging folder at most this often (a LIST request on S3, per worker)
+_next_staging_sweep = 0.0  # time.monotonic() of this process's next staging sweep
 
 
 def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
@@ -33,4 +44,40 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
     for job_id in to_send:
         dispatch_training(job_id, celery)
         dispatched.append(job_id)
+    sweep_staging(settings)
     return requeued, failed, dispatched
+
+
+def staging_max_age(settings: Settings) -> timedelta:
+    """Past this age a staged upload is no import's: the API sends its message with EXPORT_TIMEOUT_SECONDS as
+    the expiry, so no worker starts it later than that, and one that started it in time has long finished (it
+    deletes the upload itself, imported or refused). Only an expired message or a crash leaves one behind."""
+    return timedelta(seconds=settings.export_timeout_seconds + IMPORT_RUN_SECONDS)
+
+
+def sweep_staging(settings: Settings) -> list[str]:
+    """Remove stale staged uploads, at most every STAGING_SWEEP_SECONDS in this process; returns their keys.
+    A store that is away is logged and tried again on the next pass."""
+    global _next_staging_sweep
+    if time.monotonic() < _next_staging_sweep:
+        return []
+    _next_staging_sweep = time.monotonic() + STAGING_SWEEP_SECONDS
+    try:
+        removed = remove_stale_staging(get_store(), staging_max_age(settings))
+    except ArtifactStoreError as exc:
+        log.warning("stale uploads under %s/ not swept: %s", STAGING_PREFIX, exc)
+        return []
+    for key in removed:
+        log.warning("removed %s: an upload no import will read (its message expired, or its worker died)", key)
+    return removed
+
+
+def remove_stale_staging(store: ArtifactStore, max_age: timedelta, now: datetime | None = None) -> list[str]:
+    """Delete every upload under imports/ last written more than max_age before now; returns their keys."""
+    now = now or datetime.now(UTC)
+    removed = []
+    for key, written in store.list_files(STAGING_PREFIX):
+        if now - written > max_age:
+            store.delete(key)
+            removed.append(key)
+    return sorted(removed)

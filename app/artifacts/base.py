@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
+from datetime import datetime
 from pathlib import Path
 
 # A folder's file that is written last and read first: whoever sees it sees the whole folder
@@ -53,6 +54,11 @@ class ArtifactStore(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Delete a file or a whole folder; missing is fine."""
+
+    @abstractmethod
+    def list_files(self, folder: str) -> list[tuple[str, datetime]]:
+        """(key, when it was last written) of every stored file under the folder key, at any depth; [] when there
+        is none. Files still being written are not listed."""
 
     @abstractmethod
     def local_path(self, key: str) -> Path:

@@ -6,6 +6,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 from app.artifacts.base import TEMP_PREFIX, ArtifactNotFound, ArtifactStore, key_parts
@@ -52,6 +53,19 @@ class LocalStore(ArtifactStore):
             shutil.rmtree(target, ignore_errors=True)
         else:
             target.unlink(missing_ok=True)
+
+    def list_files(self, folder: str) -> list[tuple[str, datetime]]:
+        root = self.local_path(folder)
+        out = []
+        for path in sorted(root.rglob("*")) if root.is_dir() else ():
+            if path.name.startswith(TEMP_PREFIX) or not path.is_file():
+                continue
+            try:
+                written = datetime.fromtimestamp(path.stat().st_mtime, UTC)
+            except FileNotFoundError:  # deleted meanwhile
+                continue
+            out.append(("/".join((*key_parts(folder), *path.relative_to(root).parts)), written))
+        return out
 
     def fetch(self, key: str, missing_ok: bool = False) -> Path:
         path = self.local_path(key)

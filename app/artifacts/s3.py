@@ -16,6 +16,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -214,6 +215,15 @@ class S3Store(ArtifactStore):
                     out.extend(page.get("Contents", []))
         except BucketNotFound:
             return []
+        return out
+
+    def list_files(self, folder: str) -> list[tuple[str, datetime]]:
+        prefix = self._object(folder) + "/"
+        out = []
+        for item in self._listing(folder):
+            name = item["Key"][len(prefix) :]
+            if name and not name.endswith("/"):  # no folder markers
+                out.append(("/".join((*key_parts(folder), name)), item["LastModified"]))
         return out
 
     def _head(self, key: str) -> dict[str, Any] | None:

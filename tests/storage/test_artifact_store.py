@@ -53,6 +53,22 @@ def test_bytes_round_trip_and_overwrite(store):
     assert store.fetch("datasets/d1/data.jsonl").read_bytes() == b"new"
 
 
+def test_list_files_names_every_stored_file_under_a_folder_with_when_it_was_written(store):
+    from datetime import UTC, datetime, timedelta
+
+    before = datetime.now(UTC) - timedelta(minutes=5)  # S3 keeps whole seconds; clocks of test and server
+    store.write_bytes("imports/a.tar.gz", b"a")
+    store.write_bytes("imports/deep/b.tar.gz", b"b")
+    store.write_bytes("importsx/c.tar.gz", b"c")  # another folder sharing the prefix
+    store.write_bytes("models/m/model.safetensors", b"m")
+    listed = store.list_files("imports")
+    assert [key for key, _ in listed] == ["imports/a.tar.gz", "imports/deep/b.tar.gz"]
+    assert all(before < written < datetime.now(UTC) + timedelta(minutes=5) for _, written in listed)
+    assert store.list_files("nothing-here") == []
+    store.delete("imports/a.tar.gz")
+    assert [key for key, _ in store.list_files("imports")] == ["imports/deep/b.tar.gz"]
+
+
 def test_missing_key_raises_not_found_naming_the_key(store):
     for call in (lambda: store.read_bytes("datasets/nope/data.jsonl"), lambda: store.fetch("datasets/nope/data.jsonl")):
         with pytest.raises(ArtifactNotFound, match="datasets/nope/data.jsonl"):
