@@ -99,7 +99,9 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         valid_dataset_id=job.valid_dataset_id,
         test_dataset_id=job.test_dataset_id,
         init_model_id=job.init_model_id,
-        model=ModelSpec.model_validate(job.model_config),
+        # as stored: checked when the job was submitted, against the bounds of a request. A job from an imported
+        # model keeps that model's sizes, which may lie outside them (a vocabulary under 300), and is still valid.
+        model=ModelSpec.model_construct(**job.model_config),
         training=TrainingSpec.model_validate(job.training_config),
         progress=progress_of(job),
         latest_metrics=latest,

@@ -87,3 +87,22 @@ def test_another_owners_model_is_not_found(client, alice, parallel_id, make_key)
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"] == ["body", "init_model_id"]
     assert response.json()["detail"][0]["msg"] == f"model {theirs} not found"
+
+
+def test_a_job_from_an_imported_model_keeps_a_vocabulary_smaller_than_a_new_tokenizer_may_have(
+    client, alice, parallel_id
+):
+    """An imported model (no job of its own) with 142 pieces: the job takes them, and is shown as it was stored."""
+    from app.db.models import TrainedModel
+    from app.db.session import session_scope
+
+    parent = _model_row("alice")
+    with session_scope() as session:
+        model = session.get(TrainedModel, parent)
+        model.job_id, model.config = None, ModelConfig.from_preset("tiny", 142).to_dict()
+    response = client.post("/v1/jobs", json=_job(parallel_id, init_model_id=parent), headers=alice)
+    assert response.status_code == 201, response.text
+    assert response.json()["model"]["vocab_size"] == 142
+    job_id = response.json()["id"]
+    assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["model"]["vocab_size"] == 142
+    assert any(j["id"] == job_id for j in client.get("/v1/jobs", headers=alice).json()["data"])
