@@ -138,6 +138,31 @@ def test_an_opus_mt_style_marian_folder_imports_and_translates_as_transformers_d
         )
     expected = tokenizer.batch_decode(generated, skip_special_tokens=True)
     assert [t["text"] for t in answer["translations"]] == expected
+    # fine-tuned through the API from the imported model, and the child exported again for CTranslate2
+    pairs = list(zip(SOURCES, reversed(SOURCES), strict=True)) * 5
+    dataset = api.upload(write_jsonl(tmp_path / "tune.jsonl", pairs), "parallel")
+    job = api.submit(
+        {
+            "objective": "translation",
+            "dataset_id": dataset["id"],
+            "init_model_id": model_id,
+            "training": {"max_steps": 3, "warmup_steps": 1, "max_tokens_per_batch": 2048, "max_length": 60},
+        }
+    )
+    done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=300)
+    assert done["status"] == "succeeded", done["error"]
+    child = api.http.get(f"/v1/models/{done['model_id']}").json()
+    assert child["parent_model_id"] == model_id
+    assert child["tokenizer_fingerprint"] == response.json()["tokenizer_fingerprint"]
+    exported = api.http.get(f"/v1/models/{child['id']}/export", params={"format": "ctranslate2"}, timeout=300)
+    assert exported.status_code == 200, exported.text
+    import ctranslate2
+
+    with tarfile.open(fileobj=io.BytesIO(exported.content), mode="r:gz") as tar:
+        tar.extractall(tmp_path / "ct2", filter="data")
+    (folder,) = (tmp_path / "ct2").iterdir()
+    translated = ctranslate2.Translator(str(folder), device="cpu").translate_batch([["▁a"]], max_decoding_length=8)
+    assert len(translated) == 1 and translated[0].hypotheses
     # the same folder with its weights as a pickle: refused, nothing kept
     pickled = tmp_path / "pickled"
     shutil.copytree(marian_folder, pickled / "opus")
