@@ -23,6 +23,19 @@ def conflict(message: str) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, message)
 
 
+BACKEND_RETRY_SECONDS = 10
+
+
+def backend_failed(backend: str, model_id: str, reason: str) -> HTTPException:
+    """503 for a decoding backend (pytorch, ctranslate2) that broke on a request it had accepted: not the
+    caller's fault, so a retry (or the other backend) may serve it. The worker's own answer has the same words."""
+    return HTTPException(
+        status.HTTP_503_SERVICE_UNAVAILABLE,
+        f"inference backend {backend!r} failed on model {model_id}: {reason}",
+        headers={"Retry-After": str(BACKEND_RETRY_SECONDS)},
+    )
+
+
 async def method_not_allowed(request: Request, _exc: Exception) -> JSONResponse:
     """405 whose `Allow` lists the methods of every route on the path (Starlette names only the first route's).
     A path that is a route of its own (/v1/models/import) is not also an `{id}` (/v1/models/{model_id}): when a

@@ -1,7 +1,9 @@
 """Inference tasks on the `inference` queue: translate, fill-mask, attention maps, embedding neighbours.
 
 Each returns a JSON-ready dict; a problem the caller should see comes back as {"error": {"status", "detail"}}
-and the API answers with that status. Translations from concurrent requests are decoded together by one
+and the API answers with that status. A task checks the request before it decodes (a fault of the request is a
+4xx naming the bad value); whatever the backend (PyTorch or CTranslate2) raises while decoding is a 503 naming
+the backend, logged with its traceback. Translations from concurrent requests are decoded together by one
 micro-batcher per process (run this worker with a thread pool: `-P threads -c 16`).
 """
 
@@ -10,7 +12,8 @@ from __future__ import annotations
 import logging
 import re
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 from celery import shared_task
@@ -19,7 +22,7 @@ from app.settings import get_settings
 from app.task_names import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
 from model.compile import eager_on_failure
 from model.fill_mask import fill_mask
-from model.inference import capture_attention, embedding_neighbors, translate
+from model.inference import capture_attention, embedding_neighbors, resolve_token, source_ids, translate
 from model.tokenizer import readable_token
 from worker.serving import ct2
 from worker.serving.cache import LoadedModel, ModelCache
@@ -30,6 +33,8 @@ from worker.serving.microbatch import MicroBatcher
 log = logging.getLogger(__name__)
 SENTENCE_END = re.compile(r"(?<=[.!?;:。！？])\s+")
 SPAN_DENOISING_MAX_TOKENS = 6  # longest span a <mask> of a span-denoising model is filled with
+MASK = "<mask>"
+T = TypeVar("T")
 
 
 # Inference tasks are many and short: no per-task monitoring events (received/started/succeeded, three broker
@@ -89,15 +94,33 @@ def _backend_failed(backend: str, model_id: str, exc: Exception) -> RequestError
     return RequestError(503, f"inference backend {backend!r} failed on model {model_id}: {type(exc).__name__}: {exc}")
 
 
-def _translate_batch(key: tuple, texts: list[str]) -> list[dict[str, Any]]:
-    model_id, beam_size, n_best, max_length, return_alignment, backend = key
-    loaded = cache().get(model_id)
+def _checked(check: Callable[[], T]) -> T:
+    """A check of the caller's input, before decoding: a ValueError (the model library names the bad value) is
+    the request's fault, a 422."""
     try:
-        return _decode(loaded, texts, beam_size, n_best, max_length, return_alignment, backend)
-    except (RequestError, ValueError):  # the request's fault (ValueError names its bad value): 4xx
+        return check()
+    except ValueError as exc:
+        raise RequestError(422, str(exc)) from exc
+
+
+def _decoding(backend: str, model_id: str, call: Callable[[], T]) -> T:
+    """call() decodes a request already checked: whatever it raises (a ValueError too) is the backend's failure,
+    a 503 naming it. A RequestError (the model unavailable, the backend failing to load) is raised as it is."""
+    try:
+        return call()
+    except RequestError:
         raise
     except Exception as exc:
         raise _backend_failed(backend, model_id, exc) from exc
+
+
+def _translate_batch(key: tuple, texts: list[str]) -> list[dict[str, Any]]:
+    """One micro-batch of pieces that translate_task checked (their length, n_best, the backend)."""
+    model_id, beam_size, n_best, max_length, return_alignment, backend = key
+    loaded = cache().get(model_id)
+    return _decoding(
+        backend, model_id, lambda: _decode(loaded, texts, beam_size, n_best, max_length, return_alignment, backend)
+    )
 
 
 def _decode(
@@ -124,7 +147,7 @@ def _decode(
                 max_len_b=max_length or 10,
                 return_alignment=return_alignment,
             ),
-            keep=(RequestError, ValueError),
+            keep=(RequestError,),
         )
 
 
@@ -181,6 +204,12 @@ def errors_as_results(fn):
     return wrapper
 
 
+def _check_beam(loaded: LoadedModel, beam_size: int) -> None:
+    widest = loaded.model.config.vocab_size // 2
+    if not 1 <= beam_size <= widest:
+        raise RequestError(422, f"beam_size={beam_size} must be in [1, {widest}] (half this model's vocabulary)")
+
+
 def _translation_model(model_id: str) -> LoadedModel:
     loaded = cache().get(model_id)
     if loaded.objective != "translation":
@@ -208,6 +237,9 @@ def translate_task(
         )
     if n_best > beam_size:
         raise RequestError(422, f"n_best={n_best} cannot exceed beam_size={beam_size}")
+    _check_beam(loaded, beam_size)
+    if max_length is not None:  # as the PyTorch decoder bounds it, so both backends take the same lengths
+        max_length = min(max_length, loaded.model.config.max_positions)
     plans = [_pieces(loaded, text) for text in texts]
     flat = [piece for plan in plans for piece in plan]
     results, batch_size = batcher().submit_sized(
@@ -229,6 +261,19 @@ def translate_task(
     }  # for the API's metrics; not part of the public answer
 
 
+def _check_fill_mask(loaded: LoadedModel, text: str, top_k: int) -> None:
+    """The request's faults that fill_mask would find: no <mask>, one the tokenizer does not read as a mask token,
+    too long a text, top_k below 1."""
+    if top_k < 1:
+        raise RequestError(422, f"top_k={top_k} must be >= 1")
+    ids = _checked(lambda: source_ids(loaded.model, loaded.tokenizer, text))
+    found, written = ids.count(loaded.tokenizer.mask_id), text.count(MASK)
+    if found == 0:
+        raise RequestError(422, f"text has no {MASK} to fill: {text[:80]!r}")
+    if found != written:
+        raise RequestError(422, f"found {written} {MASK!r} in the text but {found} mask tokens: {text[:80]!r}")
+
+
 @shared_task(name=FILL_MASK, **INFERENCE_TASK)
 @errors_as_results
 def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
@@ -237,14 +282,19 @@ def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
         raise RequestError(
             422, f"model {model_id} was trained for {loaded.objective}; fill-mask needs a denoising model"
         )
+    _check_fill_mask(loaded, text, top_k)
     span = SPAN_DENOISING_MAX_TOKENS if loaded.noise == "span" else 1
-    offsets = [m.start() for m in re.finditer(re.escape("<mask>"), text)]
-    with torch.inference_mode():
-        per_mask = eager_on_failure(
-            loaded.model,
-            lambda: fill_mask(loaded.model, loaded.tokenizer, text, top_k=top_k, max_span_tokens=span),
-            keep=(RequestError, ValueError),
-        )
+    offsets = [m.start() for m in re.finditer(re.escape(MASK), text)]
+
+    def decode() -> list[list[dict[str, Any]]]:
+        with torch.inference_mode():
+            return eager_on_failure(
+                loaded.model,
+                lambda: fill_mask(loaded.model, loaded.tokenizer, text, top_k=top_k, max_span_tokens=span),
+                keep=(RequestError,),
+            )
+
+    per_mask = _decoding("pytorch", model_id, decode)
     return {
         "model_id": model_id,
         "masks": [
@@ -260,12 +310,27 @@ def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
     }
 
 
+def _check_attention(loaded: LoadedModel, text: str, target: str | None) -> None:
+    """The request's faults that capture_attention would find: a source or target longer than the model takes."""
+    _checked(lambda: source_ids(loaded.model, loaded.tokenizer, text))
+    if target is None:
+        return
+    n, limit = len(loaded.tokenizer.encode(target)) + 1, loaded.model.config.max_positions
+    if n > limit:
+        raise RequestError(422, f"target has {n} tokens (with <s>), more than max_positions={limit}: {target[:60]!r}")
+
+
 @shared_task(name=ATTENTION, **INFERENCE_TASK)
 @errors_as_results
 def attention_task(model_id: str, text: str, target: str | None = None) -> dict[str, Any]:
     loaded = cache().get(model_id)
-    with torch.inference_mode():
-        result = capture_attention(loaded.model, loaded.tokenizer, text, target)
+    _check_attention(loaded, text, target)
+
+    def decode() -> dict[str, Any]:
+        with torch.inference_mode():
+            return capture_attention(loaded.model, loaded.tokenizer, text, target)
+
+    result = _decoding("pytorch", model_id, decode)
     for name in ("source_tokens", "target_tokens"):
         result[name] = [readable_token(t) for t in result[name]]
     return {"model_id": model_id, **result}
@@ -275,8 +340,15 @@ def attention_task(model_id: str, text: str, target: str | None = None) -> dict[
 @errors_as_results
 def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
     loaded = cache().get(model_id)
-    with torch.inference_mode():
-        found = embedding_neighbors(loaded.model, loaded.tokenizer, token, k)
+    if k < 1:
+        raise RequestError(422, f"k={k} must be >= 1")
+    _checked(lambda: resolve_token(loaded.tokenizer, token))  # a token the vocabulary lacks, named
+
+    def search() -> list[dict[str, Any]]:
+        with torch.inference_mode():
+            return embedding_neighbors(loaded.model, loaded.tokenizer, token, k)
+
+    found = _decoding("pytorch", model_id, search)
     return {
         "model_id": model_id,
         "token": token,

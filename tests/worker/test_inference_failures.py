@@ -1,0 +1,180 @@
+"""Inference tasks, called as an inference worker runs them, on a tiny untrained model: a fault of the request is a
+4xx naming it, found before decoding; whatever a backend (PyTorch, CTranslate2) raises while decoding, a ValueError
+too, is a 503 naming the backend and logged with its traceback. The failures are injected mid-decode."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+import torch
+
+import model.fill_mask
+import model.inference
+from model.config import ModelConfig
+from model.tokenizer import Tokenizer
+from model.transformer import Transformer
+from worker.serving import ct2
+from worker.serving.cache import LoadedModel
+from worker.tasks import inference
+
+SENTENCES = ["the dog barks", "the cat sleeps", "a bird sings", "the dog sleeps", "a cat barks", "the bird flies"]
+MAX_POSITIONS = 32
+
+
+class Cache:
+    def __init__(self, models: dict[str, LoadedModel]) -> None:
+        self.models = models
+
+    def get(self, model_id: str) -> LoadedModel:
+        return self.models[model_id]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[Transformer, Tokenizer]:
+    tokenizer = Tokenizer.train(SENTENCES * 20, 300)
+    torch.manual_seed(0)
+    net = Transformer(ModelConfig.from_preset("tiny", tokenizer.vocab_size, max_positions=MAX_POSITIONS))
+    return net.eval(), tokenizer
+
+
+@pytest.fixture
+def served(monkeypatch, settings_env, tiny) -> dict[str, LoadedModel]:
+    """Model t-1 (translation) and d-1 (span denoising) in the worker's cache."""
+    net, tokenizer = tiny
+    models = {
+        "t-1": LoadedModel("t-1", "translation", net, tokenizer, "span", {"sha256": "1" * 64}),
+        "d-1": LoadedModel("d-1", "denoising", net, tokenizer, "span", {"sha256": "2" * 64}),
+    }
+    monkeypatch.setattr(inference, "cache", lambda: Cache(models))
+    monkeypatch.setattr(inference, "_ct2", {})
+    return models
+
+
+def _raise(exc: Exception):
+    def fail(*_args: Any, **_kwargs: Any) -> Any:
+        raise exc
+
+    return fail
+
+
+def _logged_with_traceback(caplog, backend: str, model_id: str) -> bool:
+    return any(
+        r.levelno == logging.ERROR and r.exc_info and f"backend {backend!r} failed" in r.getMessage()
+        for r in caplog.records
+        if r.name == "worker.tasks.inference" and model_id in r.getMessage()
+    )
+
+
+def test_every_task_answers_on_the_tiny_model(served):
+    """The checks before decoding let good requests through."""
+    assert "translations" in inference.translate_task("t-1", ["the dog barks"], beam_size=2, n_best=2)
+    assert "masks" in inference.fill_mask_task("d-1", "the <mask> barks", top_k=3)
+    assert "cross" in inference.attention_task("t-1", "the dog barks")
+    assert "neighbors" in inference.neighbors_task("t-1", "dog", 3)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [ValueError("the decoder's cache has 7 positions, not 8"), RuntimeError("CUDA error: an illegal memory access")],
+)
+def test_a_pytorch_failure_mid_decode_is_a_503_naming_the_backend(served, monkeypatch, caplog, failure):
+    monkeypatch.setattr(model.inference, "beam_search", _raise(failure))  # after translate() checked its input
+    answer = inference.translate_task("t-1", ["the dog barks"])
+    assert answer == {
+        "error": {
+            "status": 503,
+            "detail": f"inference backend 'pytorch' failed on model t-1: {type(failure).__name__}: {failure}",
+        }
+    }
+    assert _logged_with_traceback(caplog, "pytorch", "t-1")
+
+
+@pytest.mark.parametrize(
+    "failure", [ValueError("No position encodings are defined for positions >= 32"), RuntimeError("CUDA failed")]
+)
+def test_a_ctranslate2_failure_mid_decode_is_a_503_naming_the_backend(served, monkeypatch, caplog, tmp_path, failure):
+    """The real CT2Translator loads (a stand-in for ctranslate2.Translator), then its translate_batch raises."""
+    import ctranslate2
+
+    decoded: list[list[list[str]]] = []
+
+    class Translator:
+        def __init__(self, path: str, **_kwargs: Any) -> None:
+            self.path = path
+
+        def translate_batch(self, batch: list[list[str]], **_kwargs: Any) -> Any:
+            decoded.append(batch)
+            raise failure
+
+    monkeypatch.setattr(ct2, "available", lambda: True)
+    monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
+    monkeypatch.setattr(ctranslate2, "Translator", Translator)
+    answer = inference.translate_task("t-1", ["the dog barks"], backend="ctranslate2")
+    assert decoded, "the backend never started decoding"
+    assert answer["error"]["status"] == 503
+    assert answer["error"]["detail"] == (
+        f"inference backend 'ctranslate2' failed on model t-1: {type(failure).__name__}: {failure}"
+    )
+    assert _logged_with_traceback(caplog, "ctranslate2", "t-1")
+
+
+@pytest.mark.parametrize(
+    ("task", "args", "where", "name"),
+    [
+        (inference.fill_mask_task, ("d-1", "the <mask> barks"), model.fill_mask, "_span_candidates"),
+        (inference.attention_task, ("t-1", "the dog barks"), model.inference, "greedy_decode"),
+        (inference.neighbors_task, ("t-1", "dog", 3), inference, "embedding_neighbors"),
+    ],
+)
+@pytest.mark.parametrize("failure", [ValueError("expected a 2-D tensor"), RuntimeError("CUDA error: out of range")])
+def test_fill_mask_attention_and_neighbours_failures_are_a_503_naming_the_backend(
+    served, monkeypatch, caplog, task, args, where, name, failure
+):
+    monkeypatch.setattr(where, name, _raise(failure))
+    answer = task(*args)
+    assert answer == {
+        "error": {
+            "status": 503,
+            "detail": f"inference backend 'pytorch' failed on model {args[0]}: {type(failure).__name__}: {failure}",
+        }
+    }
+    assert _logged_with_traceback(caplog, "pytorch", args[0])
+
+
+TOO_LONG = " ".join(["the dog barks"] * 20)
+
+
+@pytest.mark.parametrize(
+    ("call", "needle"),
+    [
+        (lambda: inference.fill_mask_task("d-1", "the dog barks"), "text has no <mask> to fill"),
+        (lambda: inference.fill_mask_task("d-1", TOO_LONG + " <mask>"), f"more than max_positions={MAX_POSITIONS}"),
+        (lambda: inference.fill_mask_task("d-1", "the <mask> barks", top_k=0), "top_k=0 must be >= 1"),
+        (lambda: inference.attention_task("t-1", TOO_LONG), f"more than max_positions={MAX_POSITIONS}"),
+        (lambda: inference.attention_task("t-1", "the dog", TOO_LONG), f"more than max_positions={MAX_POSITIONS}"),
+        (lambda: inference.neighbors_task("t-1", "zzqqxx"), "token 'zzqqxx' is not in the vocabulary"),
+        (lambda: inference.neighbors_task("t-1", "dog", 0), "k=0 must be >= 1"),
+        (lambda: inference.translate_task("t-1", ["the dog"], beam_size=2, n_best=3), "n_best=3"),
+        (lambda: inference.translate_task("t-1", ["the dog"], beam_size=1000), "beam_size=1000 must be in [1, "),
+        (lambda: inference.translate_task("t-1", [TOO_LONG.replace(" ", "")]), "cannot be split further"),
+    ],
+)
+def test_a_bad_request_is_a_422_naming_it_before_any_decoding(served, monkeypatch, call, needle):
+    for where, name in [(model.inference, "beam_search"), (model.inference, "greedy_decode"), (inference, "fill_mask")]:
+        monkeypatch.setattr(where, name, _raise(AssertionError("decoded a request that should have been refused")))
+    monkeypatch.setattr(inference, "embedding_neighbors", _raise(AssertionError("searched for a refused request")))
+    answer = call()
+    assert answer["error"]["status"] == 422, answer
+    assert needle in answer["error"]["detail"]
+
+
+def test_a_model_that_cannot_be_loaded_keeps_its_own_status(served, monkeypatch):
+    """A RequestError raised while decoding (the model's files gone, say) passes through as it is."""
+    from worker.serving.errors import ModelUnavailable
+
+    monkeypatch.setattr(model.inference, "beam_search", _raise(ModelUnavailable(404, "model t-1 not found")))
+    assert inference.translate_task("t-1", ["the dog barks"]) == {
+        "error": {"status": 404, "detail": "model t-1 not found"}
+    }
