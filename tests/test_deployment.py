@@ -89,6 +89,28 @@ def test_the_gpu_inference_worker_takes_one_gpu_only_in_its_profile(compose):
     assert command[command.index("-Q") + 1] == "inference" and command[command.index("-P") + 1] == "threads"
 
 
+GPU_WORKERS = ("worker-training-gpu", "worker-inference-gpu")
+
+
+def test_the_gpu_profile_holds_only_the_gpu_workers(compose):
+    assert {name for name, s in compose["services"].items() if "gpu" in s.get("profiles", [])} == set(GPU_WORKERS)
+
+
+@pytest.mark.parametrize("name", GPU_WORKERS)
+def test_a_gpu_worker_refuses_to_start_where_it_sees_no_gpu(compose, name):
+    """WORKER_DEVICE=cuda: on a host whose GPU the container does not see, the worker exits naming the device
+    instead of quietly computing on the CPU (a training one would also take the jobs that asked for a CPU)."""
+    import torch
+
+    from worker.device import DeviceError, resolve_device
+
+    setting = Settings(**{k.lower(): v for k, v in _env(compose["services"][name]).items()}).worker_device
+    assert setting == "cuda"
+    with pytest.raises(DeviceError, match="WORKER_DEVICE='cuda' but this host has no CUDA device"):
+        resolve_device(setting, 0)
+    assert resolve_device(setting, 8) == torch.device("cuda", 0)
+
+
 def test_migrate_runs_alembic_before_api_and_workers(compose):
     assert compose["services"]["migrate"]["command"] == ["alembic", "upgrade", "head"]
     for name in ("api", "worker-training", "worker-inference"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -77,6 +78,46 @@ def test_a_worker_given_a_gpu_this_host_lacks_refuses_to_start(tmp_path):
     )
     assert done.returncode != 0
     assert "worker not started: WORKER_DEVICE='cuda:3'" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "gpus", "queue", "consumed"),
+    [
+        ("cuda", 1, "training", ["training", "training.gpu"]),  # a GPU worker of the compose gpu profile
+        ("", 2, "training", ["training", "training.gpu"]),  # the default on a GPU host: its first GPU
+        ("cpu", 2, "training", ["training", "training.cpu"]),  # a CPU worker on a GPU host
+        ("cuda", 1, "inference", ["inference"]),  # not a training worker: no training queue added
+    ],
+)
+def test_a_training_worker_consumes_the_queue_of_its_device_kind(
+    monkeypatch, settings_env, setting, gpus, queue, consumed
+):
+    """The queue subscription as Celery runs it (celeryd_after_setup, after `-Q`). The GPU branch is reached on this
+    CPU host by injecting the GPU count a GPU host reports."""
+    from celery.signals import celeryd_after_setup
+
+    from app.queueing import make_celery
+    from worker import celery_app  # noqa: F401  (connects the receiver)
+
+    settings_env(WORKER_DEVICE=setting)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    app = make_celery("worker")
+    app.amqp.queues.select([queue])  # -Q
+    celeryd_after_setup.send(sender=f"{queue}@gpu-host", instance=SimpleNamespace(app=app), conf=app.conf)
+    assert sorted(app.amqp.queues.consume_from) == consumed
+
+
+def test_a_worker_given_a_gpu_the_host_lacks_takes_no_device_queue(monkeypatch, settings_env):
+    """worker_init refuses to start it, naming the device; the subscription leaves its queues as they are."""
+    from app.queueing import make_celery
+    from worker.celery_app import _consume_the_device_queue
+
+    settings_env(WORKER_DEVICE="cuda:3")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    app = make_celery("worker")
+    app.amqp.queues.select(["training"])
+    _consume_the_device_queue(sender="training@host", instance=SimpleNamespace(app=app))
+    assert sorted(app.amqp.queues.consume_from) == ["training"]
 
 
 def test_inference_workers_serve_in_bf16_on_a_gpu_and_fp32_on_a_cpu_unless_told():
