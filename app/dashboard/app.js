@@ -2,7 +2,7 @@
 // list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
-import { renderJob } from "./job.js";
+import { renderJob, waitingFor } from "./job.js";
 import { renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
 import { renderWorkers } from "./workers.js";
@@ -99,8 +99,10 @@ function jobRow(job) {
   return h("tr", { "data-job": job.id, "data-status": job.status },
     h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${job.id}` }, shortId(job.id)),
       job.model_id ? h("a", { class: "small-link", href: `#/models/${job.model_id}` }, " model") : null),
-    h("td", { "data-label": "Objective" }, job.objective, h("span", { class: "muted" }, ` · ${job.model.preset}`)),
-    h("td", { "data-label": "Status" }, statusBadge(job.status)),
+    h("td", { "data-label": "Objective" },
+      h("div", {}, job.objective, h("span", { class: "muted" }, ` · ${job.model.preset}`))),
+    h("td", { "data-label": "Status" }, h("div", {}, statusBadge(job.status),
+      waitingFor(job) ? h("small", { class: "waiting-note" }, `waiting for ${waitingFor(job)}`) : null)),
     h("td", { "data-label": "Progress" }, progressBar(p.fraction, `progress of job ${shortId(job.id)}`)),
     h("td", { "data-label": "Step" }, `${p.step}/${p.total_steps}`),
     h("td", { "data-label": "Tokens/s" }, p.tokens_per_second ? fmtNumber(Math.round(p.tokens_per_second)) : "–"),

@@ -6,6 +6,7 @@ import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progress
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const HISTORY_POINTS = 500;
+const WAITING_POLL_MS = 10000;  // the live events carry no waiting_for: re-read it this often while the job waits
 
 function chartsFor(objective) {
   return [
@@ -20,6 +21,19 @@ function chartsFor(objective) {
 /** "name: value" lines of the settings that are set (a null override means "the preset's value"). */
 function settingsText(settings) {
   return Object.entries(settings).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}`).join("\n");
+}
+
+/** What a queued job waits for ("a GPU worker"): it asked for a kind of worker none of which is running. */
+export function waitingFor(job) {
+  return job.status === "queued" && job.waiting_for ? job.waiting_for : null;
+}
+
+function waitingNote(job) {
+  const what = waitingFor(job);
+  if (!what) return null;
+  return h("p", { class: "waiting", id: "waiting-for" }, h("strong", {}, `Waiting for ${what}`),
+    `: the job asked for ${job.training.accelerator.toUpperCase()} workers only and none is running now. ` +
+    "It stays queued and starts when one comes.");
 }
 
 /** What the worker chose from the time budget, and why; or which settings it will choose. */
@@ -76,6 +90,7 @@ export function renderJob(container, jobId) {
         job.device ? h("span", { class: "muted" }, job.device) : null,
         !TERMINAL.has(state.status) ? cancel : null,
         state.model_id ? h("a", { class: "button", href: `#/models/${state.model_id}`, id: "model-link" }, "Open the model") : null),
+      waitingNote(state),
       progressBar(p.fraction, "training progress"),
       h("dl", { class: "kv inline-kv" },
         h("dt", {}, "step"), h("dd", {}, `${p.step} / ${p.total_steps}`),
@@ -111,6 +126,22 @@ export function renderJob(container, jobId) {
         if (err.name !== "AbortError") liveNote.replaceChildren(errorBox(err.message));
       } finally {
         refetching = false;
+      }
+    }
+  }
+
+  async function watchWaiting() {
+    while (waitingFor(job)) {
+      await new Promise((resolve) => setTimeout(resolve, WAITING_POLL_MS));
+      if (signal.aborted) return;
+      try {
+        const now = await api(`/v1/jobs/${jobId}`, { signal });
+        if (job.status === "queued") {  // the events own the status; only the wait is read here
+          job = { ...job, waiting_for: now.waiting_for };
+          renderSummary(job);
+        }
+      } catch (err) {
+        if (err.name === "AbortError") return;
       }
     }
   }
@@ -167,6 +198,7 @@ export function renderJob(container, jobId) {
     container.dataset.historyMs = String(Math.round(performance.now() - t0));
     loadCheckpoints();
     if (TERMINAL.has(job.status)) return;  // nothing live to watch
+    watchWaiting();
     liveNote.replaceChildren(h("p", { class: "muted" }, "Live: following the job…"));
     await streamEvents(`/v1/jobs/${jobId}/events`, {
       signal, lastEventId: historyEventId,

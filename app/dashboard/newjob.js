@@ -1,6 +1,7 @@
 // New-job form: pick or upload a dataset, choose objective, preset and training settings (or a model to start
-// from: fine-tuning), an optional test set, and see the parameter count and memory estimate (POST /v1/estimate)
-// before submitting. #/new?from=<model id> opens it starting from that model.
+// from: fine-tuning), the workers that may train it (any, GPU, CPU) and its precision, an optional test set, and
+// see the parameter count and memory estimate (POST /v1/estimate) before submitting. #/new?from=<model id> opens
+// it starting from that model.
 
 import { api } from "./api.js";
 import { anatomyBars } from "./charts.js";
@@ -55,6 +56,12 @@ export function renderNewJob(container, fromModel) {
   const noise = h("select", { id: "noise", name: "noise" }, h("option", { value: "span" }, "span (BART infilling)"),
                   h("option", { value: "token" }, "token (one token per <mask>)"));
   const noiseField = field("Noise", noise, "denoising only");
+  const accelerator = h("select", { id: "accelerator", name: "accelerator" },
+    [["any", "any worker"], ["gpu", "GPU workers only"], ["cpu", "CPU workers only"]]
+      .map(([v, t]) => h("option", { value: v }, t)));
+  const precision = h("select", { id: "precision", name: "precision" },
+    [["", "default"], ["fp32", "fp32"], ["bf16", "bf16 (mixed precision)"]]
+      .map(([v, t]) => h("option", { value: v }, t)));
   const tokenizer = h("select", { id: "tokenizer", name: "tokenizer" },
     [["byte_bpe", "byte-level BPE (GPT-2)"], ["bpe", "BPE, SentencePiece-style (▁, byte fallback, NFKC)"],
      ["unigram", "unigram, SentencePiece-style (▁, byte fallback, NFKC)"]].map(([v, t]) => h("option", { value: v }, t)));
@@ -82,7 +89,9 @@ export function renderNewJob(container, fromModel) {
         field("Time budget (minutes)", maxMinutes, "blank settings are then chosen from the budget"),
         field("Max steps", t.max_steps), field("Max tokens per batch", t.max_tokens_per_batch),
         field("Warm-up steps", t.warmup_steps), field("Evaluate every", t.eval_every),
-        field("Checkpoint every", t.checkpoint_every), noiseField)),
+        field("Checkpoint every", t.checkpoint_every), noiseField,
+        field("Accelerator", accelerator, "which workers may train it; a GPU-only job waits while no GPU worker is running"),
+        field("Precision", precision, "default: bf16 on a GPU worker, fp32 on a CPU one; bf16 keeps fp32 weights"))),
     h("section", { class: "card" }, h("h2", {}, "Estimate"), estimateBox),
     h("div", { class: "actions" }, submit, submitStatus));
   modelCard.append(
@@ -165,6 +174,8 @@ export function renderNewJob(container, fromModel) {
     if (maxMinutes.value.trim() !== "") training.max_minutes = Number(maxMinutes.value);
     if (objective.value === "denoising") training.noise = noise.value;
     training.tokenizer = tokenizer.value;
+    training.accelerator = accelerator.value;
+    if (precision.value) training.precision = precision.value;
     const b = { objective: objective.value, dataset_id: dataset.value || null, model: modelSpec(), training };
     if (validDataset.value) b.valid_dataset_id = validDataset.value;
     if (testDataset.value && objective.value === "translation") b.test_dataset_id = testDataset.value;
