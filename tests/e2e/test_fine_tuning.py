@@ -71,7 +71,9 @@ def test_fine_tuning_on_a_second_domain_learns_it_and_leaves_the_parent_untouche
     assert done["status"] == "succeeded", done["error"]
     child = api.http.get(f"/v1/models/{done['model_id']}").json()
     assert child["parent_model_id"] == parent
-    assert child["config"] == api.http.get(f"/v1/models/{parent}").json()["config"]  # same architecture
+    parent_row = api.http.get(f"/v1/models/{parent}").json()
+    assert child["config"] == parent_row["config"]  # same architecture
+    assert child["tokenizer_fingerprint"] == parent_row["tokenizer_fingerprint"]  # reused, not trained again
     child_exact = _exact(api, child["id"], probe)
     assert child_exact >= parent_before + 8, (child_exact, parent_before)  # of 24 held-out thousands
     # the parent: same files, same row, same answers

@@ -68,6 +68,21 @@ def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
         assert models.returncode == 0 and model_id in models.stdout and "translation" in models.stdout
         bad = _cli(env, "app.cli", "submit", "--dataset", dataset_id, "--set", "model.n_heads=3")
         assert bad.returncode != 0 and "error 422: model: d_model=64 is not divisible by n_heads=3" in bad.stderr
+        # download it for transformers and load it as any Marian model, as the README does
+        archive = tmp_path / f"{model_id}-huggingface.tar.gz"
+        exported = _cli(env, "app.cli", "export", model_id, "--format", "huggingface", "-o", str(archive), timeout=300)
+        assert exported.returncode == 0, exported.stdout + exported.stderr
+        subprocess.run(["tar", "xzf", archive.name], cwd=tmp_path, check=True)
+        load = (
+            "import sys; from transformers import MarianMTModel, AutoTokenizer as T; d = sys.argv[1]\n"
+            "m, t = MarianMTModel.from_pretrained(d), T.from_pretrained(d)\n"
+            "print(t.batch_decode(m.generate(**t(['forty two'], return_tensors='pt')), skip_special_tokens=True))"
+        )
+        loaded = subprocess.run(
+            [sys.executable, "-c", load, str(tmp_path / f"{model_id}-huggingface")],
+            env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert loaded.returncode == 0 and loaded.stdout.startswith("['"), loaded.stdout + loaded.stderr
         # score it on a test set, then fine-tune it on the thousands
         test_set = _cli(
             env, "app.cli", "upload", str(tmp_path / "demo" / "thousands_en_de_test.jsonl"), "--kind", "parallel"
