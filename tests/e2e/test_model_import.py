@@ -220,6 +220,9 @@ def test_a_corrupt_or_malformed_upload_is_422_naming_the_file_and_leaves_nothing
     with tarfile.open(fileobj=io.BytesIO(archive.content)) as tar:
         tar.extractall(tmp_path / "native", filter="data")
     (native,) = (tmp_path / "native").iterdir()
+    incomplete = shutil.copytree(native, tmp_path / "incomplete" / native.name)
+    (incomplete / "tokenizer.json").unlink()  # listed in the manifest
+    uploads.append((_tar_folder(incomplete, tmp_path / "incomplete.tar.gz"), "tokenizer.json"))
     forged = json.dumps({**json.loads((native / "config.json").read_text()), "step": [300]}).encode()
     (native / "config.json").write_bytes(forged)
     manifest = json.loads((native / "manifest.json").read_text())
@@ -233,4 +236,5 @@ def test_a_corrupt_or_malformed_upload_is_422_naming_the_file_and_leaves_nothing
         assert response.status_code == 422, response.text
         detail = response.json()["detail"][0]
         assert detail["loc"][-1] == "file" and message in detail["msg"] and path.name in detail["msg"], detail
+        assert served["env"]["DATA_DIR"] not in detail["msg"] and "/tmp" not in detail["msg"], detail  # no paths
     assert (_models(served), _model_folders(served)) == before and _leftovers(served) == []

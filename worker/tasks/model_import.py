@@ -11,6 +11,7 @@ never ran, is the reaper's to remove (worker/reaper.py).
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,14 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
             return {"model_id": model_id, "created": False}
     settings, store = get_settings(), get_store()
     key = f"models/{model_id}"
+    unpacked: Path | None = None  # the scratch folder, never named to the caller
     try:
         archive = store.fetch(staging_key)
         scratch = settings.data_dir.resolve() / "imports"
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
-            folder = safe_extract(
-                archive, Path(tmp) / "x", settings.max_upload_mb * 1024 * 1024 * UNPACKED_PER_UPLOADED
-            )
+            unpacked = Path(tmp) / "x"
+            folder = safe_extract(archive, unpacked, settings.max_upload_mb * 1024 * 1024 * UNPACKED_PER_UPLOADED)
             model, tokenizer, meta = load_archive_folder(folder)
             target = save_checkpoint(
                 store.local_path(key),
@@ -78,7 +79,8 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
         with session_scope() as session:
             session.add(row)
     except ArchiveError as exc:
-        raise RequestError(422, f"{filename}: {exc}") from exc
+        detail = str(exc) if unpacked is None else str(exc).replace(f"{unpacked}{os.sep}", "")
+        raise RequestError(422, f"{filename}: {detail}") from exc
     except ArtifactNotFound as exc:
         raise ModelUnavailable(404, f"the upload {staging_key} is gone; upload the archive again") from exc
     except ArtifactStoreError as exc:
