@@ -145,10 +145,56 @@ def cmd_status(args: argparse.Namespace) -> None:
 
 
 def cmd_jobs(args: argparse.Namespace) -> None:
+    params: dict[str, Any] = {"tag": args.tag or []}
+    if args.status:
+        params["status"] = args.status
+    if args.objective:
+        params["objective"] = args.objective
     with _client(args) as client:
-        params = {"status": args.status} if args.status else {}
         for job in _check(client.get("/v1/jobs", params=params))["data"]:
-            print(f"{job['id']}  {job['objective']:<11} {status_line(job)}")
+            labels = " ".join([*([repr(job["name"])] if job.get("name") else []), *job.get("tags", [])])
+            print(f"{job['id']}  {job['objective']:<11} {status_line(job)}{'  ' + labels if labels else ''}")
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
+    """Add and remove tags, set the name or the note (PATCH /v1/jobs/{id}); prints the job's labels."""
+    body: dict[str, Any] = {}
+    with _client(args) as client:
+        if args.add or args.remove:
+            tags = _check(client.get(f"/v1/jobs/{args.job}"))["tags"]
+            body["tags"] = [t for t in tags if t not in (args.remove or [])] + (args.add or [])
+        if args.name is not None:
+            body["name"] = args.name
+        if args.note is not None:
+            body["note"] = args.note
+        if not body:
+            sys.exit("error: nothing to change: give --add, --remove, --name or --note")
+        job = _check(client.patch(f"/v1/jobs/{args.job}", json=body))
+    print(f"{job['id']}  name={job['name']!r} tags={','.join(job['tags'])}")
+
+
+def _cell(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def comparison_table(comparison: dict[str, Any]) -> str:
+    """The settings that differ, then each metric's best and final value, one column per job."""
+    jobs = comparison["jobs"]
+    rows = [["", *[job["name"] or job["id"][:8] for job in jobs]]]
+    rows += [[key, *[_cell(job["settings"].get(key)) for job in jobs]] for key in comparison["differing"]]
+    for name in sorted({name for job in jobs for name in job["metrics"]}):
+        for which in ("best", "final"):
+            cells = [job["metrics"].get(name, {}).get(which) for job in jobs]
+            if any(cell is not None for cell in cells):
+                rows.append([f"{name} ({which})", *["-" if c is None else _cell(c) for c in cells]])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    with _client(args) as client:
+        comparison = _check(client.get("/v1/jobs/compare", params={"ids": ",".join(args.jobs)}))
+    print(comparison_table(comparison))
 
 
 def cmd_models(args: argparse.Namespace) -> None:
@@ -284,7 +330,19 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.set_defaults(func=cmd_status)
     p = sub.add_parser("jobs", help="list jobs")
     p.add_argument("--status", choices=("queued", "running", "succeeded", "failed", "cancelled"))
+    p.add_argument("--objective", choices=("translation", "denoising"))
+    p.add_argument("--tag", action="append", help="only jobs with this tag (repeat: with every one of them)")
     p.set_defaults(func=cmd_jobs)
+    p = sub.add_parser("tag", help="add or remove a job's tags, set its name or note")
+    p.add_argument("job")
+    p.add_argument("--add", action="append", metavar="TAG")
+    p.add_argument("--remove", action="append", metavar="TAG")
+    p.add_argument("--name")
+    p.add_argument("--note")
+    p.set_defaults(func=cmd_tag)
+    p = sub.add_parser("compare", help="compare 2 to 10 jobs: the settings that differ, best and final metrics")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.set_defaults(func=cmd_compare)
     p = sub.add_parser("models", help="list trained models")
     p.set_defaults(func=cmd_models)
     p = sub.add_parser("export", help="download a model as a .tar.gz (native, huggingface or ctranslate2)")
@@ -314,5 +372,5 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     p.add_argument("--language", default="en", help="the source's language, for sentence splitting")
     p.add_argument("--interval", type=float, default=1.0)
     p.set_defaults(func=cmd_translate)
-    for name in ("upload", "submit", "status", "jobs", "models", "export", "evaluate", "import", "translate"):
+    for name in "upload submit status jobs tag compare models export evaluate import translate".split():
         add_connection_arguments(sub.choices[name])

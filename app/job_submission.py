@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from app.api.errors import conflict, unprocessable
 from app.api.ratelimit import check_active_jobs
-from app.db.models import Dataset, Job, TrainedModel
+from app.db.models import Dataset, Job, JobTag, TrainedModel
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.settings import Settings
@@ -46,6 +46,9 @@ def auto_fields(body: JobCreate) -> list[str]:
 
 def request_digest(body: JobCreate) -> str:
     payload = body.model_dump(mode="json")
+    for label in ("name", "tags", "note"):  # left out when empty: a request from before labels keeps its digest
+        if not payload[label]:
+            del payload[label]
     if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
         payload["auto"] = auto
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
@@ -250,6 +253,9 @@ def create(
         total_steps=body.training.max_steps,
         idempotency_key=idempotency_key,
         request_sha256=digest,
+        name=body.name,
+        note=body.note,
+        tag_rows=tag_rows(body.tags),
     )
     session.add(job)
     try:
@@ -262,6 +268,11 @@ def create(
         assert idempotency_key is not None  # found by it
         return _replay(existing, digest, idempotency_key), False
     return job, True
+
+
+def tag_rows(tags: list[str]) -> list[JobTag]:
+    """The job_tags rows of a validated, deduplicated list of tags, in its order."""
+    return [JobTag(tag=tag, position=position) for position, tag in enumerate(tags)]
 
 
 def _by_idempotency_key(session: Session, owner_id: str, key: str) -> Job | None:

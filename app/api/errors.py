@@ -19,6 +19,13 @@ def unprocessable(field: str, message: str) -> HTTPException:
     return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": loc, "msg": message, "type": "value_error"}])
 
 
+def bad_query(parameter: str, message: str) -> HTTPException:
+    """422 in FastAPI's validation-error shape for a query parameter that parsed but makes no sense."""
+    return HTTPException(
+        status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": ["query", parameter], "msg": message, "type": "value_error"}]
+    )
+
+
 def conflict(message: str) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, message)
 

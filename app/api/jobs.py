@@ -1,4 +1,4 @@
-"""Training jobs: submit, list, read, cancel, metrics, live events, checkpoints."""
+"""Training jobs: submit, list, read, label, compare, cancel, metrics, live events, checkpoints."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
-from app import job_submission
+from app import job_comparison, job_submission
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
-from app.api.errors import conflict, not_found
+from app.api.errors import bad_query, conflict, not_found
 from app.api.pagination import Limit, Offset, paginate
 from app.db import metric_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
-from app.db.models import Job, JobCheckpoint, Metric, TrainedModel
+from app.db.models import Job, JobCheckpoint, JobTag, Metric, TrainedModel
 from app.db.session import get_sessionmaker
 from app.db.worker_rows import live_workers, trains
 from app.queueing import dispatch_training
@@ -28,9 +28,13 @@ from app.schemas.common import Page
 from app.schemas.jobs import (
     AutoSettings,
     CheckpointPublic,
+    ComparedJob,
+    ComparedSeries,
+    JobComparison,
     JobCreate,
     JobPublic,
     JobStatus,
+    JobUpdate,
     MetricPoint,
     MetricsPublic,
     ModelSpec,
@@ -89,6 +93,9 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         latest = {name: MetricPoint(**point) for name, point in metric_rows.latest(session, job.id).items()}
     return JobPublic(
         id=job.id,
+        name=job.name,
+        tags=job.tags,
+        note=job.note,
         objective=cast(Objective, job.objective),
         status=cast(JobStatus, job.status),
         attempt=job.attempt,
@@ -161,12 +168,18 @@ def list_jobs(
     session: SessionDep,
     key: CurrentKey,
     status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
+    objective: Objective | None = None,
+    tag: Annotated[list[str] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobPublic]:
-    query = select(Job).where(Job.owner_id == key.owner_id)
+    query = select(Job).where(Job.owner_id == key.owner_id).options(selectinload(Job.tag_rows))
     if status_filter:
         query = query.where(Job.status == status_filter)
+    if objective:
+        query = query.where(Job.objective == objective)
+    for wanted in tag or []:
+        query = query.where(Job.tag_rows.any(JobTag.tag == wanted))
     return paginate(
         session,
         query,
@@ -177,9 +190,72 @@ def list_jobs(
     )
 
 
+def compared_job(session: Session, job: Job) -> ComparedJob:
+    """A job as GET /v1/jobs/compare shows it: its flattened settings and every metric series, whole."""
+    recorded = metric_rows.recorded_at(session, job.id)
+    metrics = {}
+    for name, (steps, values) in metric_rows.series(session, job.id, None, 0).items():
+        start, seconds = job.started_at, None
+        if start is not None:  # read after the series, so it holds every step they hold
+            seconds = [round((recorded[name][step] - start).total_seconds(), 3) for step in steps]
+        metrics[name] = ComparedSeries(
+            steps=steps,
+            values=values,
+            seconds=seconds,
+            total_points=len(steps),
+            **job_comparison.best_and_final(name, steps, values),
+        )
+    return ComparedJob(
+        id=job.id,
+        name=job.name,
+        tags=job.tags,
+        status=cast(JobStatus, job.status),
+        objective=cast(Objective, job.objective),
+        settings=job_comparison.flatten({"model": job.model_config, "training": job.training_config}),
+        metrics=metrics,
+    )
+
+
+# Before /{job_id}, which would otherwise take "compare" for an id.
+@router.get(
+    "/compare",
+    response_model=JobComparison,
+    responses={**NOT_FOUND, 422: {"description": "Fewer than 2 or more than 10 ids, or one given twice"}},
+)
+def compare_jobs(
+    session: SessionDep,
+    key: CurrentKey,
+    ids: Annotated[str, Query(description="2 to 10 comma-separated ids of the caller's jobs")],
+) -> JobComparison:
+    try:
+        job_ids = job_comparison.parse_ids(ids)
+    except ValueError as exc:
+        raise bad_query("ids", str(exc)) from exc
+    owned = [_owned(session, job_id, key.owner_id) for job_id in job_ids]  # every 404 before reading any series
+    jobs = [compared_job(session, job) for job in owned]
+    return JobComparison(jobs=jobs, differing=job_comparison.differing([job.settings for job in jobs]))
+
+
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
 def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
     return job_public(session, _owned(session, job_id, key.owner_id))
+
+
+@router.patch("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND, 422: {"description": "Invalid label"}})
+def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: CurrentKey) -> JobPublic:
+    """Change a job's name, tags or note, whatever its status: only the fields given change."""
+    job = _owned(session, job_id, key.owner_id)
+    given = body.model_fields_set
+    if "name" in given:
+        job.name = body.name
+    if "note" in given:
+        job.note = body.note
+    if "tags" in given:
+        job.tag_rows.clear()
+        session.flush()  # the old rows go before the new ones come: a kept tag has the same primary key
+        job.tag_rows.extend(job_submission.tag_rows(body.tags or []))
+    session.commit()
+    return job_public(session, job)
 
 
 @router.post(

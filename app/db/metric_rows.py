@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import TypedDict
 
 from sqlalchemy import func, select
@@ -62,6 +63,16 @@ def series(
         steps, values = out.setdefault(name, ([], []))
         steps.append(step)
         values.append(value)
+    return out
+
+
+def recorded_at(session: Session, job_id: str) -> dict[str, dict[int, datetime]]:
+    """{name: {step: when the point was written}} of every series of the job."""
+    out: dict[str, dict[int, datetime]] = {}
+    for name, step, created_at in session.execute(
+        select(Metric.name, Metric.step, Metric.created_at).where(Metric.job_id == job_id)
+    ):
+        out.setdefault(name, {})[step] = created_at
     return out
 
 

@@ -137,6 +137,28 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Labels for telling experiments apart (PATCH /v1/jobs/{id}); the tags are rows of job_tags, so a list filters
+    # on them in SQL.
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    tag_rows: Mapped[list[JobTag]] = relationship(
+        order_by="JobTag.position", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    @property
+    def tags(self) -> list[str]:
+        return [row.tag for row in self.tag_rows]
+
+
+class JobTag(Base):
+    """One tag of a job; `position` keeps the order it was given in. Indexed by tag for `GET /v1/jobs?tag=`."""
+
+    __tablename__ = "job_tags"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+    position: Mapped[int]
 
 
 class Metric(Base):

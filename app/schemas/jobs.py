@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from app.schemas.common import Input, Output
 
@@ -119,7 +120,43 @@ class TrainingSpec(Input):
     mask_ratio: float = Field(0.15, gt=0, lt=1, description="denoising: fraction of tokens masked")
 
 
-class JobCreate(Input):
+TAG_PATTERN = re.compile(r"[A-Za-z0-9\-_.:/]{1,64}")
+MAX_TAGS = 20
+
+
+def _check_tag(tag: str) -> str:
+    if not TAG_PATTERN.fullmatch(tag):
+        raise ValueError(f"tag {tag!r} must be 1 to 64 characters of letters, digits and -_.:/")
+    return tag
+
+
+def _unique(tags: list[str]) -> list[str]:
+    return list(dict.fromkeys(tags))  # duplicates dropped, first occurrence's order kept
+
+
+Tag = Annotated[str, AfterValidator(_check_tag)]
+Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_unique)]
+JobName = Annotated[str, Field(max_length=200)]
+JobNote = Annotated[str, Field(max_length=10_000)]
+
+
+class JobLabels(Input):
+    """What tells experiments apart: a name, tags (filter GET /v1/jobs with ?tag=) and a free-text note."""
+
+    name: JobName | None = None
+    tags: Tags = Field(default_factory=list, description=f"at most {MAX_TAGS}; duplicates dropped, order kept")
+    note: JobNote | None = None
+
+
+class JobUpdate(Input):
+    """PATCH /v1/jobs/{id}: only the fields given change; null clears a name, note or the tags."""
+
+    name: JobName | None = None
+    tags: Tags | None = Field(None, description="replaces the job's tags")
+    note: JobNote | None = None
+
+
+class JobCreate(JobLabels):
     objective: Objective
     dataset_id: UUID = Field(strict=False)  # a JSON string (strict would want a UUID object)
     valid_dataset_id: UUID | None = Field(None, strict=False)
@@ -174,6 +211,9 @@ class AutoSettings(Output):
 
 class JobPublic(Output):
     id: str
+    name: str | None = None
+    tags: list[str] = []
+    note: str | None = None
     objective: Objective
     status: JobStatus
     attempt: int
@@ -219,3 +259,33 @@ class CheckpointPublic(Output):
     size_bytes: int
     sha256: str
     created_at: datetime
+
+
+class ComparedSeries(Output):
+    """One metric of a compared job: every point, and its best and final value (app/job_comparison.py)."""
+
+    steps: list[int]
+    values: list[float]
+    seconds: list[float] | None = Field(
+        description="wall-clock seconds from the job's start to each point's recording; null before it started"
+    )
+    total_points: int
+    best: float | None = Field(description="lowest for losses and perplexities, highest for scores; else null")
+    best_step: int | None
+    final: float
+    final_step: int
+
+
+class ComparedJob(Output):
+    id: str
+    name: str | None
+    tags: list[str]
+    status: JobStatus
+    objective: Objective
+    settings: dict[str, Any] = Field(description="the stored model and training sections as dotted keys")
+    metrics: dict[str, ComparedSeries]
+
+
+class JobComparison(Output):
+    jobs: list[ComparedJob]
+    differing: list[str] = Field(description="the sorted settings keys whose values are not the same in every job")
