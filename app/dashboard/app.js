@@ -2,7 +2,9 @@
 // list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
+import { renderCompare } from "./compare.js";
 import { renderJob, waitingFor } from "./job.js";
+import { tagChips } from "./labels.js";
 import { renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
 import { renderWorkers } from "./workers.js";
@@ -56,27 +58,42 @@ function renderJobs(container) {
   const filter = h("select", { id: "status-filter" },
     ["", "queued", "running", "succeeded", "failed", "cancelled"].map((st) =>
       h("option", { value: st, selected: st === (params.get("status") || "") }, st || "all")));
+  const tagFilter = h("input", { id: "tag-filter", value: params.get("tag") || "", placeholder: "any", size: 12 });
   const body = h("tbody");
   const note = h("div", { "aria-live": "polite" });
+  const selected = new Set();  // ticked for comparison; kept across the list's refreshes
+  const compare = h("button", { type: "button", id: "compare-selected", disabled: true }, "Compare");
+  const showSelection = () => {
+    compare.disabled = selected.size < 2 || selected.size > 10;
+    compare.textContent = selected.size ? `Compare ${selected.size}` : "Compare";
+  };
+  compare.addEventListener("click", () => { location.hash = `#/compare?ids=${[...selected].join(",")}`; });
+  body.addEventListener("change", (e) => {
+    const box = e.target.closest("input[data-select]");
+    if (!box) return;
+    if (box.checked) selected.add(box.dataset.select); else selected.delete(box.dataset.select);
+    showSelection();
+  });
   const table = h("table", { class: "jobs-table" },
     h("caption", { class: "sr-only" }, "Training jobs"),
-    h("thead", {}, h("tr", {}, ["Job", "Objective", "Status", "Progress", "Step", "Tokens/s", "ETA", "Created"]
+    h("thead", {}, h("tr", {}, ["", "Job", "Objective", "Status", "Progress", "Step", "Tokens/s", "ETA", "Created"]
       .map((t) => h("th", { scope: "col" }, t)))), body);
   clear(container,
     h("div", { class: "page-head" }, h("h1", {}, "Jobs"),
-      h("div", { class: "inline" }, field("Status", filter), h("a", { class: "button", href: "#/new" }, "New job"))),
+      h("div", { class: "inline" }, field("Status", filter), field("Tag", tagFilter), compare,
+        h("a", { class: "button", href: "#/new" }, "New job"))),
     note, h("div", { class: "card flush" }, table));
   let timer = null, stopped = false, controller = null;
   async function load() {
     controller = new AbortController();
-    const q = filter.value ? `&status=${encodeURIComponent(filter.value)}` : "";
+    const q = query();
     try {
       const page = await api(`/v1/jobs?limit=100${q}`, { signal: controller.signal });
       note.replaceChildren();
-      body.replaceChildren(...page.data.map(jobRow));
+      body.replaceChildren(...page.data.map((job) => jobRow(job, selected.has(job.id))));
       if (!page.data.length) {
-        body.append(h("tr", {}, h("td", { colspan: 8, class: "muted" },
-          filter.value ? `No ${filter.value} jobs.` : "No jobs yet. ", filter.value ? "" : h("a", { href: "#/new" }, "Submit one."))));
+        body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" },
+          q ? "No jobs match these filters." : "No jobs yet. ", q ? "" : h("a", { href: "#/new" }, "Submit one."))));
       }
     } catch (err) {
       if (err.name === "AbortError") return;
@@ -84,21 +101,34 @@ function renderJobs(container) {
     }
     if (!stopped) timer = setTimeout(load, document.hidden ? 5000 : 2000);
   }
-  filter.addEventListener("change", () => {
-    history.replaceState(null, "", filter.value ? `#/jobs?status=${filter.value}` : "#/jobs");
+  function query() {
+    const q = new URLSearchParams();
+    if (filter.value) q.set("status", filter.value);
+    if (tagFilter.value.trim()) q.set("tag", tagFilter.value.trim());
+    return q.toString() ? `&${q}` : "";
+  }
+  function refilter() {
+    const q = query();
+    history.replaceState(null, "", q ? `#/jobs?${q.slice(1)}` : "#/jobs");
     clearTimeout(timer);
     controller?.abort();
     load();
-  });
+  }
+  filter.addEventListener("change", refilter);
+  tagFilter.addEventListener("change", refilter);
   load();
   return () => { stopped = true; clearTimeout(timer); controller?.abort(); };
 }
 
-function jobRow(job) {
+function jobRow(job, ticked) {
   const p = job.progress;
   return h("tr", { "data-job": job.id, "data-status": job.status },
-    h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${job.id}` }, shortId(job.id)),
-      job.model_id ? h("a", { class: "small-link", href: `#/models/${job.model_id}` }, " model") : null),
+    h("td", { "data-label": "Compare" }, h("input", {
+      type: "checkbox", "data-select": job.id, checked: ticked, "aria-label": `compare ${job.name || shortId(job.id)}`,
+    })),
+    h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${job.id}` }, job.name || shortId(job.id)),
+      job.model_id ? h("a", { class: "small-link", href: `#/models/${job.model_id}` }, " model") : null,
+      tagChips(job.tags)),
     h("td", { "data-label": "Objective" },
       h("div", {}, job.objective, h("span", { class: "muted" }, ` · ${job.model.preset}`))),
     h("td", { "data-label": "Status" }, h("div", {}, statusBadge(job.status),
@@ -113,6 +143,7 @@ function jobRow(job) {
 const ROUTES = [
   [/^#\/jobs\/([\w-]+)$/, renderJob],
   [/^#\/jobs(\?.*)?$/, renderJobs],
+  [/^#\/compare(\?.*)?$/, renderCompare],
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
   [/^#\/models\/([\w-]+)$/, renderModel],
   [/^#\/models$/, renderModels],

@@ -2,6 +2,7 @@
 
 import { api, streamEvents } from "./api.js";
 import { LineChart } from "./charts.js";
+import { labelsCard } from "./labels.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -67,7 +68,21 @@ export function renderJob(container, jobId) {
   const liveNote = h("div", { id: "live-note", "aria-live": "polite" });
   const checkpoints = h("section", { class: "card", id: "checkpoints" }, h("h2", {}, "Checkpoints"));
   const config = h("section", { class: "card", id: "config" }, h("h2", {}, "Configuration"));
-  clear(container, head, summary, liveNote, chartsGrid, h("div", { class: "grid2 wide" }, checkpoints, config));
+  const labels = h("div");
+  clear(container, head, summary, liveNote, chartsGrid, h("div", { class: "grid2 wide" }, checkpoints, config), labels);
+
+  function renderHead() {
+    head.replaceChildren(h("h1", {}, job.name ? `${job.name} ` : `Job ${shortId(jobId)}`,
+      job.name ? h("small", { class: "muted" }, shortId(jobId)) : null));
+  }
+
+  function renderLabels() {
+    renderHead();
+    labels.replaceChildren(labelsCard(job, (saved) => {
+      job = { ...job, name: saved.name, tags: saved.tags, note: saved.note };
+      renderHead();
+    }));
+  }
 
   let job = null, charts = {}, lastCheckpointStep = -1, refetching = false;
 
@@ -182,6 +197,7 @@ export function renderJob(container, jobId) {
     }
     renderSummary(job);
     renderConfig();
+    renderLabels();
     charts = {};
     chartsGrid.replaceChildren();
     for (const [name, title, color] of chartsFor(job.objective)) {

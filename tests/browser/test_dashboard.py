@@ -473,3 +473,97 @@ def test_workers_page_shows_each_workers_device_and_memory(page):
     training = page.page.locator('#workers-table tr[data-worker^="training"]')
     assert "training, training.cpu" in training.inner_text()  # it also takes jobs asking for a CPU
     page.screenshot("workers")
+
+
+def test_jobs_show_their_labels_filter_by_tag_and_the_job_page_edits_them(page, demo_files):
+    """Names and tags given at submission show in the list, a tag filters it (and is kept in the address); the job
+    page saves new labels with PATCH, and refuses a bad tag saying why."""
+    http = _api(page.stack)
+    with open(demo_files["translation_train"], "rb") as f:
+        dataset = http.post(
+            "/v1/datasets", data={"name": "n", "kind": "parallel"}, files={"file": ("n.jsonl", f)}
+        ).json()
+    body = {"objective": "translation", "dataset_id": dataset["id"], "training": {"accelerator": "gpu"}}
+    jobs = []  # waiting for a GPU worker: they stay queued here
+    for name, tags in (("warm-up 400", ["baseline", "en-de"]), ("warm-up 4000", ["en-de"])):
+        response = http.post("/v1/jobs", json={**body, "name": name, "tags": tags})
+        assert response.status_code == 201, response.text
+        jobs.append(response.json())
+    p = page
+    p.sign_in()
+    p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    row = p.page.locator(f'tr[data-job="{jobs[0]["id"]}"]')
+    row.get_by_role("link", name="warm-up 400").wait_for()
+    assert row.locator(".tag").all_inner_texts() == ["baseline", "en-de"]
+    p.page.get_by_label("Tag").fill("baseline")
+    p.page.get_by_label("Tag").press("Enter")
+    p.page.locator(f'tr[data-job="{jobs[1]["id"]}"]').wait_for(state="detached")
+    assert p.page.locator("tr[data-job]").count() == 1 and "tag=baseline" in p.page.url
+    p.screenshot("jobs-filtered-by-tag")
+    row.get_by_role("link", name="warm-up 400").click()
+    p.page.locator("#labels").wait_for()
+    assert p.page.locator("h1").inner_text().startswith("warm-up 400")
+    p.page.locator("#job-tags").fill("baseline, lr/0.5, baseline")
+    p.page.locator("#job-note").fill("half the paper's rate")
+    p.page.get_by_role("button", name="Save labels").click()
+    p.page.locator("#labels-status", has_text="Saved.").wait_for()
+    assert p.page.locator("#job-tags").input_value() == "baseline, lr/0.5"  # as the API keeps them
+    saved = http.get(f"/v1/jobs/{jobs[0]['id']}").json()
+    assert (saved["name"], saved["tags"]) == ("warm-up 400", ["baseline", "lr/0.5"])
+    assert saved["note"] == "half the paper's rate"
+    p.page.locator("#job-tags").fill("no spaces allowed")
+    p.page.get_by_role("button", name="Save labels").click()
+    refusal = p.page.locator("#labels-status .error")
+    refusal.wait_for()
+    assert "Not saved" in refusal.inner_text() and "tags" in refusal.inner_text()
+    assert http.get(f"/v1/jobs/{jobs[0]['id']}").json()["tags"] == ["baseline", "lr/0.5"]
+    p.screenshot("job-labels")
+    for job in jobs:
+        assert http.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
+
+
+def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_differ(page, stack, monkeypatch):
+    """Two jobs ticked in the list open #/compare: one uPlot chart a metric with a series a job, the x-axis by step
+    or time, log scale and smoothing; the table holds only the settings that differ and sorts by a column."""
+    short, long = (_job_with_many_points(stack, monkeypatch, n) for n in (2_000, 3_000))
+    http = _api(stack)
+    http.patch(f"/v1/jobs/{short}", json={"name": "short run"})
+    page.sign_in()
+    page.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    compare = page.page.locator("#compare-selected")
+    for job_id in (short, long):
+        page.page.locator(f'input[data-select="{job_id}"]').check()
+    time.sleep(2.5)  # the list refreshes every 2 s: the ticks must survive it
+    assert page.page.locator(f'input[data-select="{short}"]').is_checked() and compare.inner_text() == "Compare 2"
+    compare.click()
+    page.page.wait_for_url(re.compile(r".*#/compare\?ids="))
+    charts = page.page.locator("figure.compare-chart")
+    charts.first.wait_for()
+    names = charts.evaluate_all("(fs) => fs.map((f) => f.dataset.metric)")
+    assert names[:3] == ["train_loss", "valid_loss", "bleu"] and set(names) >= {"lr", "tokens_per_second"}
+    train = page.page.locator('figure[data-metric="train_loss"]')
+    assert int(train.get_attribute("data-points")) == 5_000  # every point of both jobs, drawn on a canvas
+    assert train.locator(".u-legend .u-series").count() == 3  # x, then one a job
+    assert "short run" in train.locator(".u-legend").inner_text().lower()  # uPlot's legend is upper case
+    box = train.locator(".u-over").bounding_box()
+    for dx in (0.3, 0.5):  # hover: the legend shows the step and both jobs' values there
+        page.page.mouse.move(box["x"] + box["width"] * dx, box["y"] + box["height"] / 2)
+    legend = train.locator(".u-legend .u-value")
+    wait_for(lambda: "--" not in legend.all_inner_texts(), timeout=5, what="hover values", interval=0.1)
+    page.page.get_by_label("Log scale").check()
+    page.page.get_by_label("x-axis").select_option("seconds")
+    untimed = page.page.locator('figure[data-metric="train_loss"] .untimed')
+    untimed.wait_for()  # these jobs were cancelled before they started: no times to draw them by
+    assert "short run" in untimed.inner_text()
+    page.page.get_by_label("x-axis").select_option("steps")
+    page.page.locator("#compare-smoothing").fill("0.9")
+    page.page.locator("#compare-smoothing").dispatch_event("change")
+    table = page.page.locator("#compare-table")
+    headers = table.locator("thead button").all_inner_texts()
+    assert "training.max_steps" in headers and "model.d_model" not in headers  # only what differs
+    table.get_by_role("button", name="training.max_steps").click()
+    table.get_by_role("button", name="training.max_steps").click()  # descending
+    first = table.locator("tbody tr").first.get_attribute("data-job")
+    assert first == long, (first, long)
+    page.screenshot("compare-runs")
+    assert page.errors == [], page.errors

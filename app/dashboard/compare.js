@@ -1,0 +1,146 @@
+// Run comparison (#/compare?ids=a,b,...): every job's curves overlaid, one chart a metric (uPlot: drag to zoom,
+// double-click to reset, hover shows every series), by step or wall-clock time, log scale and smoothing; and a
+// sortable table of the settings that differ with each job's best and final metrics. Data: GET /v1/jobs/compare.
+
+import { api } from "./api.js";
+import { clear, errorBox, field, fmtNumber, h, shortId, statusBadge } from "./ui.js";
+import uPlot from "./uplot.js";
+
+const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f", "#92400e", "#475569"];
+const FIRST = ["train_loss", "valid_loss", "bleu", "chrf", "masked_token_accuracy", "lr", "tokens_per_second"];
+const TABLE_METRICS = ["valid_loss", "bleu", "chrf", "masked_token_accuracy", "train_loss"];
+
+/** The metric names of all jobs, the usual ones first. */
+export function metricNames(jobs) {
+  const all = new Set(jobs.flatMap((j) => Object.keys(j.metrics)));
+  return [...FIRST.filter((n) => all.has(n)), ...[...all].filter((n) => !FIRST.includes(n)).sort()];
+}
+
+/** Exponential moving average with TensorBoard's debiasing: weight 0 gives the values back. */
+export function smooth(values, weight) {
+  if (!weight) return values;
+  let last = 0, n = 0;
+  return values.map((v) => {
+    last = last * weight + (1 - weight) * v;
+    n += 1;
+    return last / (1 - weight ** n);
+  });
+}
+
+/** uPlot's aligned table: [xs, ys of job 1, ys of job 2, ...] with null where a job has no point at that x. */
+export function aligned(series) {
+  const xs = [...new Set(series.flatMap((s) => s.x))].sort((a, b) => a - b);
+  const index = new Map(xs.map((x, i) => [x, i]));
+  const columns = series.map((s) => {
+    const ys = new Array(xs.length).fill(null);
+    s.x.forEach((x, i) => { ys[index.get(x)] = s.y[i]; });
+    return ys;
+  });
+  return [xs, ...columns];
+}
+
+const label = (job) => job.name || shortId(job.id);
+
+function chart(name, jobs, options, width) {
+  const parts = jobs.map((job, i) => {
+    const m = job.metrics[name];
+    const x = !m ? [] : options.xAxis === "seconds" ? m.seconds : m.steps;
+    return { job, color: COLORS[i % COLORS.length], x: x || [], y: m && x ? smooth(m.values, options.smoothing) : [] };
+  });
+  const positive = parts.every((p) => p.y.every((v) => v > 0));
+  const log = options.log && positive;
+  const untimed = parts.filter((p) => p.job.metrics[name] && !p.x.length).map((p) => label(p.job));
+  const holder = h("figure", { class: "chart-card compare-chart", "data-metric": name },
+    h("figcaption", {}, h("strong", {}, name),
+      log || !options.log ? "" : h("span", { class: "muted" }, " (linear: values ≤ 0)"),
+      untimed.length ? h("span", { class: "muted untimed" }, ` (no wall-clock times, never started: ${untimed.join(", ")})`) : ""));
+  const opts = {
+    width, height: 240,
+    scales: { x: { time: false }, y: { distr: log ? 3 : 1 } },
+    axes: [{ label: options.xAxis === "seconds" ? "seconds" : "step" },
+      { size: 64, values: (_, ticks) => ticks.map((v) => fmtNumber(v, 3)) }],  // 1.00e-4, not uPlot's "0"
+    series: [{ label: options.xAxis }, ...parts.map((p) => ({ label: label(p.job), stroke: p.color, width: 1.5, spanGaps: true }))],
+    legend: { live: true },
+    cursor: { drag: { x: true, y: false } },
+  };
+  holder.plot = new uPlot(opts, aligned(parts), holder);
+  holder.dataset.points = String(parts.reduce((n, p) => n + p.y.length, 0));
+  return holder;
+}
+
+function sortable(table, rows, columns) {
+  let by = null, dir = 1;
+  const body = h("tbody");
+  function draw() {
+    const sorted = by === null ? rows : [...rows].sort((a, b) => {
+      const x = a.cells[by].sort, y = b.cells[by].sort;
+      if (x === y) return 0;
+      if (x === null || x === undefined) return 1;
+      if (y === null || y === undefined) return -1;
+      return (x < y ? -1 : 1) * dir;
+    });
+    body.replaceChildren(...sorted.map((r) => h("tr", { "data-job": r.id },
+      r.cells.map((c, i) => h("td", { "data-label": columns[i] }, c.shown)))));
+  }
+  const head = h("tr", {}, columns.map((c, i) => {
+    const button = h("button", { type: "button", class: "link sort", "data-column": c }, c);
+    button.addEventListener("click", () => { dir = by === i ? -dir : 1; by = i; draw(); });
+    return h("th", { scope: "col" }, button);
+  }));
+  table.replaceChildren(h("thead", {}, head), body);
+  draw();
+}
+
+function settingsTable(comparison) {
+  const { jobs, differing } = comparison;
+  const metrics = TABLE_METRICS.filter((n) => jobs.some((j) => j.metrics[n]));
+  const columns = ["Job", "Status", ...differing, ...metrics.flatMap((n) => [`${n} best`, `${n} final`])];
+  const cell = (v) => ({ sort: v ?? null, shown: v === null || v === undefined ? "–" : typeof v === "number" ? fmtNumber(v) : String(v) });
+  const rows = jobs.map((job) => ({
+    id: job.id,
+    cells: [
+      { sort: label(job), shown: h("a", { href: `#/jobs/${job.id}` }, label(job)) },
+      { sort: job.status, shown: statusBadge(job.status) },
+      ...differing.map((k) => cell(job.settings[k])),
+      ...metrics.flatMap((n) => [cell(job.metrics[n]?.best), cell(job.metrics[n]?.final)]),
+    ],
+  }));
+  const table = h("table", { class: "compare-table", id: "compare-table" });
+  sortable(table, rows, columns);
+  return h("section", { class: "card flush" }, table,
+    differing.length ? null : h("p", { class: "muted pad" }, "These jobs have the same settings."));
+}
+
+export function renderCompare(container, query) {
+  const ids = new URLSearchParams((query || "").replace(/^\?/, "")).get("ids") || "";
+  const xAxis = h("select", { id: "compare-x" }, h("option", { value: "steps" }, "step"), h("option", { value: "seconds" }, "wall-clock time"));
+  const log = h("input", { type: "checkbox", id: "compare-log" });
+  const smoothing = h("input", { type: "range", id: "compare-smoothing", min: 0, max: 0.99, step: 0.01, value: 0 });
+  const charts = h("section", { class: "compare-charts", "aria-label": "compared curves" });
+  const note = h("div", { "aria-live": "polite" });
+  const table = h("div");
+  clear(container,
+    h("div", { class: "page-head" }, h("h1", {}, "Compare runs"),
+      h("div", { class: "inline" }, field("x-axis", xAxis), field("Log scale", log), field("Smoothing", smoothing))),
+    note, table, charts);
+  const controller = new AbortController();
+  let comparison = null;
+  function draw() {
+    if (!comparison) return;
+    const options = { xAxis: xAxis.value, log: log.checked, smoothing: Number(smoothing.value) };
+    const width = Math.max(320, Math.min(1100, (charts.clientWidth || container.clientWidth || 800) - 24));
+    charts.replaceChildren(...metricNames(comparison.jobs).map((name) => chart(name, comparison.jobs, options, width)));
+  }
+  for (const control of [xAxis, log, smoothing]) control.addEventListener("change", draw);
+  (async () => {
+    try {
+      comparison = await api(`/v1/jobs/compare?ids=${encodeURIComponent(ids)}`, { signal: controller.signal });
+    } catch (err) {
+      if (err.name !== "AbortError") note.replaceChildren(errorBox(`Cannot compare: ${err.message}`));
+      return;
+    }
+    table.replaceChildren(settingsTable(comparison));
+    draw();
+  })();
+  return () => controller.abort();
+}
