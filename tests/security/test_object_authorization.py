@@ -24,6 +24,7 @@ SAMPLE_BODIES = {
     ("POST", "/v1/models/{model_id}/fill-mask"): {"text": "one <mask>"},
     ("POST", "/v1/models/{model_id}/attention"): {"text": "one pear"},
     ("POST", "/v1/models/{model_id}/evaluations"): {"dataset_id": "00000000-0000-0000-0000-000000000000"},
+    ("PATCH", "/v1/jobs/{job_id}"): {"name": "pears", "tags": ["fruit"]},
 }
 # Routes that take a multipart upload: their sample files (a dataset upload has its own tests below).
 SAMPLE_FILES = {("POST", "/v1/models/{model_id}/translations"): {"file": ("pears.txt", b"one pear\n")}}
@@ -158,12 +159,17 @@ def test_another_key_gets_404_on_every_id_route_and_learns_nothing(pg_client, al
 def test_another_keys_lists_hold_none_of_the_owners_objects(pg_client, alice_objects):
     bob = bearer("bob")
     for method, path, _route in v1_routes(pg_client.app):
-        if method != "GET" or "{" in path:
+        if method != "GET" or "{" in path or path == "/v1/jobs/compare":  # compare is not a list: below
             continue
         response = pg_client.get(path, headers=bob)
         assert response.status_code == 200, (path, response.text)
         leaked = [s for s in alice_objects["secrets"] if s in response.text]
         assert not leaked, f"GET {path} lists {leaked} to bob: {response.text}"
+    alices = alice_objects["ids"]["job_id"]
+    compared = pg_client.get("/v1/jobs/compare", params={"ids": f"{alices},{alices[::-1]}"}, headers=bob)
+    assert compared.status_code == 404, compared.text  # naming only the id bob asked for
+    leaked = [s for s in alice_objects["secrets"] if s in compared.text and s != alices]
+    assert not leaked, f"GET /v1/jobs/compare told bob about {leaked}: {compared.text}"
 
 
 def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels(pg_client, alice_objects):
