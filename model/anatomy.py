@@ -29,6 +29,8 @@ def _symbol(name: str) -> str:
 def component_of(name: str) -> str:
     """Component of a parameter: "decoder.layers.3.encoder_attn.k_proj.weight" -> "decoder.layers.3.encoder_attn"."""
     parts = name.split(".")
+    if len(parts) < 2:
+        raise ValueError(f"parameter {name!r} belongs to no known component")
     if parts[0] in ("shared", "lm_head") or parts[1] == "embed_tokens":
         return "embeddings"
     if parts[1] == "layer_norm":

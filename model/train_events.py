@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from model.train_config import StopReason
+
+if TYPE_CHECKING:
+    from model.dynamics import DynamicsRecord
 
 
 @dataclass
@@ -44,6 +48,7 @@ class Callbacks:
     on_step: Callable[[StepInfo], None] | None = None
     on_eval: Callable[[int, dict[str, float]], None] | None = None
     on_checkpoint: Callable[[CheckpointInfo], None] | None = None
+    on_dynamics: Callable[[DynamicsRecord], None] | None = None  # every config.dynamics_every updates
     should_stop: Callable[[], bool] | None = None
     should_preempt: Callable[[], bool] | None = None
 

@@ -36,6 +36,7 @@ from model.checkpoint_files import (
 )
 from model.checkpoint_tensors import load_optimizer_state
 from model.compile import compile_layers, eager_on_failure
+from model.dynamics import DynamicsProbe
 from model.evaluate import evaluate
 from model.prepare import PreparedData
 from model.rng_state import capture_rng_state, restore_rng_state
@@ -132,6 +133,7 @@ class Trainer:
         self._last_checkpoint_step = 0
         self._iterator: Iterator[Batch] | None = None
         self.ddp: DistributedDataParallel | None = None
+        self._probe: DynamicsProbe | None = None
         if dist is not None:
             if dist.device != self.device:
                 raise TrainingError(f"device={config.device!r} is not rank {dist.rank}'s device {dist.device}")
@@ -237,11 +239,26 @@ class Trainer:
         """One update; with compiled layers, a compiler failure (at any step: shapes can be new) falls back to
         eager layers and the same update again."""
         model = self.ddp if self.ddp is not None else self.model
-        return eager_on_failure(
+        probe = self._dynamics_probe()
+        weights_before = probe.before() if probe is not None else None
+        pending = eager_on_failure(
             self.model,
             lambda: update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist),
             keep=(TrainingError,),
         )
+        if probe is not None and weights_before is not None and self.callbacks.on_dynamics is not None:
+            values = probe.after(weights_before, pending.grad_norm, self.config.clip_norm)  # (3, G)
+            self.callbacks.on_dynamics(probe.record(self.step, values.flatten().cpu().tolist()))
+        return pending
+
+    def _dynamics_probe(self) -> DynamicsProbe | None:
+        """The probe when this update's dynamics are to be recorded (step 1, then every dynamics_every), else None."""
+        every = self.config.dynamics_every
+        if self.callbacks.on_dynamics is None or every is None or (self.step != 1 and self.step % every):
+            return None
+        if self._probe is None:
+            self._probe = DynamicsProbe(self.model)
+        return self._probe
 
     def fit(self) -> TrainResult:
         cfg = self.config

@@ -29,6 +29,7 @@ TRAIN_CONFIG_FIELDS = (
     "precision",
     "compile",
     "log_every",
+    "dynamics_every",
     "warmup_steps",
     "lr_scale",
     "label_smoothing",

@@ -15,7 +15,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.db import job_rows, metric_rows
+from app.db import dynamics_rows, job_rows, metric_rows
 from app.db.session import session_scope
 
 log = logging.getLogger(__name__)
@@ -26,6 +26,7 @@ class RunState:
     claim: job_rows.Claim
     progress: dict[str, Any] = field(default_factory=dict)
     pending: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> {name: value}
+    dynamics: list[dict[str, Any]] = field(default_factory=list)  # DynamicsRecord.to_json() of each record
     cancel_requested: bool = False
     preempt_requested: bool = False  # this worker is shutting down: checkpoint now and hand the job back
     lease_lost: bool = False
@@ -34,6 +35,10 @@ class RunState:
     def add_metrics(self, step: int, values: dict[str, float]) -> None:
         with self.lock:
             self.pending.setdefault(step, {}).update(values)
+
+    def add_dynamics(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.dynamics.append(record)
 
     def set_progress(self, **values: Any) -> None:
         with self.lock:
@@ -89,9 +94,10 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def flush(state: RunState, lease_seconds: int) -> None:
-    """Write buffered metrics and progress and renew the lease, in one transaction per call."""
+    """Write buffered metrics, dynamics and progress and renew the lease, in one transaction per call."""
     with state.lock:
         pending, state.pending = state.pending, {}
+        dynamics, state.dynamics = state.dynamics, []
         progress = dict(state.progress)
     try:
         with session_scope() as session:
@@ -99,8 +105,10 @@ def flush(state: RunState, lease_seconds: int) -> None:
             if lease.held:  # a worker that lost the job writes nothing more for it
                 for step, values in sorted(pending.items()):
                     metric_rows.record(session, state.claim.job_id, step, values)
+                dynamics_rows.record(session, state.claim.job_id, dynamics)
     except Exception:
         with state.lock:  # keep the points for the next try; newer values for the same step win
+            state.dynamics[:0] = dynamics
             for step, values in pending.items():
                 state.pending[step] = {**values, **state.pending.get(step, {})}
         raise

@@ -50,7 +50,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found"}}
 
 
-def _owned(session: Session, job_id: str, owner_id: str) -> Job:
+def owned_job(session: Session, job_id: str, owner_id: str) -> Job:
     job = session.get(Job, job_id)
     if job is None or job.owner_id != owner_id:
         raise not_found("job", job_id)
@@ -231,20 +231,20 @@ def compare_jobs(
         job_ids = job_comparison.parse_ids(ids)
     except ValueError as exc:
         raise bad_query("ids", str(exc)) from exc
-    owned = [_owned(session, job_id, key.owner_id) for job_id in job_ids]  # every 404 before reading any series
+    owned = [owned_job(session, job_id, key.owner_id) for job_id in job_ids]  # every 404 before reading any series
     jobs = [compared_job(session, job) for job in owned]
     return JobComparison(jobs=jobs, differing=job_comparison.differing([job.settings for job in jobs]))
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
 def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
-    return job_public(session, _owned(session, job_id, key.owner_id))
+    return job_public(session, owned_job(session, job_id, key.owner_id))
 
 
 @router.patch("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND, 422: {"description": "Invalid label"}})
 def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: CurrentKey) -> JobPublic:
     """Change a job's name, tags or note, whatever its status: only the fields given change."""
-    job = _owned(session, job_id, key.owner_id)
+    job = owned_job(session, job_id, key.owner_id)
     given = body.model_fields_set
     if "name" in given:
         job.name = body.name
@@ -265,7 +265,7 @@ def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: CurrentKe
     responses={**NOT_FOUND, 409: {"description": "Job already finished"}},
 )
 def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
-    job = _owned(session, job_id, key.owner_id)
+    job = owned_job(session, job_id, key.owner_id)
     if job.status in TERMINAL_STATES:
         raise conflict(f"job {job_id} is already {job.status}")
     request_cancel(session, job)
@@ -281,7 +281,7 @@ def read_metrics(
     since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     max_points: Annotated[int, Query(ge=2, le=20000)] = 1000,
 ) -> MetricsPublic:
-    _owned(session, job_id, key.owner_id)
+    owned_job(session, job_id, key.owner_id)
     # Read first: a point recorded while the series are read may then be streamed twice, never missed.
     last_event_id = session.scalar(select(func.max(Metric.id)).where(Metric.job_id == job_id)) or 0
     out = {}
@@ -293,7 +293,7 @@ def read_metrics(
 
 @router.get("/{job_id}/checkpoints", response_model=list[CheckpointPublic], responses=NOT_FOUND)
 def list_checkpoints(job_id: str, session: SessionDep, key: CurrentKey) -> list[CheckpointPublic]:
-    _owned(session, job_id, key.owner_id)
+    owned_job(session, job_id, key.owner_id)
     rows = session.scalars(select(JobCheckpoint).where(JobCheckpoint.job_id == job_id).order_by(JobCheckpoint.step))
     return [CheckpointPublic.model_validate(c) for c in rows]
 
@@ -334,7 +334,7 @@ def job_events(
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Server-Sent Events: `progress` when the job changes, `metric` for each new point, `end` when it is over."""
-    _owned(session, job_id, key.owner_id)
+    owned_job(session, job_id, key.owner_id)
     start_after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
 
     async def stream() -> AsyncIterator[str]:

@@ -266,3 +266,17 @@ class FileTranslation(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobDynamics(Base):
+    """One record of a job's per-component training dynamics (model/dynamics.py) at one step: `groups` lists
+    [group, layer] pairs and each of `values`' lists (grad_norm, weight_norm, update_ratio) has one number per group.
+    A step re-run after a resume overwrites its record."""
+
+    __tablename__ = "job_dynamics"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    step: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    groups: Mapped[list[Any]] = mapped_column(JSON)
+    values: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -67,6 +67,15 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     assert model["metrics"]["exact_match"] >= 0.8
     assert api.http.get("/v1/models").json()["total"] == 1
     assert metric_duplicates(env["DATABASE_URL"], job["id"]) == 0
+    # The per-component dynamics, every 25 updates (the default) and at step 1, written by the worker
+    dynamics = api.http.get(f"/v1/jobs/{job['id']}/dynamics").json()
+    assert dynamics["steps"] == [1, *range(25, 401, 25)]
+    groups = [(g["group"], g["layer"]) for g in dynamics["groups"]]
+    assert ("embeddings", None) in groups and ("decoder.encoder_attn.W_Q", 0) in groups
+    assert all(len(row) == len(groups) for row in dynamics["update_ratio"])
+    # Adam's steps shrink as the rate decays after warm-up: the last update moves the weights less than the peak
+    first, last = dynamics["update_ratio"][0], dynamics["update_ratio"][-1]
+    assert sum(last) < max(sum(row) for row in dynamics["update_ratio"]) and all(r > 0 for r in first)
 
 
 def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, data_files):

@@ -122,6 +122,7 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
         on_step=on_step,
         on_eval=on_eval,
         on_checkpoint=on_checkpoint,
+        on_dynamics=lambda record: state.add_dynamics(record.to_json()),
         should_stop=lambda: state.should_stop,
         should_preempt=lambda: state.preempt_requested,
     )

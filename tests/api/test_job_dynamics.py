@@ -1,0 +1,70 @@
+"""GET /v1/jobs/{id}/dynamics: the records the worker wrote, as one matrix per statistic; only the caller's jobs."""
+
+from __future__ import annotations
+
+from tests.api.test_job_labels import job_rows
+
+GROUPS = [["embeddings", None], ["encoder.self_attn.W_Q", 0], ["decoder.encoder_attn.W_K", 1]]
+
+
+def _records(job_id: str, steps: list[int]) -> None:
+    """Dynamics records as the worker's lease thread writes them (app/db/dynamics_rows.record)."""
+    from app.db import dynamics_rows
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        dynamics_rows.record(
+            session,
+            job_id,
+            [
+                {
+                    "step": s,
+                    "groups": GROUPS if s % 2 else GROUPS[::-1],  # any order: columns follow `groups`
+                    "grad_norm": [s + 0.1, s + 0.2, s + 0.3] if s % 2 else [s + 0.3, s + 0.2, s + 0.1],
+                    "weight_norm": [1.0, 2.0, 3.0] if s % 2 else [3.0, 2.0, 1.0],
+                    "update_ratio": [1e-3, 2e-3, 3e-3] if s % 2 else [3e-3, 2e-3, 1e-3],
+                }
+                for s in steps
+            ],
+        )
+
+
+def test_dynamics_are_one_row_per_record_and_one_column_per_group(client, alice):
+    job = job_rows("alice", 1)[0]
+    _records(job, [1, 25, 50, 75])
+    _records(job, [50])  # a step re-run after a resume replaces its record
+    body = client.get(f"/v1/jobs/{job}/dynamics", headers=alice).json()
+    assert body["groups"] == [  # the last record's order
+        {"group": "embeddings", "layer": None},
+        {"group": "encoder.self_attn.W_Q", "layer": 0},
+        {"group": "decoder.encoder_attn.W_K", "layer": 1},
+    ]
+    assert body["steps"] == [1, 25, 50, 75] and body["total_records"] == 4
+    assert body["grad_norm"][0] == [1.1, 1.2, 1.3]
+    assert body["grad_norm"][2] == [50.1, 50.2, 50.3]  # step 50 listed its groups the other way round
+    assert body["weight_norm"][2] == [1.0, 2.0, 3.0] and body["update_ratio"][3] == [1e-3, 2e-3, 3e-3]
+
+
+def test_dynamics_are_thinned_evenly_keeping_the_first_and_last_and_follow_since_step(client, alice):
+    job = job_rows("alice", 1)[0]
+    _records(job, list(range(1, 102, 5)))  # 21 records
+    body = client.get(f"/v1/jobs/{job}/dynamics?max_records=5", headers=alice).json()
+    assert body["steps"] == [1, 26, 51, 76, 101] and body["total_records"] == 21
+    assert len(body["grad_norm"]) == 5
+    live = client.get(f"/v1/jobs/{job}/dynamics?since_step=90", headers=alice).json()
+    assert live["steps"] == [91, 96, 101]
+
+
+def test_a_job_without_records_has_empty_dynamics(client, alice):
+    job = job_rows("alice", 1)[0]
+    body = client.get(f"/v1/jobs/{job}/dynamics", headers=alice).json()
+    assert body == {"job_id": job, "groups": [], "steps": [], "grad_norm": [], "weight_norm": [], "update_ratio": [],
+                    "total_records": 0}  # fmt: skip
+
+
+def test_another_owners_dynamics_are_404_and_bad_queries_422(client, alice, make_key):
+    job = job_rows("alice", 1)[0]
+    _records(job, [1])
+    response = client.get(f"/v1/jobs/{job}/dynamics", headers=make_key("bob"))
+    assert response.status_code == 404 and job in response.json()["detail"]
+    assert client.get(f"/v1/jobs/{job}/dynamics?max_records=0", headers=alice).status_code == 422

@@ -1,0 +1,103 @@
+"""Per-component training dynamics: gradient, weight and update norms of each W_Q, W_K, ... per layer."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from model.batching import Example, collate
+from model.config import ModelConfig
+from model.demo import reverse_task
+from model.dynamics import STATS, DynamicsProbe, group_of
+from model.prepare import prepare
+from model.step import accumulate_gradients, build_optimizer, update_on_device
+from model.train_config import TrainConfig
+from model.train_events import Callbacks
+from model.trainer import train
+from model.transformer import Transformer
+
+
+def test_groups_are_the_papers_matrices_per_layer():
+    assert group_of("shared.weight") == ("embeddings", None)
+    assert group_of("encoder.embed_tokens.weight") == ("embeddings", None)
+    assert group_of("encoder.layers.1.self_attn.q_proj.weight") == ("encoder.self_attn.W_Q", 1)
+    assert group_of("encoder.layers.1.self_attn.q_proj.bias") == ("encoder.self_attn.W_Q", 1)
+    assert group_of("decoder.layers.0.encoder_attn.out_proj.weight") == ("decoder.encoder_attn.W_O", 0)
+    assert group_of("decoder.layers.2.ffn.fc2.weight") == ("decoder.ffn.W_2", 2)
+    assert group_of("decoder.layers.2.encoder_attn_layer_norm.bias") == ("decoder.encoder_attn_layer_norm", 2)
+    assert group_of("encoder.layer_norm.weight") == ("encoder.layer_norm", None)
+    with pytest.raises(ValueError, match="lm_bias"):
+        group_of("lm_bias")
+
+
+def test_a_model_has_one_group_per_matrix_and_layer():
+    config = ModelConfig.from_preset("tiny", 40)
+    probe = DynamicsProbe(Transformer(config))
+    per_encoder_layer = 4 + 2 + 2  # W_Q W_K W_V W_O, W_1 W_2, two LayerNorms
+    per_decoder_layer = 8 + 2 + 3  # self- and cross-attention, W_1 W_2, three LayerNorms
+    expected = 1 + per_encoder_layer * config.n_encoder_layers + per_decoder_layer * config.n_decoder_layers
+    assert len(probe.groups) == len(set(probe.groups)) == expected
+    assert ("decoder.encoder_attn.W_K", config.n_decoder_layers - 1) in probe.groups
+
+
+def _batch():
+    return [collate([Example([5 + i, 6 + i % 7, 7], [8 + i, 9, 10 + i % 5]) for i in range(6)])]
+
+
+@pytest.mark.parametrize("clip_norm", [None, 0.05])
+def test_update_ratio_is_a_hand_computed_first_adam_step(clip_norm):
+    """Adam's first step is -lr * m_hat / (sqrt(v_hat) + eps) with m_hat = g and v_hat = g^2 (bias-corrected), so
+    ||dW|| = lr * ||g / (|g| + eps)||, g being the clipped gradient; the recorded gradient norm is the unclipped one."""
+    torch.manual_seed(0)
+    model = Transformer(ModelConfig.from_preset("tiny", 40, dropout=0.0))
+    config = TrainConfig(clip_norm=clip_norm)
+    lr = 1e-3
+    # the gradient by hand, on a copy of the same weights and batch
+    twin = Transformer(model.config)
+    twin.load_state_dict(model.state_dict())
+    accumulate_gradients(twin, _batch(), config.label_smoothing)
+    grads = {name: p.grad.detach().double() for name, p in twin.named_parameters()}
+    total = math.sqrt(sum(float(g.square().sum()) for g in grads.values()))
+    clip = 1.0 if clip_norm is None else min(1.0, clip_norm / (total + 1e-6))
+
+    probe = DynamicsProbe(model)
+    before = probe.before()
+    pending = update_on_device(model, build_optimizer(model, config), _batch(), lr, config)
+    record = probe.record(1, probe.after(before, pending.grad_norm, clip_norm).flatten().tolist())
+
+    names = ("encoder.layers.0.self_attn.q_proj.weight", "encoder.layers.0.self_attn.q_proj.bias")
+    weights = {n: p.detach().double() for n, p in twin.named_parameters()}
+    grad = math.sqrt(sum(float(grads[n].square().sum()) for n in names))
+    weight = math.sqrt(sum(float(weights[n].square().sum()) for n in names))
+    step = math.sqrt(
+        sum(float((lr * clip * grads[n] / (clip * grads[n].abs() + config.adam_eps)).square().sum()) for n in names)
+    )
+    i = record.groups.index(("encoder.self_attn.W_Q", 0))
+    assert record.stats["grad_norm"][i] == pytest.approx(grad, rel=1e-4)
+    assert record.stats["weight_norm"][i] == pytest.approx(weight, rel=1e-6)
+    assert record.stats["update_ratio"][i] == pytest.approx(step / weight, rel=1e-4)
+    # and over all groups, the gradient norms add up to the global one
+    assert math.sqrt(sum(g * g for g in record.stats["grad_norm"])) == pytest.approx(total, rel=1e-4)
+
+
+def test_training_records_dynamics_at_step_1_and_every_n():
+    data = prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
+                   vocab_size=300, max_len=16, seed=0)  # fmt: skip
+    records = []
+    config = TrainConfig(
+        max_steps=12, max_tokens_per_batch=256, warmup_steps=10, peak_lr=1e-3, eval_every=1000, checkpoint_every=1000,
+        eval_max_sentences=4, keep_checkpoints=None, dynamics_every=5,
+    )  # fmt: skip
+    train(data, config, callbacks=Callbacks(on_dynamics=records.append))
+    assert [r.step for r in records] == [1, 5, 10]
+    for r in records:
+        assert set(r.stats) == set(STATS)
+        assert all(len(v) == len(r.groups) for v in r.stats.values())
+        assert all(math.isfinite(x) and x >= 0 for v in r.stats.values() for x in v)
+        assert all(x > 0 for x in r.stats["update_ratio"])  # every group moved
+    assert records[0].to_json()["groups"][0] == ["embeddings", None]
+    # off: never called
+    train(data, TrainConfig(**{**config.to_dict(), "dynamics_every": None, "max_steps": 3}),
+          callbacks=Callbacks(on_dynamics=lambda r: pytest.fail("recorded with dynamics_every=None")))  # fmt: skip
