@@ -2,6 +2,7 @@
 
 import { api, streamEvents } from "./api.js";
 import { LineChart } from "./charts.js";
+import { dynamicsPanel } from "./dynamics.js";
 import { labelsCard } from "./labels.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
@@ -69,7 +70,9 @@ export function renderJob(container, jobId) {
   const checkpoints = h("section", { class: "card", id: "checkpoints" }, h("h2", {}, "Checkpoints"));
   const config = h("section", { class: "card", id: "config" }, h("h2", {}, "Configuration"));
   const labels = h("div");
-  clear(container, head, summary, liveNote, chartsGrid, h("div", { class: "grid2 wide" }, checkpoints, config), labels);
+  const dynamics = h("div");
+  clear(container, head, summary, liveNote, chartsGrid, dynamics, h("div", { class: "grid2 wide" }, checkpoints, config),
+        labels);
 
   function renderHead() {
     head.replaceChildren(h("h1", {}, job.name ? `${job.name} ` : `Job ${shortId(jobId)}`,
@@ -198,6 +201,8 @@ export function renderJob(container, jobId) {
     renderSummary(job);
     renderConfig();
     renderLabels();
+    const dynamicsCard = dynamicsPanel(jobId, { signal, live: () => !TERMINAL.has(job.status) });
+    dynamics.replaceChildren(dynamicsCard);
     charts = {};
     chartsGrid.replaceChildren();
     for (const [name, title, color] of chartsFor(job.objective)) {
@@ -240,7 +245,7 @@ export function renderJob(container, jobId) {
     try {  // the final state, the model link, every checkpoint, and curves re-averaged by the API
       job = await api(`/v1/jobs/${jobId}`, { signal });
       renderSummary(job);
-      await Promise.all([loadCheckpoints(), loadHistory()]);
+      await Promise.all([loadCheckpoints(), loadHistory(), dynamicsCard.refresh()]);
     } catch (err) {
       if (err.name !== "AbortError") liveNote.replaceChildren(errorBox(err.message));
     }

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import decode_throughput, train_throughput
+from bench import decode_throughput, dynamics_cost, train_throughput
 from bench.ct2_compute import Ct2Plan
 from tests.bench.fake_cuda import H100_MEMORY, H100_NAME, FakeCuda
 
@@ -35,6 +35,17 @@ def test_train_throughput_on_cpu_in_bf16(tmp_path: Path, capsys: pytest.CaptureF
     assert result["max_memory_allocated_ours"] is None
     assert result["flops_per_token"] > 6 * 64 * 64  # at least the output projection, 6 d V per token
     assert result["torch"] == torch.__version__ and "ctranslate2" in result and "cuda" in result
+
+
+def test_dynamics_cost_on_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "dynamics.json"
+    argv = ["--preset", "tiny", "--vocab", "64", "--batch-tokens", "256", "--max-len", "12", "--threads", "1"]
+    result = dynamics_cost.main([*argv, "--every", "3", "--rounds", "1", "--out", str(out)])
+    assert last_json_line(capsys) == result == json.loads(out.read_text())
+    plain, recorded = result["tokens_per_second"]["plain"], result["tokens_per_second"]["recorded"]
+    assert result["ratio"] == pytest.approx(recorded / plain) and result["record_ms"] > 0
+    assert result["overhead_direct"] == pytest.approx(result["record_ms"] / (3 * result["step_ms"]))
+    assert result["groups"] == 1 + 8 * 2 + 13 * 2  # tiny: 2 + 2 layers
 
 
 def test_train_throughput_with_a_fake_gpu(

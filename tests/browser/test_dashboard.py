@@ -94,6 +94,41 @@ def test_job_page_follows_training_live_until_it_succeeds(submitted):
     p.screenshot("job-succeeded")
 
 
+def test_job_page_shows_each_components_training_dynamics(submitted):
+    """Recorded by the worker at steps 1, 25 and 50 of the 60 (training.dynamics_every = 25). The page is still the
+    one that followed the job live: the record of step 50 arrived with the job's end."""
+    p, job_id = submitted
+    page = p.page
+    heat = page.locator("#dynamics table.dyn-heat")
+    heat.wait_for()
+    assert heat.get_attribute("data-stat") == "update_ratio" and heat.get_attribute("data-step") == "50"
+    rows = page.locator("#dynamics table.dyn-heat tbody th").all_text_contents()
+    assert {"embeddings", "encoder.self_attn.W_Q", "decoder.encoder_attn.W_K", "decoder.ffn.W_2"} <= set(rows)
+    assert page.locator("#dynamics table.dyn-heat thead th").all_text_contents()[1:] == ["layer 0", "layer 1", "–"]
+    first_cell = page.locator('#dynamics tr[data-row="encoder.self_attn.W_Q"] td').first
+    first_cell.hover()
+    readout = page.locator("#dynamics .heat-readout").inner_text()
+    assert readout.startswith("encoder.self_attn.W_Q, layer 0 at step 50: update ratio"), readout
+    assert float(first_cell.get_attribute("data-value")) > 0
+    # the slider walks back to step 1, where the colours differ
+    colours = "cells => cells.map(c => c.style.background)"
+    colours_at_50 = page.locator("#dynamics table.dyn-heat td").evaluate_all(colours)
+    page.locator("#dynamics-step").fill("0")
+    assert page.locator("#dynamics-step-label").inner_text() == "step 1"
+    assert heat.get_attribute("data-step") == "1"  # the locator finds the redrawn table
+    colours_at_1 = page.locator("#dynamics table.dyn-heat td").evaluate_all(colours)
+    assert colours_at_1 != colours_at_50
+    # a row's curves: one line a layer over the three records
+    page.get_by_role("button", name="decoder.ffn.W_1").click()
+    curves = page.locator('#dynamics figure.dyn-curves[data-component="decoder.ffn.W_1"]')
+    curves.wait_for()
+    assert curves.locator("canvas").count() == 1
+    assert curves.locator(".u-legend .u-series").all_text_contents()[1].startswith("layer 0")
+    page.select_option("#dynamics-stat", "grad_norm")
+    assert page.locator("#dynamics table.dyn-heat").get_attribute("data-stat") == "grad_norm"
+    p.screenshot("job-dynamics")
+
+
 def test_jobs_list_shows_the_job_and_filters_by_status(submitted):
     p, job_id = submitted
     page = p.page
