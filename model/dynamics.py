@@ -41,16 +41,21 @@ def group_of(name: str) -> tuple[str, int | None]:
     return f"{stack}.{module}.{_SYMBOLS[parts[4]]}", layer  # self_attn / encoder_attn / ffn
 
 
+Group = tuple[str, int | None, int | None]  # (group, layer, head): ("decoder.ffn.W_1", 2, None), ("cross", 0, 3)
+
+
 @dataclass(frozen=True)
 class DynamicsRecord:
-    """One update's dynamics: groups[i] = (group, layer) and stats[name][i] its value."""
+    """One record at one step: groups[i] and stats[name][i] its value (None where a statistic does not apply).
+    kind "weights": this module's per-matrix statistics; "attention": model/attention_stats.py's per-head ones."""
 
+    kind: str
     step: int
-    groups: list[tuple[str, int | None]]
-    stats: dict[str, list[float]]
+    groups: list[Group]
+    stats: dict[str, list[float | None]]
 
     def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "groups": [list(g) for g in self.groups], **self.stats}
+        return {"kind": self.kind, "step": self.step, "groups": [list(g) for g in self.groups], **self.stats}
 
 
 class DynamicsProbe:
@@ -59,11 +64,11 @@ class DynamicsProbe:
     def __init__(self, model: nn.Module) -> None:
         named = list(model.named_parameters())
         self.params: list[Tensor] = [p for _, p in named]
-        self.groups: list[tuple[str, int | None]] = []
-        index: dict[tuple[str, int | None], int] = {}
+        self.groups: list[Group] = []
+        index: dict[Group, int] = {}
         members = []
         for name, _ in named:
-            group = group_of(name)
+            group = (*group_of(name), None)
             members.append(index.setdefault(group, len(index)))
             if len(index) > len(self.groups):
                 self.groups.append(group)
@@ -98,4 +103,5 @@ class DynamicsProbe:
     def record(self, step: int, values: list[float]) -> DynamicsRecord:
         """The record of `after`'s values read back to the host (3 * G floats, row by row)."""
         g = len(self.groups)
-        return DynamicsRecord(step, list(self.groups), {s: values[i * g : (i + 1) * g] for i, s in enumerate(STATS)})
+        stats: dict[str, list[float | None]] = {s: list(values[i * g : (i + 1) * g]) for i, s in enumerate(STATS)}
+        return DynamicsRecord("weights", step, list(self.groups), stats)

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from model.batching import Batch, Example, TokenBatcher
+from model.attention_stats import attention_stats
+from model.batching import Batch, Example, TokenBatcher, collate
 from model.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point, save_checkpoint
 from model.checkpoint_average import write_averaged_checkpoint
 from model.checkpoint_files import (
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from model.distributed import DistContext
 
 logger = logging.getLogger(__name__)
+ATTENTION_PROBE_SENTENCES = 16  # validation sentences whose attention is summarised at every evaluation
 
 
 class Trainer:
@@ -331,6 +333,9 @@ class Trainer:
                 self.model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
             ),
         )
+        if self.callbacks.on_dynamics is not None and self.config.dynamics_every is not None:
+            probe = collate(self.valid_examples[:ATTENTION_PROBE_SENTENCES])  # the same sentences every time
+            self.callbacks.on_dynamics(attention_stats(self.model, probe, self.step))
         self._last_eval_seconds = time.monotonic() - t0
         self.eval_seconds += self._last_eval_seconds
         self.elapsed += self._last_eval_seconds

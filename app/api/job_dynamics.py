@@ -1,4 +1,4 @@
-"""A job's per-component training dynamics: what each weight matrix's gradient and update look like over training."""
+"""A job's training dynamics: how each weight matrix's gradient and update, and each attention head, change."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from fastapi import APIRouter, Query
 from app.api.deps import CurrentKey, SessionDep
 from app.api.jobs import NOT_FOUND, owned_job
 from app.db import dynamics_rows
-from app.schemas.dynamics import DynamicsGroup, DynamicsPublic
+from app.schemas.dynamics import DynamicsGroup, DynamicsKind, DynamicsPublic
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-STATS = ("grad_norm", "weight_norm", "update_ratio")
 
 
 def evenly(n: int, k: int) -> list[int]:
@@ -29,28 +28,35 @@ def read_dynamics(
     job_id: str,
     session: SessionDep,
     key: CurrentKey,
+    kind: Annotated[DynamicsKind, Query(description="weights (per matrix and layer) or attention (per head)")] = (
+        "weights"
+    ),
     since_step: Annotated[int, Query(ge=0, description="only records at this step or later")] = 0,
     max_records: Annotated[int, Query(ge=1, le=10_000, description="records spread evenly over training")] = 500,
 ) -> DynamicsPublic:
-    """Gradient norm, weight norm and update-to-weight ratio of every W_Q, W_K, W_V, W_O (encoder self-, decoder
-    self- and cross-attention), FFN W_1 and W_2, LayerNorm and the shared embedding, per layer, recorded at step 1
-    and every `training.dynamics_every` updates."""
+    """kind=weights: the gradient norm, weight norm and update-to-weight ratio of every W_Q, W_K, W_V, W_O (encoder
+    self-, decoder self- and cross-attention), FFN W_1 and W_2, LayerNorm and the shared embedding, per layer, at
+    step 1 and every `training.dynamics_every` updates. kind=attention: per layer and head, the mean attention
+    entropy and the shares of weight on the diagonal, previous, first and end-of-sentence token, on a fixed probe
+    batch of validation sentences, at every evaluation."""
     owned_job(session, job_id, key.owner_id)
-    rows = [r for r in dynamics_rows.read(session, job_id) if r.step >= since_step]
+    rows = [r for r in dynamics_rows.read(session, job_id, kind) if r.step >= since_step]
     groups = [tuple(g) for g in rows[-1].groups] if rows else []
-    out: dict[str, list[list[float]]] = {s: [] for s in STATS}
+    stats = [k for k in rows[-1].values] if rows else []
+    values: dict[str, list[list[float | None]]] = {s: [] for s in stats}
     steps = []
     for row in (rows[i] for i in evenly(len(rows), max_records)):
         column = {tuple(g): j for j, g in enumerate(row.groups)}
-        if set(column) != set(groups):  # a record of another architecture (never from one job): left out
+        if set(column) != set(groups) or set(row.values) != set(stats):  # another architecture: never one job's
             continue
         steps.append(row.step)
-        for s in STATS:
-            out[s].append([row.values[s][column[g]] for g in groups])
+        for s in stats:
+            values[s].append([row.values[s][column[g]] for g in groups])
     return DynamicsPublic(
         job_id=job_id,
-        groups=[DynamicsGroup(group=g, layer=layer) for g, layer in groups],
+        kind=kind,
+        groups=[DynamicsGroup(group=g, layer=layer, head=head) for g, layer, head in groups],
         steps=steps,
+        values=values,
         total_records=len(rows),
-        **out,
     )

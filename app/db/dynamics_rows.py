@@ -11,16 +11,25 @@ from app.db.models import JobDynamics
 
 
 def record(session: Session, job_id: str, records: list[dict[str, Any]]) -> None:
-    """Write records ({"step", "groups", and one list per statistic}); a step written again is replaced."""
-    if not records:
-        return
-    steps = [r["step"] for r in records]
-    session.execute(delete(JobDynamics).where(JobDynamics.job_id == job_id, JobDynamics.step.in_(steps)))
+    """Write records ({"kind", "step", "groups", and one list per statistic}: DynamicsRecord.to_json()); a (kind,
+    step) written again is replaced, here as in the database."""
+    records = list({(r["kind"], r["step"]): r for r in records}.values())
     for r in records:
-        values = {k: v for k, v in r.items() if k not in ("step", "groups")}
-        session.add(JobDynamics(job_id=job_id, step=r["step"], groups=r["groups"], values=values))
+        session.execute(
+            delete(JobDynamics).where(
+                JobDynamics.job_id == job_id, JobDynamics.kind == r["kind"], JobDynamics.step == r["step"]
+            )
+        )
+    session.flush()
+    for r in records:
+        values = {k: v for k, v in r.items() if k not in ("kind", "step", "groups")}
+        session.add(JobDynamics(job_id=job_id, kind=r["kind"], step=r["step"], groups=r["groups"], values=values))
 
 
-def read(session: Session, job_id: str) -> list[JobDynamics]:
-    """Every record of the job, by step."""
-    return list(session.scalars(select(JobDynamics).where(JobDynamics.job_id == job_id).order_by(JobDynamics.step)))
+def read(session: Session, job_id: str, kind: str) -> list[JobDynamics]:
+    """Every record of one kind of the job, by step."""
+    return list(
+        session.scalars(
+            select(JobDynamics).where(JobDynamics.job_id == job_id, JobDynamics.kind == kind).order_by(JobDynamics.step)
+        )
+    )

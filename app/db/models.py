@@ -269,13 +269,15 @@ class FileTranslation(Base):
 
 
 class JobDynamics(Base):
-    """One record of a job's per-component training dynamics (model/dynamics.py) at one step: `groups` lists
-    [group, layer] pairs and each of `values`' lists (grad_norm, weight_norm, update_ratio) has one number per group.
-    A step re-run after a resume overwrites its record."""
+    """One record of a job's training dynamics at one step. kind "weights" (model/dynamics.py): per weight matrix
+    and layer, every training.dynamics_every updates; kind "attention" (model/attention_stats.py): per layer and
+    head, at every evaluation. `groups` lists [group, layer, head] triples and each list of `values` (one per
+    statistic) has one number (or null) per group. A step re-run after a resume overwrites its record."""
 
     __tablename__ = "job_dynamics"
 
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     step: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
     groups: Mapped[list[Any]] = mapped_column(JSON)
     values: Mapped[dict[str, Any]] = mapped_column(JSON)

@@ -1,22 +1,32 @@
-"""The per-component training dynamics of a job (GET /v1/jobs/{id}/dynamics)."""
+"""The training dynamics of a job (GET /v1/jobs/{id}/dynamics)."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from app.schemas.common import Output
+
+DynamicsKind = Literal["weights", "attention"]
 
 
 class DynamicsGroup(Output):
-    group: str  # "embeddings", "encoder.self_attn.W_Q", "decoder.encoder_attn.W_K", "decoder.ffn.W_1", ...
+    # weights: "embeddings", "encoder.self_attn.W_Q", "decoder.encoder_attn.W_K", "decoder.ffn.W_1", a LayerNorm, ...
+    # attention: "encoder_self", "decoder_self" or "cross"
+    group: str
     layer: int | None  # None: the shared embedding, or a pre-norm stack's final LayerNorm
+    head: int | None  # attention heads only
 
 
 class DynamicsPublic(Output):
-    """values[i][j] is the statistic at steps[i] for groups[j]: one row per record, one column per group."""
+    """values[stat][i][j] is the statistic at steps[i] for groups[j]: one row per record, one column per group.
+
+    weights: grad_norm (‖∇W‖ before clipping), weight_norm (‖W‖ before the update), update_ratio (‖ΔW‖ / ‖W‖).
+    attention: entropy (nats), diagonal, previous, first, eos (shares of the attention weight; null where a
+    statistic does not apply to that kind of attention)."""
 
     job_id: str
+    kind: DynamicsKind
     groups: list[DynamicsGroup]
     steps: list[int]
-    grad_norm: list[list[float]]  # ‖∇W‖ before clipping
-    weight_norm: list[list[float]]  # ‖W‖ before the update
-    update_ratio: list[list[float]]  # ‖ΔW‖ / ‖W‖ of the optimizer's update
-    total_records: int  # records the job has; `steps` holds at most max_records of them, the last always included
+    values: dict[str, list[list[float | None]]]
+    total_records: int  # records of this kind; `steps` holds at most max_records of them, the last always included

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.api.test_job_labels import job_rows
 
-GROUPS = [["embeddings", None], ["encoder.self_attn.W_Q", 0], ["decoder.encoder_attn.W_K", 1]]
+GROUPS = [["embeddings", None, None], ["encoder.self_attn.W_Q", 0, None], ["decoder.encoder_attn.W_K", 1, None]]
 
 
 def _records(job_id: str, steps: list[int]) -> None:
@@ -18,6 +18,7 @@ def _records(job_id: str, steps: list[int]) -> None:
             job_id,
             [
                 {
+                    "kind": "weights",
                     "step": s,
                     "groups": GROUPS if s % 2 else GROUPS[::-1],  # any order: columns follow `groups`
                     "grad_norm": [s + 0.1, s + 0.2, s + 0.3] if s % 2 else [s + 0.3, s + 0.2, s + 0.1],
@@ -35,14 +36,16 @@ def test_dynamics_are_one_row_per_record_and_one_column_per_group(client, alice)
     _records(job, [50])  # a step re-run after a resume replaces its record
     body = client.get(f"/v1/jobs/{job}/dynamics", headers=alice).json()
     assert body["groups"] == [  # the last record's order
-        {"group": "embeddings", "layer": None},
-        {"group": "encoder.self_attn.W_Q", "layer": 0},
-        {"group": "decoder.encoder_attn.W_K", "layer": 1},
+        {"group": "embeddings", "layer": None, "head": None},
+        {"group": "encoder.self_attn.W_Q", "layer": 0, "head": None},
+        {"group": "decoder.encoder_attn.W_K", "layer": 1, "head": None},
     ]
     assert body["steps"] == [1, 25, 50, 75] and body["total_records"] == 4
-    assert body["grad_norm"][0] == [1.1, 1.2, 1.3]
-    assert body["grad_norm"][2] == [50.1, 50.2, 50.3]  # step 50 listed its groups the other way round
-    assert body["weight_norm"][2] == [1.0, 2.0, 3.0] and body["update_ratio"][3] == [1e-3, 2e-3, 3e-3]
+    values = body["values"]
+    assert set(values) == {"grad_norm", "weight_norm", "update_ratio"}
+    assert values["grad_norm"][0] == [1.1, 1.2, 1.3]
+    assert values["grad_norm"][2] == [50.1, 50.2, 50.3]  # step 50 listed its groups the other way round
+    assert values["weight_norm"][2] == [1.0, 2.0, 3.0] and values["update_ratio"][3] == [1e-3, 2e-3, 3e-3]
 
 
 def test_dynamics_are_thinned_evenly_keeping_the_first_and_last_and_follow_since_step(client, alice):
@@ -50,7 +53,7 @@ def test_dynamics_are_thinned_evenly_keeping_the_first_and_last_and_follow_since
     _records(job, list(range(1, 102, 5)))  # 21 records
     body = client.get(f"/v1/jobs/{job}/dynamics?max_records=5", headers=alice).json()
     assert body["steps"] == [1, 26, 51, 76, 101] and body["total_records"] == 21
-    assert len(body["grad_norm"]) == 5
+    assert len(body["values"]["grad_norm"]) == 5
     live = client.get(f"/v1/jobs/{job}/dynamics?since_step=90", headers=alice).json()
     assert live["steps"] == [91, 96, 101]
 
@@ -58,8 +61,7 @@ def test_dynamics_are_thinned_evenly_keeping_the_first_and_last_and_follow_since
 def test_a_job_without_records_has_empty_dynamics(client, alice):
     job = job_rows("alice", 1)[0]
     body = client.get(f"/v1/jobs/{job}/dynamics", headers=alice).json()
-    assert body == {"job_id": job, "groups": [], "steps": [], "grad_norm": [], "weight_norm": [], "update_ratio": [],
-                    "total_records": 0}  # fmt: skip
+    assert body == {"job_id": job, "kind": "weights", "groups": [], "steps": [], "values": {}, "total_records": 0}
 
 
 def test_another_owners_dynamics_are_404_and_bad_queries_422(client, alice, make_key):
@@ -68,3 +70,24 @@ def test_another_owners_dynamics_are_404_and_bad_queries_422(client, alice, make
     response = client.get(f"/v1/jobs/{job}/dynamics", headers=make_key("bob"))
     assert response.status_code == 404 and job in response.json()["detail"]
     assert client.get(f"/v1/jobs/{job}/dynamics?max_records=0", headers=alice).status_code == 422
+    bad_kind = client.get(f"/v1/jobs/{job}/dynamics?kind=gradients", headers=alice)
+    assert bad_kind.status_code == 422 and "gradients" in bad_kind.text
+
+
+def test_attention_records_are_apart_from_the_weights_and_keep_their_nulls(client, alice):
+    from app.db import dynamics_rows
+    from app.db.session import session_scope
+
+    job = job_rows("alice", 1)[0]
+    _records(job, [1, 25])
+    heads = [["encoder_self", 0, 0], ["encoder_self", 0, 1], ["decoder_self", 0, 0]]
+    with session_scope() as session:
+        dynamics_rows.record(session, job, [
+            {"kind": "attention", "step": 25, "groups": heads, "entropy": [0.5, 1.5, 0.1], "diagonal": [0.9, 0.2, 0.1],
+             "previous": [0.0, 0.1, 0.8], "first": [0.0, 0.3, 0.1], "eos": [0.05, 0.2, None]},
+        ])  # fmt: skip
+    body = client.get(f"/v1/jobs/{job}/dynamics?kind=attention", headers=alice).json()
+    assert body["kind"] == "attention" and body["steps"] == [25] and body["total_records"] == 1
+    assert body["groups"][2] == {"group": "decoder_self", "layer": 0, "head": 0}
+    assert body["values"]["eos"] == [[0.05, 0.2, None]] and body["values"]["entropy"] == [[0.5, 1.5, 0.1]]
+    assert client.get(f"/v1/jobs/{job}/dynamics", headers=alice).json()["steps"] == [1, 25]

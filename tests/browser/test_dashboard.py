@@ -127,6 +127,21 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     page.select_option("#dynamics-stat", "grad_norm")
     assert page.locator("#dynamics table.dyn-heat").get_attribute("data-stat") == "grad_norm"
     p.screenshot("job-dynamics")
+    # each attention head at the two evaluations (steps 30 and 60), on the same validation sentences
+    page.get_by_role("button", name="attention heads").click()
+    assert heat.get_attribute("data-stat") == "entropy" and heat.get_attribute("data-step") == "60"
+    rows = page.locator("#dynamics table.dyn-heat tbody th").all_text_contents()
+    assert rows == [f"{kind} layer {i}" for kind in ("encoder_self", "decoder_self", "cross") for i in (0, 1)]
+    heads = page.locator("#dynamics table.dyn-heat thead th").all_text_contents()[1:]
+    assert heads == ["head 0", "head 1", "head 2", "head 3"]
+    assert page.locator("#dynamics-step").get_attribute("max") == "1"
+    page.select_option("#dynamics-stat", "eos")
+    decoder_cells = page.locator('#dynamics tr[data-row="decoder_self layer 0"] td')
+    assert decoder_cells.first.get_attribute("data-value") == ""  # no </s> among a decoder's keys
+    cross = page.locator('#dynamics tr[data-row="cross layer 0"] td').first.get_attribute("data-value")
+    assert 0 <= float(cross) <= 1
+    page.locator('#dynamics figure.dyn-curves[data-component="cross layer 0"]').wait_for()
+    p.screenshot("job-attention-dynamics")
 
 
 def test_jobs_list_shows_the_job_and_filters_by_status(submitted):

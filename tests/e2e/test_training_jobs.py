@@ -72,10 +72,15 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     assert dynamics["steps"] == [1, *range(25, 401, 25)]
     groups = [(g["group"], g["layer"]) for g in dynamics["groups"]]
     assert ("embeddings", None) in groups and ("decoder.encoder_attn.W_Q", 0) in groups
-    assert all(len(row) == len(groups) for row in dynamics["update_ratio"])
+    ratios = dynamics["values"]["update_ratio"]
+    assert all(len(row) == len(groups) for row in ratios)
     # Adam's steps shrink as the rate decays after warm-up: the last update moves the weights less than the peak
-    first, last = dynamics["update_ratio"][0], dynamics["update_ratio"][-1]
-    assert sum(last) < max(sum(row) for row in dynamics["update_ratio"]) and all(r > 0 for r in first)
+    assert sum(ratios[-1]) < max(sum(row) for row in ratios) and all(r > 0 for r in ratios[0])
+    # and each head's attention on the probe sentences, at every evaluation
+    attention = api.http.get(f"/v1/jobs/{job['id']}/dynamics?kind=attention").json()
+    assert attention["steps"] == [100, 200, 300, 400]
+    heads = {(g["group"], g["layer"], g["head"]) for g in attention["groups"]}
+    assert ("cross", 0, 0) in heads and ("encoder_self", 0, 0) in heads
 
 
 def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, data_files):

@@ -39,7 +39,7 @@ def test_a_model_has_one_group_per_matrix_and_layer():
     per_decoder_layer = 8 + 2 + 3  # self- and cross-attention, W_1 W_2, three LayerNorms
     expected = 1 + per_encoder_layer * config.n_encoder_layers + per_decoder_layer * config.n_decoder_layers
     assert len(probe.groups) == len(set(probe.groups)) == expected
-    assert ("decoder.encoder_attn.W_K", config.n_decoder_layers - 1) in probe.groups
+    assert ("decoder.encoder_attn.W_K", config.n_decoder_layers - 1, None) in probe.groups
 
 
 def _batch():
@@ -74,7 +74,7 @@ def test_update_ratio_is_a_hand_computed_first_adam_step(clip_norm):
     step = math.sqrt(
         sum(float((lr * clip * grads[n] / (clip * grads[n].abs() + config.adam_eps)).square().sum()) for n in names)
     )
-    i = record.groups.index(("encoder.self_attn.W_Q", 0))
+    i = record.groups.index(("encoder.self_attn.W_Q", 0, None))
     assert record.stats["grad_norm"][i] == pytest.approx(grad, rel=1e-4)
     assert record.stats["weight_norm"][i] == pytest.approx(weight, rel=1e-6)
     assert record.stats["update_ratio"][i] == pytest.approx(step / weight, rel=1e-4)
@@ -91,13 +91,15 @@ def test_training_records_dynamics_at_step_1_and_every_n():
         eval_max_sentences=4, keep_checkpoints=None, dynamics_every=5,
     )  # fmt: skip
     train(data, config, callbacks=Callbacks(on_dynamics=records.append))
+    assert [r.step for r in records if r.kind == "attention"] == [12]  # the final evaluation
+    records = [r for r in records if r.kind == "weights"]
     assert [r.step for r in records] == [1, 5, 10]
     for r in records:
         assert set(r.stats) == set(STATS)
         assert all(len(v) == len(r.groups) for v in r.stats.values())
         assert all(math.isfinite(x) and x >= 0 for v in r.stats.values() for x in v)
         assert all(x > 0 for x in r.stats["update_ratio"])  # every group moved
-    assert records[0].to_json()["groups"][0] == ["embeddings", None]
+    assert records[0].to_json()["groups"][0] == ["embeddings", None, None] and records[0].kind == "weights"
     # off: never called
     train(data, TrainConfig(**{**config.to_dict(), "dynamics_every": None, "max_steps": 3}),
           callbacks=Callbacks(on_dynamics=lambda r: pytest.fail("recorded with dynamics_every=None")))  # fmt: skip
