@@ -31,19 +31,24 @@ class View(Protocol):
 
 class PlainView:
     def __init__(self, interval: float) -> None:
-        self.interval, self.printed_at, self.printed_status = interval, -float("inf"), ""
+        self.interval, self.printed_at, self.printed_status, self.printed = interval, -float("inf"), "", ""
+
+    def _print(self, line: str) -> None:
+        print(line, flush=True)
+        self.printed = line
 
     def update(self, job: dict[str, Any]) -> None:
         now = time.monotonic()
         if job["status"] != self.printed_status or now - self.printed_at >= self.interval:
-            print(status_line(job), flush=True)
+            self._print(status_line(job))
             self.printed_at, self.printed_status = now, job["status"]
 
     def note(self, message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     def finish(self, job: dict[str, Any]) -> None:
-        print(status_line(job), flush=True)
+        if status_line(job) != self.printed:  # the final state, once
+            self._print(status_line(job))
 
     def stop(self) -> None:
         pass

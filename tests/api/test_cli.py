@@ -222,6 +222,7 @@ def test_status_watch_without_a_terminal_prints_plain_lines_until_the_end_and_th
     assert lines[0].startswith("running   [#########") and "3/10 1234 tok/s ETA 01:10 train_loss=4.5" in lines[0]
     assert any("6/10" in line and "train_loss=3.25" in line for line in lines), lines  # from the metric event
     assert lines[-2].startswith("succeeded [" + "#" * 30 + "] 10/10") and "valid_loss=2.5" in lines[-2], lines
+    assert sum(line.startswith("succeeded") for line in lines) == 1, lines
 
 
 def test_status_watch_of_a_failed_job_prints_its_error_and_exits_1(cli, alice):
