@@ -1,7 +1,9 @@
 """Command line: `python -m app.cli COMMAND`.
 
 Administration (direct database access): `create-key NAME`, `revoke-key PREFIX_OR_NAME`, `migrate`, `serve`.
-Client (over HTTP): `upload`, `submit`, `status [--watch]`, `jobs`, `models`.
+Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
+`cancel`, `tag`, `compare`; models `models`, `translate`, `evaluate`, `export`, `import`; `delete model|dataset`.
+Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+import httpx
 from pydantic import ValidationError
 
-from app.client_cli import add_client_commands
+from app.client import datasets, jobs, models, translations
+from app.client.connection import add_connection_arguments
 
 if TYPE_CHECKING:
     from app.settings import Settings
@@ -70,6 +74,19 @@ def cmd_serve(args: argparse.Namespace) -> None:
     serve(_settings_or_exit(), with_workers=not args.no_workers)
 
 
+def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands that talk to the API, each with --url and --key; `delete KIND ID...` groups the deletions."""
+    before = set(sub.choices)
+    delete = sub.add_parser("delete", help="delete models or datasets (a job is cancelled, not deleted)")
+    kinds = delete.add_subparsers(dest="kind", required=True, metavar="{model,dataset}")
+    datasets.register(sub, kinds)
+    jobs.register(sub)
+    models.register(sub, kinds)
+    translations.register(sub)
+    for name in [*(set(sub.choices) - before - {"delete"}), *kinds.choices]:
+        add_connection_arguments((kinds if name in kinds.choices else sub).choices[name])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m app.cli", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -89,7 +106,12 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_serve)
     add_client_commands(sub)
     args = parser.parse_args(argv)
-    args.func(args)
+    try:
+        args.func(args)
+    except httpx.TransportError as exc:  # the API down or unreachable: a message, not a traceback
+        sys.exit(f"error: cannot reach the API at {getattr(args, 'url', '?')}: {exc or type(exc).__name__}")
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 if __name__ == "__main__":

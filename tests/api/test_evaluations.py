@@ -158,14 +158,14 @@ def test_the_command_line_evaluates_with_the_beam_and_alpha_asked_for(client, al
     from contextlib import nullcontext
 
     import app.api.evaluations as route
-    import app.client_cli as cli
+    import app.client.connection as connection
     import worker.tasks.evaluation as task
     from app.cli import main
 
     calls = fake_decoder(monkeypatch, task)
     monkeypatch.setattr(route, "dispatch", lambda evaluation_id: task.evaluate_task.run(evaluation_id))
     client.headers.update(alice)
-    monkeypatch.setattr(cli, "_client", lambda args: nullcontext(client))  # the command's requests, in process
+    monkeypatch.setattr(connection, "open_client", lambda args: nullcontext(client))  # requests in process
     model = _model_row("alice")
     argv = ["evaluate", model, "--dataset", parallel_id, "--beam-size", "2", "--alpha", "1.5", "--interval", "0"]
     main(argv)

@@ -138,12 +138,12 @@ def test_compare_wants_two_to_ten_distinct_ids(client, alice, two_jobs, query, m
 def test_cli_compare_prints_the_differing_settings_and_best_and_final_metrics(
     client, alice, two_jobs, monkeypatch, capsys
 ):
-    import app.client_cli as cli
+    import app.client.connection as connection
     from app.cli import main
 
     a, b = two_jobs
     client.headers.update(alice)
-    monkeypatch.setattr(cli, "_client", lambda args: nullcontext(client))  # the command's requests, in process
+    monkeypatch.setattr(connection, "open_client", lambda args: nullcontext(client))  # requests in process
     main(["compare", a, b])
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert lines == [

@@ -166,12 +166,12 @@ def test_a_client_pages_past_the_first_hundred_jobs_of_a_tag(client, alice):
 
 
 def test_cli_tag_adds_removes_and_sets_the_name_and_note(client, alice, monkeypatch, capsys):
-    import app.client_cli as cli
+    import app.client.connection as connection
     from app.cli import main
 
     job_id = job_rows("alice", 1, tags=("a", "b", "c"))[0]
     client.headers.update(alice)
-    monkeypatch.setattr(cli, "_client", lambda args: nullcontext(client))  # the command's requests, in process
+    monkeypatch.setattr(connection, "open_client", lambda args: nullcontext(client))  # requests in process
     main(["tag", job_id, "--add", "d", "--remove", "b", "--add", "a", "--name", "run 1", "--note", "why"])
     assert capsys.readouterr().out.strip() == f"{job_id}  name='run 1' tags=a,c,d"
     job = client.get(f"/v1/jobs/{job_id}").json()
@@ -184,15 +184,17 @@ def test_cli_tag_adds_removes_and_sets_the_name_and_note(client, alice, monkeypa
 
 
 def test_cli_jobs_filters_by_tag_and_status(client, alice, monkeypatch, capsys):
-    import app.client_cli as cli
+    import app.client.connection as connection
     from app.cli import main
 
     wanted = job_rows("alice", 1, tags=("sweep", "lr"), status="succeeded", name="best")[0]
     others = job_rows("alice", 1, tags=("sweep",), status="succeeded") + job_rows("alice", 1, tags=("sweep", "lr"))
     client.headers.update(alice)
-    monkeypatch.setattr(cli, "_client", lambda args: nullcontext(client))
+    monkeypatch.setattr(connection, "open_client", lambda args: nullcontext(client))
     main(["jobs", "--tag", "sweep", "--tag", "lr", "--status", "succeeded"])
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(wanted) and lines[0].endswith("'best' sweep lr"), lines
+    assert lines[0].split() == ["ID", "NAME", "OBJECTIVE", "STATUS", "STEP", "DONE", "ETA", "TAGS", "CREATED"]
+    assert len(lines) == 2 and lines[1].split()[:5] == [wanted, "best", "translation", "succeeded", "0/10"], lines
+    assert lines[1].index("sweep,lr") == lines[0].index("TAGS"), lines  # the columns are aligned
     main(["jobs", "--tag", "sweep"])
-    assert {line.split()[0] for line in capsys.readouterr().out.splitlines()} == {wanted, *others}
+    assert {line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]} == {wanted, *others}

@@ -1,0 +1,174 @@
+"""Training jobs: `submit`, `status [--watch]`, `jobs`, `cancel`, `tag`, `compare`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from app.client import connection, watch
+from app.client.connection import check, path
+from app.client.output import Column, add_output_arguments, cell, print_items, print_json, table, when
+from app.client.progress import _duration
+
+STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+OBJECTIVES = ("translation", "denoising")
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def cmd_submit(args: argparse.Namespace) -> None:
+    body: dict[str, Any] = {
+        "objective": args.objective,
+        "dataset_id": args.dataset,
+        "model": {"preset": args.preset},
+        "training": {},
+    }
+    if args.valid:
+        body["valid_dataset_id"] = args.valid
+    if args.init_model:
+        body["init_model_id"] = args.init_model
+    if args.max_steps:
+        body["training"]["max_steps"] = args.max_steps
+    for assignment in args.set or []:
+        name, _, value = assignment.partition("=")
+        section, _, field = name.partition(".")
+        if section not in ("model", "training") or not field or not _:
+            sys.exit(f"error: --set {assignment!r}: expected model.FIELD=VALUE or training.FIELD=VALUE")
+        body[section][field] = _parse_value(value)
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
+    with connection.open_client(args) as client:
+        job = check(client.post("/v1/jobs", json=body, headers=headers))
+    print(f"job {job['id']}: {job['status']}", file=sys.stderr)
+    print(job["id"])
+
+
+def cmd_status(args: argparse.Namespace) -> None:
+    with connection.open_client(args) as client:
+        if not args.watch:
+            print_json(check(client.get(path("jobs", args.job))))
+            return
+        code = watch.watch(client, args.job, args.interval)
+    sys.exit(code)
+
+
+JOB_COLUMNS: list[Column] = [
+    ("ID", lambda job: job["id"]),
+    ("NAME", lambda job: job.get("name")),
+    ("OBJECTIVE", lambda job: job["objective"]),
+    ("STATUS", lambda job: job["status"]),
+    ("STEP", lambda job: f"{job['progress']['step']}/{job['progress']['total_steps']}"),
+    ("DONE", lambda job: f"{job['progress']['fraction']:.0%}"),
+    ("ETA", lambda job: _duration(job["progress"]["eta_seconds"]) if job["status"] == "running" else None),
+    ("TAGS", lambda job: ",".join(job.get("tags") or []) or None),
+    ("CREATED", when),
+]
+
+
+def cmd_jobs(args: argparse.Namespace) -> None:
+    params: dict[str, Any] = {"tag": args.tag or []}
+    if args.status:
+        params["status"] = args.status
+    if args.objective:
+        params["objective"] = args.objective
+    with connection.open_client(args) as client:
+        print_items(connection.page_through(client, "/v1/jobs", params, args.limit), JOB_COLUMNS, args.json)
+
+
+def cmd_cancel(args: argparse.Namespace) -> None:
+    """Ask each job to stop (POST /v1/jobs/{id}/cancel): a queued job is cancelled at once, a running one at its
+    next step; one already finished is an error (409) naming its status."""
+    with connection.open_client(args) as client:
+        for job_id in args.jobs:
+            job = check(client.post(path("jobs", job_id, "cancel")))
+            print(f"{job['id']}  {job['status']}{' (cancel requested)' if job['cancel_requested'] else ''}")
+
+
+def cmd_tag(args: argparse.Namespace) -> None:
+    """Add and remove tags, set the name or the note (PATCH /v1/jobs/{id}); prints the job's labels."""
+    body: dict[str, Any] = {}
+    with connection.open_client(args) as client:
+        if args.add or args.remove:
+            tags = check(client.get(path("jobs", args.job)))["tags"]
+            body["tags"] = [t for t in tags if t not in (args.remove or [])] + (args.add or [])
+        if args.name is not None:
+            body["name"] = args.name
+        if args.note is not None:
+            body["note"] = args.note
+        if not body:
+            sys.exit("error: nothing to change: give --add, --remove, --name or --note")
+        job = check(client.patch(path("jobs", args.job), json=body))
+    print(f"{job['id']}  name={job['name']!r} tags={','.join(job['tags'])}")
+
+
+def comparison_table(comparison: dict[str, Any]) -> str:
+    """The settings that differ, then each metric's best and final value, one column per job."""
+    jobs = comparison["jobs"]
+    rows = [["", *[job["name"] or job["id"][:8] for job in jobs]]]
+    rows += [[key, *[cell(job["settings"].get(key)) for job in jobs]] for key in comparison["differing"]]
+    for name in sorted({name for job in jobs for name in job["metrics"]}):
+        for which in ("best", "final"):
+            cells = [job["metrics"].get(name, {}).get(which) for job in jobs]
+            if any(c is not None for c in cells):
+                rows.append([f"{name} ({which})", *[cell(c) for c in cells]])
+    return table(rows)
+
+
+def cmd_compare(args: argparse.Namespace) -> None:
+    with connection.open_client(args) as client:
+        comparison = check(client.get("/v1/jobs/compare", params={"ids": ",".join(args.jobs)}))
+    if args.json:
+        print_json(comparison)
+    else:
+        print(comparison_table(comparison))
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("submit", help="submit a training job; prints its id")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--valid")
+    p.add_argument("--objective", choices=OBJECTIVES, default="translation")
+    p.add_argument("--preset", choices=("tiny", "small", "base", "big"), default="tiny")
+    p.add_argument("--init-model", metavar="MODEL", help="start from this model's weights and tokenizer (fine-tuning)")
+    p.add_argument("--max-steps", type=int)
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="SECTION.FIELD=VALUE",
+        help="any model or training field, e.g. --set training.warmup_steps=100 --set model.vocab_size=2000",
+    )
+    p.add_argument("--idempotency-key")
+    p.set_defaults(func=cmd_submit)
+    p = sub.add_parser("status", help="show a job (JSON); --watch follows it with a progress bar until it ends")
+    p.add_argument("job")
+    p.add_argument("--watch", action="store_true", help="follow the job's events; exit 0 if it succeeds, else 1")
+    p.add_argument(
+        "--interval", type=float, default=2.0, help="without a terminal: at most one line every SECONDS (default 2)"
+    )
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("jobs", help="list jobs, newest first (every page)")
+    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--objective", choices=OBJECTIVES)
+    p.add_argument("--tag", action="append", help="only jobs with this tag (repeat: with every one of them)")
+    add_output_arguments(p)
+    p.set_defaults(func=cmd_jobs)
+    p = sub.add_parser("cancel", help="cancel jobs (a running job stops at its next step)")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.set_defaults(func=cmd_cancel)
+    p = sub.add_parser("tag", help="add or remove a job's tags, set its name or note")
+    p.add_argument("job")
+    p.add_argument("--add", action="append", metavar="TAG")
+    p.add_argument("--remove", action="append", metavar="TAG")
+    p.add_argument("--name")
+    p.add_argument("--note")
+    p.set_defaults(func=cmd_tag)
+    p = sub.add_parser("compare", help="compare 2 to 10 jobs: the settings that differ, best and final metrics")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p.add_argument("--json", action="store_true", help="the API's answer as JSON")
+    p.set_defaults(func=cmd_compare)

@@ -1,0 +1,38 @@
+"""A job's progress in one line of text: the plain `status --watch` output and the `jobs` table's cells."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TERMINAL = ("succeeded", "failed", "cancelled")
+
+
+def _bar(fraction: float, width: int = 30) -> str:
+    filled = int(round(fraction * width))
+    return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "--:--"
+    seconds = int(seconds)
+    return (
+        f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else f"{seconds // 60:02d}:{seconds % 60:02d}"
+    )
+
+
+def status_line(job: dict[str, Any]) -> str:
+    p = job["progress"]
+    metrics = job.get("latest_metrics") or {}
+    shown = " ".join(
+        f"{name}={metrics[name]['value']:.4g}"
+        for name in ("train_loss", "valid_loss", "bleu", "exact_match", "masked_token_accuracy")
+        if name in metrics
+    )
+    speed = f"{p['tokens_per_second']:.0f} tok/s" if p["tokens_per_second"] else ""
+    return (
+        f"{job['status']:<9} {_bar(p['fraction'])} {p['step']}/{p['total_steps']} "
+        f"{speed} ETA {_duration(p['eta_seconds'])} {shown}"
+    ).rstrip()
