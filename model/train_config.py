@@ -62,6 +62,9 @@ class TrainConfig:
     # every W_Q, W_K, ... per layer), sent to Callbacks.on_dynamics; step 1 is always recorded. None: none. 25 costs
     # under 3% of step time (bench/dynamics_cost.py).
     dynamics_every: int | None = 25
+    # Tokens whose nearest neighbours in the embedding matrix are recorded at each checkpoint (with the 2-D map of
+    # the most frequent tokens, model/embedding_probe.py); None: the most frequent words. Off with dynamics_every.
+    probe_tokens: list[str] | None = None
     eval_max_sentences: int = 200  # validation sentences greedy-decoded for BLEU/chrF (decoding is slow)
 
     def __post_init__(self) -> None:
@@ -83,6 +86,10 @@ class TrainConfig:
         for name in ("early_stopping_patience", "keep_checkpoints", "log_every", "dynamics_every"):
             if getattr(self, name) is not None:
                 _positive_int(self, name)
+        if self.probe_tokens is not None and not (
+            isinstance(self.probe_tokens, list) and all(isinstance(t, str) and t for t in self.probe_tokens)
+        ):
+            raise ValueError(f"probe_tokens={self.probe_tokens!r} must be a list of non-empty strings or None")
         if self.eval_budget is not None and not (_number(self.eval_budget) and 0 < self.eval_budget <= 1):
             raise ValueError(f"eval_budget={self.eval_budget!r} must be a fraction in (0, 1] or None")
         for name in ("max_minutes", "lr_scale", "peak_lr", "clip_norm"):

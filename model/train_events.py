@@ -12,6 +12,7 @@ from model.train_config import StopReason
 
 if TYPE_CHECKING:
     from model.dynamics import DynamicsRecord
+    from model.embedding_probe import EmbeddingRecord
 
 
 @dataclass
@@ -48,7 +49,8 @@ class Callbacks:
     on_step: Callable[[StepInfo], None] | None = None
     on_eval: Callable[[int, dict[str, float]], None] | None = None
     on_checkpoint: Callable[[CheckpointInfo], None] | None = None
-    on_dynamics: Callable[[DynamicsRecord], None] | None = None  # every config.dynamics_every updates
+    # weights every config.dynamics_every updates, attention at every evaluation, embeddings at every checkpoint
+    on_dynamics: Callable[[DynamicsRecord | EmbeddingRecord], None] | None = None
     should_stop: Callable[[], bool] | None = None
     should_preempt: Callable[[], bool] | None = None
 

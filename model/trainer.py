@@ -38,7 +38,9 @@ from model.checkpoint_files import (
 from model.checkpoint_tensors import load_optimizer_state
 from model.compile import compile_layers, eager_on_failure
 from model.dynamics import DynamicsProbe
+from model.embedding_probe import EmbeddingProbe
 from model.evaluate import evaluate
+from model.inference import resolve_token
 from model.prepare import PreparedData
 from model.rng_state import capture_rng_state, restore_rng_state
 from model.step import (
@@ -136,6 +138,7 @@ class Trainer:
         self._iterator: Iterator[Batch] | None = None
         self.ddp: DistributedDataParallel | None = None
         self._probe: DynamicsProbe | None = None
+        self._embeddings: EmbeddingProbe | None = None
         if dist is not None:
             if dist.device != self.device:
                 raise TrainingError(f"device={config.device!r} is not rank {dist.rank}'s device {dist.device}")
@@ -373,6 +376,19 @@ class Trainer:
         self.last_checkpoint, self._last_checkpoint_step = str(path), self.step
         self._rotate()
         self._report_checkpoint(path, self.metrics, "step")
+        if self.callbacks.on_dynamics is not None and self.config.dynamics_every is not None:
+            self.callbacks.on_dynamics(self._embedding_probe().record(self.model, self.step))
+
+    def _embedding_probe(self) -> EmbeddingProbe:
+        if self._embeddings is None:
+            watched = []
+            for token in self.config.probe_tokens or ():
+                try:
+                    watched.append(resolve_token(self.tokenizer, token))
+                except ValueError as e:
+                    logger.warning("training.probe_tokens: %s; its neighbours are not recorded", e)
+            self._embeddings = EmbeddingProbe(self.tokenizer, self.batcher.examples(0), watched)
+        return self._embeddings
 
     def _report_checkpoint(self, path: Path, metrics: dict[str, float], kind: str) -> None:
         if self.callbacks.on_checkpoint is not None:

@@ -30,6 +30,7 @@ TRAIN_CONFIG_FIELDS = (
     "compile",
     "log_every",
     "dynamics_every",
+    "probe_tokens",
     "warmup_steps",
     "lr_scale",
     "label_smoothing",

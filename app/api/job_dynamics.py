@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, HTTPException, Query, status
 
 from app.api.deps import CurrentKey, SessionDep
 from app.api.jobs import NOT_FOUND, owned_job
+from app.api.models import owned_model
 from app.db import dynamics_rows
-from app.schemas.dynamics import DynamicsGroup, DynamicsKind, DynamicsPublic
+from app.db.models import JobDynamics
+from app.schemas.dynamics import DynamicsGroup, DynamicsKind, DynamicsPublic, EmbeddingsPublic
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(tags=["jobs"])
 
 
 def evenly(n: int, k: int) -> list[int]:
@@ -23,7 +25,7 @@ def evenly(n: int, k: int) -> list[int]:
     return sorted({round(i * (n - 1) / (k - 1)) for i in range(k)})
 
 
-@router.get("/{job_id}/dynamics", response_model=DynamicsPublic, responses=NOT_FOUND)
+@router.get("/v1/jobs/{job_id}/dynamics", response_model=DynamicsPublic, responses=NOT_FOUND)
 def read_dynamics(
     job_id: str,
     session: SessionDep,
@@ -60,3 +62,44 @@ def read_dynamics(
         values=values,
         total_records=len(rows),
     )
+
+
+def _embeddings(job_id: str, rows: list[JobDynamics]) -> EmbeddingsPublic:
+    tokens = [g[0] for g in rows[-1].groups] if rows else []
+    kept = [r for r in rows if [g[0] for g in r.groups] == tokens]  # the same cloud: always, within one job
+    return EmbeddingsPublic(
+        job_id=job_id,
+        steps=[r.step for r in kept],
+        tokens=tokens,
+        points=[r.values["points"] for r in kept],
+        explained=[r.values["explained"] for r in kept],
+        neighbors=[r.values["neighbors"] for r in kept],
+        total_records=len(rows),
+    )
+
+
+@router.get("/v1/jobs/{job_id}/embeddings", response_model=EmbeddingsPublic, responses=NOT_FOUND)
+def read_embeddings(
+    job_id: str,
+    session: SessionDep,
+    key: CurrentKey,
+    max_records: Annotated[int, Query(ge=1, le=1000, description="checkpoints spread evenly over training")] = 50,
+) -> EmbeddingsPublic:
+    """At each checkpoint: a 2-D map (PCA) of the most frequent tokens' embeddings and the nearest neighbours of
+    the watched tokens (`training.probe_tokens`, else the most frequent words), so related words can be seen
+    moving together as training goes."""
+    owned_job(session, job_id, key.owner_id)
+    rows = dynamics_rows.read(session, job_id, "embeddings")
+    return _embeddings(job_id, [rows[i] for i in evenly(len(rows), max_records)])
+
+
+@router.get("/v1/models/{model_id}/embeddings", response_model=EmbeddingsPublic, responses=NOT_FOUND, tags=["models"])
+def read_model_embeddings(model_id: str, session: SessionDep, key: CurrentKey) -> EmbeddingsPublic:
+    """The last embeddings record of the job that trained the model (its final checkpoint). A model imported
+    rather than trained here has none: 404 saying so."""
+    model = owned_model(session, model_id, key.owner_id)
+    rows = dynamics_rows.read(session, model.job_id, "embeddings") if model.job_id else []
+    if not rows:
+        detail = f"model {model_id} has no recorded embeddings: only a model trained here by a job records them"
+        raise HTTPException(status.HTTP_404_NOT_FOUND, detail)
+    return _embeddings(model.job_id or "", rows[-1:])

@@ -30,3 +30,18 @@ class DynamicsPublic(Output):
     steps: list[int]
     values: dict[str, list[list[float | None]]]
     total_records: int  # records of this kind; `steps` holds at most max_records of them, the last always included
+
+
+class EmbeddingsPublic(Output):
+    """The shared embedding matrix over training, one entry per recorded checkpoint (steps[i]):
+    points[i][j] is tokens[j]'s place in the 2-D projection (PCA of the most frequent tokens' embeddings, each
+    record rotated onto the one before so that movement is the tokens' own), explained[i] the share of variance of
+    the two axes, neighbors[i] each watched token's nearest tokens by cosine similarity, [token, similarity]."""
+
+    job_id: str
+    steps: list[int]
+    tokens: list[str]  # most frequent first; "▁" marks a word start
+    points: list[list[list[float]]]
+    explained: list[list[float]]
+    neighbors: list[dict[str, list[tuple[str, float]]]]
+    total_records: int

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, Field, StringConstraints
 
 from app.schemas.common import Input, Output
 
@@ -85,6 +85,12 @@ class TrainingSpec(Input):
         description="updates between records of the per-component training dynamics (gradient, weight and update "
         "norms of every W_Q, W_K, W_V, W_O, W_1, W_2, LayerNorm and the embedding, per layer; "
         "GET /v1/jobs/{id}/dynamics), step 1 always included; null: none. 25 costs under 3% of step time",
+    )
+    probe_tokens: list[Annotated[str, StringConstraints(min_length=1, max_length=50)]] | None = Field(
+        None,
+        max_length=20,
+        description="tokens whose nearest neighbours in the embedding matrix are recorded at each checkpoint "
+        "(GET /v1/jobs/{id}/embeddings); default (null): the most frequent words of the corpus",
     )
     warmup_steps: int = Field(400, ge=0, le=1_000_000)
     lr_scale: float | None = Field(

@@ -91,3 +91,52 @@ def test_attention_records_are_apart_from_the_weights_and_keep_their_nulls(clien
     assert body["groups"][2] == {"group": "decoder_self", "layer": 0, "head": 0}
     assert body["values"]["eos"] == [[0.05, 0.2, None]] and body["values"]["entropy"] == [[0.5, 1.5, 0.1]]
     assert client.get(f"/v1/jobs/{job}/dynamics", headers=alice).json()["steps"] == [1, 25]
+
+
+def _model_row(owner: str, job_id: str | None) -> str:
+    from sqlalchemy import select
+
+    from app.db.models import Owner, TrainedModel
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        model = TrainedModel(
+            owner_id=session.scalar(select(Owner.id).where(Owner.name == owner)), job_id=job_id,
+            objective="translation", config={}, tokenizer_fingerprint="f", metrics={}, source="last@1", parameters=1,
+            storage_key="models/x", sha256="0" * 64, size_bytes=1,
+        )  # fmt: skip
+        session.add(model)
+        session.flush()
+        return model.id
+
+
+def _embedding_records(job_id: str, steps: list[int]) -> None:
+    from app.db import dynamics_rows
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        dynamics_rows.record(session, job_id, [
+            {"kind": "embeddings", "step": s, "groups": [["▁the", 7, None], ["▁cat", 9, None]],
+             "points": [[s, 0.0], [0.0, -s]], "explained": [0.6, 0.3],
+             "neighbors": {"▁cat": [["▁dog", 0.9 + s / 10_000], ["▁the", 0.1]]}}
+            for s in steps
+        ])  # fmt: skip
+
+
+def test_embeddings_of_a_job_and_the_final_ones_of_its_model(client, alice, make_key):
+    job = job_rows("alice", 1)[0]
+    _records(job, [1])  # weights records are apart
+    _embedding_records(job, [100, 200, 300])
+    body = client.get(f"/v1/jobs/{job}/embeddings", headers=alice).json()
+    assert body["steps"] == [100, 200, 300] and body["tokens"] == ["▁the", "▁cat"] and body["total_records"] == 3
+    assert body["points"][1] == [[200, 0.0], [0.0, -200]] and body["explained"][0] == [0.6, 0.3]
+    assert body["neighbors"][2]["▁cat"][0] == ["▁dog", 0.93]
+    assert client.get(f"/v1/jobs/{job}/embeddings?max_records=2", headers=alice).json()["steps"] == [100, 300]
+    model = _model_row("alice", job)
+    final = client.get(f"/v1/models/{model}/embeddings", headers=alice).json()
+    assert final["steps"] == [300] and final["job_id"] == job
+    imported = _model_row("alice", None)
+    response = client.get(f"/v1/models/{imported}/embeddings", headers=alice)
+    assert response.status_code == 404 and "no recorded embeddings" in response.json()["detail"]
+    for route in (f"/v1/jobs/{job}/embeddings", f"/v1/models/{model}/embeddings"):
+        assert client.get(route, headers=make_key("bob")).status_code == 404

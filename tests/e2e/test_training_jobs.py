@@ -81,6 +81,12 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     assert attention["steps"] == [100, 200, 300, 400]
     heads = {(g["group"], g["layer"], g["head"]) for g in attention["groups"]}
     assert ("cross", 0, 0) in heads and ("encoder_self", 0, 0) in heads
+    # and the embedding map and neighbours at each checkpoint, the model keeping the last
+    embeddings = api.http.get(f"/v1/jobs/{job['id']}/embeddings").json()
+    assert embeddings["steps"] == [100, 200, 300, 400] and len(embeddings["points"][0]) == len(embeddings["tokens"])
+    assert embeddings["neighbors"][-1] and all(len(n) == 5 for n in embeddings["neighbors"][-1].values())
+    final = api.http.get(f"/v1/models/{done['model_id']}/embeddings").json()
+    assert final["steps"] == [400] and final["points"] == embeddings["points"][-1:]
 
 
 def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, data_files):
