@@ -194,7 +194,7 @@ export function dynamicsPanel(jobId, { signal, live = () => false } = {}) {
     const last = st.data.steps[st.data.steps.length - 1] ?? -1;
     const more = await api(`/v1/jobs/${jobId}/dynamics?kind=${k}&since_step=${last + 1}&max_records=10000`, { signal });
     if (!more.steps.length) return false;
-    const atEnd = st.index === st.data.steps.length - 1;
+    const atEnd = st.index >= st.data.steps.length - 1;  // following the newest (or nothing yet)
     if (!st.data.groups.length) { st.data.groups = more.groups; st.data.values = Object.fromEntries(Object.keys(more.values).map((n) => [n, []])); }
     st.data.steps.push(...more.steps);
     for (const n of Object.keys(more.values)) st.data.values[n].push(...more.values[n]);

@@ -3,6 +3,7 @@
 import { api, streamEvents } from "./api.js";
 import { LineChart } from "./charts.js";
 import { dynamicsPanel } from "./dynamics.js";
+import { embeddingsPanel } from "./embeddings.js";
 import { labelsCard } from "./labels.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
@@ -202,7 +203,8 @@ export function renderJob(container, jobId) {
     renderConfig();
     renderLabels();
     const dynamicsCard = dynamicsPanel(jobId, { signal, live: () => !TERMINAL.has(job.status) });
-    dynamics.replaceChildren(dynamicsCard);
+    const embeddingsCard = embeddingsPanel(`/v1/jobs/${jobId}/embeddings`, { signal, live: () => !TERMINAL.has(job.status) });
+    dynamics.replaceChildren(dynamicsCard, embeddingsCard);
     charts = {};
     chartsGrid.replaceChildren();
     for (const [name, title, color] of chartsFor(job.objective)) {
@@ -245,7 +247,7 @@ export function renderJob(container, jobId) {
     try {  // the final state, the model link, every checkpoint, and curves re-averaged by the API
       job = await api(`/v1/jobs/${jobId}`, { signal });
       renderSummary(job);
-      await Promise.all([loadCheckpoints(), loadHistory(), dynamicsCard.refresh()]);
+      await Promise.all([loadCheckpoints(), loadHistory(), dynamicsCard.refresh(), embeddingsCard.refresh()]);
     } catch (err) {
       if (err.name !== "AbortError") liveNote.replaceChildren(errorBox(err.message));
     }

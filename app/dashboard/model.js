@@ -2,6 +2,7 @@
 // viewer, alignment, embedding neighbours, file translation (files.js), evaluations (evaluations.js), downloads
 // and anatomy.
 
+import { embeddingsPanel } from "./embeddings.js";
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
 import { fileTranslationPanel } from "./files.js";
@@ -250,7 +251,9 @@ export function renderModel(container, modelId) {
       m.objective === "translation" ? translatePanel(m.id) : fillMaskPanel(m.id),
       m.objective === "translation" ? fileTranslationPanel(m.id, controller.signal) : null,
       m.objective === "translation" ? evaluationsPanel(m.id, controller.signal) : null,
-      attentionPanel(m.id, m.objective), neighborsPanel(m.id), downloadPanel(m.id), anatomy);
+      attentionPanel(m.id, m.objective), neighborsPanel(m.id),
+      m.job_id ? embeddingsPanel(`/v1/models/${m.id}/embeddings`, { signal: controller.signal, title: "Embeddings at the end of training" }) : null,
+      downloadPanel(m.id), anatomy);
     anatomyPanel(anatomy, m.id, controller.signal);
   }).catch((err) => {
     if (err.name !== "AbortError") clear(container, h("h1", {}, `Model ${shortId(modelId)}`), errorBox(err.message));

@@ -142,6 +142,25 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     assert 0 <= float(cross) <= 1
     page.locator('#dynamics figure.dyn-curves[data-component="cross layer 0"]').wait_for()
     p.screenshot("job-attention-dynamics")
+    # the embedding map at both checkpoints (30 and 60), and each watched token's neighbours
+    page.locator("#embeddings svg.emb-map").wait_for()
+    assert page.locator("#embeddings-step-label").inner_text() == "step 60"
+    assert page.locator("#embeddings .emb-point").count() >= 50
+    watched = page.locator("#embeddings table.emb-neighbours tbody tr")
+    assert watched.count() >= 2 and page.locator("#embeddings .emb-point.neighbour").count() >= 1
+    second = watched.nth(1).get_attribute("data-token")
+    watched.nth(1).get_by_role("button").click()
+    assert page.locator("#embeddings .emb-point.marked").get_attribute("data-token") == second
+    position = "g => g.querySelector('circle').getAttribute('cx')"
+    at_60 = page.locator("#embeddings .emb-point").first.evaluate(position)
+    page.locator("#embeddings-step").fill("0")
+    assert page.locator("#embeddings-step-label").inner_text() == "step 30"
+    assert page.locator("#embeddings .emb-point").first.evaluate(position) != at_60  # training moved it
+    p.screenshot("job-embeddings")
+    # the model keeps the last ones
+    page.locator("#model-link").click()
+    page.locator("#embeddings svg.emb-map").wait_for()
+    assert page.locator("#embeddings-step-label").inner_text() == "step 60"
 
 
 def test_jobs_list_shows_the_job_and_filters_by_status(submitted):
