@@ -98,22 +98,22 @@ def downsample(steps: Sequence[int], values: Sequence[float], max_points: int) -
 def downsample_extremes(
     steps: Sequence[int], values: Sequence[float], max_points: int
 ) -> tuple[list[int], list[float]]:
-    """At most `max_points` points: the lowest and the highest value of each of (max_points - 1) // 2 equal
-    buckets, at their own steps and in step order, then the last point of the series.
+    """At most `max_points` points: the first and last points of the series, and between them the lowest and the
+    highest value of each of (max_points - 2) // 2 equal buckets, at their own steps and in step order.
 
     A spike (a loss that jumps for a step) survives, where the mean of its bucket would flatten it; drawn one bucket
-    a pixel column, the line covers the same pixels as with every point. Under 3 points: the means (`downsample`).
+    a pixel column, the line covers the same pixels as with every point. Under 4 points: the means (`downsample`).
     """
-    n, buckets = len(steps), (max_points - 1) // 2
+    n, buckets = len(steps), (max_points - 2) // 2
     if n <= max_points or buckets < 1:
         return downsample(steps, values, max_points)
-    kept: list[int] = []
+    kept = [0]
     for b in range(buckets):
         lo, hi = b * n // buckets, (b + 1) * n // buckets
         if hi > lo:
             low = min(range(lo, hi), key=values.__getitem__)
             high = max(range(lo, hi), key=values.__getitem__)
-            kept.extend(sorted({low, high}))
+            kept.extend(i for i in sorted({low, high}) if i != kept[-1])
     if kept[-1] != n - 1:
         kept.append(n - 1)
     return [steps[i] for i in kept], [values[i] for i in kept]

@@ -219,7 +219,7 @@ def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
 
 
 def test_extremes_downsampling_keeps_a_one_step_spike_that_means_flatten(client, alice, parallel_id):
-    """100,000 points with one spike: `downsample=extremes` keeps it (and the lowest point, and the last), at most
+    """100,000 points with one spike: `downsample=extremes` keeps it (and the lowest, first and last points), at most
     max_points points in step order; the default means dilute it into its bucket."""
     from app.db.models import Metric
     from app.db.session import session_scope
@@ -237,7 +237,8 @@ def test_extremes_downsampling_keeps_a_one_step_spike_that_means_flatten(client,
     assert extremes["total_points"] == 100_000 and len(extremes["steps"]) <= 2001
     assert extremes["steps"] == sorted(set(extremes["steps"]))
     assert dict(zip(extremes["steps"], extremes["values"]))[61_234] == 40.0
-    assert extremes["steps"][-1] == 100_000 and extremes["values"][-1] == values[100_000]
+    assert (extremes["steps"][0], extremes["steps"][-1]) == (1, 100_000)  # the whole run, to its last value
+    assert extremes["values"][-1] == values[100_000]
     assert min(extremes["values"]) == values[100_000]
     means = client.get(url, headers=alice).json()["series"]["loss"]
     assert max(means["values"]) < 6  # the spike, averaged with its bucket's 99 neighbours
