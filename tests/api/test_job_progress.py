@@ -67,3 +67,22 @@ def test_without_a_time_budget_the_steps_bind(client, alice, parallel_id):
         eta_seconds=600.0,
     )
     assert (progress["bound_by"], progress["fraction"], progress["budget_seconds"]) == ("steps", 0.25, None)
+
+
+def test_the_cli_status_line_shows_the_minutes_when_time_binds(client, alice, parallel_id):
+    from app.client_cli import status_line
+
+    progress = _running(
+        client,
+        alice,
+        parallel_id,
+        {"max_steps": 10_000_000, "max_minutes": 20},
+        step=86,
+        tokens_seen=86 * 4000,
+        tokens_per_second=2000.0,
+        eta_seconds=8 * 60.0,
+    )
+    line = status_line({"status": "running", "progress": progress})
+    assert line == "running   [" + "#" * 18 + "." * 12 + "] 12.0/20 min (step 86) 2000 tok/s ETA 08:00", line
+    by_steps = {**progress, "bound_by": "steps", "fraction": 86 / 10_000_000}
+    assert "86/10000000" in status_line({"status": "running", "progress": by_steps})

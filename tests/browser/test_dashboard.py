@@ -323,6 +323,7 @@ def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(
     for name in ("vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"):
         assert name in table
     assert "batch tokens/s (measured" in table and "expected updates" in table
+    assert "max_minutes: 0.1" in p.page.inner_text("#config")  # the form's time budget reached the job
     p.screenshot("job-auto-settings")
 
 
@@ -509,6 +510,46 @@ def test_job_with_100000_points_draws_a_bounded_history_quickly_and_zooms(page, 
     page.page.get_by_role("navigation").get_by_role("link", name="New job").click()
     page.page.get_by_role("button", name="Submit job").wait_for()
     assert time.monotonic() - started < 3, "navigation after the big job page was slow"
+
+
+def test_a_job_with_a_time_budget_shows_its_progress_by_time(page, stack, monkeypatch):
+    """Step 86 of 10,000,000 with 8 of its 20 minutes left: the list and the job page show 60% done by time and
+    "12 of 20 min", not 0% by steps, and the ETA is the time left."""
+    http = _api(stack)
+    dataset = http.post(
+        "/v1/datasets", data={"name": "tiny", "kind": "parallel"}, files={"file": ("t.tsv", b"one\teins\ntwo\tzwei\n")}
+    ).json()
+    training = {"max_steps": 10_000_000, "max_minutes": 20, "max_tokens_per_batch": 4096, "warmup_steps": 400}
+    job = http.post(  # asking for a GPU, it stays queued here until the row below says it runs
+        "/v1/jobs",
+        json={
+            "objective": "translation",
+            "dataset_id": dataset["id"],
+            "model": {"preset": "tiny", "vocab_size": 300},
+            "training": {**training, "accelerator": "gpu"},
+        },
+    ).json()
+    with _service_database(stack, monkeypatch) as session:
+        from app.db.models import Job
+
+        row = session.get(Job, job["id"])
+        row.status, row.attempt, row.step, row.tokens_seen = "running", 1, 86, 86 * 4000
+        row.tokens_per_second, row.eta_seconds = 2000.0, 8 * 60.0
+    page.sign_in()
+    page.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    listed = page.page.locator(f'tr[data-job="{job["id"]}"]')
+    listed.wait_for()
+    assert listed.locator(".progress-text").inner_text() == "60%"
+    assert listed.locator(".time-budget").inner_text() == "12 of 20 min · step 86"
+    listed.locator("a").first.click()
+    budget = page.page.locator("#time-budget")
+    budget.wait_for()
+    assert budget.inner_text().startswith("12 of 20 min")
+    assert page.page.locator("#job-summary .progress-text").inner_text() == "60%"
+    summary = page.page.inner_text("#job-summary")
+    assert "86 / 10000000" in summary and "8m 00s" in summary  # the ETA: the time left
+    page.screenshot("job-time-budget")
+    assert http.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
 
 
 def test_job_page_on_a_phone_screen(browser, stack):
