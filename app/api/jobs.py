@@ -300,6 +300,9 @@ def read_metrics(
     key: CurrentKey,
     names: Annotated[str | None, Query(description="comma-separated series names")] = None,
     since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    until_step: Annotated[
+        int | None, Query(ge=0, le=2**31 - 1, description="the last step read (a zoomed view)")
+    ] = None,
     max_points: Annotated[int, Query(ge=2, le=20000)] = 1000,
     downsample: Annotated[
         Literal["mean", "extremes"],
@@ -307,10 +310,14 @@ def read_metrics(
     ] = "mean",
 ) -> MetricsPublic:
     _owned(session, job_id, key.owner_id)
+    if until_step is not None and until_step < since_step:
+        raise bad_query("until_step", f"until_step {until_step} is before since_step {since_step}")
     # Read first: a point recorded while the series are read may then be streamed twice, never missed.
     last_event_id = session.scalar(select(func.max(Metric.id)).where(Metric.job_id == job_id)) or 0
     out = {}
-    for name, (steps, values) in metric_rows.series(session, job_id, (names or "").split(","), since_step).items():
+    for name, (steps, values) in metric_rows.series(
+        session, job_id, (names or "").split(","), since_step, until_step
+    ).items():
         reduce = metric_rows.downsample_extremes if downsample == "extremes" else metric_rows.downsample
         kept_steps, kept_values = reduce(steps, values, max_points)
         out[name] = Series(steps=kept_steps, values=kept_values, total_points=len(steps))

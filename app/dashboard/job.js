@@ -213,7 +213,9 @@ export function renderJob(container, jobId) {
     renderSummary(job);
     renderConfig();
     renderLabels();
-    charts = chartsFor(job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS }));
+    const detail = async (names, from, to, maxPoints) => (await api(`/v1/jobs/${jobId}/metrics?names=${names.join(",")}` +
+      `&since_step=${from}&until_step=${to}&max_points=${maxPoints}&downsample=extremes`, { signal })).series;
+    charts = chartsFor(job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));
     chartsGrid.replaceChildren(...charts.map((c) => c.el));
     for (const chart of charts) chart.mount();
     const byName = new Map(charts.flatMap((c) => c.names().map((name) => [name, c])));

@@ -47,9 +47,9 @@ const widthOf = (holder) => Math.max(240, Math.floor(holder.clientWidth || 600))
 
 /**
  * A uPlot chart drawn into `holder` of `series` ([{label, color}]) against `xLabel`, resized with its holder.
- * `data` is an aligned table (see aligned()).
+ * `data` is an aligned table (see aligned()); `hooks` are uPlot's (e.g. setScale, to follow a zoom).
  */
-export function linePlot(holder, { xLabel, series, height = 240, log = false }, data) {
+export function linePlot(holder, { xLabel, series, height = 240, log = false, hooks = {} }, data) {
   const opts = {
     width: widthOf(holder), height,
     scales: { x: { time: false }, y: { distr: log ? 3 : 1 } },
@@ -61,6 +61,7 @@ export function linePlot(holder, { xLabel, series, height = 240, log = false }, 
     legend: { live: true },
     // hovering shows each series' nearest point: validation runs every few hundred steps, between them it is null
     cursor: { drag: { x: true, y: false }, hover: { skip: [null] } },
+    hooks,
   };
   const plot = new uPlot(opts, data, holder);
   new ResizeObserver(() => {

@@ -52,9 +52,12 @@ def latest(session: Session, job_id: str) -> dict[str, LatestPoint]:
 
 
 def series(
-    session: Session, job_id: str, names: Iterable[str] | None, since_step: int
+    session: Session, job_id: str, names: Iterable[str] | None, since_step: int, until_step: int | None = None
 ) -> dict[str, tuple[list[int], list[float]]]:
+    """{name: (steps, values)} of the steps from since_step to until_step (both included; no end if None)."""
     query = select(Metric.name, Metric.step, Metric.value).where(Metric.job_id == job_id, Metric.step >= since_step)
+    if until_step is not None:
+        query = query.where(Metric.step <= until_step)
     names = [n for n in (names or []) if n]
     if names:
         query = query.where(Metric.name.in_(names))

@@ -220,7 +220,7 @@ def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
 
 def test_extremes_downsampling_keeps_a_one_step_spike_that_means_flatten(client, alice, parallel_id):
     """100,000 points with one spike: `downsample=extremes` keeps it (and the lowest, first and last points), at most
-    max_points points in step order; the default means dilute it into its bucket."""
+    max_points points in step order; the default means dilute it into its bucket. A zoomed view reads a step range."""
     from app.db.models import Metric
     from app.db.session import session_scope
 
@@ -244,6 +244,11 @@ def test_extremes_downsampling_keeps_a_one_step_spike_that_means_flatten(client,
     assert max(means["values"]) < 6  # the spike, averaged with its bucket's 99 neighbours
     refused = client.get(f"{url}&downsample=median", headers=alice)
     assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "downsample"]
+    zoomed = client.get(f"{url}&since_step=61000&until_step=61500", headers=alice).json()["series"]["loss"]
+    assert zoomed["total_points"] == 501 and (zoomed["steps"][0], zoomed["steps"][-1]) == (61_000, 61_500)
+    backwards = client.get(f"{url}&since_step=10&until_step=9", headers=alice)
+    assert backwards.status_code == 422
+    assert backwards.json()["detail"][0]["msg"] == "until_step 9 is before since_step 10"
 
 
 def test_events_stream_metrics_progress_and_end(client, alice, parallel_id):

@@ -502,6 +502,13 @@ def test_job_with_100000_points_draws_a_bounded_history_quickly_and_zooms(page, 
     page.page.mouse.up()
     low, high = _x_scale(page, "loss")
     assert 15_000 < low < high < 45_000, (low, high)  # the dragged fifth of the axis
+    coarse = sum(low <= x <= high for x in series["train_loss"]["steps"])
+    page.page.locator('figure[data-chart="loss"][data-refined]').wait_for(state="attached")
+    detailed = page.page.evaluate(f"""() => {{ const [xs, train] = document.querySelector('figure[data-chart="loss"]')
+                                              .plot.data; return xs.filter((x, i) => x >= {low} && x <= {high}
+                                                                      && train[i] !== null).length; }}""")
+    assert detailed > 1.5 * coarse, (detailed, coarse)  # the steps in view, read again in more detail
+    assert _x_scale(page, "loss") == [low, high]  # and the view stays where the drag put it
     page.screenshot("job-100000-points-zoomed")
     page.page.mouse.dblclick(box["x"] + box["width"] / 2, y)
     assert _x_scale(page, "loss") == before
