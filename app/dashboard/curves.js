@@ -42,12 +42,13 @@ export class CurveChart {
     return this.series.map((s) => s.name);
   }
 
-  /** Replace a series by the history read from the API (already downsampled there). */
-  set(name, steps, values) {
-    const s = this.series.find((x) => x.name === name);
-    if (!s) return;
-    s.x = steps;
-    s.y = values;
+  /** Replace the series by the history read from the API ({name: {steps, values}}, downsampled there). */
+  load(history) {
+    for (const s of this.series) {
+      if (!history[s.name]) continue;
+      s.x = history[s.name].steps;
+      s.y = history[s.name].values;
+    }
     this.refined = "";
     this.draw();
   }

@@ -198,9 +198,7 @@ export function renderJob(container, jobId) {
     const { series, last_event_id } = await api(
       `/v1/jobs/${jobId}/metrics?names=${names}&max_points=${maxPoints}&downsample=extremes`, { signal });
     historyEventId = last_event_id ? String(last_event_id) : "";
-    for (const chart of charts) {
-      for (const name of chart.names()) if (series[name]) chart.set(name, series[name].steps, series[name].values);
-    }
+    for (const chart of charts) chart.load(series);
   }
 
   async function start() {
