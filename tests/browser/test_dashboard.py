@@ -513,6 +513,11 @@ def test_job_with_100000_points_draws_a_bounded_history_quickly_and_zooms(page, 
     page.page.mouse.dblclick(box["x"] + box["width"] / 2, y)
     assert _x_scale(page, "loss") == before
     page.screenshot("job-100000-points")
+    plot_width = """() => document.querySelector('figure[data-chart="loss"]').plot.width"""
+    wide = page.page.evaluate(plot_width)
+    page.page.set_viewport_size({"width": 700, "height": 900})  # the chart follows the window
+    wait_for(lambda: page.page.evaluate(plot_width) < wide - 300, timeout=5, what="a narrower chart", interval=0.1)
+    assert page.page.evaluate("document.documentElement.scrollWidth") <= 700
     started = time.monotonic()
     page.page.get_by_role("navigation").get_by_role("link", name="New job").click()
     page.page.get_by_role("button", name="Submit job").wait_for()
