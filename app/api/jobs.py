@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator
-from typing import Annotated, Any, cast
+from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
 from fastapi.concurrency import run_in_threadpool
@@ -57,11 +57,29 @@ def owned_job(session: Session, job_id: str, owner_id: str) -> Job:
     return job
 
 
+TIME_BINDS_MARGIN = 1.25  # the steps' eta is an estimate: time binds only when clearly shorter than the steps' eta
+
+
+def time_binds(job: Job, budget_seconds: float) -> bool:
+    """Whether the time budget ends the run before max_steps does.
+
+    The worker reports eta = min(steps left x seconds a step, budget - seconds spent), so the eta alone cannot tell
+    which binds; the steps' eta at the current pace (tokens a step so far / tokens a second) can. Near the crossing
+    both budgets give about the same fraction, so the margin costs nothing there.
+    """
+    if not budget_seconds or job.eta_seconds is None or job.step <= 0 or not job.tokens_per_second:
+        return False
+    steps_eta = (job.total_steps - job.step) * (job.tokens_seen / job.step) / job.tokens_per_second
+    return steps_eta > TIME_BINDS_MARGIN * job.eta_seconds
+
+
 def progress_of(job: Job) -> Progress:
-    fraction = job.step / max(1, job.total_steps)
+    """The fraction done of whichever budget binds: steps, or training minutes (e.g. 12 of 20 min at step 86 of
+    10,000,000)."""
     budget = 60 * ((job.training_config or {}).get("max_minutes") or 0)
-    if budget and job.eta_seconds is not None:  # a time budget: the fraction of whichever binds first
-        fraction = max(fraction, 1 - job.eta_seconds / budget)
+    by_time = time_binds(job, budget)
+    elapsed = budget - job.eta_seconds if by_time and job.eta_seconds is not None else None
+    fraction = elapsed / budget if elapsed is not None else job.step / max(1, job.total_steps)
     if job.status == "succeeded":  # the budget that bound (steps, minutes, early stopping) is spent
         fraction = 1.0
     return Progress(
@@ -71,6 +89,9 @@ def progress_of(job: Job) -> Progress:
         tokens_seen=job.tokens_seen,
         tokens_per_second=job.tokens_per_second,
         eta_seconds=job.eta_seconds,
+        bound_by="time" if by_time else "steps",
+        elapsed_seconds=elapsed,
+        budget_seconds=budget or None,
     )
 
 
@@ -279,14 +300,26 @@ def read_metrics(
     key: CurrentKey,
     names: Annotated[str | None, Query(description="comma-separated series names")] = None,
     since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
+    until_step: Annotated[
+        int | None, Query(ge=0, le=2**31 - 1, description="the last step read (a zoomed view)")
+    ] = None,
     max_points: Annotated[int, Query(ge=2, le=20000)] = 1000,
+    downsample: Annotated[
+        Literal["mean", "extremes"],
+        Query(description="a longer series keeps each bucket's mean, or its lowest and highest points (spikes)"),
+    ] = "mean",
 ) -> MetricsPublic:
     owned_job(session, job_id, key.owner_id)
+    if until_step is not None and until_step < since_step:
+        raise bad_query("until_step", f"until_step {until_step} is before since_step {since_step}")
     # Read first: a point recorded while the series are read may then be streamed twice, never missed.
     last_event_id = session.scalar(select(func.max(Metric.id)).where(Metric.job_id == job_id)) or 0
     out = {}
-    for name, (steps, values) in metric_rows.series(session, job_id, (names or "").split(","), since_step).items():
-        kept_steps, kept_values = metric_rows.downsample(steps, values, max_points)
+    for name, (steps, values) in metric_rows.series(
+        session, job_id, (names or "").split(","), since_step, until_step
+    ).items():
+        reduce = metric_rows.downsample_extremes if downsample == "extremes" else metric_rows.downsample
+        kept_steps, kept_values = reduce(steps, values, max_points)
         out[name] = Series(steps=kept_steps, values=kept_values, total_points=len(steps))
     return MetricsPublic(job_id=job_id, series=out, last_event_id=last_event_id)
 

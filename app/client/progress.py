@@ -32,7 +32,9 @@ def status_line(job: dict[str, Any]) -> str:
         if name in metrics
     )
     speed = f"{p['tokens_per_second']:.0f} tok/s" if p["tokens_per_second"] else ""
+    done = f"{p['step']}/{p['total_steps']}"
+    if p.get("bound_by") == "time":  # max_minutes ends the run first: the bar is by time
+        done = f"{(p['elapsed_seconds'] or 0) / 60:.1f}/{p['budget_seconds'] / 60:g} min (step {p['step']})"
     return (
-        f"{job['status']:<9} {_bar(p['fraction'])} {p['step']}/{p['total_steps']} "
-        f"{speed} ETA {_duration(p['eta_seconds'])} {shown}"
+        f"{job['status']:<9} {_bar(p['fraction'])} {done} {speed} ETA {_duration(p['eta_seconds'])} {shown}"
     ).rstrip()

@@ -3,7 +3,7 @@
 
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
-import { renderJob, waitingFor } from "./job.js";
+import { renderJob, timeBudgetText, waitingFor } from "./job.js";
 import { tagChips } from "./labels.js";
 import { renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
@@ -134,7 +134,9 @@ function jobRow(job, ticked) {
     h("td", { "data-label": "Status" }, h("div", {}, statusBadge(job.status),
       waitingFor(job) ? h("small", { class: "waiting-note" }, `waiting for ${waitingFor(job)}`) : null)),
     h("td", { "data-label": "Progress" }, progressBar(p.fraction, `progress of job ${shortId(job.id)}`)),
-    h("td", { "data-label": "Step" }, `${p.step}/${p.total_steps}`),
+    h("td", { "data-label": "Step" }, timeBudgetText(p)  // the time budget binds: minutes, then the step
+      ? h("div", { class: "time-budget" }, timeBudgetText(p), h("small", { class: "muted" }, ` · step ${p.step}`))
+      : `${p.step}/${p.total_steps}`),
     h("td", { "data-label": "Tokens/s" }, p.tokens_per_second ? fmtNumber(Math.round(p.tokens_per_second)) : "–"),
     h("td", { "data-label": "ETA" }, job.status === "running" ? fmtDuration(p.eta_seconds) : "–"),
     h("td", { "data-label": "Created" }, fmtTime(job.created_at)));

@@ -3,10 +3,9 @@
 // sortable table of the settings that differ with each job's best and final metrics. Data: GET /v1/jobs/compare.
 
 import { api } from "./api.js";
+import { aligned, COLORS, linePlot } from "./plots.js";
 import { clear, errorBox, field, fmtNumber, h, shortId, statusBadge } from "./ui.js";
-import uPlot from "./uplot.js";
 
-const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be185d", "#4d7c0f", "#92400e", "#475569"];
 const FIRST = ["train_loss", "valid_loss", "bleu", "chrf", "masked_token_accuracy", "lr", "tokens_per_second"];
 const TABLE_METRICS = ["valid_loss", "bleu", "chrf", "masked_token_accuracy", "train_loss"];
 
@@ -27,21 +26,9 @@ export function smooth(values, weight) {
   });
 }
 
-/** uPlot's aligned table: [xs, ys of job 1, ys of job 2, ...] with null where a job has no point at that x. */
-export function aligned(series) {
-  const xs = [...new Set(series.flatMap((s) => s.x))].sort((a, b) => a - b);
-  const index = new Map(xs.map((x, i) => [x, i]));
-  const columns = series.map((s) => {
-    const ys = new Array(xs.length).fill(null);
-    s.x.forEach((x, i) => { ys[index.get(x)] = s.y[i]; });
-    return ys;
-  });
-  return [xs, ...columns];
-}
-
 const label = (job) => job.name || shortId(job.id);
 
-function chart(name, jobs, options, width) {
+function chart(parent, name, jobs, options) {
   const parts = jobs.map((job, i) => {
     const m = job.metrics[name];
     const x = !m ? [] : options.xAxis === "seconds" ? m.seconds : m.steps;
@@ -54,18 +41,14 @@ function chart(name, jobs, options, width) {
     h("figcaption", {}, h("strong", {}, name),
       log || !options.log ? "" : h("span", { class: "muted" }, " (linear: values ≤ 0)"),
       untimed.length ? h("span", { class: "muted untimed" }, ` (no wall-clock times, never started: ${untimed.join(", ")})`) : ""));
-  const opts = {
-    width, height: 240,
-    scales: { x: { time: false }, y: { distr: log ? 3 : 1 } },
-    axes: [{ label: options.xAxis === "seconds" ? "seconds" : "step" },
-      { size: 64, values: (_, ticks) => ticks.map((v) => fmtNumber(v, 3)) }],  // 1.00e-4, not uPlot's "0"
-    series: [{ label: options.xAxis }, ...parts.map((p) => ({ label: label(p.job), stroke: p.color, width: 1.5, spanGaps: true }))],
-    legend: { live: true },
-    cursor: { drag: { x: true, y: false } },
-  };
-  holder.plot = new uPlot(opts, aligned(parts), holder);
+  const plot = h("div", { class: "plot" });
+  holder.append(plot);
+  parent.append(holder);  // in the page before drawing: the chart takes its width
+  holder.plot = linePlot(plot, {
+    xLabel: options.xAxis === "seconds" ? "seconds" : "step", log,
+    series: parts.map((p) => ({ label: label(p.job), color: p.color })),
+  }, aligned(parts));
   holder.dataset.points = String(parts.reduce((n, p) => n + p.y.length, 0));
-  return holder;
 }
 
 function sortable(table, rows, columns) {
@@ -128,8 +111,8 @@ export function renderCompare(container, query) {
   function draw() {
     if (!comparison) return;
     const options = { xAxis: xAxis.value, log: log.checked, smoothing: Number(smoothing.value) };
-    const width = Math.max(320, Math.min(1100, (charts.clientWidth || container.clientWidth || 800) - 24));
-    charts.replaceChildren(...metricNames(comparison.jobs).map((name) => chart(name, comparison.jobs, options, width)));
+    charts.replaceChildren();
+    for (const name of metricNames(comparison.jobs)) chart(charts, name, comparison.jobs, options);
   }
   for (const control of [xAxis, log, smoothing]) control.addEventListener("change", draw);
   (async () => {

@@ -1,24 +1,34 @@
-// Job page: status, progress, live curves over Server-Sent Events, config, checkpoints, cancel.
+// Job page: status, progress (of the budget that binds: steps or minutes), live uPlot curves over Server-Sent
+// Events, config, checkpoints, cancel.
 
 import { api, streamEvents } from "./api.js";
-import { LineChart } from "./charts.js";
+import { CurveChart } from "./curves.js";
 import { dynamicsPanel } from "./dynamics.js";
 import { embeddingsPanel } from "./embeddings.js";
 import { labelsCard } from "./labels.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
-const HISTORY_POINTS = 500;
+const MIN_POINTS = 501, MAX_POINTS = 4001;  // a series' history: about 2 points (lowest, highest) a pixel column
 const WAITING_POLL_MS = 10000;  // the live events carry no waiting_for: re-read it this often while the job waits
 
 function chartsFor(objective) {
+  const series = (...list) => list.map(([name, label, color]) => ({ name, label, color }));
   return [
-    ["train_loss", "Training loss", "#2563eb"],
-    ["valid_loss", "Validation loss", "#dc2626"],
-    ["lr", "Learning rate", "#16a34a"],
-    objective === "denoising" ? ["masked_token_accuracy", "Masked-token accuracy", "#9333ea"] : ["bleu", "BLEU", "#9333ea"],
-    ["tokens_per_second", "Tokens per second", "#ea580c"],
+    { key: "loss", title: "Loss", series: series(["train_loss", "training", "#2563eb"], ["valid_loss", "validation", "#dc2626"]) },
+    { key: "lr", title: "Learning rate", series: series(["lr", "learning rate", "#16a34a"]) },
+    objective === "denoising"
+      ? { key: "quality", title: "Masked-token accuracy", series: series(["masked_token_accuracy", "accuracy", "#9333ea"]) }
+      : { key: "quality", title: "BLEU and chrF", series: series(["bleu", "BLEU", "#9333ea"], ["chrf", "chrF", "#0891b2"]) },
+    { key: "speed", title: "Tokens per second", series: series(["tokens_per_second", "tokens/s", "#ea580c"]) },
   ];
+}
+
+/** "12.5 of 20 min" when the time budget binds (max_minutes ends the run before max_steps), else null. */
+export function timeBudgetText(progress) {
+  if (progress.bound_by !== "time" || !progress.budget_seconds) return null;
+  const minutes = (seconds) => fmtNumber(Math.round(seconds / 6) / 10);
+  return `${minutes(progress.elapsed_seconds ?? 0)} of ${minutes(progress.budget_seconds)} min`;
 }
 
 /** "name: value" lines of the settings that are set (a null override means "the preset's value"). */
@@ -88,7 +98,7 @@ export function renderJob(container, jobId) {
     }));
   }
 
-  let job = null, charts = {}, lastCheckpointStep = -1, refetching = false;
+  let job = null, charts = [], lastCheckpointStep = -1, refetching = false;
 
   function renderSummary(state) {
     const p = state.progress;
@@ -110,8 +120,10 @@ export function renderJob(container, jobId) {
         !TERMINAL.has(state.status) ? cancel : null,
         state.model_id ? h("a", { class: "button", href: `#/models/${state.model_id}`, id: "model-link" }, "Open the model") : null),
       waitingNote(state),
-      progressBar(p.fraction, "training progress"),
+      progressBar(p.fraction, timeBudgetText(p) ? "training progress by time" : "training progress"),
       h("dl", { class: "kv inline-kv" },
+        timeBudgetText(p) ? [h("dt", { title: "max_minutes ends the run before max_steps" }, "time budget binds"),
+          h("dd", { id: "time-budget" }, timeBudgetText(p))] : null,
         h("dt", {}, "step"), h("dd", {}, `${p.step} / ${p.total_steps}`),
         h("dt", {}, "tokens/s"), h("dd", {}, p.tokens_per_second ? fmtNumber(Math.round(p.tokens_per_second)) : "–"),
         h("dt", {}, "ETA"), h("dd", {}, state.status === "running" ? fmtDuration(p.eta_seconds) : "–"),
@@ -184,12 +196,13 @@ export function renderJob(container, jobId) {
 
   let historyEventId = "";  // the stream starts after the points the history already holds
   async function loadHistory() {
-    const { series, last_event_id } = await api(`/v1/jobs/${jobId}/metrics?max_points=${HISTORY_POINTS}`, { signal });
+    const names = charts.flatMap((c) => c.names()).join(",");
+    const widest = Math.max(...charts.map((c) => c.width));
+    const maxPoints = Math.max(MIN_POINTS, Math.min(MAX_POINTS, 2 * widest + 1));
+    const { series, last_event_id } = await api(
+      `/v1/jobs/${jobId}/metrics?names=${names}&max_points=${maxPoints}&downsample=extremes`, { signal });
     historyEventId = last_event_id ? String(last_event_id) : "";
-    for (const [name, chart] of Object.entries(charts)) {
-      const s = series[name];
-      if (s) chart.set(s.steps, s.values, s.total_points);
-    }
+    for (const chart of charts) chart.load(series);
   }
 
   async function start() {
@@ -205,12 +218,12 @@ export function renderJob(container, jobId) {
     const dynamicsCard = dynamicsPanel(jobId, { signal, live: () => !TERMINAL.has(job.status) });
     const embeddingsCard = embeddingsPanel(`/v1/jobs/${jobId}/embeddings`, { signal, live: () => !TERMINAL.has(job.status) });
     dynamics.replaceChildren(dynamicsCard, embeddingsCard);
-    charts = {};
-    chartsGrid.replaceChildren();
-    for (const [name, title, color] of chartsFor(job.objective)) {
-      charts[name] = new LineChart({ title, name, color });
-      chartsGrid.append(charts[name].el);
-    }
+    const detail = async (names, from, to, maxPoints) => (await api(`/v1/jobs/${jobId}/metrics?names=${names.join(",")}` +
+      `&since_step=${from}&until_step=${to}&max_points=${maxPoints}&downsample=extremes`, { signal })).series;
+    charts = chartsFor(job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));
+    chartsGrid.replaceChildren(...charts.map((c) => c.el));
+    for (const chart of charts) chart.mount();
+    const byName = new Map(charts.flatMap((c) => c.names().map((name) => [name, c])));
     const t0 = performance.now();
     try {
       await loadHistory();
@@ -218,6 +231,7 @@ export function renderJob(container, jobId) {
       if (err.name === "AbortError") return;
       liveNote.replaceChildren(errorBox(`Could not load metrics: ${err.message}`));
     }
+    await new Promise((resolve) => requestAnimationFrame(resolve));  // drawn: read, downsampled, painted
     container.dataset.historyMs = String(Math.round(performance.now() - t0));
     loadCheckpoints();
     if (TERMINAL.has(job.status)) return;  // nothing live to watch
@@ -228,7 +242,7 @@ export function renderJob(container, jobId) {
       onEvent: (ev) => {
         if (ev.event === "metric") {
           const m = JSON.parse(ev.data);
-          charts[m.name]?.append(m.step, m.value);
+          byName.get(m.name)?.append(m.name, m.step, m.value);
         } else if (ev.event === "progress") {
           const state = JSON.parse(ev.data);
           update(state);

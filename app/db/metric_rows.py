@@ -52,9 +52,12 @@ def latest(session: Session, job_id: str) -> dict[str, LatestPoint]:
 
 
 def series(
-    session: Session, job_id: str, names: Iterable[str] | None, since_step: int
+    session: Session, job_id: str, names: Iterable[str] | None, since_step: int, until_step: int | None = None
 ) -> dict[str, tuple[list[int], list[float]]]:
+    """{name: (steps, values)} of the steps from since_step to until_step (both included; no end if None)."""
     query = select(Metric.name, Metric.step, Metric.value).where(Metric.job_id == job_id, Metric.step >= since_step)
+    if until_step is not None:
+        query = query.where(Metric.step <= until_step)
     names = [n for n in (names or []) if n]
     if names:
         query = query.where(Metric.name.in_(names))
@@ -93,3 +96,27 @@ def downsample(steps: Sequence[int], values: Sequence[float], max_points: int) -
             out_values.append(sum(values[lo:hi]) / (hi - lo))
     out_values[-1] = values[-1]
     return out_steps, out_values
+
+
+def downsample_extremes(
+    steps: Sequence[int], values: Sequence[float], max_points: int
+) -> tuple[list[int], list[float]]:
+    """At most `max_points` points: the first and last points of the series, and between them the lowest and the
+    highest value of each of (max_points - 2) // 2 equal buckets, at their own steps and in step order.
+
+    A spike (a loss that jumps for a step) survives, where the mean of its bucket would flatten it; drawn one bucket
+    a pixel column, the line covers the same pixels as with every point. Under 4 points: the means (`downsample`).
+    """
+    n, buckets = len(steps), (max_points - 2) // 2
+    if n <= max_points or buckets < 1:
+        return downsample(steps, values, max_points)
+    kept = [0]
+    for b in range(buckets):
+        lo, hi = b * n // buckets, (b + 1) * n // buckets
+        if hi > lo:
+            low = min(range(lo, hi), key=values.__getitem__)
+            high = max(range(lo, hi), key=values.__getitem__)
+            kept.extend(i for i in sorted({low, high}) if i != kept[-1])
+    if kept[-1] != n - 1:
+        kept.append(n - 1)
+    return [steps[i] for i in kept], [values[i] for i in kept]

@@ -190,10 +190,15 @@ class JobCreate(JobLabels):
 class Progress(Output):
     step: int
     total_steps: int
-    fraction: float
+    fraction: float = Field(description="done of the budget that binds: steps, or minutes (`bound_by`)")
     tokens_seen: int
     tokens_per_second: float | None
     eta_seconds: float | None
+    bound_by: Literal["steps", "time"] = Field(
+        "steps", description="the budget that ends the run first: max_steps, or max_minutes at the current pace"
+    )
+    elapsed_seconds: float | None = Field(None, description="training seconds spent of max_minutes, when time binds")
+    budget_seconds: float | None = Field(None, description="max_minutes in seconds; null without a time budget")
 
 
 class MetricPoint(Output):

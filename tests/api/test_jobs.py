@@ -23,6 +23,9 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
         "tokens_seen": 0,
         "tokens_per_second": None,
         "eta_seconds": None,
+        "bound_by": "steps",
+        "elapsed_seconds": None,
+        "budget_seconds": None,
     }
     assert job["model"]["preset"] == "tiny" and job["training"]["label_smoothing"] == 0.1
     assert (job["training"]["eval_budget"], job["training"]["tokenizer"]) == (0.05, "byte_bpe")
@@ -213,6 +216,39 @@ def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
     assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["latest_metrics"]["loss"]["step"] == 20_000
     since = client.get(f"/v1/jobs/{job_id}/metrics?since_step=19990", headers=alice).json()["series"]["loss"]
     assert since["steps"][0] == 19990 and since["total_points"] == 11
+
+
+def test_extremes_downsampling_keeps_a_one_step_spike_that_means_flatten(client, alice, parallel_id):
+    """100,000 points with one spike: `downsample=extremes` keeps it (and the lowest, first and last points), at most
+    max_points points in step order; the default means dilute it into its bucket. A zoomed view reads a step range."""
+    from app.db.models import Metric
+    from app.db.session import session_scope
+
+    job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
+    values = {step: 5.0 - step / 50_000 for step in range(1, 100_001)}
+    values[61_234] = 40.0
+    with session_scope() as session:
+        session.execute(
+            Metric.__table__.insert(),
+            [{"job_id": job_id, "step": s, "name": "loss", "value": v} for s, v in values.items()],
+        )
+    url = f"/v1/jobs/{job_id}/metrics?names=loss&max_points=2001"
+    extremes = client.get(f"{url}&downsample=extremes", headers=alice).json()["series"]["loss"]
+    assert extremes["total_points"] == 100_000 and len(extremes["steps"]) <= 2001
+    assert extremes["steps"] == sorted(set(extremes["steps"]))
+    assert dict(zip(extremes["steps"], extremes["values"]))[61_234] == 40.0
+    assert (extremes["steps"][0], extremes["steps"][-1]) == (1, 100_000)  # the whole run, to its last value
+    assert extremes["values"][-1] == values[100_000]
+    assert min(extremes["values"]) == values[100_000]
+    means = client.get(url, headers=alice).json()["series"]["loss"]
+    assert max(means["values"]) < 6  # the spike, averaged with its bucket's 99 neighbours
+    refused = client.get(f"{url}&downsample=median", headers=alice)
+    assert refused.status_code == 422 and refused.json()["detail"][0]["loc"] == ["query", "downsample"]
+    zoomed = client.get(f"{url}&since_step=61000&until_step=61500", headers=alice).json()["series"]["loss"]
+    assert zoomed["total_points"] == 501 and (zoomed["steps"][0], zoomed["steps"][-1]) == (61_000, 61_500)
+    backwards = client.get(f"{url}&since_step=10&until_step=9", headers=alice)
+    assert backwards.status_code == 422
+    assert backwards.json()["detail"][0]["msg"] == "until_step 9 is before since_step 10"
 
 
 def test_events_stream_metrics_progress_and_end(client, alice, parallel_id):

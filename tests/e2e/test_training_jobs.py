@@ -143,3 +143,31 @@ def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(st
     # The time budget bound, not the step limit set out of its way; progress says done.
     assert done[0]["progress"]["total_steps"] == chosen["max_steps"] > done[0]["progress"]["step"] > 0
     assert done[0]["progress"]["fraction"] == 1.0
+
+
+def test_a_time_budget_that_binds_reports_progress_by_time(stack, data_files):
+    """max_minutes 0.3 before 10,000,000 steps: while the job trains its progress is the share of the minutes spent
+    (bound_by "time"), far ahead of step / 10,000,000, and the CLI's status line shows the minutes; at the end, 1."""
+    from app.client.progress import status_line
+
+    url, env, processes = stack
+    _start_training_worker(processes, env, url, "trainer-time")
+    api = Api(url, create_key(env, "alice"))
+    train = api.upload(data_files["train"], "parallel")
+    valid = api.upload(data_files["valid"], "parallel")
+    job = api.submit(numbers_job(train["id"], valid["id"], max_steps=10_000_000, max_minutes=0.3, eval_every=10**6))
+    assert job["auto_settings"] is None  # every setting given: nothing is chosen from the budget
+    running = wait_for(
+        lambda: (j := api.job(job["id"]))["progress"]["bound_by"] == "time" and j["status"] == "running" and j,
+        timeout=120,
+        what="progress by time while the job runs",
+        interval=0.3,
+    )
+    p = running["progress"]
+    assert 0 < p["elapsed_seconds"] <= p["budget_seconds"] == 18
+    assert p["fraction"] == pytest.approx(p["elapsed_seconds"] / 18) and p["fraction"] > 100 * p["step"] / 10_000_000
+    assert p["eta_seconds"] == pytest.approx(18 - p["elapsed_seconds"])
+    assert "/0.3 min (step " in status_line(running)
+    done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=300)
+    assert done["status"] == "succeeded", done["error"]
+    assert done["progress"]["fraction"] == 1.0 and done["progress"]["step"] < 10_000_000
