@@ -247,7 +247,8 @@ def test_status_watch_on_a_terminal_draws_a_rich_bar_of_the_api_fraction(client,
 
     job_id = _running_job("alice", max_minutes=2)
     with session_scope() as session:
-        session.get(Job, job_id).total_steps = 10_000
+        job = session.get(Job, job_id)
+        job.total_steps, job.tokens_seen = 10_000, 3 * 1234  # 9,997 steps to go at a second each: time binds
     client.headers.update(alice)
     screen = StringIO()
     view = watch.RichView(Console(file=screen, force_terminal=True, width=150))
