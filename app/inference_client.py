@@ -15,12 +15,12 @@ from app.coalesce import Coalescer
 from app.observability import observe_batch_size
 from app.queueing import get_sender, queue_depth
 from app.settings import Settings
-from app.task_names import ATTENTION, FILL_MASK, INFERENCE_QUEUE, NEIGHBORS, TRANSLATE
+from app.task_names import ATTENTION, FILL_MASK, GEOMETRY, INFERENCE_QUEUE, NEIGHBORS, TRANSLATE
 
 log = logging.getLogger(__name__)
 # Tasks that decode with a backend (`backend` in their keyword arguments, else pytorch) on the model their
 # first argument names.
-DECODING_TASKS = frozenset({TRANSLATE, FILL_MASK, ATTENTION, NEIGHBORS})
+DECODING_TASKS = frozenset({TRANSLATE, FILL_MASK, ATTENTION, NEIGHBORS, GEOMETRY})
 
 
 @lru_cache

@@ -21,12 +21,13 @@ from app.schemas.inference import (
     AttentionResponse,
     FillMaskRequest,
     FillMaskResponse,
+    GeometryResponse,
     NeighborsResponse,
     TranslateRequest,
     TranslateResponse,
 )
 from app.settings import Settings
-from app.task_names import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
+from app.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
 from model.config import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["inference"])
@@ -147,6 +148,17 @@ def neighbors(
     session.close()
     answer, _ = inference_client.call(settings, NEIGHBORS, [model_id, token, k])
     return NeighborsResponse(**answer)
+
+
+@router.get("/{model_id}/geometry", response_model=GeometryResponse, responses=ERRORS)
+def geometry(model_id: str, session: SessionDep, settings: SettingsDep, key: CurrentKey) -> GeometryResponse:
+    """Are W_Q and W_K the embedding? Their shapes and storage, whether the embedding is tied to the output
+    projection, and per layer how much the input directions each projection amplifies most overlap the
+    embedding's principal directions (cosines of principal angles; `random_baseline` is chance)."""
+    served_model(session, model_id, key.owner_id)
+    session.close()
+    answer, _ = inference_client.call(settings, GEOMETRY, [model_id])
+    return GeometryResponse(**answer)
 
 
 @router.get("/{model_id}/anatomy", response_model=AnatomyResponse, responses={404: {"description": "Not found"}})

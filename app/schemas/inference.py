@@ -106,6 +106,29 @@ class NeighborsResponse(Output):
     neighbors: list[Neighbor]
 
 
+class AttentionGeometry(Output):
+    stack: Literal["encoder", "decoder"]
+    layer: int
+    attention: Literal["self_attn", "encoder_attn"]
+    shares_storage_with_embedding: bool
+    overlap_with_embedding: dict[str, float]  # q_proj, k_proj, v_proj, out_proj: RMS cosine of principal angles
+    overlap_q_k: float
+
+
+class GeometryResponse(Output):
+    """See model/geometry.py: how the trained projections relate to the embedding, from the model's weights."""
+
+    model_id: str
+    d_model: int
+    k: int  # top singular directions compared
+    random_baseline: float  # sqrt(k / d_model): the overlap of two random k-dimensional subspaces
+    embedding_shape: list[int]
+    projection_shape: list[int]
+    embedding_tied_to_output: bool
+    source_and_target_embeddings_shared: bool
+    layers: list[AttentionGeometry]
+
+
 class ParameterGroup(Output):
     component: str
     name: str

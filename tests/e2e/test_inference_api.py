@@ -144,6 +144,20 @@ def test_neighbors_exclude_the_token_itself(served):
     assert missing.status_code == 422 and "zzqqxx" in missing.json()["detail"]
 
 
+def test_geometry_says_the_projections_are_not_the_embedding_and_how_far_they_overlap(served):
+    api, model_id = served["api"], served["models"]["translation"]
+    body = api.http.get(f"/v1/models/{model_id}/geometry").json()
+    d = body["d_model"]
+    assert body["embedding_shape"][1] == d and body["projection_shape"] == [d, d]
+    assert body["embedding_tied_to_output"] and body["source_and_target_embeddings_shared"]
+    assert {(g["stack"], g["attention"]) for g in body["layers"]} == {
+        ("encoder", "self_attn"), ("decoder", "self_attn"), ("decoder", "encoder_attn")
+    }  # fmt: skip
+    for g in body["layers"]:
+        assert not g["shares_storage_with_embedding"]
+        assert all(0 <= v <= 1 for v in g["overlap_with_embedding"].values()) and 0 <= g["overlap_q_k"] <= 1
+
+
 @pytest.mark.parametrize(
     ("route", "body", "status", "needle"),
     [
@@ -182,6 +196,7 @@ def test_another_owner_gets_404(served):
         ("POST", "/attention", {"text": "one"}),
         ("GET", "/anatomy", None),
         ("GET", "/neighbors?token=one", None),
+        ("GET", "/geometry", None),
         ("DELETE", "", None),
     ]:
         response = other.http.request(method, f"/v1/models/{model_id}{path}", json=body)

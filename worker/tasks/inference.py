@@ -19,9 +19,10 @@ import torch
 from celery import shared_task
 
 from app.settings import get_settings
-from app.task_names import ATTENTION, FILL_MASK, NEIGHBORS, TRANSLATE
+from app.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
 from model.compile import eager_on_failure
 from model.fill_mask import fill_mask
+from model.geometry import weight_geometry
 from model.inference import capture_attention, embedding_neighbors, resolve_token, source_ids, translate
 from model.tokenizer import readable_token
 from worker.serving import ct2
@@ -356,3 +357,11 @@ def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
             {"token": readable_token(n["token"]), "id": n["id"], "similarity": n["similarity"]} for n in found
         ],
     }
+
+
+@shared_task(name=GEOMETRY, **INFERENCE_TASK)
+@errors_as_results
+def geometry_task(model_id: str) -> dict[str, Any]:
+    """Shapes, storage and subspace overlaps of the embedding and the attention projections (model/geometry.py)."""
+    loaded = cache().get(model_id)
+    return {"model_id": model_id, **_decoding("pytorch", model_id, lambda: weight_geometry(loaded.model))}
