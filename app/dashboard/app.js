@@ -5,6 +5,7 @@ import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
 import { renderJob, timeBudgetText, waitingFor } from "./job.js";
 import { tagChips } from "./labels.js";
+import { renderExplain } from "./explain.js";
 import { renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
 import { renderWorkers } from "./workers.js";
@@ -147,6 +148,7 @@ const ROUTES = [
   [/^#\/jobs(\?.*)?$/, renderJobs],
   [/^#\/compare(\?.*)?$/, renderCompare],
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
+  [/^#\/models\/([\w-]+)\/explain$/, renderExplain],
   [/^#\/models\/([\w-]+)$/, renderModel],
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],

@@ -238,6 +238,7 @@ export function renderModel(container, modelId) {
       h("div", { class: "page-head" }, h("h1", {}, `Model ${shortId(m.id)}`),
         h("div", { class: "inline" },
           m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from") : h("span", { class: "muted" }, "imported"),
+          h("a", { href: `#/models/${m.id}/explain`, id: "explain-link" }, "explained"),
           h("a", { class: "button", id: "fine-tune", href: `#/new?from=${m.id}` }, "Fine-tune"))),
       h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
         h("dt", {}, "objective"), h("dd", {}, m.objective),

@@ -182,6 +182,19 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     page.locator("#model-link").click()
     page.locator("#embeddings svg.emb-map").wait_for()
     assert page.locator("#embeddings-step-label").inner_text() == "step 60"
+    # the model explained with its own numbers (tiny: 2 encoder layers, 2 decoder layers of 64, d_ff 256)
+    page.locator("#explain-link").click()
+    page.locator("#q-projections").wait_for()
+    answer = page.locator("#answer-projections").inner_text()
+    assert answer.startswith("No. In each of this model's 6 attention sublayers") and "64 × 64 (4,096 weights" in answer
+    assert page.locator("#projection-overlaps tbody tr").count() == 6
+    assert "4·(64² + 64) = 16,640, the count of this model" in page.locator("#formula-attention").inner_text()
+    assert "2·64·256 + 256 + 64 = 33,088, the count of this model" in page.locator("#formula-ffn").inner_text()
+    assert page.locator("#formula-attention .ok").count() == 1 and page.locator("#formula-ffn .ok").count() == 1
+    assert page.locator("#memory-estimate tr").count() == 5
+    assert page.locator("#final-neighbours tr").count() >= 1
+    assert page.locator("#last-dynamics tbody tr").count() == 8  # W_Q and W_K of 2 encoder and 2 decoder layers
+    p.screenshot("model-explained")
 
 
 def test_jobs_list_shows_the_job_and_filters_by_status(submitted):
