@@ -16,6 +16,7 @@ from app.api import (
     inference,
     jobs,
     metrics,
+    model_aliases,
     model_imports,
     models,
     pings,
@@ -43,6 +44,7 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router, **KEYED)
     app.include_router(model_imports.router, **KEYED)  # before models: /v1/models/import is not an id
     app.include_router(models.router, **KEYED)
+    app.include_router(model_aliases.router, **KEYED)
     app.include_router(exports.router, **KEYED)
     app.include_router(evaluations.router, **KEYED)
     app.include_router(file_translations.router, **KEYED)
