@@ -16,7 +16,7 @@ from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.db.models import ModelAlias, ModelAliasEvent, TrainedModel
 from app.schemas.common import Page
-from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, check_alias
+from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, AliasToVersion, check_alias
 
 router = APIRouter(prefix="/v1/models", tags=["model aliases"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found: no such name or alias of yours"}}
@@ -69,23 +69,23 @@ def read_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) -> A
     response_model=AliasPublic,
     responses={
         **NOT_FOUND,
+        400: {"description": "Body is not UTF-8 JSON"},
         409: {"description": "The alias was being set by another request at the same moment: try again"},
         422: {"description": "Invalid alias, or a version or model that is not one of this name's"},
     },
 )
 def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: CurrentKey) -> AliasPublic:
-    """Point `name@alias` at one version of the name (`{"version": N}` or `{"model_id": "..."}`), creating the
+    """Point `name@alias` at one version of the name (`{"version": N}` or `{"model_id": "..."}`, not both), creating the
     alias or moving it; requests through `name@alias` reach the new version from the next one on."""
     _owned_name(session, name, key.owner_id)
     bad = _bad_alias(alias)
     if bad is not None:
         raise bad
-    if body.version is not None:
+    if isinstance(body, AliasToVersion):
         model = model_refs.resolve(session, f"{name}@{body.version}", key.owner_id)
         if model is None:
             raise unprocessable("version", f"version {body.version} of model {name} not found")
     else:
-        assert body.model_id is not None  # AliasSet takes exactly one
         model = model_refs.resolve(session, body.model_id, key.owner_id) if "@" not in body.model_id else None
         if model is None or model.name != name:
             raise unprocessable("model_id", f"model {body.model_id} is not a version of {name}")

@@ -41,7 +41,9 @@ def owned_model(session: Session, model_id: str, owner_id: str) -> TrainedModel:
 def list_models(
     session: SessionDep,
     key: CurrentKey,
-    name: Annotated[str | None, Query(max_length=64, description="only versions of this registered name")] = None,
+    name: Annotated[
+        str | None, Query(pattern=f"^{model_refs.NAME_PATTERN.pattern}$", description="versions of this name only")
+    ] = None,
     tag: Annotated[list[str] | None, Query(description="repeatable: models carrying every tag given")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
@@ -75,6 +77,7 @@ def read_model(model_id: str, session: SessionDep, key: CurrentKey) -> ModelPubl
     response_model=ModelPublic,
     responses={
         **NOT_FOUND,
+        400: {"description": "Body is not UTF-8 JSON"},
         409: {"description": "The name was being registered by another request at the same moment: try again"},
         422: {"description": "Invalid name, tag, description or language"},
     },

@@ -6,7 +6,7 @@ import re
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
 from app.model_refs import ALIAS_PATTERN, LATEST, NAME_PATTERN
 from app.schemas.common import Input, Output
@@ -75,17 +75,19 @@ class ModelPublic(Output):
     created_at: datetime
 
 
-class AliasSet(Input):
-    """PUT /v1/models/{name}/aliases/{alias}: the version to point at, by its number or its model id."""
+class AliasToVersion(Input):
+    """PUT /v1/models/{name}/aliases/{alias} by the version's number."""
 
-    version: int | None = Field(None, ge=1, le=999_999_999)
-    model_id: str | None = Field(None, min_length=1, max_length=100)
+    version: int = Field(ge=1, le=999_999_999)
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> AliasSet:
-        if (self.version is None) == (self.model_id is None):
-            raise ValueError("give exactly one of version and model_id")
-        return self
+
+class AliasToModel(Input):
+    """PUT /v1/models/{name}/aliases/{alias} by the model's id (one registered under that name)."""
+
+    model_id: str = Field(min_length=1, max_length=100)
+
+
+AliasSet = AliasToVersion | AliasToModel  # exactly one of the two fields
 
 
 class AliasPublic(Output):

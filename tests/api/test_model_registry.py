@@ -92,6 +92,7 @@ def test_tags_description_and_languages_are_set_shown_and_filtered(client, alice
     by_tag = client.get("/v1/models", params=[("tag", "numbers"), ("tag", "prod")], headers=alice).json()
     assert [m["id"] for m in by_tag["data"]] == [tagged]
     assert {m["id"] for m in client.get("/v1/models?tag=numbers", headers=alice).json()["data"]} == {tagged, other}
+    assert client.get("/v1/models?name=En-De", headers=alice).status_code == 422
     bad = client.patch(f"/v1/models/{tagged}", json={"source_language": "english!"}, headers=alice)
     assert bad.status_code == 422 and "'english!'" in bad.text
     assert client.patch(f"/v1/models/{tagged}", json={"tags": ["a b"]}, headers=alice).status_code == 422
@@ -140,7 +141,12 @@ def test_an_alias_must_point_at_a_version_of_its_name(client, alice):
         assert response.status_code == 422, response.text
         assert response.json()["detail"][0]["loc"] == ["body", field] and words in response.text
     both = _point(client, alice, "en-de@production", version=1, model_id=named)
-    assert both.status_code == 422 and "exactly one of version and model_id" in both.text
+    assert both.status_code == 422, both.text  # exactly one of the two
+    assert {tuple(d["loc"]) for d in both.json()["detail"]} == {
+        ("body", "AliasToVersion", "model_id"),
+        ("body", "AliasToModel", "version"),
+    }
+    assert _point(client, alice, "en-de@production").status_code == 422
     for alias in ("Prod", "3", "latest", "a@b"):
         response = _point(client, alice, f"en-de@{alias}", version=1)
         assert response.status_code in (404, 422), response.text
