@@ -145,7 +145,7 @@ const ROUTES = [
   [/^#\/jobs(\?.*)?$/, renderJobs],
   [/^#\/compare(\?.*)?$/, renderCompare],
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
-  [/^#\/models\/([\w-]+)$/, renderModel],
+  [/^#\/models\/([\w.@-]+)$/, renderModel],  // an id, or name@version / name@alias
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],
 ];
