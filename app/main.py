@@ -17,6 +17,7 @@ from app.api import (
     job_dynamics,
     jobs,
     metrics,
+    model_aliases,
     model_imports,
     models,
     pings,
@@ -45,6 +46,7 @@ def create_app() -> FastAPI:
     app.include_router(job_dynamics.router, **KEYED)
     app.include_router(model_imports.router, **KEYED)  # before models: /v1/models/import is not an id
     app.include_router(models.router, **KEYED)
+    app.include_router(model_aliases.router, **KEYED)
     app.include_router(exports.router, **KEYED)
     app.include_router(evaluations.router, **KEYED)
     app.include_router(file_translations.router, **KEYED)

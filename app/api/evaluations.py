@@ -44,9 +44,9 @@ def public(evaluation: Evaluation) -> EvaluationPublic:
 
 
 def owned_evaluation(session: Session, model_id: str, evaluation_id: str, owner_id: str) -> Evaluation:
-    owned_model(session, model_id, owner_id)
+    model = owned_model(session, model_id, owner_id)
     evaluation = session.get(Evaluation, evaluation_id)
-    if evaluation is None or evaluation.model_id != model_id:
+    if evaluation is None or evaluation.model_id != model.id:
         raise not_found("evaluation", evaluation_id)
     return evaluation
 
@@ -87,10 +87,10 @@ def create_evaluation(
 def list_evaluations(
     model_id: str, session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0
 ) -> Page[EvaluationPublic]:
-    owned_model(session, model_id, key.owner_id)
+    model = owned_model(session, model_id, key.owner_id)
     return paginate(
         session,
-        select(Evaluation).where(Evaluation.model_id == model_id),
+        select(Evaluation).where(Evaluation.model_id == model.id),
         (Evaluation.created_at.desc(), Evaluation.id),
         limit,
         offset,

@@ -62,7 +62,7 @@ def export_model(
         if not store.exists(stored):
             try:
                 answer, _ = inference_client.call(
-                    settings, EXPORT, [model_id, fmt, quantization], timeout=settings.export_timeout_seconds
+                    settings, EXPORT, [row.id, fmt, quantization], timeout=settings.export_timeout_seconds
                 )
             except HTTPException as exc:
                 if exc.status_code != status.HTTP_504_GATEWAY_TIMEOUT:
@@ -81,5 +81,5 @@ def export_model(
             headers={"Retry-After": "10"},
         ) from exc
     return FileResponse(
-        path, media_type="application/gzip", filename=f"{export_name(model_id, fmt, quantization)}.tar.gz"
+        path, media_type="application/gzip", filename=f"{export_name(row.id, fmt, quantization)}.tar.gz"
     )

@@ -49,9 +49,9 @@ def public(t: FileTranslation) -> FileTranslationPublic:
 
 
 def owned_translation(session: Session, model_id: str, translation_id: str, owner_id: str) -> FileTranslation:
-    owned_model(session, model_id, owner_id)
+    model = owned_model(session, model_id, owner_id)
     row = session.get(FileTranslation, translation_id)
-    if row is None or row.model_id != model_id:
+    if row is None or row.model_id != model.id:
         raise not_found("translation", translation_id)
     return row
 
@@ -104,13 +104,13 @@ def translate_file(
     row = FileTranslation(
         id=new_id(),
         owner_id=key.owner_id,
-        model_id=model_id,
+        model_id=model.id,
         filename=(file.filename or "text.txt")[:255],
         settings={"beam_size": beam_size, "language": language},
         lines=text.count("\n") + (0 if text.endswith("\n") else 1),
         source_key="",
     )
-    row.source_key = source_key(model_id, row.id)
+    row.source_key = source_key(model.id, row.id)
     store = get_store()
     try:  # the file first: a row never points at nothing
         store.write_bytes(row.source_key, text.encode("utf-8"))
@@ -141,8 +141,8 @@ def translate_file(
 def list_translations(
     model_id: str, session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0
 ) -> Page[FileTranslationPublic]:
-    owned_model(session, model_id, key.owner_id)
-    query = select(FileTranslation).where(FileTranslation.model_id == model_id)
+    model = owned_model(session, model_id, key.owner_id)
+    query = select(FileTranslation).where(FileTranslation.model_id == model.id)
     return paginate(session, query, (FileTranslation.created_at.desc(), FileTranslation.id), limit, offset, public)
 
 
@@ -175,5 +175,5 @@ def read_result(model_id: str, translation_id: str, session: SessionDep, key: Cu
     return Response(
         data,
         media_type="text/plain; charset=utf-8",
-        headers={"Content-Disposition": f'attachment; filename="{stem}.{model_id[:8]}.txt"'},
+        headers={"Content-Disposition": f'attachment; filename="{stem}.{row.model_id[:8]}.txt"'},
     )

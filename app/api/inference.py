@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
-from app import inference_client
+from app import inference_client, model_refs
 from app.api import ttl_cache
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import not_found, unprocessable
@@ -41,14 +41,17 @@ BODY_ERRORS: dict[int | str, dict[str, Any]] = {**ERRORS, 400: {"description": "
 
 
 def served_model(session: Session, model_id: str, owner_id: str, route: str = "", objective: str = "") -> ModelFacts:
-    """The model's owner and objective, as looked up in the last AUTH_CACHE_SECONDS or now; 404 unless it is the
-    caller's, 422 unless it was trained for `objective` (when given) to serve `route`. A worker loads the files
-    themselves and verifies them against their sha256."""
-    facts = ttl_cache.models().get(model_id)
+    """The model's id, owner and objective, as looked up in the last AUTH_CACHE_SECONDS or now; 404 unless it is
+    the caller's, 422 unless it was trained for `objective` (when given) to serve `route`. A worker loads the files
+    themselves and verifies them against their sha256.
+
+    `model_id` may be a `name@alias` reference: that is resolved now, every time (an alias that moved is followed
+    at once), and only what it resolved to is cached, by the model's id."""
+    facts = ttl_cache.models().get(model_id) if model_refs.is_plain_id(model_id) else None
     if facts is None:
         row = owned_model(session, model_id, owner_id)
         facts = ModelFacts(id=row.id, owner_id=row.owner_id, objective=row.objective)
-        ttl_cache.models().put(model_id, facts)
+        ttl_cache.models().put(row.id, facts)
     if facts.owner_id != owner_id:
         raise not_found("model", model_id)
     if objective and facts.objective != objective:
@@ -79,7 +82,7 @@ def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
 def translate(
     model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
 ) -> TranslateResponse:
-    served_model(session, model_id, key.owner_id, "translate", "translation")
+    model_id = served_model(session, model_id, key.owner_id, "translate", "translation").id
     _check_texts(settings, body.texts, "texts")
     if body.beam_size > settings.max_beam_size:
         raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
@@ -111,7 +114,7 @@ def translate(
 def fill_mask(
     model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
 ) -> FillMaskResponse:
-    served_model(session, model_id, key.owner_id, "fill-mask", "denoising")
+    model_id = served_model(session, model_id, key.owner_id, "fill-mask", "denoising").id
     _check_texts(settings, [body.text], "text")
     if "<mask>" not in body.text:
         raise unprocessable("text", "text has no <mask> to fill")
@@ -126,7 +129,7 @@ def fill_mask(
 def attention(
     model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
 ) -> AttentionResponse:
-    served_model(session, model_id, key.owner_id)
+    model_id = served_model(session, model_id, key.owner_id).id
     _check_texts(settings, [body.text], "text")
     if body.target is not None:
         _check_texts(settings, [body.target], "target")
@@ -144,7 +147,7 @@ def neighbors(
     token: Annotated[str, Query(min_length=1, max_length=100)],
     k: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> NeighborsResponse:
-    served_model(session, model_id, key.owner_id)
+    model_id = served_model(session, model_id, key.owner_id).id
     session.close()
     answer, _ = inference_client.call(settings, NEIGHBORS, [model_id, token, k])
     return NeighborsResponse(**answer)
@@ -174,4 +177,4 @@ def anatomy(
     if tokens_per_batch is None:
         job_config = model.job.training_config if model.job else {}
         tokens_per_batch = job_config.get("max_tokens_per_batch", 4096)
-    return AnatomyResponse(model_id=model_id, **describe_anatomy(config, tokens_per_batch))
+    return AnatomyResponse(model_id=model.id, **describe_anatomy(config, tokens_per_batch))

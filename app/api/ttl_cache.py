@@ -7,7 +7,9 @@ before it does any work: on a translate request that is half the API's own CPU. 
 - a revoked key, or a deleted model, stops working at once in the API process that deleted it and within
   AUTH_CACHE_SECONDS in the others (the bound the README gives under API keys);
 - only successes are kept: an unknown key or model is looked up every time, so a new key works at once;
-- keys are kept by their SHA-256, never in clear.
+- keys are kept by their SHA-256, never in clear;
+- models are kept by id only: a `name@alias` reference is resolved on every request (app/model_refs.py) and
+  only the model it names is kept, so an alias that moves is followed by the very next request.
 """
 
 from __future__ import annotations

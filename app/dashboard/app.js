@@ -148,8 +148,8 @@ const ROUTES = [
   [/^#\/jobs(\?.*)?$/, renderJobs],
   [/^#\/compare(\?.*)?$/, renderCompare],
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
-  [/^#\/models\/([\w-]+)\/explain$/, renderExplain],
-  [/^#\/models\/([\w-]+)$/, renderModel],
+  [/^#\/models\/([\w.@-]+)\/explain$/, renderExplain],
+  [/^#\/models\/([\w.@-]+)$/, renderModel],  // an id, or name@version / name@alias
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],
 ];

@@ -1,4 +1,4 @@
-// Trained models: the list, and a model's page with its playground (translate or fill-mask), attention
+// Trained models: the list, and a model's page with its registry card (registry.js), playground (translate or fill-mask), attention
 // viewer, alignment, embedding neighbours, file translation (files.js), evaluations (evaluations.js), downloads
 // and anatomy.
 
@@ -6,6 +6,7 @@ import { embeddingsPanel } from "./embeddings.js";
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
 import { fileTranslationPanel } from "./files.js";
+import { modelRef, registryCard, registryChips } from "./registry.js";
 import { alignmentView, anatomyBars, bars, heatmap } from "./charts.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
 
@@ -40,7 +41,7 @@ export function renderModels(container) {
   clear(container, h("h1", {}, "Models"), h("p", { class: "muted" }, "Loading…"));
   api("/v1/models?limit=200", { signal: controller.signal }).then((page) => {
     const rows = page.data.map((m) => h("tr", {},
-      h("td", { "data-label": "Model" }, h("a", { href: `#/models/${m.id}` }, shortId(m.id))),
+      h("td", { "data-label": "Model" }, h("a", { href: `#/models/${m.id}`, class: "model-ref" }, modelRef(m)), registryChips(m)),
       h("td", { "data-label": "Objective" }, m.objective),
       h("td", { "data-label": "Parameters" }, fmtCount(m.parameters)),
       h("td", { "data-label": "Metrics" }, Object.entries(m.metrics).slice(0, 4).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ")),
@@ -234,14 +235,23 @@ export function renderModel(container, modelId) {
   api(`/v1/models/${modelId}`, { signal: controller.signal }).then((m) => {
     const anatomy = h("section", { class: "card", id: "anatomy" }, h("h2", {}, "Anatomy"), h("p", { class: "muted" }, "Loading…"));
     const c = m.config;
+    const title = h("h1", {}, `Model ${modelRef(m)}`);
+    const registry = h("div");
+    const showRegistry = (saved) => {
+      title.textContent = `Model ${modelRef(saved)}`;
+      registry.replaceChildren(registryCard(saved, showRegistry));
+    };
+    showRegistry(m);
     clear(container,
-      h("div", { class: "page-head" }, h("h1", {}, `Model ${shortId(m.id)}`),
+      h("div", { class: "page-head" }, title,
         h("div", { class: "inline" },
           m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from") : h("span", { class: "muted" }, "imported"),
           h("a", { href: `#/models/${m.id}/explain`, id: "explain-link" }, "explained"),
           h("a", { class: "button", id: "fine-tune", href: `#/new?from=${m.id}` }, "Fine-tune"))),
       h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
         h("dt", {}, "objective"), h("dd", {}, m.objective),
+        ...(m.source_language || m.target_language ? [h("dt", {}, "languages"),
+          h("dd", { id: "model-languages" }, `${m.source_language ?? "?"} → ${m.target_language ?? "?"}`)] : []),
         h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),
         h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
         h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
@@ -249,6 +259,7 @@ export function renderModel(container, modelId) {
           h("dd", {}, h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`))] : []),
         h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
         h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v))))),
+      registry,
       m.objective === "translation" ? translatePanel(m.id) : fillMaskPanel(m.id),
       m.objective === "translation" ? fileTranslationPanel(m.id, controller.signal) : null,
       m.objective === "translation" ? evaluationsPanel(m.id, controller.signal) : null,
@@ -257,7 +268,7 @@ export function renderModel(container, modelId) {
       downloadPanel(m.id), anatomy);
     anatomyPanel(anatomy, m.id, controller.signal);
   }).catch((err) => {
-    if (err.name !== "AbortError") clear(container, h("h1", {}, `Model ${shortId(modelId)}`), errorBox(err.message));
+    if (err.name !== "AbortError") clear(container, h("h1", {}, `Model ${modelId.includes("@") ? modelId : shortId(modelId)}`), errorBox(err.message));
   });
   return () => controller.abort();
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
@@ -192,9 +192,13 @@ class JobCheckpoint(Base):
 
 
 class TrainedModel(Base):
-    """The product of a succeeded job: its best (or averaged) checkpoint, ready to serve."""
+    """The product of a succeeded job: its best (or averaged) checkpoint, ready to serve.
+
+    Registered under a `name` (PATCH /v1/models/{id}) it is `version` N of that name: the owner's Nth model
+    published under it (model_names counts them, so a number is never given twice)."""
 
     __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("owner_id", "name", "version"),)
 
     id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
     owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
@@ -211,8 +215,81 @@ class TrainedModel(Base):
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     parent_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the job's init_model_id
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The registry (app/model_registry.py): a name and its version come and go together; both None: unregistered.
+    name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    version: Mapped[int | None] = mapped_column(nullable=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # What it translates from and to, as its owner says (the rows it was trained on carry no language).
+    source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
 
     job: Mapped[Job] = relationship()
+    tag_rows: Mapped[list[ModelTag]] = relationship(
+        order_by="ModelTag.position", cascade="all, delete-orphan", passive_deletes=True
+    )
+    alias_rows: Mapped[list[ModelAlias]] = relationship(
+        order_by="ModelAlias.alias", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    @property
+    def tags(self) -> list[str]:
+        return [row.tag for row in self.tag_rows]
+
+    @property
+    def aliases(self) -> list[str]:
+        return [row.alias for row in self.alias_rows]
+
+
+class ModelTag(Base):
+    """One tag of a model, as JobTag is of a job: `GET /v1/models?tag=` filters on it in SQL."""
+
+    __tablename__ = "model_tags"
+
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+    position: Mapped[int]
+
+
+class ModelName(Base):
+    """A name an owner has registered models under, with the last version it gave: versions only ever grow."""
+
+    __tablename__ = "model_names"
+
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    last_version: Mapped[int] = mapped_column(default=0)
+
+
+class ModelAlias(Base):
+    """`name@alias` points at one version of the name; deleting that model removes the alias."""
+
+    __tablename__ = "model_aliases"
+
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ModelAliasEvent(Base):
+    """One move of an alias: from which model (None: it was new) to which (None: removed), by which key, when.
+    Ids and versions are plain values, so the record outlives the models and keys it names."""
+
+    __tablename__ = "model_alias_events"
+    __table_args__ = (Index("ix_model_alias_events_owner_id_name_alias", "owner_id", "name", "alias"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    alias: Mapped[str] = mapped_column(String(64))
+    from_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    from_version: Mapped[int | None] = mapped_column(nullable=True)
+    to_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    to_version: Mapped[int | None] = mapped_column(nullable=True)
+    key_id: Mapped[str] = mapped_column(String(36))  # the API key that moved it (its owner is owner_id)
+    key_prefix: Mapped[str] = mapped_column(String(16))  # as humans tell keys apart
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class Evaluation(Base):

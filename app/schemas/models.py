@@ -1,16 +1,67 @@
-"""Schemas of trained models."""
+"""Schemas of trained models and of the registry: names, versions, tags, aliases and their history."""
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from app.schemas.common import Output
-from app.schemas.jobs import Objective
+from pydantic import AfterValidator, Field
+
+from app.model_refs import ALIAS_PATTERN, LATEST, NAME_PATTERN
+from app.schemas.common import Input, Output
+from app.schemas.jobs import Objective, Tags
+
+LANGUAGE_PATTERN = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}")
+
+
+def check_name(name: str) -> str:
+    if not NAME_PATTERN.fullmatch(name):
+        raise ValueError(
+            f"name {name!r} must match ^{NAME_PATTERN.pattern}$: lowercase letters, digits and . _ -, at most 64"
+        )
+    return name
+
+
+def check_alias(alias: str) -> str:
+    if alias == LATEST:
+        raise ValueError(f"alias {alias!r} is reserved: name@latest always means the highest version")
+    if not ALIAS_PATTERN.fullmatch(alias):
+        raise ValueError(f"alias {alias!r} must match ^{ALIAS_PATTERN.pattern}$: a lowercase letter first")
+    return alias
+
+
+def _check_language(code: str) -> str:
+    if not LANGUAGE_PATTERN.fullmatch(code):
+        raise ValueError(f"language {code!r} must be a BCP 47 tag such as en, de or pt-BR")
+    return code
+
+
+RegisteredName = Annotated[str, AfterValidator(check_name)]
+Language = Annotated[str, AfterValidator(_check_language)]
+Description = Annotated[str, Field(max_length=10_000)]
+
+
+class ModelUpdate(Input):
+    """PATCH /v1/models/{id}: only the fields given change; null clears. A new name makes the model that name's
+    next version (its aliases under the old name are removed); null unregisters it."""
+
+    name: RegisteredName | None = None
+    tags: Tags | None = Field(None, description="replaces the model's tags")
+    description: Description | None = None
+    source_language: Language | None = None
+    target_language: Language | None = None
 
 
 class ModelPublic(Output):
     id: str
+    name: str | None = None  # registered name; None: unregistered
+    version: int | None = None  # its version under `name`: `name@version` reaches it
+    tags: list[str] = []
+    description: str | None = None
+    aliases: list[str] = []  # aliases of `name` pointing at this version: `name@alias` reaches it
+    source_language: str | None = None
+    target_language: str | None = None
     job_id: str | None  # None: imported (POST /v1/models/import)
     objective: Objective
     config: dict[str, Any]
@@ -21,4 +72,41 @@ class ModelPublic(Output):
     size_bytes: int
     parent_model_id: str | None = None  # the model its job started from (fine-tuning)
     sha256: str
+    created_at: datetime
+
+
+class AliasToVersion(Input):
+    """PUT /v1/models/{name}/aliases/{alias} by the version's number."""
+
+    version: int = Field(ge=1, le=999_999_999)
+
+
+class AliasToModel(Input):
+    """PUT /v1/models/{name}/aliases/{alias} by the model's id (one registered under that name)."""
+
+    model_id: str = Field(min_length=1, max_length=100)
+
+
+AliasSet = AliasToVersion | AliasToModel  # exactly one of the two fields
+
+
+class AliasPublic(Output):
+    name: str
+    alias: str
+    model_id: str
+    version: int
+    updated_at: datetime
+
+
+class AliasEventPublic(Output):
+    """One move of an alias: from (null: it was new) to (null: removed), by which API key of the owner, when."""
+
+    name: str
+    alias: str
+    from_model_id: str | None
+    from_version: int | None
+    to_model_id: str | None
+    to_version: int | None
+    key_id: str
+    key_prefix: str
     created_at: datetime

@@ -766,3 +766,94 @@ def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_dif
     assert first == long, (first, long)
     page.screenshot("compare-runs")
     assert page.errors == [], page.errors
+
+
+def _model_rows(stack, monkeypatch, count: int) -> list[str]:
+    """`count` translation models of the stack's key written straight into its database (no files: the registry
+    card never loads them), oldest first."""
+    from tests.support import services
+
+    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
+    services.reset_caches()
+    try:
+        from app.db.keys import identify
+        from app.db.models import TrainedModel
+        from app.db.session import session_scope
+        from model.config import ModelConfig
+
+        with session_scope() as session:
+            caller = identify(session, stack.key)
+            assert caller is not None
+            models = [
+                TrainedModel(
+                    owner_id=caller.owner_id,
+                    objective="translation",
+                    config=ModelConfig.from_preset("tiny", 489).to_dict(),
+                    tokenizer_fingerprint="f",
+                    metrics={"bleu": 10.0 + i},
+                    source="import",
+                    parameters=1,
+                    storage_key="models/none",
+                    sha256="0" * 64,
+                    size_bytes=1,
+                )
+                for i in range(count)
+            ]
+            session.add_all(models)
+            session.flush()
+            return [m.id for m in models]
+    finally:
+        services.reset_caches()
+
+
+def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack, monkeypatch):
+    """The registry card names a model (it becomes that name's next version, shown as name@version on its page and
+    in the list), saves tags, description and languages, refuses a bad name saying why, and points an alias of the
+    name at the version shown; name@alias opens the version it points at."""
+    first, second = _model_rows(stack, monkeypatch, 2)
+    http = _api(stack)
+    p = page
+    p.sign_in()
+    for model_id, version in ((first, 1), (second, 2)):
+        p.open(f"#/models/{model_id}")
+        p.page.locator("#registry").wait_for()
+        assert p.page.locator("#model-ref").inner_text() == "not registered"
+        p.page.locator("#model-name").fill("Numbers EN")
+        p.page.get_by_role("button", name="Save", exact=True).click()
+        refusal = p.page.locator("#registry-status .error")
+        refusal.wait_for()
+        assert "Not saved" in refusal.inner_text() and "'Numbers EN'" in refusal.inner_text()
+        p.page.locator("#model-name").fill("numbers-en-de")
+        p.page.locator("#model-tags").fill("numbers, small, numbers")
+        p.page.locator("#model-source-language").fill("en")
+        p.page.locator("#model-target-language").fill("de")
+        p.page.locator("#model-description").fill("spells numbers in German")
+        p.page.get_by_role("button", name="Save", exact=True).click()
+        p.page.locator("#model-ref", has_text=f"numbers-en-de@{version}").wait_for()
+        assert p.page.locator("h1").inner_text() == f"Model numbers-en-de@{version}"
+        assert p.page.locator("#model-tags").input_value() == "numbers, small"
+        p.page.locator("#alias-name").fill("production")
+        p.page.get_by_role("button", name="Point alias here").click()
+        p.page.locator("#registry .tag.alias", has_text="@production").wait_for()
+        assert http.get("/v1/models/numbers-en-de@production").json()["id"] == model_id
+    p.screenshot("model-registry")
+    saved = http.get(f"/v1/models/{first}").json()
+    assert (saved["name"], saved["version"], saved["tags"], saved["aliases"]) == (
+        "numbers-en-de",
+        1,
+        ["numbers", "small"],
+        [],  # production moved on to version 2
+    )
+    assert (saved["source_language"], saved["target_language"]) == ("en", "de")
+    history = http.get("/v1/models/numbers-en-de/aliases/production/history").json()["data"]
+    assert [(e["from_version"], e["to_version"]) for e in history] == [(1, 2), (None, 1)]
+
+    p.page.get_by_role("navigation").get_by_role("link", name="Models").click()
+    p.page.get_by_role("link", name="numbers-en-de@2").wait_for()
+    assert p.page.get_by_role("link", name="numbers-en-de@1").count() == 1
+    p.screenshot("models-registered")
+    p.open("#/models/numbers-en-de@production")
+    p.page.locator("#model-ref", has_text="numbers-en-de@2").wait_for()
+    assert p.page.locator("#model-languages").inner_text() == "en → de"

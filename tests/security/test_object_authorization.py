@@ -25,6 +25,8 @@ SAMPLE_BODIES = {
     ("POST", "/v1/models/{model_id}/attention"): {"text": "one pear"},
     ("POST", "/v1/models/{model_id}/evaluations"): {"dataset_id": "00000000-0000-0000-0000-000000000000"},
     ("PATCH", "/v1/jobs/{job_id}"): {"name": "pears", "tags": ["fruit"]},
+    ("PATCH", "/v1/models/{model_id}"): {"name": "pears", "tags": ["fruit"], "description": "pears"},
+    ("PUT", "/v1/models/{name}/aliases/{alias}"): {"version": 1},
 }
 # Routes that take a multipart upload: their sample files (a dataset upload has its own tests below).
 SAMPLE_FILES = {("POST", "/v1/models/{model_id}/translations"): {"file": ("pears.txt", b"one pear\n")}}
@@ -97,7 +99,15 @@ def alice_objects(pg_client):
         f"/v1/models/{model_id}/translations", headers=alice, files={"file": ("alice-notes.txt", b"one pear\n")}
     )
     assert translation.status_code == 202, translation.text
+    registered = pg_client.patch(f"/v1/models/{model_id}", headers=alice, json={"name": "alice-secret-name"})
+    assert registered.status_code == 200, registered.text
+    aliased = pg_client.put(
+        "/v1/models/alice-secret-name/aliases/alice-secret-alias", headers=alice, json={"version": 1}
+    )
+    assert aliased.status_code == 200, aliased.text
     ids = {
+        "name": "alice-secret-name",
+        "alias": "alice-secret-alias",
         "dataset_id": dataset.json()["id"],
         "job_id": job_id,
         "ping_id": ping.json()["id"],
@@ -178,10 +188,17 @@ def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels
     for method, url in (
         ("DELETE", f"/v1/datasets/{ids['dataset_id']}"),
         ("DELETE", f"/v1/models/{ids['model_id']}"),
+        ("DELETE", f"/v1/models/{ids['name']}@{ids['alias']}"),
+        ("DELETE", f"/v1/models/{ids['name']}/aliases/{ids['alias']}"),
+        ("PUT", f"/v1/models/{ids['name']}/aliases/{ids['alias']}"),
+        ("PATCH", f"/v1/models/{ids['name']}@1"),
         ("POST", f"/v1/jobs/{ids['job_id']}/cancel"),
     ):
-        assert pg_client.request(method, url, headers=bob).status_code == 404
+        body = {"version": 1} if method == "PUT" else {"name": "bobs"} if method == "PATCH" else None
+        assert pg_client.request(method, url, headers=bob, json=body).status_code == 404
     assert pg_client.get(f"/v1/datasets/{ids['dataset_id']}", headers=alice).status_code == 200
+    by_alias = pg_client.get(f"/v1/models/{ids['name']}@{ids['alias']}", headers=alice).json()
+    assert (by_alias["id"], by_alias["name"], by_alias["version"]) == (ids["model_id"], ids["name"], 1)
     assert pg_client.get(f"/v1/models/{ids['model_id']}", headers=alice).json()["id"] == ids["model_id"]
     assert pg_client.get(f"/v1/pings/{ids['ping_id']}", headers=alice).status_code == 200
     job = pg_client.get(f"/v1/jobs/{ids['job_id']}", headers=alice).json()

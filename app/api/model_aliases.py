@@ -1,0 +1,117 @@
+"""Aliases of a registered name: `name@alias` points at one version; PUT moves it, DELETE removes it, and every
+move is kept (GET .../history). The name is the caller's: another owner's name is 404, as an unknown one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Response, status
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app import model_refs, model_registry
+from app.api.deps import CurrentKey, SessionDep
+from app.api.errors import conflict, not_found, unprocessable
+from app.api.pagination import Limit, Offset, paginate
+from app.db.models import ModelAlias, ModelAliasEvent, TrainedModel
+from app.schemas.common import Page
+from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, AliasToVersion, check_alias
+
+router = APIRouter(prefix="/v1/models", tags=["model aliases"])
+NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found: no such name or alias of yours"}}
+
+
+def _bad_alias(alias: str) -> HTTPException | None:
+    try:
+        check_alias(alias)
+    except ValueError as exc:
+        return HTTPException(
+            status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": ["path", "alias"], "msg": str(exc), "type": "value_error"}]
+        )
+    return None
+
+
+def _owned_name(session: Session, name: str, owner_id: str) -> str:
+    if not model_refs.NAME_PATTERN.fullmatch(name) or not model_registry.name_exists(session, owner_id, name):
+        raise not_found("model name", name)
+    return name
+
+
+def _owned_alias(session: Session, name: str, alias: str, owner_id: str) -> ModelAlias:
+    row = session.get(ModelAlias, (owner_id, _owned_name(session, name, owner_id), alias))
+    if row is None:
+        raise not_found("alias", f"{name}@{alias}")
+    return row
+
+
+def _public(row: ModelAlias, version: int | None) -> AliasPublic:
+    assert version is not None  # an alias points at a registered model (app/model_registry.py)
+    return AliasPublic(
+        name=row.name, alias=row.alias, model_id=row.model_id, version=version, updated_at=row.updated_at
+    )
+
+
+@router.get("/{name}/aliases", response_model=list[AliasPublic], responses=NOT_FOUND)
+def list_aliases(name: str, session: SessionDep, key: CurrentKey) -> list[AliasPublic]:
+    _owned_name(session, name, key.owner_id)
+    return [_public(row, version) for row, version in model_registry.aliases_of(session, key.owner_id, name)]
+
+
+@router.get("/{name}/aliases/{alias}", response_model=AliasPublic, responses=NOT_FOUND)
+def read_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) -> AliasPublic:
+    row = _owned_alias(session, name, alias, key.owner_id)
+    return _public(row, session.scalar(select(TrainedModel.version).where(TrainedModel.id == row.model_id)))
+
+
+@router.put(
+    "/{name}/aliases/{alias}",
+    response_model=AliasPublic,
+    responses={
+        **NOT_FOUND,
+        400: {"description": "Body is not UTF-8 JSON"},
+        409: {"description": "The alias was being set by another request at the same moment: try again"},
+        422: {"description": "Invalid alias, or a version or model that is not one of this name's"},
+    },
+)
+def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: CurrentKey) -> AliasPublic:
+    """Point `name@alias` at one version of the name (`{"version": N}` or `{"model_id": "..."}`, not both), creating the
+    alias or moving it; requests through `name@alias` reach the new version from the next one on."""
+    _owned_name(session, name, key.owner_id)
+    bad = _bad_alias(alias)
+    if bad is not None:
+        raise bad
+    if isinstance(body, AliasToVersion):
+        model = model_refs.resolve(session, f"{name}@{body.version}", key.owner_id)
+        if model is None:
+            raise unprocessable("version", f"version {body.version} of model {name} not found")
+    else:
+        model = model_refs.resolve(session, body.model_id, key.owner_id) if "@" not in body.model_id else None
+        if model is None or model.name != name:
+            raise unprocessable("model_id", f"model {body.model_id} is not a version of {name}")
+    try:
+        row = model_registry.point_alias(session, key, name, alias, model)
+        session.commit()
+    except IntegrityError as exc:
+        session.rollback()
+        raise conflict(f"alias {name}@{alias} was being set by another request; try again") from exc
+    return _public(row, model.version)
+
+
+@router.delete("/{name}/aliases/{alias}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
+def delete_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) -> Response:
+    model_registry.remove_alias(session, key, _owned_alias(session, name, alias, key.owner_id))
+    session.commit()
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/{name}/aliases/{alias}/history", response_model=Page[AliasEventPublic], responses=NOT_FOUND)
+def alias_history(
+    name: str, alias: str, session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0
+) -> Page[AliasEventPublic]:
+    """Every move of `name@alias`, newest first, the alias's current state or not (a removed alias keeps it)."""
+    _owned_name(session, name, key.owner_id)
+    query = select(ModelAliasEvent).where(
+        ModelAliasEvent.owner_id == key.owner_id, ModelAliasEvent.name == name, ModelAliasEvent.alias == alias
+    )
+    return paginate(session, query, (ModelAliasEvent.id.desc(),), limit, offset, AliasEventPublic.model_validate)

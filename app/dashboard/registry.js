@@ -1,0 +1,79 @@
+// A model in the registry: its name@version, tags, description and languages (PATCH /v1/models/{id}), and the
+// aliases of its name pointing at it (PUT /v1/models/{name}/aliases/{alias}). Shown on the model page.
+
+import { api } from "./api.js";
+import { parseTags } from "./labels.js";
+import { clear, errorBox, field, h, shortId } from "./ui.js";
+
+/** "en-de@3", or the short id of a model without a name. */
+export function modelRef(m) {
+  return m.name ? `${m.name}@${m.version}` : shortId(m.id);
+}
+
+/** The model's tags and aliases as chips (aliases marked as such). */
+export function registryChips(m) {
+  if (!m.tags?.length && !m.aliases?.length) return null;
+  return h("span", { class: "tags" },
+    (m.aliases || []).map((a) => h("span", { class: "tag alias", title: `${m.name}@${a} points here` }, `@${a}`)),
+    (m.tags || []).map((t) => h("span", { class: "tag" }, t)));
+}
+
+function aliasForm(m, onSaved) {
+  const alias = h("input", { id: "alias-name", placeholder: "e.g. production", maxlength: 64 });
+  const button = h("button", { type: "submit", id: "set-alias", class: "secondary" }, "Point alias here");
+  const status = h("div", { "aria-live": "polite", id: "alias-status" });
+  const form = h("form", { class: "inline-form", id: "alias-form" },
+    field("Alias of this name", alias, `${m.name}@<alias> will reach this version`), button, status);
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    button.disabled = true;
+    status.replaceChildren();
+    try {
+      const name = encodeURIComponent(m.name), a = encodeURIComponent(alias.value.trim());
+      await api(`/v1/models/${name}/aliases/${a}`, { method: "PUT", json: { model_id: m.id } });
+      onSaved?.(await api(`/v1/models/${m.id}`));
+    } catch (err) {
+      status.replaceChildren(errorBox(`Not set: ${err.message}`));
+    } finally {
+      button.disabled = false;
+    }
+  });
+  return form;
+}
+
+/** The card: the reference and chips, inputs for the labels, and (once named) the alias form. */
+export function registryCard(m, onSaved) {
+  const name = h("input", { id: "model-name", value: m.name ?? "", maxlength: 64, placeholder: "e.g. en-de" });
+  const tags = h("input", { id: "model-tags", value: (m.tags || []).join(", "), placeholder: "numbers, small" });
+  const source = h("input", { id: "model-source-language", value: m.source_language ?? "", placeholder: "en", size: 6 });
+  const target = h("input", { id: "model-target-language", value: m.target_language ?? "", placeholder: "de", size: 6 });
+  const description = h("textarea", { id: "model-description", rows: 2, maxlength: 10000 }, m.description ?? "");
+  const save = h("button", { type: "submit", id: "save-registry" }, "Save");
+  const status = h("div", { "aria-live": "polite", id: "registry-status" });
+  const form = h("form", { class: "labels" },
+    h("div", { class: "inline" },
+      field("Name", name, "a new name makes this its next version"), field("From", source), field("To", target)),
+    field("Tags", tags, "comma-separated"), field("Description", description),
+    h("div", { class: "inline" }, save, status));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    save.disabled = true;
+    status.replaceChildren();
+    try {
+      const saved = await api(`/v1/models/${m.id}`, {
+        method: "PATCH",
+        json: {
+          name: name.value.trim() || null, tags: parseTags(tags.value), description: description.value.trim() || null,
+          source_language: source.value.trim() || null, target_language: target.value.trim() || null,
+        },
+      });
+      onSaved?.(saved);
+    } catch (err) {
+      status.replaceChildren(errorBox(`Not saved: ${err.message}`));
+    }
+    save.disabled = false;
+  });
+  return clear(h("section", { class: "card", id: "registry" }),
+    h("h2", {}, "Registry ", h("code", { id: "model-ref" }, m.name ? modelRef(m) : "not registered")),
+    registryChips(m), form, m.name ? aliasForm(m, onSaved) : null);
+}
