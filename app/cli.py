@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import ValidationError
 
-from app.client import datasets, jobs, models, translations
+from app.client import datasets, jobs, models, registry, translations
 from app.client.connection import add_connection_arguments
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     datasets.register(sub, kinds)
     jobs.register(sub)
     models.register(sub, kinds)
+    registry.register(sub)
     translations.register(sub)
     for name in [*(set(sub.choices) - before - {"delete"}), *kinds.choices]:
         add_connection_arguments((kinds if name in kinds.choices else sub).choices[name])

@@ -19,6 +19,7 @@ from app.client.output import Column, add_output_arguments, print_items, when
 
 MODEL_COLUMNS: list[Column] = [
     ("ID", lambda model: model["id"]),
+    ("NAME", lambda model: f"{model['name']}@{model['version']}" if model.get("name") else None),
     ("OBJECTIVE", lambda model: model["objective"]),
     ("PARAMS", lambda model: f"{model['parameters']:,}"),
     ("SOURCE", lambda model: model["source"]),
@@ -31,7 +32,10 @@ MODEL_COLUMNS: list[Column] = [
 def cmd_models(args: argparse.Namespace) -> None:
     """Every model, newest first; --objective is applied here, as the API lists them all."""
     with connection.open_client(args) as client:
-        models = connection.page_through(client, "/v1/models", {}, None if args.objective else args.limit)
+        params = {"name": args.name, "tag": args.tag or None}
+        models = connection.page_through(
+            client, "/v1/models", {k: v for k, v in params.items() if v}, None if args.objective else args.limit
+        )
         wanted = (m for m in models if args.objective in (None, m["objective"]))
         print_items(islice(wanted, args.limit), MODEL_COLUMNS, args.json)
 
@@ -119,6 +123,8 @@ def register(
 ) -> None:
     p = sub.add_parser("models", help="list trained models, newest first (every page)")
     p.add_argument("--objective", choices=("translation", "denoising"))
+    p.add_argument("--name", help="only the versions of this registered name")
+    p.add_argument("--tag", action="append", help="only models with this tag (repeat: every one)")
     add_output_arguments(p)
     p.set_defaults(func=cmd_models)
     p = delete.add_parser("model", help="delete models with their exports, evaluations and translated files")

@@ -320,3 +320,29 @@ def test_status_watch_reconnects_with_the_last_event_id_when_the_stream_drops(cl
     assert len(transport.event_requests) == 2
     assert "events interrupted (RemoteProtocolError: peer closed connection" in err and "reconnecting in 2s" in err
     assert transport.event_requests[1].headers["last-event-id"] == str(last_id)
+
+
+def test_register_names_models_and_alias_points_moves_lists_and_shows_history(cli, alice):
+    from tests.api.test_init_model import _model_row
+
+    key = ("--key", _key(alice))
+    first, second = _model_row("alice"), _model_row("alice")
+    code, out, _ = cli("register", first, "en-de", "--tag", "baseline", "--description", "first try", *key)
+    assert (code, out) == (0, "en-de@1\n")
+    assert cli("register", second, "en-de", *key)[1] == "en-de@2\n"
+    code, out, _ = cli("alias", "en-de", "production", "--version", "1", *key)
+    assert code == 0 and out.strip() == f"en-de@production -> version 1 (model {first})"
+    assert cli("alias", "en-de", "production", "--model", second, *key)[1].startswith("en-de@production -> version 2")
+    code, out, _ = cli("alias", "en-de", *key)
+    assert code == 0 and out.splitlines()[0].split() == ["ALIAS", "VERSION", "MODEL", "UPDATED"]
+    assert out.splitlines()[1].split()[:3] == ["en-de@production", "2", second]
+    code, out, _ = cli("alias", "en-de", "production", "--history", "--json", *key)
+    moves = [json.loads(line) for line in out.splitlines()]
+    assert [(m["from_version"], m["to_version"]) for m in moves] == [(1, 2), (None, 1)]  # newest first
+    code, out, _ = cli("models", "--name", "en-de", "--tag", "baseline", *key)
+    assert [line.split()[:2] for line in out.splitlines()[1:]] == [[first, "en-de@1"]]
+    assert cli("alias", "en-de", "production", "--delete", *key)[0] == 0
+    code, _, err = cli("alias", "en-de", "production", *key)
+    assert code == 1 and "error 404" in err
+    code, _, err = cli("register", first, "Not A Name", *key)
+    assert code == 1 and "error 422" in err and "Not A Name" in err
