@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from model.attention_stats import attention_stats
-from model.batching import Batch, Example, TokenBatcher, collate
+from model.batching import Batch, Example, TokenBatcher
 from model.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point, save_checkpoint
 from model.checkpoint_average import write_averaged_checkpoint
 from model.checkpoint_files import (
@@ -37,10 +36,7 @@ from model.checkpoint_files import (
 )
 from model.checkpoint_tensors import load_optimizer_state
 from model.compile import compile_layers, eager_on_failure
-from model.dynamics import DynamicsProbe
-from model.embedding_probe import EmbeddingProbe
 from model.evaluate import evaluate
-from model.inference import resolve_token
 from model.prepare import PreparedData
 from model.rng_state import capture_rng_state, restore_rng_state
 from model.step import (
@@ -55,6 +51,7 @@ from model.step_log import StepLog
 from model.tokenizer import Tokenizer
 from model.train_config import StopReason, TrainConfig, TrainingError
 from model.train_events import Callbacks, CheckpointInfo, TrainResult
+from model.train_probes import TrainingProbes
 from model.transformer import Transformer
 
 if TYPE_CHECKING:
@@ -63,7 +60,6 @@ if TYPE_CHECKING:
     from model.distributed import DistContext
 
 logger = logging.getLogger(__name__)
-ATTENTION_PROBE_SENTENCES = 16  # validation sentences whose attention is summarised at every evaluation
 
 
 class Trainer:
@@ -137,8 +133,9 @@ class Trainer:
         self._last_checkpoint_step = 0
         self._iterator: Iterator[Batch] | None = None
         self.ddp: DistributedDataParallel | None = None
-        self._probe: DynamicsProbe | None = None
-        self._embeddings: EmbeddingProbe | None = None
+        self.probes = TrainingProbes(
+            self.model, tokenizer, config, self.callbacks, lambda: self.batcher.examples(0), self.valid_examples
+        )
         if dist is not None:
             if dist.device != self.device:
                 raise TrainingError(f"device={config.device!r} is not rank {dist.rank}'s device {dist.device}")
@@ -244,26 +241,14 @@ class Trainer:
         """One update; with compiled layers, a compiler failure (at any step: shapes can be new) falls back to
         eager layers and the same update again."""
         model = self.ddp if self.ddp is not None else self.model
-        probe = self._dynamics_probe()
-        weights_before = probe.before() if probe is not None else None
+        weights_before = self.probes.before_update(self.step)
         pending = eager_on_failure(
             self.model,
             lambda: update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist),
             keep=(TrainingError,),
         )
-        if probe is not None and weights_before is not None and self.callbacks.on_dynamics is not None:
-            values = probe.after(weights_before, pending.grad_norm, self.config.clip_norm)  # (3, G)
-            self.callbacks.on_dynamics(probe.record(self.step, values.flatten().cpu().tolist()))
+        self.probes.after_update(self.step, weights_before, pending)
         return pending
-
-    def _dynamics_probe(self) -> DynamicsProbe | None:
-        """The probe when this update's dynamics are to be recorded (step 1, then every dynamics_every), else None."""
-        every = self.config.dynamics_every
-        if self.callbacks.on_dynamics is None or every is None or (self.step != 1 and self.step % every):
-            return None
-        if self._probe is None:
-            self._probe = DynamicsProbe(self.model)
-        return self._probe
 
     def fit(self) -> TrainResult:
         cfg = self.config
@@ -336,9 +321,7 @@ class Trainer:
                 self.model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
             ),
         )
-        if self.callbacks.on_dynamics is not None and self.config.dynamics_every is not None:
-            probe = collate(self.valid_examples[:ATTENTION_PROBE_SENTENCES])  # the same sentences every time
-            self.callbacks.on_dynamics(attention_stats(self.model, probe, self.step))
+        self.probes.at_evaluation(self.step)
         self._last_eval_seconds = time.monotonic() - t0
         self.eval_seconds += self._last_eval_seconds
         self.elapsed += self._last_eval_seconds
@@ -376,19 +359,7 @@ class Trainer:
         self.last_checkpoint, self._last_checkpoint_step = str(path), self.step
         self._rotate()
         self._report_checkpoint(path, self.metrics, "step")
-        if self.callbacks.on_dynamics is not None and self.config.dynamics_every is not None:
-            self.callbacks.on_dynamics(self._embedding_probe().record(self.model, self.step))
-
-    def _embedding_probe(self) -> EmbeddingProbe:
-        if self._embeddings is None:
-            watched = []
-            for token in self.config.probe_tokens or ():
-                try:
-                    watched.append(resolve_token(self.tokenizer, token))
-                except ValueError as e:
-                    logger.warning("training.probe_tokens: %s; its neighbours are not recorded", e)
-            self._embeddings = EmbeddingProbe(self.tokenizer, self.batcher.examples(0), watched)
-        return self._embeddings
+        self.probes.at_checkpoint(self.step)
 
     def _report_checkpoint(self, path: Path, metrics: dict[str, float], kind: str) -> None:
         if self.callbacks.on_checkpoint is not None:

@@ -1,0 +1,81 @@
+"""What the training loop records about how the model learns, through Callbacks.on_dynamics (off without it, or
+with training.dynamics_every None):
+
+    weights     model/dynamics.py: each matrix's gradient, weight and update norms, at step 1 and every
+                dynamics_every updates (the weights copied before the update, the norms after it)
+    attention   model/attention_stats.py: each head's entropy and where its weight goes, on the same
+                ATTENTION_PROBE_SENTENCES validation sentences at every evaluation
+    embeddings  model/embedding_probe.py: the map of the most frequent tokens and the watched tokens' neighbours,
+                at every checkpoint
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from torch import Tensor
+
+from model.attention_stats import attention_stats
+from model.batching import Example, collate
+from model.dynamics import DynamicsProbe
+from model.embedding_probe import EmbeddingProbe
+from model.inference import resolve_token
+from model.step import PendingStep
+from model.tokenizer import Tokenizer
+from model.train_config import TrainConfig
+from model.train_events import Callbacks
+from model.transformer import Transformer
+
+logger = logging.getLogger(__name__)
+ATTENTION_PROBE_SENTENCES = 16
+
+
+class TrainingProbes:
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        config: TrainConfig,
+        callbacks: Callbacks,
+        train_examples: Callable[[], Sequence[Example]],
+        valid_examples: Sequence[Example],
+    ) -> None:
+        self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.on_dynamics = callbacks.on_dynamics if config.dynamics_every is not None else None
+        self._train_examples = train_examples
+        self._valid = list(valid_examples[:ATTENTION_PROBE_SENTENCES])  # the same sentences every time
+        self._weights: DynamicsProbe | None = None
+        self._embeddings: EmbeddingProbe | None = None
+
+    def before_update(self, step: int) -> list[Tensor] | None:
+        """A copy of the weights when update `step` is to be recorded (step 1, then every dynamics_every)."""
+        every = self.config.dynamics_every
+        if self.on_dynamics is None or every is None or (step != 1 and step % every):
+            return None
+        if self._weights is None:
+            self._weights = DynamicsProbe(self.model)
+        return self._weights.before()
+
+    def after_update(self, step: int, weights_before: list[Tensor] | None, pending: PendingStep) -> None:
+        if weights_before is None or self._weights is None or self.on_dynamics is None:
+            return
+        values = self._weights.after(weights_before, pending.grad_norm, self.config.clip_norm)  # (3, G)
+        self.on_dynamics(self._weights.record(step, values.flatten().cpu().tolist()))
+
+    def at_evaluation(self, step: int) -> None:
+        if self.on_dynamics is not None and self._valid:
+            self.on_dynamics(attention_stats(self.model, collate(self._valid), step))
+
+    def at_checkpoint(self, step: int) -> None:
+        if self.on_dynamics is None:
+            return
+        if self._embeddings is None:
+            watched = []
+            for token in self.config.probe_tokens or ():
+                try:
+                    watched.append(resolve_token(self.tokenizer, token))
+                except ValueError as e:
+                    logger.warning("training.probe_tokens: %s; its neighbours are not recorded", e)
+            self._embeddings = EmbeddingProbe(self.tokenizer, self._train_examples(), watched)
+        self.on_dynamics(self._embeddings.record(self.model, step))
