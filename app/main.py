@@ -14,6 +14,7 @@ from app.api import (
     file_translations,
     health,
     inference,
+    job_logs,
     jobs,
     metrics,
     model_imports,
@@ -41,6 +42,7 @@ def create_app() -> FastAPI:
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
     app.include_router(jobs.router, **KEYED)
+    app.include_router(job_logs.router, **KEYED)
     app.include_router(model_imports.router, **KEYED)  # before models: /v1/models/import is not an id
     app.include_router(models.router, **KEYED)
     app.include_router(exports.router, **KEYED)
