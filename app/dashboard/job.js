@@ -3,6 +3,7 @@
 import { api, streamEvents } from "./api.js";
 import { LineChart } from "./charts.js";
 import { labelsCard } from "./labels.js";
+import { mountLogs } from "./logs.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -247,5 +248,6 @@ export function renderJob(container, jobId) {
   }
 
   start();
+  mountLogs(container, jobId, signal);
   return () => controller.abort();
 }
