@@ -198,7 +198,7 @@ class Trainer:
         self.last_checkpoint, self._last_checkpoint_step = str(ckpt.path), self.step
         self._iterator = None
         restore_rng_state(state["rng"])
-        logger.info("resumed from %s at step %d", Path(ckpt.path).name, self.step)
+        logger.info("resumed from %s at step %d", ckpt.path, self.step)
 
     # -- loop -------------------------------------------------------------------------------------------------
     def _next_batch(self) -> Batch:

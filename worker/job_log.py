@@ -1,9 +1,9 @@
 """Job logs: what the training task logs about its job, kept with the job (GET /v1/jobs/{id}/logs).
 
-A `JobLogHandler` on the worker's root logger keeps the records of the product's own loggers (app, worker, model)
-at INFO and above that are bound to a job: the `job_id` that app/logs.bind_task binds for the training task (or an
-explicit `extra={"job_id": ...}`). Each is redacted as the log formatter redacts it (app.security.redact_keys),
-traceback included, and clipped to MAX_CHARS.
+A `JobLogHandler` on the worker's root logger keeps the records of the product's own loggers (app, worker, model;
+not the trainer's, which name local paths) at INFO and above that are bound to a job: the `job_id` that
+app/logs.bind_task binds for the training task (or an explicit `extra={"job_id": ...}`). Each is redacted as the
+log formatter redacts it (app.security.redact_keys), traceback included, and clipped to MAX_CHARS.
 
 Lines wait in memory and are written in batches: when the lease keeper writes progress and metrics (every couple
 of seconds, and at each evaluation and checkpoint) and when the task ends, never at log time, so a training step
@@ -29,6 +29,8 @@ from app.db.session import session_scope
 from app.security import redact_keys
 
 PRODUCT_LOGGERS = ("app", "worker", "model")
+# The trainer's lines name the worker's own paths (its resume line); the task says the same in the job's terms.
+NOT_KEPT = ("model.trainer",)
 
 
 def level_name(levelno: int) -> str:
@@ -58,6 +60,8 @@ class JobLogHandler(logging.Handler):
     # -- at log time: memory only -----------------------------------------------------------------------------
     def emit(self, record: logging.LogRecord) -> None:  # called under self.lock (logging.Handler.handle)
         if getattr(self._writing, "active", False) or record.name.split(".")[0] not in PRODUCT_LOGGERS:
+            return
+        if record.name in NOT_KEPT:
             return
         job_id = getattr(record, "job_id", None) or logs.bound().get("job_id")
         if not job_id:

@@ -69,7 +69,8 @@ def test_a_jobs_log_tells_its_data_device_evaluations_checkpoints_and_end(stack,
     assert "attempt 1 trains on cpu from scratch" in text
     assert "evaluation at step 10: valid_loss=" in text and "evaluation at step 20: valid_loss=" in text
     assert "checkpoint at step 10 written (" in text and "checkpoint at step 20 written (" in text
-    assert "training stopped at step 20: max_steps" in text
+    assert f"info job {job['id']} succeeded at step 20 (max_steps): model {done['model_id']}" in text
+    assert "resumed from" not in text and "training stopped" not in text  # the trainer's lines name local paths
     assert lines.index(next(line for line in lines if "read " in line)) < lines.index(
         next(line for line in lines if "checkpoint at step 10" in line)
     )

@@ -83,13 +83,14 @@ def test_lines_bound_to_a_job_wait_in_memory_and_are_written_in_one_batch(handle
         log.info("read %d rows", 900)
         log.debug("below INFO: not kept")
         logging.getLogger("celery.worker").warning("not the product's logger: not kept")
-        logging.getLogger("model.trainer").warning("a warning of the trainer")
+        logging.getLogger("model.step").warning("a warning of the step")
+        logging.getLogger("model.trainer").info("resumed from /var/lib/x at step 3")  # a local path: not kept
     logging.getLogger("worker.auto_settings").error("bound explicitly", extra={"job_id": other})
     assert stored(job_id) == []  # logging wrote nothing to the database
     handler.write(job_id)
     assert stored(job_id) == [
         (1, "info", LOGGER, "read 900 rows", 2),
-        (2, "warning", "model.trainer", "a warning of the trainer", 2),
+        (2, "warning", "model.step", "a warning of the step", 2),
     ]
     assert stored(other) == []
     handler.write(other)
