@@ -585,7 +585,7 @@ def test_the_job_page_shows_the_jobs_log_and_appends_new_lines_while_it_runs(pag
         },
     ).json()
     page.sign_in()
-    page.page.goto(f"{stack.url}/#/jobs/{job['id']}")
+    page.page.goto(f"{stack.url}/dashboard#/jobs/{job['id']}")
     log = page.page.locator("#job-log")
     log.locator(".log-line", has_text="training and").first.wait_for(timeout=120_000)  # data statistics
     seen = log.locator(".log-line").count()
