@@ -4,7 +4,9 @@ from GET /v1/jobs/{id}/logs."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -18,13 +20,13 @@ DONE = ("succeeded", "failed", "cancelled")
 
 @pytest.fixture
 def stack(tmp_path, fresh_postgres_url, redis_url):
-    """API, migrations and one training worker (one attempt a job, so a crash fails it at once)."""
+    """API, migrations and one training worker; a job has 2 attempts and a lease of 10 s."""
     env = service_env(
         DATABASE_URL=fresh_postgres_url,
         CELERY_BROKER_URL=redis_url,
         DATA_DIR=str(tmp_path / "var"),
         ARTIFACT_ROOT=str(tmp_path / "artifacts"),
-        JOB_MAX_ATTEMPTS="1",
+        JOB_MAX_ATTEMPTS="2",
         **FAST_LEASES,
     )
     run_cli(env, "migrate")
@@ -33,7 +35,7 @@ def stack(tmp_path, fresh_postgres_url, redis_url):
     try:
         processes.start_worker(env, "training", "logger")
         wait_for(healthy_with_workers(url, 1), timeout=60, what="worker")
-        yield Api(url, create_key(env, "alice")), Path(env["ARTIFACT_ROOT"])
+        yield Api(url, create_key(env, "alice")), Path(env["ARTIFACT_ROOT"]), processes, env
     finally:
         processes.stop(timeout=30)
 
@@ -54,7 +56,7 @@ def messages(api: Api, job_id: str, until: str, timeout: float = 30) -> list[str
 
 
 def test_a_jobs_log_tells_its_data_device_evaluations_checkpoints_and_end(stack, tmp_path):
-    api, _ = stack
+    api, *_ = stack
     files = numbers_files(tmp_path)
     train, valid = api.upload(files["train"], "parallel"), api.upload(files["valid"], "parallel")
     job = api.submit(numbers_job(train["id"], valid["id"], max_steps=20, eval_every=10, checkpoint_every=10))
@@ -78,17 +80,43 @@ def test_a_jobs_log_tells_its_data_device_evaluations_checkpoints_and_end(stack,
 
 
 def test_a_failed_jobs_log_ends_with_its_traceback(stack, tmp_path):
-    """Fault: the training data's file is gone from the artifact store when the worker reads it. Pass: the job
-    fails and its log holds the crash with its traceback, naming the missing artifact."""
-    api, artifacts = stack
+    """Fault: the training data's file is gone from the artifact store when the worker reads it. Pass: both attempts
+    crash and the job fails; its log holds each crash with its traceback, naming the missing artifact."""
+    api, artifacts, *_ = stack
     files = numbers_files(tmp_path)
     train = api.upload(files["train"], "parallel")
     shutil.rmtree(artifacts / "datasets" / train["id"])
     job = api.submit(numbers_job(train["id"], max_steps=20))
     done = api.wait(job["id"], DONE, timeout=120)
-    assert done["status"] == "failed" and "ArtifactNotFound" in done["error"], done
-    lines = messages(api, job["id"], "Traceback (most recent call last)")
-    (crash,) = [line for line in lines if "Traceback" in line]
-    assert crash.startswith(f"error job {job['id']}: attempt 1 crashed\nTraceback (most recent call last):")
-    assert "worker/job_data.py" in crash and f"datasets/{train['id']}" in crash
-    assert crash.rstrip().splitlines()[-1].startswith("app.artifacts.base.ArtifactNotFound: artifact")
+    assert done["status"] == "failed" and done["attempt"] == 2 and "ArtifactNotFound" in done["error"], done
+    lines = messages(api, job["id"], "attempt 2 crashed")
+    crashes = [line for line in lines if "Traceback" in line]
+    assert len(crashes) == 2, lines
+    for attempt, crash in enumerate(crashes, start=1):
+        assert crash.startswith(f"error job {job['id']}: attempt {attempt} crashed\nTraceback (most recent call last):")
+        assert "worker/job_data.py" in crash and f"datasets/{train['id']}" in crash
+        assert crash.rstrip().splitlines()[-1].startswith("app.artifacts.base.ArtifactNotFound: artifact")
+
+
+def test_a_resumed_jobs_log_says_which_attempt_resumed_from_which_checkpoint(stack, tmp_path):
+    """Fault: the worker is SIGKILLed after a checkpoint. Pass: another worker resumes the job; the log's lines of
+    attempt 2 say it trains from that checkpoint and its step, after attempt 1's lines."""
+    api, _, processes, env = stack
+    files = numbers_files(tmp_path)
+    train = api.upload(files["train"], "parallel")
+    job = api.submit(numbers_job(train["id"], max_steps=100, eval_every=20, checkpoint_every=20))
+    wait_for(lambda: api.checkpoints(job["id"]), timeout=180, what="a checkpoint")
+    doomed = processes.children["logger"]
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait()
+    processes.start_worker(env, "training", "rescuer")
+    done = api.wait(job["id"], DONE, timeout=300)
+    assert done["status"] == "succeeded" and done["attempt"] == 2, done
+    messages(api, job["id"], "succeeded at step 100")
+    page = api.http.get(f"/v1/jobs/{job['id']}/logs", params={"limit": 2000}).json()
+    resumed = [line for line in page["lines"] if "attempt 2 trains on cpu from checkpoint step-" in line["message"]]
+    assert len(resumed) == 1 and resumed[0]["attempt"] == 2, page["lines"]
+    step = int(resumed[0]["message"].rsplit("(step ", 1)[1].rstrip(")"))
+    assert step >= 20 and step % 20 == 0 and f"step-{step:08d}" in resumed[0]["message"]
+    attempts = [line["attempt"] for line in page["lines"]]
+    assert attempts == sorted(attempts) and attempts[0] == 1  # attempt 1's lines, then attempt 2's
