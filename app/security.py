@@ -11,6 +11,8 @@ KEY_PREFIX = "tsk_"
 _KEY = re.compile(re.escape(KEY_PREFIX) + r"[A-Za-z0-9_-]+")
 # A credential-like query parameter's value ends at a separator, a space, a quote or a quote's JSON escape.
 _SECRET_PARAM = re.compile(r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token|auth|authorization)=)[^&;\s\"\\]*")
+# The password of a URL's user (postgresql://user:password@host, redis://:password@host) ends at its last "@".
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/?#@\s\"]*:)[^/?#\s\"]*@")
 
 
 def generate_key() -> str:
@@ -31,5 +33,7 @@ def display_prefix(key: str) -> str:
 
 
 def redact_keys(text: str) -> str:
-    """`text` with every API key (and any query parameter named like a credential) replaced by `[redacted]`."""
-    return _KEY.sub(KEY_PREFIX + "[redacted]", _SECRET_PARAM.sub(r"\1[redacted]", text))
+    """`text` with every API key (and any query parameter named like a credential, and a URL's password)
+    replaced by `[redacted]`."""
+    text = _URL_PASSWORD.sub(r"\1[redacted]@", _SECRET_PARAM.sub(r"\1[redacted]", text))
+    return _KEY.sub(KEY_PREFIX + "[redacted]", text)

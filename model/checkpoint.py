@@ -171,7 +171,7 @@ def resume_point(root: str | Path) -> Path | None:
     if good is not None:
         for path in list_checkpoints(root):
             if path.name > good.name:
-                logger.warning("deleting %s: newer than the last good checkpoint %s", path, good)
+                logger.warning("deleting %s: newer than the last good checkpoint %s", path.name, good.name)
                 shutil.rmtree(path, ignore_errors=True)
     return good
 

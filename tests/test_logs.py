@@ -63,6 +63,18 @@ def test_library_loggers_write_through_the_one_handler(stream):
     assert line["logger"] == "uvicorn.access" and "GET /v1/me" in line["message"]
 
 
+def test_a_urls_password_is_redacted_and_the_rest_of_the_url_kept(stream):
+    log = logging.getLogger("tests.logs")
+    log.warning("cannot reach %s", "postgresql+psycopg://trainer:p@ss:w0rd@db.internal:5432/jobs")
+    log.warning("broker redis://:hunter2@cache:6379/0, store https://minio:9000/bucket, db postgresql://u@h/d")
+    parsed = lines(stream)
+    assert parsed[0]["message"] == "cannot reach postgresql+psycopg://trainer:[redacted]@db.internal:5432/jobs"
+    assert parsed[1]["message"] == (
+        "broker redis://:[redacted]@cache:6379/0, store https://minio:9000/bucket, db postgresql://u@h/d"
+    )
+    assert "w0rd" not in stream.getvalue() and "hunter2" not in stream.getvalue()
+
+
 def test_keys_are_redacted_from_the_message_the_arguments_the_fields_and_the_traceback(stream):
     key = "tsk_" + secrets.token_urlsafe(32)
     log = logging.getLogger("tests.logs")

@@ -76,5 +76,16 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         "throughput": "measured" if measured else ("pinned" if tokens_per_second else None),
         "probe_seconds": probe_seconds,
     }
-    log.info("job %s: chose %s from a budget of %g minutes", job.id, choice.chosen, spec["max_minutes"])
+    log.info(
+        "job %s: chose %s from a budget of %g minutes (%d pairs, longest example %d tokens, batches fit %d tokens, "
+        "%.0f tokens/s %s)",
+        job.id,
+        choice.chosen,
+        spec["max_minutes"],
+        pairs,
+        longest,
+        fits,
+        tokens_per_second,
+        job.auto_settings["throughput"] or "not needed",
+    )
     return data

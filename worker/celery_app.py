@@ -24,7 +24,7 @@ from app.db.session import session_scope
 from app.queueing import make_celery
 from app.settings import get_settings
 from app.task_names import ACCELERATOR_QUEUES, TRAINING_QUEUE
-from worker import device, heartbeat, lease
+from worker import device, heartbeat, job_log, lease
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +32,14 @@ log = logging.getLogger(__name__)
 @setup_logging.connect
 def _configure_logging(loglevel: object = None, **_kwargs: object) -> None:
     """Celery leaves logging to us when this signal has a receiver: the service's JSON lines (app/logs.py), at
-    the level given on the command line (`-l`), else LOG_LEVEL."""
+    the level given on the command line (`-l`), else LOG_LEVEL; and the jobs' own logs (worker/job_log.py)."""
     settings = get_settings()
     if isinstance(loglevel, int):
         loglevel = logging.getLevelName(loglevel)
     if isinstance(loglevel, str):
         settings = settings.model_copy(update={"log_level": loglevel.lower()})
     logs.configure(settings)
+    job_log.install()  # what the training task logs about a job is also kept with it (GET /v1/jobs/{id}/logs)
 
 
 task_prerun.connect(logs.bind_task, weak=False)  # a task's lines carry its request, job or model id

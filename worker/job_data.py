@@ -6,6 +6,7 @@ here, so adding a training option touches the schema and this module only.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from sqlalchemy import select
@@ -20,6 +21,8 @@ from model.prepare import PreparedData, prepare, start_from
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig, TrainingError
 from model.transformer import Transformer
+
+log = logging.getLogger(__name__)
 
 TRAIN_CONFIG_FIELDS = (
     "max_steps",
@@ -75,7 +78,15 @@ def load_job(job_id: str) -> JobRows:
     if job.dataset_id not in datasets:
         raise TrainingError(f"dataset {job.dataset_id} no longer exists")
     valid = datasets.get(job.valid_dataset_id) if job.valid_dataset_id else None
-    return JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
+    rows = JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
+    log.info(
+        "job %s: read %d rows of dataset %s%s",
+        job.id,
+        len(rows.train_rows),
+        job.dataset_id,
+        f" and {len(rows.valid_rows)} validation rows of dataset {valid.id}" if valid and rows.valid_rows else "",
+    )
+    return rows
 
 
 def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
@@ -100,10 +111,44 @@ def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedDa
     if init is not None and tokenizer is None:
         tokenizer = init[1]
     data = _prepare(rows, tokenizer)
+    source = (
+        "the init model's"
+        if init is not None and tokenizer is init[1]
+        else "the checkpoint's"
+        if tokenizer is not None
+        else "trained on the training rows"
+    )
+    log_statistics(rows, data, source)
     if init is None:
         return data
     changes = {k: job.model_config[k] for k in ("dropout", "attention_dropout") if job.model_config.get(k) is not None}
     return start_from(data, init[0], **changes)
+
+
+def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> None:
+    """One line of what prepare() made of the rows: examples, what was dropped and why, tokenizer, lengths."""
+    stats, spec = data.stats, rows.job.training_config
+    examples = data.valid_examples + (data.train_examples if isinstance(data.train_examples, list) else [])
+    sizes = [e.size for e in examples] or [0]
+    held_out = "" if rows.valid_rows is not None else f", held out of the training rows ({spec['valid_fraction']:g})"
+    log.info(
+        "job %s: %d training and %d validation examples%s; longer than max_length=%d tokens: %d training and %d "
+        "validation rows dropped, %d truncated; tokenizer %s (%s), vocabulary %d; example length in tokens: "
+        "mean %.1f, max %d",
+        rows.job.id,
+        stats["train_examples"],
+        stats["valid_examples"],
+        held_out,
+        spec["max_length"],
+        stats["dropped"],
+        stats["valid_dropped"],
+        stats["truncated"],
+        spec.get("tokenizer", "byte_bpe"),
+        tokenizer_source,
+        stats["vocab_size"],
+        sum(sizes) / len(sizes),
+        max(sizes),
+    )
 
 
 def _prepare(rows: JobRows, tokenizer: Tokenizer | None) -> PreparedData:

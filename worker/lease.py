@@ -17,6 +17,7 @@ from typing import Any
 
 from app.db import dynamics_rows, job_rows, metric_rows
 from app.db.session import session_scope
+from worker import job_log
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,8 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def flush(state: RunState, lease_seconds: int) -> None:
-    """Write buffered metrics, dynamics and progress and renew the lease, in one transaction per call."""
+    """Write buffered metrics, dynamics and progress and renew the lease, in one transaction per call; then the
+    job's waiting log lines (worker/job_log.py), in a transaction of their own that never raises."""
     with state.lock:
         pending, state.pending = state.pending, {}
         dynamics, state.dynamics = state.dynamics, []
@@ -119,6 +121,8 @@ def flush(state: RunState, lease_seconds: int) -> None:
         )
     state.cancel_requested = lease.cancel_requested
     state.preempt_requested = state.preempt_requested or lease.preempt_requested
+    if lease.held:
+        job_log.write(state.claim.job_id)
 
 
 class LeaseKeeper(threading.Thread):

@@ -6,6 +6,7 @@ import { CurveChart } from "./curves.js";
 import { dynamicsPanel } from "./dynamics.js";
 import { embeddingsPanel } from "./embeddings.js";
 import { labelsCard } from "./labels.js";
+import { mountLogs } from "./logs.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -268,5 +269,6 @@ export function renderJob(container, jobId) {
   }
 
   start();
+  mountLogs(container, jobId, signal);
   return () => controller.abort();
 }

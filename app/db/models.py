@@ -359,3 +359,22 @@ class JobDynamics(Base):
     groups: Mapped[list[Any]] = mapped_column(JSON)
     values: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobLog(Base):
+    """One line a worker logged about a job (app/db/log_rows.py bounds them; worker/job_log.py writes them).
+
+    `seq` numbers a job's lines from 1 in the order they were logged, over all its attempts: a client follows the
+    log with `after=<seq>`. Only the newest lines are kept; the row just before them says how many were dropped."""
+
+    __tablename__ = "job_logs"
+    __table_args__ = (UniqueConstraint("job_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    seq: Mapped[int]
+    attempt: Mapped[int | None] = mapped_column(nullable=True)  # None: logged outside a claimed attempt
+    level: Mapped[str] = mapped_column(String(10))  # info | warning | error | critical
+    logger: Mapped[str] = mapped_column(String(100))
+    message: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -9,7 +9,7 @@ whole (GET /v1/jobs/{id}/dynamics), about 3 x 70 numbers for `small`, so a row o
 row per number would cost two hundred.
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-11-25 16:50:00.000000
 """
 
@@ -22,7 +22,7 @@ import app.db.base
 
 
 revision = '0013'
-down_revision = '0011'
+down_revision = '0012'
 branch_labels = None
 depends_on = None
 

@@ -857,3 +857,37 @@ def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack,
     p.open("#/models/numbers-en-de@production")
     p.page.locator("#model-ref", has_text="numbers-en-de@2").wait_for()
     assert p.page.locator("#model-languages").inner_text() == "en → de"
+
+
+def test_the_job_page_shows_the_jobs_log_and_appends_new_lines_while_it_runs(page, stack, demo_files):
+    """The worker's lines about a running job appear in the log panel, new ones appended as they are written,
+    levels coloured; its last lines (the cancellation) still arrive after the job ends."""
+    http = _api(stack)
+    with open(demo_files["translation_train"], "rb") as f:
+        dataset = http.post("/v1/datasets", data={"name": "log demo", "kind": "parallel"}, files={"file": f}).json()
+    job = http.post(
+        "/v1/jobs",
+        json={
+            "objective": "translation",
+            "dataset_id": dataset["id"],
+            "model": {"preset": "tiny", "vocab_size": 500},
+            "training": {"max_steps": 100_000, "eval_every": 20, "checkpoint_every": 10_000, "eval_budget": None},
+        },
+    ).json()
+    page.sign_in()
+    page.page.goto(f"{stack.url}/dashboard#/jobs/{job['id']}")
+    log = page.page.locator("#job-log")
+    log.locator(".log-line", has_text="training and").first.wait_for(timeout=120_000)  # data statistics
+    seen = log.locator(".log-line").count()
+    log.locator(".log-line", has_text="evaluation at step 40").wait_for(timeout=120_000)  # appended live
+    assert log.locator(".log-line").count() > seen
+    first = log.locator(".log-line").first
+    assert "attempt 1 on" in first.inner_text() and "INFO" in first.locator(".log-level").inner_text()
+    assert first.evaluate("e => getComputedStyle(e).fontFamily").startswith("ui-monospace")
+    assert log.evaluate("e => getComputedStyle(e).overflowY") == "auto"
+    seqs = [int(s) for s in log.locator(".log-line").evaluate_all("es => es.map((e) => e.dataset.seq)")]
+    assert seqs == list(range(1, len(seqs) + 1))  # each line once, in order
+    page.screenshot("job-log")
+    assert http.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
+    log.locator(".log-line", has_text="cancelled at step").wait_for(timeout=60_000)
+    page.screenshot("job-log-cancelled")

@@ -31,7 +31,8 @@ TINY_CONFIG = {
 
 
 def insert_job_outputs(database_url: str, job_id: str, storage_key: str) -> str:
-    """A checkpoint (at step 10, under `storage_key`) and two metric points of a job; returns the checkpoint id."""
+    """A checkpoint (at step 10, under `storage_key`), two metric points and a log line of a job; returns the
+    checkpoint id."""
     checkpoint_id = str(uuid.uuid4())
     engine = create_engine(database_url)
     with engine.begin() as c:
@@ -50,6 +51,13 @@ def insert_job_outputs(database_url: str, job_id: str, storage_key: str) -> str:
                 ),
                 {"j": job_id, "st": step, "v": value},
             )
+        c.execute(
+            text(
+                "INSERT INTO job_logs (job_id, seq, attempt, level, logger, message, created_at) VALUES "
+                "(:j, 1, 1, 'info', 'worker.tasks.training', :m, now())"
+            ),
+            {"j": job_id, "m": f"job {job_id}: read 30 rows of alice-secret-log-line"},
+        )
     engine.dispose()
     return checkpoint_id
 

@@ -34,6 +34,7 @@ from model.tokenizer import Tokenizer
 from model.train_config import TrainingError
 from model.train_events import Callbacks, CheckpointInfo, StepInfo, TrainResult
 from model.trainer import train
+from worker import job_log
 from worker.auto_settings import choose_settings, pending
 from worker.device import check_data_parallel, worker_device
 from worker.job_data import load_job, prepare_job, train_config
@@ -78,6 +79,8 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
 
     def on_eval(step: int, values: dict[str, float]) -> None:
         state.add_metrics(step, eval_metrics(values))
+        shown = ", ".join(f"{name}={value:.4g}" for name, value in eval_metrics(values).items())
+        log.info("job %s: evaluation at step %d: %s", job_id, step, shown)
         flush(state, lease_seconds)
         if state.lease_lost:
             raise LeaseLost(job_id)
@@ -87,6 +90,7 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
         if state.lease_lost:
             raise LeaseLost(job_id)
         if info.kind != "step":
+            log.info("job %s: %s checkpoint written (%s)", job_id, info.kind, _size(info.size_bytes))
             return
         store, key = get_store(), f"{checkpoint_key(job_id)}/{Path(info.path).name}"
         store.push(
@@ -117,6 +121,14 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
             )
         for old in rotated:  # the trainer removed them here; remove them from the store too
             store.delete(old)
+        log.info(
+            "job %s: checkpoint at step %d written (%s, sha256 %s…)%s",
+            job_id,
+            info.step,
+            _size(info.size_bytes),
+            info.sha256[:12],
+            f"; {len(rotated)} older removed" if rotated else "",
+        )
 
     return Callbacks(
         on_step=on_step,
@@ -126,6 +138,10 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
         should_stop=lambda: state.should_stop,
         should_preempt=lambda: state.preempt_requested,
     )
+
+
+def _size(size_bytes: int) -> str:
+    return f"{size_bytes / 1e6:.1f} MB"
 
 
 def _tokens_seen(state: RunState) -> int:
@@ -189,8 +205,11 @@ def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData,
     else:
         data = prepare_job(rows, Tokenizer.load(resume_from) if resume_from else None)
     state.set_progress(device=device, tokens_seen=rows.job.tokens_seen)
+    start = f"model {rows.job.init_model_id}'s weights" if rows.job.init_model_id else "scratch"
     if resume_from is not None:
         state.progress["step"] = load_checkpoint(resume_from, with_optimizer=False).step
+        start = f"checkpoint {resume_from.name} (step {state.progress['step']})"
+    log.info("job %s: attempt %d trains on %s from %s", claim.job_id, claim.attempt, device, start)
     return rows.job, data, device, root
 
 
@@ -211,6 +230,9 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
     if result.stop_reason == "preempted":
         _hand_back(claim, result.step)
         return
+    if result.stop_reason == "cancelled":
+        log.info("job %s: cancelled at step %d", job.id, result.step)
+    job_log.write(job.id)  # before the job's final status (on SQLite, not inside its transaction)
     with session_scope() as session:
         if result.stop_reason == "cancelled":
             job_rows.finish(session, claim, job_rows.CANCELLED, step=result.step)
@@ -260,6 +282,7 @@ def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Cal
     check_data_parallel(get_settings().worker_device, devices)
 
     state.set_progress(device=f"{devices}x {device}")
+    log.info("job %s: data-parallel on %d × %s", job.id, devices, device)
     return train_data_parallel(job.id, data, train_config(job, device), devices, root, callbacks, {"job_id": job.id})
 
 
@@ -279,6 +302,7 @@ def _hand_back(claim: job_rows.Claim, step: int) -> None:
 
 
 def _fail_or_retry(claim: job_rows.Claim, message: str, retry: bool) -> None:
+    job_log.write(claim.job_id)  # the failure's lines before its status: a reader who stops there has them
     with session_scope() as session:
         job = session.get(Job, claim.job_id)
         if retry and job is not None and claim.attempt < job.max_attempts:
@@ -295,24 +319,34 @@ def train_job(self, job_id: str) -> None:
         claim = job_rows.claim(session, job_id, worker, settings.job_lease_seconds)
     if claim is None:
         log.info("job %s is not queued (done, running elsewhere, cancelled or gone); nothing to do", job_id)
+        job_log.discard(job_id)  # about this delivery, not the job's run
         return
+    job_log.begin(job_id, claim.attempt)
     log.info("job %s: attempt %d on %s", job_id, claim.attempt, worker)
     state = RunState(claim=claim)
     track(state)  # from here a SIGTERM to this process checkpoints and hands the job back
     try:
         run(claim, state)
     except LeaseLost:
+        state.lease_lost = True  # also when a conditional write found the job taken, before the keeper did
         log.warning("job %s: lease lost; another attempt owns it now", job_id)
     except (TrainingError, DataError, CheckpointError) as exc:
+        log.error("job %s: failed: %s", job_id, exc)
         _fail_or_retry(claim, str(exc), retry=False)
     except Exception as exc:
         if _out_of_memory(exc):  # it would run out again: failed now, with what to change
+            log.error("job %s: out of memory", job_id, exc_info=exc)
             _fail_or_retry(claim, "out of memory: lower training.max_tokens_per_batch or the model size", retry=False)
         else:  # a bug or a transient fault: retried up to max_attempts, then failed
             log.exception("job %s: attempt %d crashed", job_id, claim.attempt)
             _fail_or_retry(claim, f"{type(exc).__name__}: {exc}", retry=True)
     finally:
         untrack(state)
+        # A worker that lost the lease writes nothing more for the job (worker/lease.py); else its last lines.
+        if state.lease_lost:
+            job_log.discard(job_id)
+        else:
+            job_log.write(job_id, final=True)
 
 
 _out_of_memory = is_out_of_memory  # outside a step (data, evaluation): failed at once, with what to change

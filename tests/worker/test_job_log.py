@@ -1,0 +1,212 @@
+"""The job log handler (worker/job_log.py) against a real PostgreSQL database: it keeps the product's lines bound
+to a job, redacted and clipped, writes them only when asked (in one batch), bounds each job's log, and swallows a
+database error after a warning on stderr."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import select, text
+
+from app import logs
+from tests.support.stack import ROOT
+
+LOGGER = "worker.tasks.training"  # one of the product's loggers
+
+
+@pytest.fixture
+def database(settings_env, fresh_postgres_url):
+    settings_env(DATABASE_URL=fresh_postgres_url)
+    config = Config(str(ROOT / "alembic.ini"))
+    config.attributes["configure_logger"] = False
+    command.upgrade(config, "head")
+    return fresh_postgres_url
+
+
+def new_job(owner: str = "alice") -> str:
+    from app.db.models import Job, Owner
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        row = session.scalar(select(Owner).where(Owner.name == owner)) or Owner(name=owner)
+        session.add(row)
+        session.flush()
+        job = Job(
+            owner_id=row.id,
+            objective="translation",
+            model_config={"preset": "tiny", "vocab_size": 500},
+            training_config={"max_steps": 10},
+            max_attempts=3,
+            total_steps=10,
+            request_sha256="",
+        )
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def stored(job_id: str) -> list[tuple[int, str, str, str, int | None]]:
+    from app.db.models import JobLog
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        rows = session.scalars(select(JobLog).where(JobLog.job_id == job_id).order_by(JobLog.seq)).all()
+        return [(r.seq, r.level, r.logger, r.message, r.attempt) for r in rows]
+
+
+@pytest.fixture
+def handler(database):
+    """A JobLogHandler on the root logger (5 lines a job, 300 characters a line), the root at INFO meanwhile."""
+    from worker.job_log import JobLogHandler
+
+    root = logging.getLogger()
+    level, handler = root.level, JobLogHandler(max_lines=5, max_chars=300)
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+        logs.unbind_task()
+
+
+def test_lines_bound_to_a_job_wait_in_memory_and_are_written_in_one_batch(handler):
+    job_id, other = new_job(), new_job()
+    log = logging.getLogger(LOGGER)
+    log.info("not about a job")  # nothing bound: not kept
+    with logs.bound_to(job_id=job_id):
+        handler.begin(job_id, 2)
+        log.info("read %d rows", 900)
+        log.debug("below INFO: not kept")
+        logging.getLogger("celery.worker").warning("not the product's logger: not kept")
+        logging.getLogger("model.step").warning("a warning of the step")
+        logging.getLogger("model.trainer").info("resumed from /var/lib/x at step 3")  # a local path: not kept
+    logging.getLogger("worker.auto_settings").error("bound explicitly", extra={"job_id": other})
+    assert stored(job_id) == []  # logging wrote nothing to the database
+    handler.write(job_id)
+    assert stored(job_id) == [
+        (1, "info", LOGGER, "read 900 rows", 2),
+        (2, "warning", "model.step", "a warning of the step", 2),
+    ]
+    assert stored(other) == []
+    handler.write(other)
+    assert stored(other) == [(1, "error", "worker.auto_settings", "bound explicitly", None)]
+    with logs.bound_to(job_id=job_id):
+        log.critical("later")
+    handler.write(job_id, final=True)
+    assert [line[0] for line in stored(job_id)] == [1, 2, 3]
+
+
+def test_secrets_are_redacted_from_messages_and_tracebacks(handler):
+    job_id = new_job()
+    key = "tsk_" + "S3cretKeyValue" * 3
+    with logs.bound_to(job_id=job_id):
+        logging.getLogger(LOGGER).info("store at postgresql://trainer:hunter2@db:5432/jobs with %s", key)
+        try:
+            raise RuntimeError(f"cannot reach redis://:topsecret@cache:6379/0?token=abc123 ({key})")
+        except RuntimeError:
+            logging.getLogger(LOGGER).exception("attempt 1 crashed")
+    handler.write(job_id)
+    (_, _, _, first, _), (_, level, _, failure, _) = stored(job_id)
+    assert first == "store at postgresql://trainer:[redacted]@db:5432/jobs with tsk_[redacted]"
+    assert level == "error" and failure.startswith("attempt 1 crashed\nTraceback (most recent call last):")
+    assert "RuntimeError: cannot reach redis://:[redacted]@cache:6379/0?token=[redacted]" in failure
+    for secret in ("hunter2", "topsecret", "abc123", key):
+        assert secret not in first + failure
+
+
+def test_a_job_keeps_its_newest_lines_and_says_how_many_were_dropped(handler):
+    job_id = new_job()
+    log = logging.getLogger(LOGGER)
+    with logs.bound_to(job_id=job_id):
+        for n in range(1, 13):  # 12 lines; 5 wait in memory at most
+            log.info("line %d", n)
+    handler.write(job_id)
+    lines = stored(job_id)
+    assert [(seq, message) for seq, _, _, message, _ in lines] == [
+        (8, "… 8 earlier lines dropped (a job keeps its newest 4)"),
+        (9, "line 9"),
+        (10, "line 10"),
+        (11, "line 11"),
+        (12, "line 12"),
+    ]
+    assert lines[0][1:3] == ("warning", "job_logs")
+    with logs.bound_to(job_id=job_id):
+        log.info("line 13")
+        log.info("x" * 1000 + "the end")  # clipped to 300 characters: its head and its tail stay
+    handler.write(job_id)
+    lines = stored(job_id)
+    assert [seq for seq, *_ in lines] == [10, 11, 12, 13, 14]
+    assert lines[0][3] == "… 10 earlier lines dropped (a job keeps its newest 4)"
+    clipped = lines[-1][3]
+    assert len(clipped) <= 300 and clipped.startswith("xxx") and clipped.endswith("the end")
+    assert "characters dropped" in clipped
+
+
+def test_a_database_error_is_swallowed_with_a_warning_and_the_lines_kept_for_the_next_write(handler, database, capsys):
+    from app.db.session import get_engine
+
+    job_id = new_job()
+    log = logging.getLogger(LOGGER)
+    with get_engine().begin() as connection:
+        connection.execute(text("ALTER TABLE job_logs RENAME TO job_logs_away"))
+    with logs.bound_to(job_id=job_id):
+        log.info("before the outage")
+    handler.write(job_id)  # does not raise
+    handler.write(job_id)
+    assert capsys.readouterr().err.count(f"job log: 1 lines of job {job_id} not written (kept for the next try)") == 1
+    with get_engine().begin() as connection:
+        connection.execute(text("ALTER TABLE job_logs_away RENAME TO job_logs"))
+    with logs.bound_to(job_id=job_id):
+        log.info("after it")
+    handler.write(job_id)
+    assert [message for _, _, _, message, _ in stored(job_id)] == ["before the outage", "after it"]
+
+
+def test_the_final_write_drops_what_it_cannot_write_and_a_deleted_jobs_lines_go_quietly(handler, capsys):
+    from app.db.models import Job
+    from app.db.session import session_scope
+
+    job_id = new_job()
+    with logs.bound_to(job_id=job_id):
+        logging.getLogger(LOGGER).info("about a job about to go")
+    with session_scope() as session:
+        session.delete(session.get(Job, job_id))
+    handler.write(job_id, final=True)
+    assert capsys.readouterr().err == "" and stored(job_id) == []
+    handler.write(job_id)  # nothing waits any more
+    assert capsys.readouterr().err == ""
+
+
+def test_install_keeps_the_products_info_lines_while_the_service_logs_at_log_level(database):
+    import io
+
+    from app.settings import Settings
+    from worker import job_log
+
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    buffer = io.StringIO()
+    try:
+        logs.configure(Settings(log_level="warning"), stream=buffer)
+        installed = job_log.install()
+        job_id = new_job()
+        with logs.bound_to(job_id=job_id):
+            logging.getLogger(LOGGER).info("data statistics")
+        job_log.write(job_id)
+        assert [message for _, _, _, message, _ in stored(job_id)] == ["data statistics"]
+        assert buffer.getvalue() == ""  # the service's output stays at warning
+        assert (
+            job_log.install() is not installed and sum(isinstance(h, job_log.JobLogHandler) for h in root.handlers) == 1
+        )
+    finally:
+        root.handlers[:] = before
+        root.setLevel(level)
+        for name in job_log.PRODUCT_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
+        job_log._installed = None
+        logs.unbind_task()
