@@ -15,6 +15,7 @@ from app.api import (
     health,
     inference,
     job_dynamics,
+    job_memory,
     jobs,
     metrics,
     model_imports,
@@ -43,6 +44,7 @@ def create_app() -> FastAPI:
     app.include_router(datasets.router, **KEYED)
     app.include_router(jobs.router, **KEYED)
     app.include_router(job_dynamics.router, **KEYED)
+    app.include_router(job_memory.router, **KEYED)
     app.include_router(model_imports.router, **KEYED)  # before models: /v1/models/import is not an id
     app.include_router(models.router, **KEYED)
     app.include_router(exports.router, **KEYED)

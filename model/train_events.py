@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model.train_config import StopReason
 
@@ -49,6 +49,8 @@ class Callbacks:
     on_eval: Callable[[int, dict[str, float]], None] | None = None
     on_checkpoint: Callable[[CheckpointInfo], None] | None = None
     on_dynamics: Callable[[DynamicsRecord], None] | None = None  # every config.dynamics_every updates
+    # once, before the first update: model/memory_profile.memory_report of the next batch, or {"error": "..."}
+    on_memory: Callable[[dict[str, Any]], None] | None = None
     should_stop: Callable[[], bool] | None = None
     should_preempt: Callable[[], bool] | None = None
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from model.batching import Batch, Example, TokenBatcher
+from model.batching import Batch, Example, TokenBatcher, collate
 from model.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point, save_checkpoint
 from model.checkpoint_average import write_averaged_checkpoint
 from model.checkpoint_files import (
@@ -38,6 +38,7 @@ from model.checkpoint_tensors import load_optimizer_state
 from model.compile import compile_layers, eager_on_failure
 from model.dynamics import DynamicsProbe
 from model.evaluate import evaluate
+from model.memory_profile import memory_report
 from model.prepare import PreparedData
 from model.rng_state import capture_rng_state, restore_rng_state
 from model.step import (
@@ -260,6 +261,22 @@ class Trainer:
             self._probe = DynamicsProbe(self.model)
         return self._probe
 
+    def _measure_memory(self) -> None:
+        """Callbacks.on_memory: the memory of one update on the next batch (model/memory_profile.py), measured on a
+        copy of the model, so training is unchanged; a failure is reported as {"error": ...}, never raised."""
+        if self.callbacks.on_memory is None:
+            return
+        try:
+            plan, examples = self.batcher.batch_indices(), self.batcher.examples()
+            idx = plan[min(self.batcher.position, len(plan) - 1)]
+            report = memory_report(self.model.config, collate([examples[i] for i in idx], idx), self.config)
+        except Exception as exc:  # out of memory, a profiler that will not start, ...: the job trains on
+            logger.warning("measuring the memory of a step failed: %s: %s", type(exc).__name__, exc)
+            report = {"error": f"{type(exc).__name__}: {exc}"}
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()  # the copy's blocks go back before training allocates its own
+        self.callbacks.on_memory(report)
+
     def fit(self) -> TrainResult:
         cfg = self.config
         start, elapsed0 = time.monotonic(), self.elapsed
@@ -268,6 +285,7 @@ class Trainer:
             return elapsed0 + time.monotonic() - start
 
         log = StepLog(cfg.resolved_log_every, cfg.max_steps, cfg.max_minutes, self.callbacks.on_step)
+        self._measure_memory()
         while (reason := self._agreed(self._stop_reason(start, elapsed0))) is None:
             started = elapsed()
             batches = [self._next_batch() for _ in range(cfg.grad_accum_steps * self.world_size)]

@@ -115,6 +115,7 @@ def alice_objects(pg_client):
         "a" * 64,
         "alice-secret-model",
         "alice-notes",
+        "alice-memory-report",
         f"jobs/{job_id}",
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
@@ -189,6 +190,8 @@ def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels
     checkpoints = pg_client.get(f"/v1/jobs/{ids['job_id']}/checkpoints", headers=alice).json()
     assert [c["sha256"] for c in checkpoints] == ["c" * 64]
     assert all("storage_key" not in c and "path" not in c for c in checkpoints), "a storage location left the server"
+    memory = pg_client.get(f"/v1/jobs/{ids['job_id']}/memory", headers=alice).json()
+    assert memory["error"] == "alice-memory-report"
 
 
 def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
