@@ -76,6 +76,12 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     # Adam's steps shrink as the rate decays after warm-up: the last update moves the weights less than the peak
     first, last = dynamics["update_ratio"][0], dynamics["update_ratio"][-1]
     assert sum(last) < max(sum(row) for row in dynamics["update_ratio"]) and all(r > 0 for r in first)
+    # The memory of one step, measured by the worker before the first update, beside the estimate
+    memory = api.http.get(f"/v1/jobs/{job['id']}/memory").json()
+    assert memory["error"] is None and memory["measured"]["device"] == "cpu", memory
+    kinds = memory["measured"]["by_kind"]
+    assert kinds["weights"] == kinds["gradients"] == memory["estimated"]["weights_bytes"] == model["parameters"] * 4
+    assert memory["measured"]["peak_bytes"] > kinds["weights"] + kinds["adam_moments"] and memory["differences"]
 
 
 def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, data_files):
