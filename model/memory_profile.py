@@ -308,8 +308,9 @@ def differences(measured: StepMemory, model_config: ModelConfig, estimated: dict
     if m.activations["logits"] != est_logits:
         out.append(
             f"logits: the loss keeps {_mib(m.activations['logits'])} (its log-softmax over the "
-            f"{m.batch['target_tokens']} non-pad target positions only), where the estimate counts {_mib(est_logits)} "
-            f"for all {tokens} padded target positions"
+            f"{m.batch['target_tokens']} non-pad target positions only), where the estimate counts {_mib(est_logits)}: "
+            f"logits and log-softmax for {tokens} target tokens (it takes as many target tokens as padded tokens; "
+            f"this batch has {m.batch['sentences'] * m.batch['target_length']} target positions)"
         )
     attention = m.activations["attention_softmax"] + m.activations["attention_scores"]
     if attention:

@@ -4,6 +4,7 @@ import { api, streamEvents } from "./api.js";
 import { LineChart } from "./charts.js";
 import { dynamicsPanel } from "./dynamics.js";
 import { labelsCard } from "./labels.js";
+import { memoryCard } from "./memory.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -202,7 +203,7 @@ export function renderJob(container, jobId) {
     renderConfig();
     renderLabels();
     const dynamicsCard = dynamicsPanel(jobId, { signal, live: () => !TERMINAL.has(job.status) });
-    dynamics.replaceChildren(dynamicsCard);
+    dynamics.replaceChildren(dynamicsCard, memoryCard(jobId, { signal, live: () => !TERMINAL.has(job.status) }));
     charts = {};
     chartsGrid.replaceChildren();
     for (const [name, title, color] of chartsFor(job.objective)) {
