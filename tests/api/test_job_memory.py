@@ -71,3 +71,19 @@ def test_another_owners_job_memory_is_404(client, alice, make_key):
     response = client.get(f"/v1/jobs/{job}/memory", headers=make_key("bob"))
     assert response.status_code == 404 and job in response.json()["detail"]
     assert client.get("/v1/jobs/no-such-job/memory", headers=alice).status_code == 404
+
+
+def test_the_worker_measures_a_job_until_it_has_a_report(client, alice):
+    """worker/step_memory.py: the callback stores what the trainer reports; once a report is stored a later attempt
+    gets no callback (nothing measured again), unless the stored one is an error."""
+    from worker.step_memory import memory_callback
+
+    job = job_rows("alice", 1)[0]
+    on_memory = memory_callback(job)
+    assert on_memory is not None
+    on_memory({"error": "RuntimeError: profiler"})
+    retry = memory_callback(job)
+    assert retry is not None
+    retry(REPORT)
+    assert memory_callback(job) is None
+    assert client.get(f"/v1/jobs/{job}/memory", headers=alice).json()["measured"] == REPORT["measured"]
