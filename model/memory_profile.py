@@ -2,7 +2,8 @@
 
 One update (model/step.py update_on_device, the trainer's own step, under the configured autocast) runs on a fresh
 copy of the model on the job's device, with the job's first batch. Its Adam moments exist before it starts, as at
-every step after the first. By kind:
+every step after the first. The copy runs eager even when training.compile compiles the job's layers, and alone
+even in a data-parallel job (rank 0 measures it, without DDP's gradient buckets). By kind:
 - weights, gradients, Adam moments (exp_avg, exp_avg_sq): the bytes of those tensors;
 - autocast weights: under bf16 autocast, the bf16 copies of the weights that the backward pass keeps;
 - activations: every tensor autograd saves for the backward pass (torch.autograd.graph.saved_tensors_hooks),

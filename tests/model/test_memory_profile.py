@@ -138,3 +138,14 @@ def test_the_trainer_reports_the_memory_once_before_the_first_update_and_an_erro
     monkeypatch.setattr("model.trainer.memory_report", lambda *a: 1 / 0)
     assert train(data, config, callbacks=Callbacks(on_memory=reports.append)).step == 2
     assert reports[1] == {"error": "ZeroDivisionError: division by zero"}
+
+
+def test_the_cpu_peak_is_the_largest_sum_of_the_allocations_alive_together():
+    def run():
+        a = torch.empty(1_000_000)  # 4 MB
+        b = torch.empty(500_000)  # 2 MB: 6 MB alive
+        del a
+        c = torch.empty(750_000)  # 3 MB: 5 MB alive
+        return b, c
+
+    assert CpuPeak().measure(run) == 6_000_000
