@@ -104,20 +104,20 @@ def storage_bytes(tensors: Iterable[Tensor]) -> int:
     return sum(n for ptr, n in seen.items() if ptr)
 
 
+# Autograd nodes of a cast or a view: a tensor reaching a parameter through these alone is that parameter's copy.
+_COPY_OR_VIEW = {"ToCopyBackward0", "TBackward0", "TransposeBackward0", "ViewBackward0", "UnsafeViewBackward0",
+                 "PermuteBackward0", "ExpandBackward0", "AliasBackward0", "ReshapeAliasBackward0"}  # fmt: skip
+
+
 def _from_parameter(t: Tensor) -> bool:
-    """Whether t is a parameter's copy or view (autocast's bf16 weights): its graph reaches a parameter through
-    single-input nodes only."""
+    """Whether t is a whole parameter cast or viewed (autocast's bf16 weights): its graph reaches the parameter
+    through casts and views only, and it has as many elements."""
     fn = t.grad_fn
-    for _ in range(4):
-        if fn is None:
-            return False
-        if type(fn).__name__ == "AccumulateGrad":
-            return True
+    while fn is not None and type(fn).__name__ in _COPY_OR_VIEW:
         inputs = [f for f, _ in fn.next_functions if f is not None]
-        if len(inputs) != 1:
-            return False
-        fn = inputs[0]
-    return False
+        fn = inputs[0] if len(inputs) == 1 else None
+    variable = getattr(fn, "variable", None)
+    return type(fn).__name__ == "AccumulateGrad" and variable is not None and variable.numel() == t.numel()
 
 
 @dataclass

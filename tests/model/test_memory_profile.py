@@ -149,3 +149,15 @@ def test_the_cpu_peak_is_the_largest_sum_of_the_allocations_alive_together():
         return b, c
 
     assert CpuPeak().measure(run) == 6_000_000
+
+
+def test_only_whole_casts_or_views_of_a_parameter_count_as_autocast_weights():
+    """The embedding sum also reaches a parameter through single-input nodes (add, scale, lookup) but is an
+    activation; autocast's bf16 copy of a weight, transposed for the product, is a weight copy."""
+    from model.memory_profile import _from_parameter
+
+    model = Transformer(CONFIG)
+    embedded = model.encoder.embed(torch.randint(5, 300, (2, 7)))
+    assert not _from_parameter(embedded)
+    assert _from_parameter(model.lm_head.weight.to(torch.bfloat16).t())
+    assert not _from_parameter(model.lm_head.weight.to(torch.bfloat16)[:10])  # a slice: not the whole weight
