@@ -15,9 +15,13 @@ log = logging.getLogger(__name__)
 
 def memory_callback(job_id: str) -> Callable[[dict[str, Any]], None] | None:
     """Callbacks.on_memory for a job not measured yet; None once a report is stored (a later attempt, a resume)."""
-    with session_scope() as session:
-        if memory_rows.measured(session, job_id):
-            return None
+    try:
+        with session_scope() as session:
+            if memory_rows.measured(session, job_id):
+                return None
+    except Exception:  # the database is briefly away: this attempt trains without measuring
+        log.exception("job %s: could not read its memory report; not measuring", job_id)
+        return None
 
     def on_memory(report: dict[str, Any]) -> None:
         try:
