@@ -16,6 +16,7 @@ from app.api import (
     inference,
     job_dynamics,
     job_logs,
+    job_memory,
     jobs,
     metrics,
     model_aliases,
@@ -46,6 +47,7 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router, **KEYED)
     app.include_router(job_dynamics.router, **KEYED)
     app.include_router(job_logs.router, **KEYED)
+    app.include_router(job_memory.router, **KEYED)
     app.include_router(model_imports.router, **KEYED)  # before models: /v1/models/import is not an id
     app.include_router(models.router, **KEYED)
     app.include_router(model_aliases.router, **KEYED)

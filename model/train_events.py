@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model.train_config import StopReason
 
@@ -51,6 +51,8 @@ class Callbacks:
     on_checkpoint: Callable[[CheckpointInfo], None] | None = None
     # weights every config.dynamics_every updates, attention at every evaluation, embeddings at every checkpoint
     on_dynamics: Callable[[DynamicsRecord | EmbeddingRecord], None] | None = None
+    # once, before the first update: model/memory_profile.memory_report of the next batch, or {"error": "..."}
+    on_memory: Callable[[dict[str, Any]], None] | None = None
     should_stop: Callable[[], bool] | None = None
     should_preempt: Callable[[], bool] | None = None
 

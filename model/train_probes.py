@@ -7,6 +7,8 @@ with training.dynamics_every None):
                 ATTENTION_PROBE_SENTENCES validation sentences at every evaluation
     embeddings  model/embedding_probe.py: the map of the most frequent tokens and the watched tokens' neighbours,
                 at every checkpoint
+
+and, through Callbacks.on_memory, the memory of one update measured before the first (model/memory_profile.py).
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+import torch
 from torch import Tensor
 
 from model.attention_stats import attention_stats
-from model.batching import Example, collate
+from model.batching import Example, TokenBatcher, collate
 from model.dynamics import DynamicsProbe
 from model.embedding_probe import EmbeddingProbe
 from model.inference import resolve_token
+from model.memory_profile import memory_report
 from model.step import PendingStep
 from model.tokenizer import Tokenizer
 from model.train_config import TrainConfig
@@ -43,10 +47,27 @@ class TrainingProbes:
     ) -> None:
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.on_dynamics = callbacks.on_dynamics if config.dynamics_every is not None else None
+        self.on_memory = callbacks.on_memory
         self._train_examples = train_examples
         self._valid = list(valid_examples[:ATTENTION_PROBE_SENTENCES])  # the same sentences every time
         self._weights: DynamicsProbe | None = None
         self._embeddings: EmbeddingProbe | None = None
+
+    def measure_memory(self, batcher: TokenBatcher) -> None:
+        """Callbacks.on_memory: the memory of one update on the next batch (model/memory_profile.py), measured on a
+        copy of the model, so training is unchanged; a failure is reported as {"error": ...}, never raised."""
+        if self.on_memory is None:
+            return
+        try:
+            plan, examples = batcher.batch_indices(), batcher.examples()
+            idx = plan[min(batcher.position, len(plan) - 1)]
+            report = memory_report(self.model.config, collate([examples[i] for i in idx], idx), self.config)
+        except Exception as exc:  # out of memory, a profiler that will not start, ...: the job trains on
+            logger.warning("measuring the memory of a step failed: %s: %s", type(exc).__name__, exc)
+            report = {"error": f"{type(exc).__name__}: {exc}"}
+        if next(self.model.parameters()).device.type == "cuda":
+            torch.cuda.empty_cache()  # the copy's blocks go back before training allocates its own
+        self.on_memory(report)
 
     def before_update(self, step: int) -> list[Tensor] | None:
         """A copy of the weights when update `step` is to be recorded (step 1, then every dynamics_every)."""

@@ -258,6 +258,7 @@ class Trainer:
             return elapsed0 + time.monotonic() - start
 
         log = StepLog(cfg.resolved_log_every, cfg.max_steps, cfg.max_minutes, self.callbacks.on_step)
+        self.probes.measure_memory(self.batcher)
         while (reason := self._agreed(self._stop_reason(start, elapsed0))) is None:
             started = elapsed()
             batches = [self._next_batch() for _ in range(cfg.grad_accum_steps * self.world_size)]

@@ -7,6 +7,7 @@ import { dynamicsPanel } from "./dynamics.js";
 import { embeddingsPanel } from "./embeddings.js";
 import { labelsCard } from "./labels.js";
 import { mountLogs } from "./logs.js";
+import { memoryCard } from "./memory.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
@@ -218,7 +219,7 @@ export function renderJob(container, jobId) {
     renderLabels();
     const dynamicsCard = dynamicsPanel(jobId, { signal, live: () => !TERMINAL.has(job.status) });
     const embeddingsCard = embeddingsPanel(`/v1/jobs/${jobId}/embeddings`, { signal, live: () => !TERMINAL.has(job.status) });
-    dynamics.replaceChildren(dynamicsCard, embeddingsCard);
+    dynamics.replaceChildren(dynamicsCard, embeddingsCard, memoryCard(jobId, { signal, live: () => !TERMINAL.has(job.status) }));
     const detail = async (names, from, to, maxPoints) => (await api(`/v1/jobs/${jobId}/metrics?names=${names.join(",")}` +
       `&since_step=${from}&until_step=${to}&max_points=${maxPoints}&downsample=extremes`, { signal })).series;
     charts = chartsFor(job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));

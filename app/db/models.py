@@ -378,3 +378,15 @@ class JobLog(Base):
     logger: Mapped[str] = mapped_column(String(100))
     message: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobMemory(Base):
+    """The memory of one training step of a job, measured once by the worker before its first step
+    (model/memory_profile.py): `report` holds {"measured", "estimated", "differences"}, or {"error"} when the
+    measurement failed (the job trains on either way)."""
+
+    __tablename__ = "job_memory"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -197,6 +197,31 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     p.screenshot("model-explained")
 
 
+def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(submitted):
+    """Measured by the worker before step 1 (on the CPU, fp32): bars per kind, measured beside estimated, the saved
+    activations by component and the differences the server computed."""
+    p, job_id = submitted
+    page = p.page
+    card = page.locator("#memory")
+    card.locator("#memory-differences li").first.wait_for(timeout=30_000)
+    report = p.page.evaluate(
+        "async (id) => (await fetch(`/v1/jobs/${id}/memory`, "
+        "{headers: {Authorization: `Bearer ${sessionStorage.getItem('transformer.apiKey')}`}})).json()",
+        job_id,
+    )
+    kinds = ["weights", "gradients", "Adam moments", "autocast weights", "activations", "temporary", "peak"]
+    assert card.locator('.bar-row[data-side="measured"]').evaluate_all("rs => rs.map(r => r.dataset.kind)") == kinds
+    assert card.locator('.bar-row[data-side="estimated"]').count() == len(kinds)
+    weights = [card.locator(f'.bar-row[data-kind="weights"][data-side="{side}"] .bar-value').inner_text()
+               for side in ("measured", "estimated")]  # fmt: skip
+    assert weights[0] == weights[1] and weights[0].endswith("MiB")  # the exact parameter bytes, both sides
+    assert report["measured"]["by_kind"]["weights"] == report["estimated"]["weights_bytes"] > 0
+    assert "cpu, fp32" in card.inner_text() and "Saved activations by component" in card.inner_text()
+    differences = card.locator("#memory-differences li").all_text_contents()
+    assert differences == report["differences"] and any("activations measured" in d for d in differences)
+    p.screenshot("job-memory")
+
+
 def test_jobs_list_shows_the_job_and_filters_by_status(submitted):
     p, job_id = submitted
     page = p.page

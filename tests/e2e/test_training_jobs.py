@@ -87,6 +87,12 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     assert embeddings["neighbors"][-1] and all(len(n) == 5 for n in embeddings["neighbors"][-1].values())
     final = api.http.get(f"/v1/models/{done['model_id']}/embeddings").json()
     assert final["steps"] == [400] and final["points"] == embeddings["points"][-1:]
+    # The memory of one step, measured by the worker before the first update, beside the estimate
+    memory = api.http.get(f"/v1/jobs/{job['id']}/memory").json()
+    assert memory["error"] is None and memory["measured"]["device"] == "cpu", memory
+    kinds = memory["measured"]["by_kind"]
+    assert kinds["weights"] == kinds["gradients"] == memory["estimated"]["weights_bytes"] == model["parameters"] * 4
+    assert memory["measured"]["peak_bytes"] > kinds["weights"] + kinds["adam_moments"] and memory["differences"]
 
 
 def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, data_files):

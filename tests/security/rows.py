@@ -31,8 +31,8 @@ TINY_CONFIG = {
 
 
 def insert_job_outputs(database_url: str, job_id: str, storage_key: str) -> str:
-    """A checkpoint (at step 10, under `storage_key`), two metric points and a log line of a job; returns the
-    checkpoint id."""
+    """A checkpoint (at step 10, under `storage_key`), two metric points, a log line and a memory report (a failed
+    measurement naming alice-memory-report) of a job; returns the checkpoint id."""
     checkpoint_id = str(uuid.uuid4())
     engine = create_engine(database_url)
     with engine.begin() as c:
@@ -57,6 +57,10 @@ def insert_job_outputs(database_url: str, job_id: str, storage_key: str) -> str:
                 "(:j, 1, 1, 'info', 'worker.tasks.training', :m, now())"
             ),
             {"j": job_id, "m": f"job {job_id}: read 30 rows of alice-secret-log-line"},
+        )
+        c.execute(
+            text("INSERT INTO job_memory (job_id, report, created_at) VALUES (:j, :r, now())"),
+            {"j": job_id, "r": json.dumps({"error": "alice-memory-report"})},
         )
     engine.dispose()
     return checkpoint_id

@@ -126,6 +126,7 @@ def alice_objects(pg_client):
         "alice-secret-model",
         "alice-notes",
         "alice-secret-log-line",
+        "alice-memory-report",
         f"jobs/{job_id}",
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
@@ -209,6 +210,8 @@ def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels
     assert all("storage_key" not in c and "path" not in c for c in checkpoints), "a storage location left the server"
     (line,) = pg_client.get(f"/v1/jobs/{ids['job_id']}/logs", headers=alice).json()["lines"]
     assert line["message"].endswith("alice-secret-log-line")  # what bob never saw
+    memory = pg_client.get(f"/v1/jobs/{ids['job_id']}/memory", headers=alice).json()
+    assert memory["error"] == "alice-memory-report"
 
 
 def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):

@@ -39,6 +39,7 @@ from worker.auto_settings import choose_settings, pending
 from worker.device import check_data_parallel, worker_device
 from worker.job_data import load_job, prepare_job, train_config
 from worker.lease import LeaseKeeper, RunState, flush, track, untrack
+from worker.step_memory import memory_callback
 
 log = logging.getLogger(__name__)
 KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
@@ -135,6 +136,7 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
         on_eval=on_eval,
         on_checkpoint=on_checkpoint,
         on_dynamics=lambda record: state.add_dynamics(record.to_json()),
+        on_memory=memory_callback(job_id),
         should_stop=lambda: state.should_stop,
         should_preempt=lambda: state.preempt_requested,
     )

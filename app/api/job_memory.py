@@ -1,0 +1,28 @@
+"""A job's memory of one training step: measured by the worker before its first step, next to the estimate."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.api.deps import CurrentKey, SessionDep
+from app.api.jobs import NOT_FOUND, owned_job
+from app.db import memory_rows
+from app.schemas.memory import JobMemoryPublic
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.get("/{job_id}/memory", response_model=JobMemoryPublic, responses=NOT_FOUND)
+def read_memory(job_id: str, session: SessionDep, key: CurrentKey) -> JobMemoryPublic:
+    """Peak memory of one update on the job's first batch by kind (weights, gradients, Adam moments, saved
+    activations by component, temporary buffers), model/anatomy.py's estimate for the same batch, and where they
+    differ. A job the worker has not measured yet: 200 with `measured` null."""
+    owned_job(session, job_id, key.owner_id)
+    report = memory_rows.read(session, job_id) or {}
+    return JobMemoryPublic(
+        job_id=job_id,
+        measured=report.get("measured"),
+        estimated=report.get("estimated"),
+        differences=report.get("differences", []),
+        error=report.get("error"),
+    )
