@@ -346,3 +346,37 @@ def test_register_names_models_and_alias_points_moves_lists_and_shows_history(cl
     assert code == 1 and "error 404" in err
     code, _, err = cli("register", first, "Not A Name", *key)
     assert code == 1 and "error 422" in err and "Not A Name" in err
+
+
+def test_logs_prints_a_jobs_lines_by_level_and_follows_until_the_job_ends(cli, alice, monkeypatch):
+    from app.client import logs as logs_command
+    from app.db.models import Job
+    from app.db.session import session_scope
+    from tests.api.test_job_logs import append
+
+    key = ("--key", _key(alice))
+    job_id = _running_job("alice")
+    append(job_id, ("info", "read 30 rows"), ("warning", "out of memory: retrying"), ("info", "evaluation at step 3"))
+    code, out, _ = cli("logs", job_id, *key)
+    lines = out.splitlines()
+    assert code == 0 and len(lines) == 3 and lines[1].split()[2:4] == ["WARNING", "worker.tasks.training:"]
+    assert lines[1].endswith("out of memory: retrying")
+    assert cli("logs", job_id, "--level", "warning", "--json", *key)[1].count("\n") == 1
+    # --follow: reads again while the job runs; lines written after its end still arrive
+    reads = []
+
+    def later(seconds: float) -> None:
+        reads.append(seconds)
+        if len(reads) == 1:
+            append(job_id, ("info", "evaluation at step 6"))
+        elif len(reads) == 2:
+            with session_scope() as session:
+                session.get(Job, job_id).status = "cancelled"
+            append(job_id, ("info", "cancelled at step 6"))
+
+    monkeypatch.setattr(logs_command.time, "sleep", later)
+    code, out, _ = cli("logs", job_id, "--follow", "--interval", "0.5", *key)
+    assert code == 0 and out.splitlines()[-1].endswith("cancelled at step 6") and len(out.splitlines()) == 5
+    assert reads == [0.5, 0.5, logs_command.SETTLE_SECONDS]
+    code, _, err = cli("logs", "no-such-job", *key)
+    assert code == 1 and "error 404" in err
