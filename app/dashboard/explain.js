@@ -3,9 +3,10 @@
 // weights (GET /v1/models/{id}/geometry) and what its job recorded while training (embeddings, dynamics) — and links
 // to the live views. Every sentence below is either computed from those numbers or quoted from the paper.
 import { api } from "./api.js";
-import { h, clear, fmtNumber, fmtBytes, fmtCount, errorBox, shortId } from "./ui.js";
+import { h, clear, fmtNumber, fmtBytes, errorBox, shortId } from "./ui.js";
 
 const PAPER = "Vaswani et al. 2017, “Attention Is All You Need”";
+const fmtCount = (n) => n.toLocaleString("en-US");  // exact: the formulas are checked to the weight
 const pct = (part, total) => `${((100 * part) / total).toFixed(1)}%`;
 
 function question(id, text, ...answer) {
@@ -68,7 +69,7 @@ function memory(m, a) {
 function embeddings(m, e) {
   const watched = Object.entries(e.neighbors[0] || {});
   return question("q-embeddings", "Why does training make related words close?",
-    h("p", {}, `E is trained like every other weight: each step moves the rows of the tokens in the batch along their gradients, and tokens that appear in the same contexts receive similar gradients. At the end of training (step ${e.steps[0]}), the nearest tokens by cosine similarity in E:`),
+    h("p", {}, `E is trained with the rest of the model (“we use learned embeddings to convert the input tokens and output tokens to vectors of dimension d_model”, ${PAPER}, Sec. 3.4). At the end of this model's training (step ${e.steps[0]}), the nearest tokens by cosine similarity in E:`),
     h("table", { class: "explain-table", id: "final-neighbours" }, h("tbody", {}, watched.map(([t, near]) =>
       h("tr", {}, h("th", { scope: "row" }, t), h("td", {}, near.map(([n, s]) => `${n} ${fmtNumber(s, 2)}`).join(", ")))))),
     h("p", { class: "muted" }, "How they moved, checkpoint by checkpoint: ", h("a", { href: `#/jobs/${m.job_id}` }, "the job's embeddings map"), "."));
