@@ -43,5 +43,5 @@ class EmbeddingsPublic(Output):
     tokens: list[str]  # most frequent first; "▁" marks a word start
     points: list[list[list[float]]]
     explained: list[list[float]]
-    neighbors: list[dict[str, list[tuple[str, float]]]]
+    neighbors: list[dict[str, list[list[str | float]]]]  # [token, similarity], closest first
     total_records: int

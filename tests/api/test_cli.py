@@ -81,8 +81,8 @@ def test_models_pages_filters_by_objective_and_prints_a_table(cli, alice):
     assert code == 0 and {json.loads(line)["id"] for line in out.splitlines()} == translation | {denoising}
     code, out, _ = cli("models", "--key", key, "--objective", "denoising")
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "OBJECTIVE", "PARAMS", "SOURCE", "PARENT", "CREATED", "METRICS"]
-    assert len(lines) == 2 and lines[1].split()[:4] == [denoising, "denoising", "1", "last@1"], lines
+    assert lines[0].split() == ["ID", "NAME", "OBJECTIVE", "PARAMS", "SOURCE", "PARENT", "CREATED", "METRICS"]
+    assert len(lines) == 2 and lines[1].split()[:5] == [denoising, "-", "denoising", "1", "last@1"], lines
     code, out, _ = cli("models", "--key", key, "--objective", "translation", "--limit", "3", "--json")
     assert len(out.splitlines()) == 3 and all(json.loads(line)["id"] in translation for line in out.splitlines())
 

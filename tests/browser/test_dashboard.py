@@ -202,6 +202,7 @@ def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(subm
     activations by component and the differences the server computed."""
     p, job_id = submitted
     page = p.page
+    p.open(f"#/jobs/{job_id}")  # the test before left for the model's pages
     card = page.locator("#memory")
     card.locator("#memory-differences li").first.wait_for(timeout=30_000)
     report = p.page.evaluate(
