@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from app import job_comparison, job_submission
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
-from app.api.errors import bad_query, conflict, not_found
+from app.api.errors import bad_query, conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.db import metric_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
@@ -26,6 +26,7 @@ from app.db.worker_rows import live_workers, trains
 from app.queueing import dispatch_training
 from app.schemas.common import Page
 from app.schemas.jobs import (
+    MAX_TAGS,
     AutoSettings,
     CheckpointPublic,
     ComparedJob,
@@ -211,17 +212,19 @@ def list_jobs(
     )
 
 
-def compared_job(session: Session, job: Job) -> ComparedJob:
-    """A job as GET /v1/jobs/compare shows it: its flattened settings and every metric series, whole."""
+def compared_job(session: Session, job: Job, max_points: int) -> ComparedJob:
+    """A job as GET /v1/jobs/compare shows it: its flattened settings and every metric series, averaged into at
+    most max_points buckets (best and final values from the whole series)."""
     recorded = metric_rows.recorded_at(session, job.id)
     metrics = {}
     for name, (steps, values) in metric_rows.series(session, job.id, None, 0).items():
+        kept_steps, kept_values = metric_rows.downsample(steps, values, max_points)
         start, seconds = job.started_at, None
         if start is not None:  # read after the series, so it holds every step they hold
-            seconds = [round((recorded[name][step] - start).total_seconds(), 3) for step in steps]
+            seconds = [round((recorded[name][step] - start).total_seconds(), 3) for step in kept_steps]
         metrics[name] = ComparedSeries(
-            steps=steps,
-            values=values,
+            steps=kept_steps,
+            values=kept_values,
             seconds=seconds,
             total_points=len(steps),
             **job_comparison.best_and_final(name, steps, values),
@@ -247,13 +250,16 @@ def compare_jobs(
     session: SessionDep,
     key: CurrentKey,
     ids: Annotated[str, Query(description="2 to 10 comma-separated ids of the caller's jobs")],
+    max_points: Annotated[
+        int, Query(ge=2, le=20000, description="each series averaged into at most this many buckets")
+    ] = 2000,
 ) -> JobComparison:
     try:
         job_ids = job_comparison.parse_ids(ids)
     except ValueError as exc:
         raise bad_query("ids", str(exc)) from exc
     owned = [owned_job(session, job_id, key.owner_id) for job_id in job_ids]  # every 404 before reading any series
-    jobs = [compared_job(session, job) for job in owned]
+    jobs = [compared_job(session, job, max_points) for job in owned]
     return JobComparison(jobs=jobs, differing=job_comparison.differing([job.settings for job in jobs]))
 
 
@@ -264,17 +270,30 @@ def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
 
 @router.patch("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND, 422: {"description": "Invalid label"}})
 def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: CurrentKey) -> JobPublic:
-    """Change a job's name, tags or note, whatever its status: only the fields given change."""
-    job = owned_job(session, job_id, key.owner_id)
+    """Change a job's name, tags or note, whatever its status: only the fields given change. `add_tags` and
+    `remove_tags` change the tags the job has when the request runs (the row is locked meanwhile, so two clients
+    tagging the same job at once both see their change kept); `tags` replaces the list and goes with neither."""
     given = body.model_fields_set
+    if "tags" in given and given & {"add_tags", "remove_tags"}:
+        raise unprocessable("tags", "give tags (the whole list) or add_tags/remove_tags, not both")
+    owned_job(session, job_id, key.owner_id)
+    job = session.scalars(select(Job).where(Job.id == job_id).with_for_update()).one()
+    session.refresh(job)  # the tags as they are now that this request holds the row
     if "name" in given:
         job.name = body.name
     if "note" in given:
         job.note = body.note
-    if "tags" in given:
+    tags = (body.tags or []) if "tags" in given else None
+    if given & {"add_tags", "remove_tags"}:
+        removed = set(body.remove_tags or [])
+        kept = [t for t in job.tags if t not in removed]
+        tags = kept + [t for t in body.add_tags or [] if t not in kept]
+        if len(tags) > MAX_TAGS:
+            raise unprocessable("add_tags", f"the job would have {len(tags)} tags; at most {MAX_TAGS}")
+    if tags is not None:
         job.tag_rows.clear()
         session.flush()  # the old rows go before the new ones come: a kept tag has the same primary key
-        job.tag_rows.extend(job_submission.tag_rows(body.tags or []))
+        job.tag_rows.extend(job_submission.tag_rows(tags))
     session.commit()
     return job_public(session, job)
 

@@ -94,9 +94,10 @@ def cmd_tag(args: argparse.Namespace) -> None:
     """Add and remove tags, set the name or the note (PATCH /v1/jobs/{id}); prints the job's labels."""
     body: dict[str, Any] = {}
     with connection.open_client(args) as client:
-        if args.add or args.remove:
-            tags = check(client.get(path("jobs", args.job)))["tags"]
-            body["tags"] = [t for t in tags if t not in (args.remove or [])] + (args.add or [])
+        if args.add:  # applied by the API to the tags the job has then: a concurrent change is kept
+            body["add_tags"] = args.add
+        if args.remove:
+            body["remove_tags"] = args.remove
         if args.name is not None:
             body["name"] = args.name
         if args.note is not None:

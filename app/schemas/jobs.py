@@ -167,6 +167,10 @@ class JobUpdate(Input):
 
     name: JobName | None = None
     tags: Tags | None = Field(None, description="replaces the job's tags")
+    add_tags: Tags | None = Field(
+        None, description="tags added after the job's own (those it has already are kept where they are)"
+    )
+    remove_tags: Tags | None = Field(None, description="tags taken off (those it lacks are ignored)")
     note: JobNote | None = None
 
 

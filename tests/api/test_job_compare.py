@@ -158,3 +158,15 @@ def test_cli_compare_prints_the_differing_settings_and_best_and_final_metrics(
     ]
     with pytest.raises(SystemExit, match=f"error 404: job {b[:8]}x not found"):
         main(["compare", a, b[:8] + "x"])
+
+
+def test_compare_averages_each_series_into_max_points_and_keeps_best_and_final_of_the_whole(client, alice, two_jobs):
+    a, b = two_jobs
+    whole = client.get(f"/v1/jobs/compare?ids={a},{b}", headers=alice).json()["jobs"][0]["metrics"]["train_loss"]
+    thin = client.get(f"/v1/jobs/compare?ids={a},{b}&max_points=2", headers=alice).json()["jobs"][0]["metrics"]
+    loss = thin["train_loss"]
+    assert whole["steps"] == [100, 200, 300] and loss["steps"] == [100, 300] and loss["total_points"] == 3
+    assert loss["values"] == [5.0, 3.75]  # the last point is the true last value
+    assert len(loss["seconds"]) == 2 and loss["seconds"][-1] == whole["seconds"][-1]
+    assert (loss["best"], loss["best_step"], loss["final"]) == (whole["best"], whole["best_step"], whole["final"])
+    assert client.get(f"/v1/jobs/compare?ids={a},{b}&max_points=1", headers=alice).status_code == 422

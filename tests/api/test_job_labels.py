@@ -198,3 +198,25 @@ def test_cli_jobs_filters_by_tag_and_status(client, alice, monkeypatch, capsys):
     assert lines[1].index("sweep,lr") == lines[0].index("TAGS"), lines  # the columns are aligned
     main(["jobs", "--tag", "sweep"])
     assert {line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]} == {wanted, *others}
+
+
+def test_add_and_remove_tags_change_the_tags_the_job_has_and_concurrent_taggers_both_keep_theirs(client, alice):
+    from concurrent.futures import ThreadPoolExecutor
+
+    (job,) = job_rows("alice", 1, ("a", "b", "c"))
+    body = client.patch(f"/v1/jobs/{job}", headers=alice, json={"add_tags": ["d", "a"], "remove_tags": ["b"]}).json()
+    assert body["tags"] == ["a", "c", "d"]  # a kept where it was, d after
+    both = client.patch(f"/v1/jobs/{job}", headers=alice, json={"tags": ["x"], "add_tags": ["y"]})
+    assert both.status_code == 422 and "not both" in both.text
+    too_many = client.patch(f"/v1/jobs/{job}", headers=alice, json={"add_tags": [f"t{i}" for i in range(18)]})
+    assert too_many.status_code == 422 and "21 tags" in too_many.text
+    # twelve clients each add a tag of their own at once: every one is kept (the API applies each to the tags the
+    # job has when it holds the row; a client reading the list and writing it back whole could lose another's)
+    with ThreadPoolExecutor(6) as pool:
+        codes = list(pool.map(
+            lambda i: client.patch(f"/v1/jobs/{job}", headers=alice, json={"add_tags": [f"run-{i}"]}).status_code,
+            range(12),
+        ))  # fmt: skip
+    assert codes == [200] * 12
+    tags = client.get(f"/v1/jobs/{job}", headers=alice).json()["tags"]
+    assert tags[:3] == ["a", "c", "d"] and sorted(tags[3:]) == sorted(f"run-{i}" for i in range(12))
