@@ -59,8 +59,9 @@ class TrainConfig:
     # reported, once its interval is read). None: 10 on a GPU, 1 on a CPU, where a read waits for nothing.
     log_every: int | None = None
     # Updates between records of the per-component dynamics (model/dynamics.py: gradient, weight and update norms of
-    # every W_Q, W_K, ... per layer), sent to Callbacks.on_dynamics; step 1 is always recorded. None: none. 25 costs
-    # under 3% of step time (bench/dynamics_cost.py).
+    # every W_Q, W_K, ... per layer), sent to Callbacks.on_dynamics; step 1 is always recorded. None: none. One record
+    # of `small` took 16 ms beside a 1.9 s step on 2 CPU cores: 0.03% of step time at 25 (bench/dynamics_cost.py,
+    # bench/results/dynamics_cost-cpu-2026-11-25.json); the goal is 3%.
     dynamics_every: int | None = 25
     # Tokens whose nearest neighbours in the embedding matrix are recorded at each checkpoint (with the 2-D map of
     # the most frequent tokens, model/embedding_probe.py); None: the most frequent words. Off with dynamics_every.
