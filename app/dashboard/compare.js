@@ -8,6 +8,7 @@ import { clear, errorBox, field, fmtNumber, h, shortId, statusBadge } from "./ui
 
 const FIRST = ["train_loss", "valid_loss", "bleu", "chrf", "masked_token_accuracy", "lr", "tokens_per_second"];
 const TABLE_METRICS = ["valid_loss", "bleu", "chrf", "masked_token_accuracy", "train_loss"];
+const MAX_POINTS = 4000;  // a series (about two a pixel column of a wide chart); the API averages longer ones
 
 /** The metric names of all jobs, the usual ones first. */
 export function metricNames(jobs) {
@@ -117,7 +118,7 @@ export function renderCompare(container, query) {
   for (const control of [xAxis, log, smoothing]) control.addEventListener("change", draw);
   (async () => {
     try {
-      comparison = await api(`/v1/jobs/compare?ids=${encodeURIComponent(ids)}`, { signal: controller.signal });
+      comparison = await api(`/v1/jobs/compare?ids=${encodeURIComponent(ids)}&max_points=${MAX_POINTS}`, { signal: controller.signal });
     } catch (err) {
       if (err.name !== "AbortError") note.replaceChildren(errorBox(`Cannot compare: ${err.message}`));
       return;
