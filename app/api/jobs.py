@@ -268,7 +268,11 @@ def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
     return job_public(session, owned_job(session, job_id, key.owner_id))
 
 
-@router.patch("/{job_id}", response_model=JobPublic, responses={**NOT_FOUND, 422: {"description": "Invalid label"}})
+@router.patch(
+    "/{job_id}",
+    response_model=JobPublic,
+    responses={**NOT_FOUND, 400: {"description": "Body is not UTF-8 JSON"}, 422: {"description": "Invalid label"}},
+)
 def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: CurrentKey) -> JobPublic:
     """Change a job's name, tags or note, whatever its status: only the fields given change. `add_tags` and
     `remove_tags` change the tags the job has when the request runs (the row is locked meanwhile, so two clients
