@@ -12,10 +12,10 @@ from model.batching import Example, collate
 from model.config import ModelConfig
 from model.demo import reverse_task
 from model.prepare import prepare
-from model.train_config import TrainConfig
 from model.train_events import Callbacks
 from model.trainer import train
 from model.transformer import AttentionWeights, Transformer
+from tests.model.test_training import quick_config
 
 
 def _stats(record, kind, layer=0, head=0):
@@ -86,10 +86,7 @@ def test_training_records_attention_at_every_evaluation():
     data = prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
                    vocab_size=300, max_len=16, seed=0)  # fmt: skip
     records = []
-    config = TrainConfig(
-        max_steps=12, max_tokens_per_batch=256, warmup_steps=10, peak_lr=1e-3, eval_every=5, checkpoint_every=1000,
-        eval_max_sentences=4, keep_checkpoints=None, dynamics_every=100,
-    )  # fmt: skip
+    config = quick_config(max_steps=12, eval_every=5, eval_max_sentences=4, dynamics_every=100)
     train(data, config, callbacks=Callbacks(on_dynamics=records.append))
     assert [(r.kind, r.step) for r in records] == [
         ("weights", 1), ("attention", 5), ("attention", 10), ("attention", 12)

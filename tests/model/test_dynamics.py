@@ -17,6 +17,7 @@ from model.train_config import TrainConfig
 from model.train_events import Callbacks
 from model.trainer import train
 from model.transformer import Transformer
+from tests.model.test_training import quick_config
 
 
 def test_groups_are_the_papers_matrices_per_layer():
@@ -86,10 +87,7 @@ def test_training_records_dynamics_at_step_1_and_every_n():
     data = prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
                    vocab_size=300, max_len=16, seed=0)  # fmt: skip
     records = []
-    config = TrainConfig(
-        max_steps=12, max_tokens_per_batch=256, warmup_steps=10, peak_lr=1e-3, eval_every=1000, checkpoint_every=1000,
-        eval_max_sentences=4, keep_checkpoints=None, dynamics_every=5,
-    )  # fmt: skip
+    config = quick_config(max_steps=12, eval_every=1000, eval_max_sentences=4, dynamics_every=5)
     train(data, config, callbacks=Callbacks(on_dynamics=records.append))
     assert [r.step for r in records if r.kind == "attention"] == [12]  # the final evaluation
     records = [r for r in records if r.kind == "weights"]
