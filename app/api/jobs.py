@@ -215,12 +215,14 @@ def list_jobs(
 def compared_job(session: Session, job: Job, max_points: int) -> ComparedJob:
     """A job as GET /v1/jobs/compare shows it: its flattened settings and every metric series, averaged into at
     most max_points buckets (best and final values from the whole series)."""
-    recorded = metric_rows.recorded_at(session, job.id)
+    series = metric_rows.series(session, job.id, None, 0)
+    # Read after the series, so it holds every step they hold (a running job writes points between the two).
+    recorded = metric_rows.recorded_at(session, job.id) if job.started_at is not None else {}
     metrics = {}
-    for name, (steps, values) in metric_rows.series(session, job.id, None, 0).items():
+    for name, (steps, values) in series.items():
         kept_steps, kept_values = metric_rows.downsample(steps, values, max_points)
         start, seconds = job.started_at, None
-        if start is not None:  # read after the series, so it holds every step they hold
+        if start is not None:
             seconds = [round((recorded[name][step] - start).total_seconds(), 3) for step in kept_steps]
         metrics[name] = ComparedSeries(
             steps=kept_steps,

@@ -170,3 +170,27 @@ def test_compare_averages_each_series_into_max_points_and_keeps_best_and_final_o
     assert len(loss["seconds"]) == 2 and loss["seconds"][-1] == whole["seconds"][-1]
     assert (loss["best"], loss["best_step"], loss["final"]) == (whole["best"], whole["best_step"], whole["final"])
     assert client.get(f"/v1/jobs/compare?ids={a},{b}&max_points=1", headers=alice).status_code == 422
+
+
+def test_compare_of_a_running_job_holds_a_point_written_while_it_reads(client, alice, two_jobs, monkeypatch):
+    """The worker writes points while the API reads: one that lands just after the timestamps were read is not
+    shown yet (the series are read first), never a 500 for a step without a timestamp."""
+    from app.db import metric_rows
+    from app.db.base import utcnow
+
+    a, b = two_jobs
+    real_recorded_at = metric_rows.recorded_at
+
+    def recorded_then_a_worker_writes(session, job_id):
+        out = real_recorded_at(session, job_id)
+        _metric_rows(job_id, utcnow(), [(400, "train_loss", 3.0, 0)])
+        return out
+
+    monkeypatch.setattr(metric_rows, "recorded_at", recorded_then_a_worker_writes)
+    reply = client.get(f"/v1/jobs/compare?ids={a},{b}", headers=alice)
+    assert reply.status_code == 200, reply.text
+    loss = reply.json()["jobs"][0]["metrics"]["train_loss"]
+    assert loss["steps"] == [100, 200, 300] and len(loss["seconds"]) == 3
+    monkeypatch.setattr(metric_rows, "recorded_at", real_recorded_at)
+    again = client.get(f"/v1/jobs/compare?ids={a},{b}", headers=alice).json()["jobs"][0]["metrics"]["train_loss"]
+    assert again["steps"][-1] == 400 and len(again["seconds"]) == 4
