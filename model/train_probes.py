@@ -14,6 +14,7 @@ and, through Callbacks.on_memory, the memory of one update measured before the f
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -33,6 +34,10 @@ from model.transformer import Transformer
 
 logger = logging.getLogger(__name__)
 ATTENTION_PROBE_SENTENCES = 16
+# The weights' record may take at most this share of the wall-clock between two records; where it takes more (a
+# fast device, a large model), the records are spaced twice as far apart from then on. On 2 CPU cores one record
+# of `small` costs 16 ms against 25 steps of 1.9 s (0.03%, bench/results/dynamics_cost-cpu-2026-11-25.json).
+DYNAMICS_MAX_SHARE = 0.03
 
 
 class TrainingProbes:
@@ -44,8 +49,13 @@ class TrainingProbes:
         callbacks: Callbacks,
         train_examples: Callable[[], Sequence[Example]],
         valid_examples: Sequence[Example],
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.model, self.tokenizer, self.config = model, tokenizer, config
+        self.dynamics_every = config.dynamics_every  # grows where recording costs more than DYNAMICS_MAX_SHARE
+        self._clock = clock
+        self._copy_seconds = 0.0
+        self._last_record_end: float | None = None
         self.on_dynamics = callbacks.on_dynamics if config.dynamics_every is not None else None
         self.on_memory = callbacks.on_memory
         self._train_examples = train_examples
@@ -71,18 +81,41 @@ class TrainingProbes:
 
     def before_update(self, step: int) -> list[Tensor] | None:
         """A copy of the weights when update `step` is to be recorded (step 1, then every dynamics_every)."""
-        every = self.config.dynamics_every
+        every = self.dynamics_every
         if self.on_dynamics is None or every is None or (step != 1 and step % every):
             return None
+        start = self._clock()
         if self._weights is None:
             self._weights = DynamicsProbe(self.model)
-        return self._weights.before()
+        copy = self._weights.before()
+        self._copy_seconds = self._clock() - start
+        return copy
 
     def after_update(self, step: int, weights_before: list[Tensor] | None, pending: PendingStep) -> None:
         if weights_before is None or self._weights is None or self.on_dynamics is None:
             return
+        if weights_before[0].device.type == "cuda":
+            torch.cuda.synchronize()  # the update's own kernels are not the record's cost
+        start = self._clock()
         values = self._weights.after(weights_before, pending.grad_norm, self.config.clip_norm)  # (3, G)
         self.on_dynamics(self._weights.record(step, values.flatten().cpu().tolist()))
+        end = self._clock()
+        self._keep_cost_down(step, self._copy_seconds + end - start, end)
+
+    def _keep_cost_down(self, step: int, record_seconds: float, end: float) -> None:
+        """Doubles dynamics_every when this record took more than DYNAMICS_MAX_SHARE of the time since the last."""
+        since, self._last_record_end = self._last_record_end, end
+        if since is None or self.dynamics_every is None:
+            return
+        share = record_seconds / max(end - since, 1e-9)
+        if share > DYNAMICS_MAX_SHARE:
+            self.dynamics_every *= 2
+            logger.info(
+                "recording the weights' dynamics took %.1f%% of the time at step %d: every %d updates from now on",
+                100 * share,
+                step,
+                self.dynamics_every,
+            )
 
     def at_evaluation(self, step: int) -> None:
         if self.on_dynamics is not None and self._valid:

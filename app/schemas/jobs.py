@@ -84,7 +84,8 @@ class TrainingSpec(Input):
         le=1_000_000,
         description="updates between records of the per-component training dynamics (gradient, weight and update "
         "norms of every W_Q, W_K, W_V, W_O, W_1, W_2, LayerNorm and the embedding, per layer; "
-        "GET /v1/jobs/{id}/dynamics), step 1 always included; null: none. 25 costs under 3% of step time",
+        "GET /v1/jobs/{id}/dynamics), step 1 always included; null: none. 25 costs 0.03% of step time on 2 CPU "
+        "cores; where a record takes over 3% of the time since the last, the worker doubles the spacing",
     )
     probe_tokens: list[Annotated[str, StringConstraints(min_length=1, max_length=50)]] | None = Field(
         None,

@@ -101,3 +101,30 @@ def test_training_records_dynamics_at_step_1_and_every_n():
     # off: never called
     train(data, TrainConfig(**{**config.to_dict(), "dynamics_every": None, "max_steps": 3}),
           callbacks=Callbacks(on_dynamics=lambda r: pytest.fail("recorded with dynamics_every=None")))  # fmt: skip
+
+
+@pytest.mark.parametrize(("record_seconds", "expected"), [(0.001, [1, 5, 10, 15, 20, 25, 30, 35, 40]),
+                                                          (0.5, [1, 5, 10, 20, 40])])  # fmt: skip
+def test_records_are_spaced_out_where_one_costs_more_than_3_percent_of_the_time(record_seconds, expected):
+    """Steps of 1 s: a record of 1 ms stays every 5 updates; one of 0.5 s is 11% of the 4.5 s since the last, so the
+    spacing doubles (10, then 20) until a record costs 0.5 / 20.5 = 2.4%, under DYNAMICS_MAX_SHARE."""
+    from model.step import PendingStep
+    from model.train_probes import DYNAMICS_MAX_SHARE, TrainingProbes
+
+    now = [0.0]
+    recorded = []
+
+    def on_dynamics(record):
+        now[0] += record_seconds  # what the record cost, as the clock sees it
+        recorded.append(record.step)
+
+    model = Transformer(ModelConfig.from_preset("tiny", 40, dropout=0.0))
+    probes = TrainingProbes(model, None, TrainConfig(dynamics_every=5), Callbacks(on_dynamics=on_dynamics),
+                            list, [], clock=lambda: now[0])  # fmt: skip
+    zero = torch.zeros(())
+    for step in range(1, 41):
+        now[0] += 1.0  # the update itself
+        before = probes.before_update(step)
+        probes.after_update(step, before, PendingStep(zero, zero, torch.ones(()), 1))
+    assert recorded == expected
+    assert probes.dynamics_every == (5 if record_seconds < 0.01 else 40) and DYNAMICS_MAX_SHARE == 0.03
