@@ -75,6 +75,10 @@ function renderJobs(container) {
     if (box.checked) selected.add(box.dataset.select); else selected.delete(box.dataset.select);
     showSelection();
   });
+  const PAGE = 100;  // the API's largest page
+  let pages = 1;  // pages shown; "Show more" adds one
+  const more = h("button", { type: "button", id: "jobs-more", class: "secondary", hidden: true }, "Show more");
+  more.addEventListener("click", () => { pages += 1; clearTimeout(timer); controller?.abort(); load(); });
   const table = h("table", { class: "jobs-table" },
     h("caption", { class: "sr-only" }, "Training jobs"),
     h("thead", {}, h("tr", {}, ["", "Job", "Objective", "Status", "Progress", "Step", "Tokens/s", "ETA", "Created"]
@@ -83,16 +87,24 @@ function renderJobs(container) {
     h("div", { class: "page-head" }, h("h1", {}, "Jobs"),
       h("div", { class: "inline" }, field("Status", filter), field("Tag", tagFilter), compare,
         h("a", { class: "button", href: "#/new" }, "New job"))),
-    note, h("div", { class: "card flush" }, table));
+    note, h("div", { class: "card flush" }, table), more);
   let timer = null, stopped = false, controller = null;
   async function load() {
     controller = new AbortController();
     const q = query();
     try {
-      const page = await api(`/v1/jobs?limit=100${q}`, { signal: controller.signal });
+      const jobs = [];
+      let total = 0;
+      for (let i = 0; i < pages && (i === 0 || jobs.length < total); i++) {
+        const page = await api(`/v1/jobs?limit=${PAGE}&offset=${i * PAGE}${q}`, { signal: controller.signal });
+        jobs.push(...page.data);
+        total = page.total;
+      }
       note.replaceChildren();
-      body.replaceChildren(...page.data.map((job) => jobRow(job, selected.has(job.id))));
-      if (!page.data.length) {
+      body.replaceChildren(...jobs.map((job) => jobRow(job, selected.has(job.id))));
+      more.hidden = jobs.length >= total;
+      more.textContent = `Show ${Math.min(PAGE, total - jobs.length)} more (${jobs.length} of ${total} shown)`;
+      if (!jobs.length) {
         body.append(h("tr", {}, h("td", { colspan: 9, class: "muted" },
           q ? "No jobs match these filters." : "No jobs yet. ", q ? "" : h("a", { href: "#/new" }, "Submit one."))));
       }
@@ -109,6 +121,7 @@ function renderJobs(container) {
     return q.toString() ? `&${q}` : "";
   }
   function refilter() {
+    pages = 1;
     const q = query();
     history.replaceState(null, "", q ? `#/jobs?${q.slice(1)}` : "#/jobs");
     clearTimeout(timer);

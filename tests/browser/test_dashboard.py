@@ -238,6 +238,40 @@ def test_jobs_list_shows_the_job_and_filters_by_status(submitted):
     row.wait_for()
 
 
+def test_jobs_list_pages_past_100_jobs(page, stack, monkeypatch):
+    """105 jobs with one tag: the list shows the newest 100 and a button for the rest, which then shows all 105."""
+    with _service_database(stack, monkeypatch) as session:
+        from app.db.base import utcnow
+        from app.db.keys import identify
+        from app.db.models import Job, JobTag
+
+        caller = identify(session, stack.key)
+        assert caller is not None
+        now = utcnow()
+        session.add_all(
+            Job(owner_id=caller.owner_id, objective="translation", status="cancelled", max_attempts=1, total_steps=10,
+                model_config={"preset": "tiny", "vocab_size": 500}, training_config={"max_steps": 10},
+                request_sha256="", name=f"paged-{i:03d}", created_at=now, tag_rows=[JobTag(tag="paged", position=0)])
+            for i in range(105)
+        )  # fmt: skip
+    page.sign_in()
+    page.page.goto(f"{page.stack.url}/dashboard#/jobs?tag=paged")
+    rows = page.page.locator("tr[data-job]")
+    more = page.page.locator("#jobs-more")
+    wait_for(lambda: rows.count() == 100 and more.is_visible(), timeout=20, what="100 rows and more", interval=0.2)
+    assert more.inner_text() == "Show 5 more (100 of 105 shown)"
+    assert all(
+        name.startswith("paged-") for name in rows.locator("td[data-label=Job] a[href^='#/jobs/']").all_inner_texts()
+    )
+    more.click()
+    wait_for(lambda: rows.count() == 105, timeout=10, what="105 rows", interval=0.1)
+    assert more.is_hidden()
+    page.page.get_by_label("Tag").fill("no-such-tag")
+    page.page.get_by_label("Tag").press("Enter")
+    page.page.get_by_text("No jobs match these filters.").wait_for()
+    assert more.is_hidden()
+
+
 def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     p, job_id = submitted
     page = p.page
