@@ -23,6 +23,14 @@ def _duration(seconds: float | None) -> str:
     )
 
 
+def done_text(p: dict[str, Any]) -> str:
+    """How far a job is by the budget that binds: "40/60" steps, or "12.0/20 min (step 86)" when max_minutes
+    ends the run first (the bar is by time then)."""
+    if p.get("bound_by") == "time":
+        return f"{(p['elapsed_seconds'] or 0) / 60:.1f}/{p['budget_seconds'] / 60:g} min (step {p['step']})"
+    return f"{p['step']}/{p['total_steps']}"
+
+
 def status_line(job: dict[str, Any]) -> str:
     p = job["progress"]
     metrics = job.get("latest_metrics") or {}
@@ -32,9 +40,6 @@ def status_line(job: dict[str, Any]) -> str:
         if name in metrics
     )
     speed = f"{p['tokens_per_second']:.0f} tok/s" if p["tokens_per_second"] else ""
-    done = f"{p['step']}/{p['total_steps']}"
-    if p.get("bound_by") == "time":  # max_minutes ends the run first: the bar is by time
-        done = f"{(p['elapsed_seconds'] or 0) / 60:.1f}/{p['budget_seconds'] / 60:g} min (step {p['step']})"
     return (
-        f"{job['status']:<9} {_bar(p['fraction'])} {done} {speed} ETA {_duration(p['eta_seconds'])} {shown}"
+        f"{job['status']:<9} {_bar(p['fraction'])} {done_text(p)} {speed} ETA {_duration(p['eta_seconds'])} {shown}"
     ).rstrip()

@@ -1,7 +1,7 @@
 """`status --watch`: follow a job's events until it ends, then print its model id.
 
 On a terminal, a rich progress bar: the API's `fraction` (of whichever budget binds, steps or max_minutes, so
-not step/total), step/total, the API's ETA, tokens/s and the latest losses. Elsewhere (a pipe, a log, a test),
+not step/total), step/total or the minutes spent of max_minutes, the API's ETA, tokens/s and the latest losses. Elsewhere (a pipe, a log, a test),
 plain `status_line` lines: at once when the status changes, else at most one every `--interval` seconds.
 """
 
@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
 
 from app.client import connection, events
-from app.client.progress import TERMINAL, _duration, status_line
+from app.client.progress import TERMINAL, _duration, done_text, status_line
 
 SHOWN_METRICS = ("train_loss", "valid_loss")
 
@@ -58,7 +58,7 @@ def _fields(job: dict[str, Any]) -> dict[str, Any]:
     p, metrics = job["progress"], job.get("latest_metrics") or {}
     return {
         "status": job["status"],
-        "steps": f"step {p['step']}/{p['total_steps']}",
+        "steps": done_text(p) if p.get("bound_by") == "time" else f"step {done_text(p)}",
         "eta": _duration(p["eta_seconds"]),
         "speed": f"{p['tokens_per_second']:,.0f} tok/s" if p["tokens_per_second"] else "",
         "losses": " ".join(f"{n}={metrics[n]['value']:.4g}" for n in SHOWN_METRICS if n in metrics),

@@ -256,7 +256,8 @@ def test_status_watch_on_a_terminal_draws_a_rich_bar_of_the_api_fraction(client,
     view.stop()
     shown = screen.getvalue()
     assert "\x1b[" in shown and "━" in shown  # drawn for a terminal: colours and a bar
-    assert " 42%" in shown and "step 3/10000" in shown and "ETA 01:10" in shown  # 1 - 70 s / 120 s
+    assert " 42%" in shown and "ETA 01:10" in shown  # 1 - 70 s / 120 s
+    assert "0.8/2 min (step 3)" in shown and "3/10000" not in shown  # by the minutes, as the bar
     assert "1,234 tok/s" in shown and "train_loss=4.5" in shown
 
 
