@@ -2,7 +2,8 @@
 
 Administration (direct database access): `create-key NAME`, `revoke-key PREFIX_OR_NAME`, `migrate`, `serve`.
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
-`cancel`, `tag`, `compare`; models `models`, `translate`, `evaluate`, `export`, `import`; `delete model|dataset`.
+`cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`;
+the registry `register` (name a model), `alias` (point a name's aliases); `delete model|dataset`.
 Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
 """
 

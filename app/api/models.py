@@ -21,6 +21,7 @@ from app.model_evaluations import evaluations_prefix
 from app.model_exports import exports_prefix
 from app.model_file_translations import translations_prefix
 from app.schemas.common import Page
+from app.schemas.jobs import Objective
 from app.schemas.models import ModelPublic, ModelUpdate
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -44,6 +45,7 @@ def list_models(
     name: Annotated[
         str | None, Query(pattern=f"^{model_refs.NAME_PATTERN.pattern}$", description="versions of this name only")
     ] = None,
+    objective: Objective | None = None,
     tag: Annotated[list[str] | None, Query(description="repeatable: models carrying every tag given")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
@@ -55,6 +57,8 @@ def list_models(
     )
     if name is not None:
         query = query.where(TrainedModel.name == name)
+    if objective is not None:
+        query = query.where(TrainedModel.objective == objective)
     for wanted in tag or []:
         query = query.where(TrainedModel.tag_rows.any(ModelTag.tag == wanted))
     return paginate(

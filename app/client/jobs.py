@@ -36,6 +36,12 @@ def cmd_submit(args: argparse.Namespace) -> None:
         body["init_model_id"] = args.init_model
     if args.max_steps:
         body["training"]["max_steps"] = args.max_steps
+    if args.name is not None:
+        body["name"] = args.name
+    if args.tag:
+        body["tags"] = args.tag
+    if args.note is not None:
+        body["note"] = args.note
     for assignment in args.set or []:
         name, _, value = assignment.partition("=")
         section, _, field = name.partition(".")
@@ -144,6 +150,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SECTION.FIELD=VALUE",
         help="any model or training field, e.g. --set training.warmup_steps=100 --set model.vocab_size=2000",
     )
+    p.add_argument("--name", help="a name for the job, shown by `jobs` and the dashboard")
+    p.add_argument("--tag", action="append", metavar="TAG", help="a tag (repeat for several); `jobs --tag` filters")
+    p.add_argument("--note", help="free text kept with the job")
     p.add_argument("--idempotency-key")
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("status", help="show a job (JSON); --watch follows it with a progress bar until it ends")

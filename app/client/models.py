@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,11 @@ MODEL_COLUMNS: list[Column] = [
 
 
 def cmd_models(args: argparse.Namespace) -> None:
-    """Every model, newest first; --objective is applied here, as the API lists them all."""
+    """Every model, newest first, filtered by the API."""
     with connection.open_client(args) as client:
-        params = {"name": args.name, "tag": args.tag or None}
-        models = connection.page_through(
-            client, "/v1/models", {k: v for k, v in params.items() if v}, None if args.objective else args.limit
-        )
-        wanted = (m for m in models if args.objective in (None, m["objective"]))
-        print_items(islice(wanted, args.limit), MODEL_COLUMNS, args.json)
+        params = {"name": args.name, "tag": args.tag or None, "objective": args.objective}
+        models = connection.page_through(client, "/v1/models", {k: v for k, v in params.items() if v}, args.limit)
+        print_items(models, MODEL_COLUMNS, args.json)
 
 
 def cmd_delete_model(args: argparse.Namespace) -> None:

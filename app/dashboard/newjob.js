@@ -1,13 +1,19 @@
-// New-job form: pick or upload a dataset, choose objective, preset and training settings (or a model to start
-// from: fine-tuning), the workers that may train it (any, GPU, CPU) and its precision, an optional test set, and
-// see the parameter count and memory estimate (POST /v1/estimate) before submitting. #/new?from=<model id> opens
-// it starting from that model.
+// New-job form: name, tag and annotate the job, pick or upload a dataset, choose objective, preset and training
+// settings (or a model to start from: fine-tuning), the workers that may train it (any, GPU, CPU), its precision
+// and the tokens whose embedding neighbours are recorded, an optional test set, and see the parameter count and
+// memory estimate (POST /v1/estimate) before submitting. #/new?from=<model id> opens it starting from that model.
 
 import { api } from "./api.js";
 import { anatomyBars } from "./charts.js";
+import { parseTags } from "./labels.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, h, newId } from "./ui.js";
 
 const KIND = { translation: "parallel", denoising: "monolingual" };
+
+/** "the, cat  dog" -> ["the", "cat", "dog"]: watched tokens, separated by commas or spaces. */
+function parseTokens(text) {
+  return text.split(/[\s,]+/).filter(Boolean);
+}
 
 function num(id, value, attrs = {}) {
   return h("input", { id, name: id, type: "number", inputmode: "numeric", value, ...attrs });
@@ -31,6 +37,10 @@ export function renderNewJob(container, fromModel) {
   const uploadName = h("input", { id: "upload-name", type: "text", placeholder: "defaults to the file name" });
   const uploadButton = h("button", { type: "button", class: "secondary", id: "upload-button" }, "Upload dataset");
   const uploadStatus = h("div", { id: "upload-status", "aria-live": "polite" });
+  const jobName = h("input", { id: "new-job-name", name: "job-name", maxlength: 200, placeholder: "e.g. warm-up 400" });
+  const jobTags = h("input", { id: "new-job-tags", name: "job-tags", placeholder: "baseline, en-fr" });
+  const jobNote = h("textarea", { id: "new-job-note", name: "job-note", rows: 2, maxlength: 10000 });
+  const probeTokens = h("input", { id: "probe_tokens", name: "probe_tokens", placeholder: "the most frequent words" });
 
   const t = {
     vocab_size: num("vocab_size", 8000, { min: 300, max: 256000 }),
@@ -72,6 +82,10 @@ export function renderNewJob(container, fromModel) {
   const submit = h("button", { type: "submit", id: "submit-job" }, "Submit job");
 
   const form = h("form", { class: "newjob", novalidate: true },
+    h("section", { class: "card" }, h("h2", {}, "Labels"),
+      field("Job name (optional)", jobName),
+      field("Tags", jobTags, "comma-separated: letters, digits and - _ . : /; the jobs list filters by them"),
+      field("Note", jobNote)),
     h("section", { class: "card" }, h("h2", {}, "Data"),
       field("Objective", objective),
       field("Training dataset", dataset),
@@ -91,7 +105,8 @@ export function renderNewJob(container, fromModel) {
         field("Warm-up steps", t.warmup_steps), field("Evaluate every", t.eval_every),
         field("Checkpoint every", t.checkpoint_every), noiseField,
         field("Accelerator", accelerator, "which workers may train it; a GPU-only job waits while no GPU worker is running"),
-        field("Precision", precision, "default: bf16 on a GPU worker, fp32 on a CPU one; bf16 keeps fp32 weights"))),
+        field("Precision", precision, "default: bf16 on a GPU worker, fp32 on a CPU one; bf16 keeps fp32 weights"),
+        field("Tokens to watch", probeTokens, "comma or space separated, at most 20: their nearest neighbours in the embeddings are recorded at each checkpoint"))),
     h("section", { class: "card" }, h("h2", {}, "Estimate"), estimateBox),
     h("div", { class: "actions" }, submit, submitStatus));
   modelCard.append(
@@ -176,7 +191,12 @@ export function renderNewJob(container, fromModel) {
     training.tokenizer = tokenizer.value;
     training.accelerator = accelerator.value;
     if (precision.value) training.precision = precision.value;
+    const watched = parseTokens(probeTokens.value);
+    if (watched.length) training.probe_tokens = watched;
     const b = { objective: objective.value, dataset_id: dataset.value || null, model: modelSpec(), training };
+    if (jobName.value.trim()) b.name = jobName.value.trim();
+    if (parseTags(jobTags.value).length) b.tags = parseTags(jobTags.value);
+    if (jobNote.value.trim()) b.note = jobNote.value.trim();
     if (validDataset.value) b.valid_dataset_id = validDataset.value;
     if (testDataset.value && objective.value === "translation") b.test_dataset_id = testDataset.value;
     if (initModel.value) {  // the architecture and tokenizer are the model's
@@ -224,7 +244,8 @@ export function renderNewJob(container, fromModel) {
     fillDatasets();
     fillModels();
   });
-  form.addEventListener("input", (e) => { if (e.target !== file && e.target !== uploadName) scheduleEstimate(); });
+  const noEstimate = new Set([file, uploadName, jobName, jobTags, jobNote, probeTokens]);  // the model is unchanged
+  form.addEventListener("input", (e) => { if (!noEstimate.has(e.target)) scheduleEstimate(); });
   form.addEventListener("change", scheduleEstimate);
   noiseField.hidden = true;
 

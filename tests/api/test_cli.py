@@ -87,6 +87,21 @@ def test_models_pages_filters_by_objective_and_prints_a_table(cli, alice):
     assert len(out.splitlines()) == 3 and all(json.loads(line)["id"] in translation for line in out.splitlines())
 
 
+def test_submit_labels_the_job_with_its_name_tags_and_note(cli, alice, client, parallel_id):
+    key = _key(alice)
+    code, out, err = cli(
+        "submit", "--dataset", parallel_id, "--max-steps", "5", "--name", "warm-up 400", "--tag", "baseline",
+        "--tag", "en-de", "--note", "the paper's schedule", "--key", key,
+    )  # fmt: skip
+    assert code == 0, err
+    job = client.get(f"/v1/jobs/{out.strip()}", headers=alice).json()
+    assert (job["name"], job["tags"], job["note"]) == ("warm-up 400", ["baseline", "en-de"], "the paper's schedule")
+    code, out, _ = cli("jobs", "--tag", "en-de", "--key", key)
+    assert out.splitlines()[1].split()[:3] == [job["id"], "warm-up", "400"]
+    code, _, err = cli("submit", "--dataset", parallel_id, "--tag", "no spaces", "--key", key)
+    assert code == 1 and "error 422" in err and "'no spaces'" in err
+
+
 def test_cancel_a_queued_job_and_a_finished_one_is_an_error_naming_it(cli, alice, client):
     queued = job_rows("alice", 2)
     done = job_rows("alice", 1, status="succeeded")[0]

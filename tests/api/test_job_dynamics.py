@@ -140,3 +140,31 @@ def test_embeddings_of_a_job_and_the_final_ones_of_its_model(client, alice, make
     assert response.status_code == 404 and "no recorded embeddings" in response.json()["detail"]
     for route in (f"/v1/jobs/{job}/embeddings", f"/v1/models/{model}/embeddings"):
         assert client.get(route, headers=make_key("bob")).status_code == 404
+
+
+def test_the_watched_tokens_are_kept_in_the_jobs_training_config_and_bad_ones_are_a_422_naming_them(
+    client, alice, parallel_id
+):
+    """A word, a word after a space, a vocabulary entry: kept as given (the worker resolves them); an empty token,
+    one over 50 characters or over 20 tokens are refused, the error pointing at the field and the value."""
+    training = {"max_steps": 5, "probe_tokens": ["the", " cat", "Ġdog"]}
+    job = {"objective": "translation", "dataset_id": parallel_id, "training": training}
+    created = client.post("/v1/jobs", json=job, headers=alice)
+    assert created.status_code == 201, created.text
+    assert created.json()["training"]["probe_tokens"] == ["the", " cat", "Ġdog"]
+    read = client.get(f"/v1/jobs/{created.json()['id']}", headers=alice).json()
+    assert read["training"]["probe_tokens"] == ["the", " cat", "Ġdog"]
+
+    def refusal(tokens: list[str]) -> dict:
+        response = client.post("/v1/jobs", json={**job, "training": {"probe_tokens": tokens}}, headers=alice)
+        assert response.status_code == 422, response.text
+        (error,) = response.json()["detail"]
+        return error
+
+    empty = refusal(["the", ""])
+    assert empty["loc"] == ["body", "training", "probe_tokens", 1] and empty["input"] == ""
+    too_long = refusal(["x" * 51])
+    assert too_long["loc"] == ["body", "training", "probe_tokens", 0] and too_long["input"] == "x" * 51
+    assert "at most 50 characters" in too_long["msg"]
+    too_many = refusal([f"t{i}" for i in range(21)])
+    assert too_many["loc"] == ["body", "training", "probe_tokens"] and "at most 20 items" in too_many["msg"]

@@ -98,6 +98,17 @@ def test_tags_description_and_languages_are_set_shown_and_filtered(client, alice
     assert client.patch(f"/v1/models/{tagged}", json={"tags": ["a b"]}, headers=alice).status_code == 422
 
 
+def test_the_model_list_filters_by_objective(client, alice):
+    translation, denoising = _model_row("alice"), _model_row("alice", objective="denoising")
+    page = client.get("/v1/models?objective=denoising", headers=alice).json()
+    assert ([m["id"] for m in page["data"]], page["total"]) == ([denoising], 1)
+    assert [m["id"] for m in client.get("/v1/models?objective=translation", headers=alice).json()["data"]] == [
+        translation
+    ]
+    response = client.get("/v1/models?objective=summarization", headers=alice)
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["query", "objective"]
+
+
 def test_aliases_are_set_moved_listed_deleted_and_every_move_is_recorded(client, alice, make_key):
     v1, v2 = _model_row("alice"), _model_row("alice")
     _register(client, alice, v1, "en-de")

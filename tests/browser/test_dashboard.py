@@ -43,6 +43,19 @@ def _fill_training_form(p: Page, **values) -> None:
         p.page.locator(f"#{name}").fill(str(value))
 
 
+def _new_job_form(p: Page, train_file, dataset_name: str | None = None, **values) -> None:
+    """Sign in, open the new-job form, upload `train_file` (the form then picks it) and fill the fields `values`
+    names by id."""
+    p.sign_in()
+    p.page.get_by_role("navigation").get_by_role("link", name="New job").click()
+    p.page.locator("#upload-file").set_input_files(str(train_file))
+    if dataset_name is not None:
+        p.page.locator("#upload-name").fill(dataset_name)
+    p.page.get_by_role("button", name="Upload dataset").click()
+    p.page.wait_for_selector("#upload-status .ok")
+    _fill_training_form(p, **values)
+
+
 @pytest.fixture(scope="module")
 def demo_files(tmp_path_factory):
     from model.demo import write_demo_files
@@ -57,12 +70,7 @@ def submitted(browser, stack, demo_files):
     Shared by the tests below, in order: they watch the job train, then use the model it produced.
     """
     p = new_page(browser, stack)
-    p.sign_in()
-    p.page.get_by_role("navigation").get_by_role("link", name="New job").click()
-    p.page.locator("#upload-file").set_input_files(str(demo_files["translation_train"]))
-    p.page.get_by_label("Name").fill("numbers en-de")
-    p.page.get_by_role("button", name="Upload dataset").click()
-    p.page.wait_for_selector("#upload-status .ok")
+    _new_job_form(p, demo_files["translation_train"], "numbers en-de")
     assert "Uploaded numbers en-de" in p.page.inner_text("#upload-status")
     p.page.select_option("#objective", "translation")
     p.page.select_option("#preset", "tiny")
@@ -448,11 +456,7 @@ def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(
     """The form's time budget blanks vocabulary, steps, batch and warm-up; the job page then shows what the
     worker chose for them, with its reasons."""
     p = page
-    p.sign_in()
-    p.page.get_by_role("navigation").get_by_role("link", name="New job").click()
-    p.page.locator("#upload-file").set_input_files(str(demo_files["translation_train"]))
-    p.page.get_by_role("button", name="Upload dataset").click()
-    p.page.wait_for_selector("#upload-status .ok")
+    _new_job_form(p, demo_files["translation_train"])
     p.page.select_option("#preset", "tiny")
     p.page.locator("#max_minutes").fill("0.1")
     for name in ("vocab_size", "max_steps", "max_tokens_per_batch", "warmup_steps"):
@@ -473,11 +477,7 @@ def test_a_job_asking_for_a_gpu_says_it_waits_for_a_gpu_worker(page, demo_files)
     """The form's accelerator and precision reach the job; with only the embedded CPU worker running, the job page
     and the jobs list say that the job waits for a GPU worker."""
     p = page
-    p.sign_in()
-    p.page.get_by_role("navigation").get_by_role("link", name="New job").click()
-    p.page.locator("#upload-file").set_input_files(str(demo_files["translation_train"]))
-    p.page.get_by_role("button", name="Upload dataset").click()
-    p.page.wait_for_selector("#upload-status .ok")
+    _new_job_form(p, demo_files["translation_train"])
     p.page.select_option("#preset", "tiny")
     _fill_training_form(p, vocab_size=500, max_steps=20)
     assert p.page.locator("#accelerator").input_value() == "any" and p.page.locator("#precision").input_value() == ""
@@ -779,6 +779,37 @@ def test_jobs_show_their_labels_filter_by_tag_and_the_job_page_edits_them(page, 
     p.screenshot("job-labels")
     for job in jobs:
         assert http.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
+
+
+def test_the_new_job_form_names_tags_and_annotates_the_job_and_sets_the_watched_tokens(page, demo_files):
+    """The form's name, tags, note and tokens to watch reach the job: its page and the jobs list show the labels,
+    its configuration the tokens."""
+    p = page
+    _new_job_form(p, demo_files["translation_train"], vocab_size=500, max_steps=20)
+    p.page.get_by_label("Job name").fill("labelled from the form")
+    p.page.get_by_label("Tags").fill("baseline, en-de")
+    p.page.get_by_label("Note").fill("the paper's schedule")
+    p.page.get_by_label("Tokens to watch").fill("one, two  three")
+    p.page.get_by_label("Accelerator").select_option("gpu")  # stays queued: the embedded worker is a CPU one
+    p.screenshot("new-job-labels")
+    p.page.get_by_role("button", name="Submit job").click()
+    p.page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
+    job_id = p.page.url.rsplit("/", 1)[-1]
+    p.page.locator("#labels").wait_for()
+    assert p.page.locator("h1").inner_text().startswith("labelled from the form")
+    assert p.page.locator("#job-tags").input_value() == "baseline, en-de"
+    assert p.page.locator("#job-note").input_value() == "the paper's schedule"
+    assert "probe_tokens" in p.page.inner_text("#config")
+    http = _api(p.stack)
+    job = http.get(f"/v1/jobs/{job_id}").json()
+    labels = ("labelled from the form", ["baseline", "en-de"], "the paper's schedule")
+    assert (job["name"], job["tags"], job["note"]) == labels
+    assert job["training"]["probe_tokens"] == ["one", "two", "three"]
+    p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    row = p.page.locator(f'tr[data-job="{job_id}"]')
+    row.get_by_role("link", name="labelled from the form").wait_for()
+    assert row.locator(".tag").all_inner_texts() == ["baseline", "en-de"]
+    assert http.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
 
 
 def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_differ(page, stack, monkeypatch):

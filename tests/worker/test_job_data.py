@@ -25,3 +25,8 @@ def test_log_every_follows_the_job_or_else_the_worker_device():
     assert train_config(Job(training_config={"log_every": 25}), "cpu").resolved_log_every == 25
     assert train_config(Job(training_config={"log_every": None}), "cuda:1").resolved_log_every == 10
     assert train_config(Job(training_config={}), "cpu").resolved_log_every == 1
+
+
+def test_the_watched_tokens_reach_the_training_config():
+    assert train_config(Job(training_config={"probe_tokens": ["the", "Ġcat"]}), "cpu").probe_tokens == ["the", "Ġcat"]
+    assert train_config(Job(training_config={}), "cpu").probe_tokens is None  # the most frequent words
