@@ -1,8 +1,9 @@
 """`status --watch`: follow a job's events until it ends, then print its model id.
 
 On a terminal, a rich progress bar: the API's `fraction` (of whichever budget binds, steps or max_minutes, so
-not step/total), step/total or the minutes spent of max_minutes, the API's ETA, tokens/s and the latest losses. Elsewhere (a pipe, a log, a test),
-plain `status_line` lines: at once when the status changes, else at most one every `--interval` seconds.
+not step/total), step/total or the minutes spent of max_minutes, the API's ETA, tokens/s and the latest losses.
+Elsewhere (a pipe, a log, a test), plain `status_line` lines: at once when the status changes, else at most one
+every `--interval` seconds.
 """
 
 from __future__ import annotations
