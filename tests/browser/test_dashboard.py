@@ -212,11 +212,19 @@ def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(subm
     )
     kinds = ["weights", "gradients", "Adam moments", "autocast weights", "activations", "temporary", "peak"]
     assert card.locator('.bar-row[data-side="measured"]').evaluate_all("rs => rs.map(r => r.dataset.kind)") == kinds
-    assert card.locator('.bar-row[data-side="estimated"]').count() == len(kinds)
+    for side in ("estimated-batch", "estimated-settings"):
+        assert card.locator(f'.bar-row[data-side="{side}"]').count() == len(kinds)
     weights = [card.locator(f'.bar-row[data-kind="weights"][data-side="{side}"] .bar-value').inner_text()
-               for side in ("measured", "estimated")]  # fmt: skip
-    assert weights[0] == weights[1] and weights[0].endswith("MiB")  # the exact parameter bytes, both sides
+               for side in ("measured", "estimated-batch", "estimated-settings")]  # fmt: skip
+    assert weights[0] == weights[1] == weights[2] and weights[0].endswith("MiB")  # the exact parameter bytes
     assert report["measured"]["by_kind"]["weights"] == report["estimated"]["weights_bytes"] > 0
+    # the legend names what each estimate is for: the batch's padded tokens, the job's max_tokens_per_batch
+    measured = report["measured"]
+    legend = card.locator("#memory-legend").inner_text()
+    assert f"this batch's {measured['batch']['padded_tokens']:,} padded tokens in fp32" in legend
+    tokens = measured["tokens_per_batch"]
+    assert f"POST /v1/estimate gives for the job's settings, {tokens:,} tokens per batch" in legend
+    assert "before the job ran" not in card.inner_text()
     assert "cpu, fp32" in card.inner_text() and "Saved activations by component" in card.inner_text()
     differences = card.locator("#memory-differences li").all_text_contents()
     assert differences == report["differences"] and any("activations measured" in d for d in differences)
