@@ -9,8 +9,8 @@ import { h, clear, errorBox, fmtBytes } from "./ui.js";
 
 const SIDES = [  // [data-side, bar colour (null: the chart's own), label]
   ["measured", null, "measured"],
-  ["estimated-batch", "#94a3b8", "estimated, this batch"],
-  ["estimated-settings", "#cbd5e1", "estimated, job settings"],
+  ["estimated-batch", "#94a3b8", "batch estimate"],
+  ["estimated-settings", "#cbd5e1", "settings estimate"],
 ];
 const POLL_MS = 10_000;
 const ACTIVATIONS = {
@@ -73,9 +73,9 @@ function render(body, report) {
       `tokens (${fmt(b.padded_tokens)} padded tokens of max_tokens_per_batch ` +
       `${fmt(m.tokens_per_batch)}); peak ${fmtBytes(m.peak_bytes)}, measured in ${m.seconds.toFixed(1)} s.`),
     h("p", { class: "muted", id: "memory-legend" },
-      `Dark grey: model/anatomy.py's estimate for this batch's ${fmt(b.padded_tokens)} padded tokens in ${m.precision}` +
+      `Batch estimate (dark grey): model/anatomy.py's estimate for this batch's ${fmt(b.padded_tokens)} padded tokens in ${m.precision}` +
       (report.estimated
-        ? `; light grey: what POST /v1/estimate gives for the job's settings, ${fmt(m.tokens_per_batch)} tokens per batch in ${m.precision}.`
+        ? `; settings estimate (light grey): what POST /v1/estimate gives for the job's settings, ${fmt(m.tokens_per_batch)} tokens per batch in ${m.precision}.`
         : " (the estimate for the job's settings was not stored with this measurement).")),
     sideBySide(kindRows(m, report.estimated_for_batch, report.estimated)),
     h("h3", {}, "Saved activations by component (measured)"),
