@@ -41,7 +41,10 @@ def subspace_overlap(a: Tensor, b: Tensor) -> float:
 
 @torch.no_grad()
 def weight_geometry(model: Transformer, k: int = TOP_K) -> dict[str, Any]:
-    """Shapes, storage and subspace overlaps of the embedding and every attention projection, per layer."""
+    """Shapes, storage and subspace overlaps of the embedding and every attention projection, per layer, and the
+    parameter counts: every distinct parameter tensor once (the tied embedding once), those with requires_grad (the
+    ones a backward pass gives a gradient for the optimizer to apply), and their bytes as loaded."""
+    params = list(model.parameters())  # distinct tensors: a tied matrix appears once
     d = model.config.d_model
     k = min(k, d)
     embedding = model.encoder.embed_tokens.weight
@@ -77,4 +80,8 @@ def weight_geometry(model: Transformer, k: int = TOP_K) -> dict[str, Any]:
         "source_and_target_embeddings_shared": model.encoder.embed_tokens.weight.data_ptr()
         == model.decoder.embed_tokens.weight.data_ptr(),
         "layers": layers,
+        "parameters": sum(p.numel() for p in params),
+        "trainable_parameters": sum(p.numel() for p in params if p.requires_grad),
+        "embedding_trainable": embedding.requires_grad,
+        "parameter_bytes": sum(p.numel() * p.element_size() for p in params),
     }

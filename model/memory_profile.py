@@ -1,4 +1,5 @@
-"""What one training step holds in memory, measured by kind, next to model/anatomy.py's arithmetic estimate.
+"""What one training step holds in memory, measured by kind, next to model/anatomy.py's arithmetic estimate (both
+for the measured batch and, as POST /v1/estimate gives it, for the job's max_tokens_per_batch).
 
 One update (model/step.py update_on_device, the trainer's own step, under the configured autocast) runs on a fresh
 copy of the model on the job's device, with the job's first batch. Its Adam moments exist before it starts, as at
@@ -286,8 +287,11 @@ def _ratio(measured: float, estimated: float) -> str:
     return f"{measured / estimated:.2f}x the estimate" if estimated else "not in the estimate"
 
 
-def differences(measured: StepMemory, model_config: ModelConfig, estimated: dict[str, int]) -> list[str]:
-    """Where the measurement and the estimate part, each sentence computed from the numbers."""
+def differences(
+    measured: StepMemory, model_config: ModelConfig, estimated: dict[str, int], for_settings: dict[str, int]
+) -> list[str]:
+    """Where the measurement and the estimate for the same batch (`estimated`) part, each sentence computed from the
+    numbers, then how the estimate for the job's settings (`for_settings`, at max_tokens_per_batch) compares."""
     m = measured
     out = []
     for kind, value, key in (
@@ -343,17 +347,29 @@ def differences(measured: StepMemory, model_config: ModelConfig, estimated: dict
         f"peak measured {_mib(m.peak_bytes)}, {_ratio(m.peak_bytes, estimated['training_total_bytes'])} "
         f"({_mib(estimated['training_total_bytes'])})"
     )
+    out.append(
+        f"the estimate for the job's settings ({m.tokens_per_batch} tokens per batch, {m.precision}) is "
+        f"{_mib(for_settings['training_total_bytes'])}; this batch has {m.batch['padded_tokens']} padded tokens "
+        f"({100 * m.batch['padded_tokens'] / m.tokens_per_batch:.0f}% of {m.tokens_per_batch}), and the measured "
+        f"peak is {_ratio(m.peak_bytes, for_settings['training_total_bytes'])}"
+    )
     return out
 
 
 def memory_report(
     model_config: ModelConfig, batch: Batch, config: TrainConfig, meter: PeakMeter | None = None
 ) -> dict[str, Any]:
-    """{"measured": StepMemory.to_json(), "estimated": estimate_memory(...) for the same batch, "differences"}."""
+    """{"measured": StepMemory.to_json(), "estimated", "estimated_for_batch", "differences"}.
+
+    estimated: what POST /v1/estimate answers for the job's settings (estimate_memory at max_tokens_per_batch, in the
+    precision the job trains in); estimated_for_batch: estimate_memory at the measured batch's padded tokens, the
+    estimate the differences compare the measurement with."""
     measured = measure_step(model_config, batch, config, meter)
-    estimated = estimate_memory(model_config, measured.batch["padded_tokens"], precision=measured.precision)
+    for_settings = estimate_memory(model_config, config.max_tokens_per_batch, precision=measured.precision)
+    for_batch = estimate_memory(model_config, measured.batch["padded_tokens"], precision=measured.precision)
     return {
         "measured": measured.to_json(),
-        "estimated": estimated,
-        "differences": differences(measured, model_config, estimated),
+        "estimated": for_settings,
+        "estimated_for_batch": for_batch,
+        "differences": differences(measured, model_config, for_batch, for_settings),
     }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
@@ -170,11 +170,17 @@ def anatomy(
     session: SessionDep,
     key: CurrentKey,
     tokens_per_batch: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
+    precision: Annotated[Literal["fp32", "bf16"] | None, Query()] = None,
 ) -> AnatomyResponse:
-    """Parameters by component and memory estimates, computed from the stored config (no worker needed)."""
+    """Parameters by component and memory estimates, computed from the stored config (no worker needed). By
+    default for the job that trained the model: its max_tokens_per_batch, and its precision (the one it asked for,
+    else bf16 when it ran on a GPU and fp32 otherwise, as the trainer resolves it); 4096 and fp32 without a job."""
     model = owned_model(session, model_id, key.owner_id)
     config = ModelConfig.from_dict(model.config)
+    job = model.job
+    job_config = job.training_config if job else {}
     if tokens_per_batch is None:
-        job_config = model.job.training_config if model.job else {}
         tokens_per_batch = job_config.get("max_tokens_per_batch", 4096)
-    return AnatomyResponse(model_id=model.id, **describe_anatomy(config, tokens_per_batch))
+    ran_on_gpu = bool(job and job.device and job.device.startswith("cuda"))
+    chosen: str = precision or job_config.get("precision") or ("bf16" if ran_on_gpu else "fp32")
+    return AnatomyResponse(model_id=model.id, precision=chosen, **describe_anatomy(config, tokens_per_batch, chosen))

@@ -15,14 +15,18 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 @router.get("/{job_id}/memory", response_model=JobMemoryPublic, responses=NOT_FOUND)
 def read_memory(job_id: str, session: SessionDep, key: CurrentKey) -> JobMemoryPublic:
     """Peak memory of one update on the job's first batch by kind (weights, gradients, Adam moments, saved
-    activations by component, temporary buffers), model/anatomy.py's estimate for the same batch, and where they
-    differ. A job the worker has not measured yet: 200 with `measured` null."""
+    activations by component, temporary buffers), model/anatomy.py's estimate for the job's settings (as
+    POST /v1/estimate gives it) and for the measured batch, and where they differ. A job the worker has not measured
+    yet: 200 with `measured` null."""
     owned_job(session, job_id, key.owner_id)
     report = memory_rows.read(session, job_id) or {}
+    if "measured" in report and "estimated_for_batch" not in report:  # stored when `estimated` was the batch's
+        report = {**report, "estimated": None, "estimated_for_batch": report.get("estimated")}
     return JobMemoryPublic(
         job_id=job_id,
         measured=report.get("measured"),
         estimated=report.get("estimated"),
+        estimated_for_batch=report.get("estimated_for_batch"),
         differences=report.get("differences", []),
         error=report.get("error"),
     )

@@ -1,5 +1,5 @@
-// Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/new, #/models, #/models/<id>, #/workers), the jobs
-// list.
+// Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
+// card, #/new, #/models, #/models/<id>, #/workers), the jobs list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
@@ -157,7 +157,7 @@ function jobRow(job, ticked) {
 }
 
 const ROUTES = [
-  [/^#\/jobs\/([\w-]+)$/, renderJob],
+  [/^#\/jobs\/([\w-]+)(?:\/(dynamics|embeddings|memory))?$/, renderJob],  // a card's name: scrolled to
   [/^#\/jobs(\?.*)?$/, renderJobs],
   [/^#\/compare(\?.*)?$/, renderCompare],
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
@@ -179,7 +179,7 @@ function route() {
     const m = hash.match(pattern);
     if (m) {
       view.replaceChildren(h("p", { class: "muted" }, "Loading…"));
-      cleanup = render(view, m[1], { showBanner }) || null;
+      cleanup = render(view, m[1], { showBanner, card: m[2] }) || null;
       return;
     }
   }

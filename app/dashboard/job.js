@@ -73,7 +73,8 @@ function autoSettingsView(auto) {
       `${auto.probe_seconds ? `, timed in ${auto.probe_seconds} s` : ""}).`));
 }
 
-export function renderJob(container, jobId) {
+/** The job's page; `card` (dynamics, embeddings or memory: #/jobs/<id>/<card>) is scrolled to once it is placed. */
+export function renderJob(container, jobId, { card } = {}) {
   const controller = new AbortController();
   const signal = controller.signal;
   const head = h("div", { class: "page-head" }, h("h1", {}, `Job ${shortId(jobId)}`));
@@ -220,6 +221,8 @@ export function renderJob(container, jobId) {
     const dynamicsCard = dynamicsPanel(jobId, { signal, live: () => !TERMINAL.has(job.status) });
     const embeddingsCard = embeddingsPanel(`/v1/jobs/${jobId}/embeddings`, { signal, live: () => !TERMINAL.has(job.status) });
     dynamics.replaceChildren(dynamicsCard, embeddingsCard, memoryCard(jobId, { signal, live: () => !TERMINAL.has(job.status) }));
+    const showCard = () => { if (card) document.getElementById(card)?.scrollIntoView({ block: "start" }); };
+    showCard();
     const detail = async (names, from, to, maxPoints) => (await api(`/v1/jobs/${jobId}/metrics?names=${names.join(",")}` +
       `&since_step=${from}&until_step=${to}&max_points=${maxPoints}&downsample=extremes`, { signal })).series;
     charts = chartsFor(job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));
@@ -234,6 +237,7 @@ export function renderJob(container, jobId) {
       liveNote.replaceChildren(errorBox(`Could not load metrics: ${err.message}`));
     }
     await new Promise((resolve) => requestAnimationFrame(resolve));  // drawn: read, downsampled, painted
+    showCard();  // again: the charts above it have their height now
     container.dataset.historyMs = String(Math.round(performance.now() - t0));
     loadCheckpoints();
     if (TERMINAL.has(job.status)) return;  // nothing live to watch

@@ -127,6 +127,10 @@ class GeometryResponse(Output):
     embedding_tied_to_output: bool
     source_and_target_embeddings_shared: bool
     layers: list[AttentionGeometry]
+    parameters: int = Field(description="values in the model's distinct parameter tensors (a tied matrix once)")
+    trainable_parameters: int = Field(description="of those, the values of tensors with requires_grad set")
+    embedding_trainable: bool = Field(description="whether the embedding matrix E has requires_grad set")
+    parameter_bytes: int = Field(description="the parameters' bytes, as the worker loaded them")
 
 
 class ParameterGroup(Output):
@@ -153,3 +157,4 @@ class Anatomy(Output):
 
 class AnatomyResponse(Anatomy):
     model_id: str
+    precision: str = Field(description="the precision `memory` is estimated in: the training job's by default")

@@ -45,7 +45,7 @@ class MeasuredMemory(Output):
 
 
 class EstimatedMemory(Output):
-    """model/anatomy.py estimate_memory for the same config, batch (padded_tokens) and precision."""
+    """model/anatomy.py estimate_memory for the job's model config and precision, at some tokens per batch."""
 
     weights_bytes: int
     gradients_bytes: int
@@ -56,11 +56,17 @@ class EstimatedMemory(Output):
 
 
 class JobMemoryPublic(Output):
-    """measured, estimated and differences are null and empty until the worker has measured the job (before its
-    first step); error says why a measurement failed (the job trained on)."""
+    """measured, estimated, estimated_for_batch and differences are null and empty until the worker has measured the
+    job (before its first step); error says why a measurement failed (the job trained on)."""
 
     job_id: str
     measured: MeasuredMemory | None
-    estimated: EstimatedMemory | None
+    estimated: EstimatedMemory | None = Field(
+        description="what POST /v1/estimate gives for the job's settings: its model, max_tokens_per_batch and "
+        "precision (null for a report stored before it was kept)"
+    )
+    estimated_for_batch: EstimatedMemory | None = Field(
+        description="the same estimate at the measured batch's padded_tokens: what the differences compare with"
+    )
     differences: list[str] = Field(description="where the two part, each computed from the numbers")
     error: str | None

@@ -22,7 +22,15 @@ REPORT = {  # as model/memory_profile.memory_report returns it
         },
         "seconds": 0.5,
     },
-    "estimated": {
+    "estimated": {  # at the job's max_tokens_per_batch, as POST /v1/estimate gives it
+        "weights_bytes": 1010688,
+        "gradients_bytes": 1010688,
+        "adam_bytes": 2021376,
+        "activations_bytes": 11714560,
+        "training_total_bytes": 15757312,
+        "inference_bytes": 3722240,
+    },
+    "estimated_for_batch": {  # at the batch's 168 padded tokens
         "weights_bytes": 1010688,
         "gradients_bytes": 1010688,
         "adam_bytes": 2021376,
@@ -54,7 +62,17 @@ def test_a_job_not_measured_yet_is_200_with_nothing_measured(client, alice):
     job = job_rows("alice", 1)[0]
     response = client.get(f"/v1/jobs/{job}/memory", headers=alice)
     assert response.status_code == 200
-    assert response.json() == {"job_id": job, "measured": None, "estimated": None, "differences": [], "error": None}
+    assert response.json() == {"job_id": job, "measured": None, "estimated": None, "estimated_for_batch": None,
+                               "differences": [], "error": None}  # fmt: skip
+
+
+def test_a_report_stored_with_only_the_batch_estimate_has_no_estimate_for_the_job_settings(client, alice):
+    """Reports stored before the settings' estimate was kept hold one `estimated`, for the measured batch."""
+    job = job_rows("alice", 1)[0]
+    old = {k: v for k, v in REPORT.items() if k != "estimated_for_batch"} | {"estimated": REPORT["estimated_for_batch"]}
+    _store(job, old)
+    body = client.get(f"/v1/jobs/{job}/memory", headers=alice).json()
+    assert body["estimated"] is None and body["estimated_for_batch"] == REPORT["estimated_for_batch"]
 
 
 def test_a_failed_measurement_says_why(client, alice):

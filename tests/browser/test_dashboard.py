@@ -202,7 +202,29 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     assert page.locator("#memory-estimate tr").count() == 5
     assert page.locator("#final-neighbours tr").count() >= 1
     assert page.locator("#last-dynamics tbody tr").count() == 8  # W_Q and W_K of 2 encoder and 2 decoder layers
+    # the trainable count is counted on the loaded weights (geometry), and agrees with the config's arithmetic
+    model_id = page.url.rsplit("/", 2)[-2]
+    anatomy = page.evaluate(
+        "async (id) => (await fetch(`/v1/models/${id}/anatomy`, "
+        "{headers: {Authorization: `Bearer ${sessionStorage.getItem('transformer.apiKey')}`}})).json()",
+        model_id,
+    )
+    n = anatomy["total_parameters"]
+    assert anatomy["precision"] == "fp32"  # the job trained on the CPU without asking for a precision
+    trainable = page.locator("#trainable-parameters").inner_text()
+    assert trainable.startswith(f"{n:,} of this model's {n:,} parameters have requires_grad set"), trainable
+    assert "All " not in page.locator("#q-memory").inner_text()
+    # each link opens the job page at its card
+    for card in ("dynamics", "embeddings", "memory"):
+        assert page.locator(f"#{card}-link").get_attribute("href") == f"#/jobs/{job_id}/{card}"
     p.screenshot("model-explained")
+    page.locator("#memory-link").click()
+    page.wait_for_url(re.compile(rf".*#/jobs/{job_id}/memory$"))
+    page.wait_for_function(  # scrolled to: the card's top is in the viewport, below the page's top
+        "() => { const r = document.getElementById('memory')?.getBoundingClientRect();"
+        " return r && window.scrollY > 0 && r.top >= 0 && r.top < window.innerHeight; }",
+        timeout=15_000,
+    )
 
 
 def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(submitted):
@@ -220,11 +242,19 @@ def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(subm
     )
     kinds = ["weights", "gradients", "Adam moments", "autocast weights", "activations", "temporary", "peak"]
     assert card.locator('.bar-row[data-side="measured"]').evaluate_all("rs => rs.map(r => r.dataset.kind)") == kinds
-    assert card.locator('.bar-row[data-side="estimated"]').count() == len(kinds)
+    for side in ("estimated-batch", "estimated-settings"):
+        assert card.locator(f'.bar-row[data-side="{side}"]').count() == len(kinds)
     weights = [card.locator(f'.bar-row[data-kind="weights"][data-side="{side}"] .bar-value').inner_text()
-               for side in ("measured", "estimated")]  # fmt: skip
-    assert weights[0] == weights[1] and weights[0].endswith("MiB")  # the exact parameter bytes, both sides
+               for side in ("measured", "estimated-batch", "estimated-settings")]  # fmt: skip
+    assert weights[0] == weights[1] == weights[2] and weights[0].endswith("MiB")  # the exact parameter bytes
     assert report["measured"]["by_kind"]["weights"] == report["estimated"]["weights_bytes"] > 0
+    # the legend names what each estimate is for: the batch's padded tokens, the job's max_tokens_per_batch
+    measured = report["measured"]
+    legend = card.locator("#memory-legend").inner_text()
+    assert f"this batch's {measured['batch']['padded_tokens']:,} padded tokens in fp32" in legend
+    tokens = measured["tokens_per_batch"]
+    assert f"POST /v1/estimate gives for the job's settings, {tokens:,} tokens per batch" in legend
+    assert "before the job ran" not in card.inner_text()
     assert "cpu, fp32" in card.inner_text() and "Saved activations by component" in card.inner_text()
     differences = card.locator("#memory-differences li").all_text_contents()
     assert differences == report["differences"] and any("activations measured" in d for d in differences)

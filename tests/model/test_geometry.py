@@ -34,6 +34,17 @@ def test_a_fresh_model_has_separate_projections_a_tied_output_and_a_random_overl
     assert max(overlaps) < 3 * g["random_baseline"]  # untrained: no more than chance
 
 
+def test_the_parameter_counts_are_the_distinct_tensors_and_those_with_requires_grad():
+    model = Transformer(ModelConfig.from_preset("tiny", 300))
+    total = sum(p.numel() for p in model.parameters())  # the tied embedding once
+    g = weight_geometry(model)
+    assert g["parameters"] == g["trainable_parameters"] == total and g["parameter_bytes"] == 4 * total
+    assert g["embedding_trainable"]
+    model.encoder.embed_tokens.weight.requires_grad_(False)  # frozen: no longer counted as trainable
+    g = weight_geometry(model)
+    assert g["trainable_parameters"] == total - 300 * model.config.d_model and not g["embedding_trainable"]
+
+
 def test_a_projection_reading_the_embeddings_own_directions_overlaps_fully():
     torch.manual_seed(0)
     model = Transformer(ModelConfig.from_preset("tiny", 300))
