@@ -219,7 +219,8 @@ export function renderNewJob(container, fromModel) {
     }
     try {
       const e = await api("/v1/estimate", { method: "POST",
-        json: { model: modelSpec(), tokens_per_batch: intOf(t.max_tokens_per_batch) ?? 4096 } });
+        json: { model: modelSpec(), tokens_per_batch: intOf(t.max_tokens_per_batch) ?? 4096,
+          accelerator: accelerator.value, precision: precision.value || null } });
       if (seq !== estimateSeq) return;
       const m = e.memory;
       clear(estimateBox,
@@ -228,7 +229,7 @@ export function renderNewJob(container, fromModel) {
         h("dl", { class: "kv" },
           h("dt", {}, "d_model / heads / d_k"), h("dd", {}, `${e.config.d_model} / ${e.config.n_heads} / ${e.config.d_model / e.config.n_heads}`),
           h("dt", {}, "layers"), h("dd", {}, `${e.config.n_encoder_layers} encoder + ${e.config.n_decoder_layers} decoder, d_ff ${e.config.d_ff}`),
-          h("dt", {}, "training memory"), h("dd", {}, `${fmtBytes(m.training_total_bytes)} (weights ${fmtBytes(m.weights_bytes)}, gradients ${fmtBytes(m.gradients_bytes)}, Adam ${fmtBytes(m.adam_bytes)}, activations ${fmtBytes(m.activations_bytes)})`),
+          h("dt", {}, `training memory (${e.precision})`), h("dd", {}, `${fmtBytes(m.training_total_bytes)} (weights ${fmtBytes(m.weights_bytes)}, gradients ${fmtBytes(m.gradients_bytes)}, Adam ${fmtBytes(m.adam_bytes)}, activations ${fmtBytes(m.activations_bytes)})`),
           h("dt", {}, "inference memory"), h("dd", {}, fmtBytes(m.inference_bytes))),
         e.fits_worker_memory ? null : errorBox(`Over the worker memory limit of ${fmtBytes(e.worker_memory_limit_bytes)}: the job would be refused. Lower max tokens per batch or the model size.`),
         h("details", {}, h("summary", {}, "Parameters per component"), anatomyBars(e.parameters)));

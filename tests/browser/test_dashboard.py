@@ -821,6 +821,9 @@ def test_the_new_job_form_names_tags_and_annotates_the_job_and_sets_the_watched_
     p.page.get_by_label("Note").fill("the paper's schedule")
     p.page.get_by_label("Tokens to watch").fill("one, two  three")
     p.page.get_by_label("Accelerator").select_option("gpu")  # stays queued: the embedded worker is a CPU one
+    for precision in ("bf16", "fp32"):  # the estimate is for the precision the job will train in
+        p.page.get_by_label("Precision").select_option(precision)
+        p.page.locator("#estimate", has_text=f"training memory ({precision})").wait_for()
     p.screenshot("new-job-labels")
     p.page.get_by_role("button", name="Submit job").click()
     p.page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
