@@ -107,7 +107,9 @@ def test_secrets_are_redacted_from_messages_and_tracebacks(handler):
     with logs.bound_to(job_id=job_id):
         logging.getLogger(LOGGER).info("store at postgresql://trainer:hunter2@db:5432/jobs with %s", key)
         try:
-            raise RuntimeError(f"cannot reach redis://:topsecret@cache:6379/0?token=abc123 ({key})")
+            raise RuntimeError(
+                f"cannot reach redis://:topsecret@cache:6379/0?token=abc123 ({key}), aws_secret_access_key=wJalrXUt"
+            )
         except RuntimeError:
             logging.getLogger(LOGGER).exception("attempt 1 crashed")
     handler.write(job_id)
@@ -115,7 +117,8 @@ def test_secrets_are_redacted_from_messages_and_tracebacks(handler):
     assert first == "store at postgresql://trainer:[redacted]@db:5432/jobs with tsk_[redacted]"
     assert level == "error" and failure.startswith("attempt 1 crashed\nTraceback (most recent call last):")
     assert "RuntimeError: cannot reach redis://:[redacted]@cache:6379/0?token=[redacted]" in failure
-    for secret in ("hunter2", "topsecret", "abc123", key):
+    assert failure.endswith("), aws_secret_access_key=[redacted]")
+    for secret in ("hunter2", "topsecret", "abc123", key, "wJalrXUt"):
         assert secret not in first + failure
 
 
