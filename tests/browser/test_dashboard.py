@@ -837,7 +837,8 @@ def _model_rows(stack, monkeypatch, count: int) -> list[str]:
 def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack, monkeypatch):
     """The registry card names a model (it becomes that name's next version, shown as name@version on its page and
     in the list), saves tags, description and languages, refuses a bad name saying why, and points an alias of the
-    name at the version shown; name@alias opens the version it points at."""
+    name at the version shown; name@alias opens the version it points at. The card lists the alias's moves, newest
+    first: from which version to which, by which key."""
     first, second = _model_rows(stack, monkeypatch, 2)
     http = _api(stack)
     p = page
@@ -864,6 +865,16 @@ def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack,
         p.page.get_by_role("button", name="Point alias here").click()
         p.page.locator("#registry .tag.alias", has_text="@production").wait_for()
         assert http.get("/v1/models/numbers-en-de@production").json()["id"] == model_id
+        moves = p.page.locator("#alias-moves-table tbody tr")
+        moves.nth(version - 1).wait_for()  # the move just made, listed with the earlier ones
+        listed = [
+            [moves.nth(i).locator(f"td.{cell}").inner_text() for cell in ("from", "to", "by")]
+            for i in range(moves.count())
+        ]
+        by = f"{stack.key[:10]}…"
+        made = [["numbers-en-de@1", "numbers-en-de@2", by]] if version == 2 else []
+        assert listed == [*made, ["new", "numbers-en-de@1", by]], listed
+        assert moves.first.locator("td").nth(1).inner_text() == "@production"
     p.screenshot("model-registry")
     saved = http.get(f"/v1/models/{first}").json()
     assert (saved["name"], saved["version"], saved["tags"], saved["aliases"]) == (
