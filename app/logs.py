@@ -10,9 +10,11 @@ known and read by a filter on every record:
     job_id      the route's `{job_id}`, or the training task's job
     model_id    the route's `{model_id}`, or the inference task's model
 
-A field appears on a line only when it is bound. The formatter redacts API keys and credential-like query
-parameters from the finished line (`app.security.redact_keys`), whatever logged them: a message, an argument, an
-extra field or a traceback. LOG_FORMAT=text gives the same fields as `key=value` for reading in a terminal.
+A field appears on a line only when it is bound. The formatter redacts API keys, credential-like query parameters,
+`name=value` and `name: value` pairs named like credentials, and the settings' secret values (the S3 secret key,
+the metrics token) from the finished line (`app.security.redact_keys`), whatever logged them: a message, an
+argument, an extra field or a traceback. LOG_FORMAT=text gives the same fields as `key=value` for reading in a
+terminal.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-from app.security import redact_keys
+from app.security import add_secrets, redact_keys
 from app.settings import Settings
 
 FIELDS = ("request_id", "owner_id", "job_id", "model_id")
@@ -102,6 +104,7 @@ LIBRARY_LOGGERS = ("uvicorn", "uvicorn.access", "uvicorn.error", "celery", "cele
 def configure(settings: Settings, stream: Any = None) -> logging.Handler:
     """One handler on the root logger at LOG_LEVEL in LOG_FORMAT; library loggers propagate to it. Idempotent:
     a second call replaces the handler it installed."""
+    add_secrets(settings.aws_secret_access_key.get_secret_value(), settings.metrics_token.get_secret_value())
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, ServiceHandler)]:
         root.removeHandler(old)

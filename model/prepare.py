@@ -136,12 +136,15 @@ def prepare(
         train, report = make_translation_examples(pairs, tokenizer, max_len, overlong)
         valid, valid_report = make_translation_examples(valid_pairs, tokenizer, max_len, overlong)
         n_train: int = len(train)
+        empty = valid_empty = 0  # _check_rows refused an empty source or target
         train_examples: list[Example] | Callable[[int], list[Example]] = train
     else:
         sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
         ids, report = encode_sentences(sentences, tokenizer, max_len, overlong)
         valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_len, overlong)
-        ids, valid_ids = [t for t in ids if t], [t for t in valid_ids if t]
+        kept, valid_kept = [t for t in ids if t], [t for t in valid_ids if t]  # nothing left to mask in an empty one
+        empty, valid_empty = len(ids) - len(kept), len(valid_ids) - len(valid_kept)
+        ids, valid_ids = kept, valid_kept
         n_train = len(ids)
         train_examples = renoising(ids, seed, noise, mask_ratio, mean_span)
         # Validation noise is drawn once (epoch -1 never occurs in training), so every evaluation is comparable.
@@ -154,6 +157,8 @@ def prepare(
         "dropped": report.dropped,
         "truncated": report.truncated,
         "valid_dropped": valid_report.dropped,
+        "empty": empty,  # sentences that tokenize to nothing, dropped
+        "valid_empty": valid_empty,
         "vocab_size": tokenizer.vocab_size,
     }
     return PreparedData(objective, tokenizer, config, train_examples, valid, stats)

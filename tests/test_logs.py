@@ -150,3 +150,58 @@ def test_the_request_id_middleware_takes_a_plausible_client_id_and_binds_it(stre
         assert client.get("/where").headers[HEADER] != made.headers[HEADER], "each request gets its own id"
     inside = [line for line in lines(stream) if line["message"] == "inside"]
     assert inside[0]["request_id"] == "client-id.42"
+
+
+@pytest.mark.parametrize(
+    ("logged", "shown"),
+    [
+        ("connecting with password=hunter2 to the store", "connecting with password=[redacted] to the store"),
+        ("PASSWORD = hunter2, retrying", "PASSWORD = [redacted], retrying"),
+        ("db_password: hunter2", "db_password: [redacted]"),
+        ("secret=s3cr3t-value&next=1", "secret=[redacted]&next=1"),
+        ("Client_Secret: 'two words'", "Client_Secret: '[redacted]'"),
+        ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG+bPxRfiCY", "aws_secret_access_key=[redacted]"),
+        ("AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE", "AWS_ACCESS_KEY_ID=[redacted]"),
+        (
+            "{'aws_session_token': 'FwoGZXIvYXdz', 'region': 'eu'}",
+            "{'aws_session_token': '[redacted]', 'region': 'eu'}",
+        ),
+        ('{"token": "abc123", "step": 4}', '{"token": "[redacted]", "step": 4}'),
+        ("auth_token:abc123)", "auth_token:[redacted])"),
+    ],
+)
+def test_a_credential_named_in_a_key_value_pair_is_redacted(stream, logged, shown):
+    logging.getLogger("tests.logs").warning(logged)
+    (line,) = lines(stream)  # still valid JSON after redaction
+    assert line["message"] == shown
+
+
+def test_names_that_are_not_credentials_keep_their_values(stream):
+    message = "max_tokens_per_batch=4096 eos_token=2 tokens: 512 tokenizer=byte_bpe secretary=Ann"
+    logging.getLogger("tests.logs").info(message)
+    assert lines(stream)[0]["message"] == message
+
+
+def test_the_s3_secret_key_of_the_settings_is_redacted_wherever_it_appears_traceback_included(stream):
+    secret = "wJalrXUtnFEMI/K7MDENG/" + secrets.token_urlsafe(12)
+    logs.configure(Settings(aws_secret_access_key=secret), stream=stream)
+    log = logging.getLogger("tests.logs")
+    log.warning("signing with %s", secret)
+    try:
+        raise RuntimeError(f"SignatureDoesNotMatch for key {secret}; retry with secret_key={secret}")
+    except RuntimeError:
+        log.exception("upload failed")
+    try:
+        raise ConnectionError("login failed: password=hunter2 token: abc123")
+    except ConnectionError:
+        log.exception("attempt 2 crashed")
+    text = stream.getvalue()
+    assert secret not in text and secret[:20] not in text
+    for word in ("hunter2", "abc123"):
+        assert word not in text
+    first, second, third = lines(stream)
+    assert first["message"] == "signing with [redacted]"
+    assert second["exc_info"].endswith(
+        "RuntimeError: SignatureDoesNotMatch for key [redacted]; retry with secret_key=[redacted]"
+    )
+    assert third["exc_info"].endswith("ConnectionError: login failed: password=[redacted] token: [redacted]")

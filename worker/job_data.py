@@ -149,6 +149,24 @@ def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> 
         sum(sizes) / len(sizes),
         max(sizes),
     )
+    dropped = dropped_line(rows.job.id, data.objective, stats, spec["max_length"])
+    if dropped is not None:
+        log.warning("%s", dropped)
+
+
+def dropped_line(job_id: str, objective: str, stats: dict[str, int], max_length: int) -> str | None:
+    """The job's line of what prepare() dropped, how many and why (None: nothing was dropped)."""
+    what = "sentence pairs" if objective == "translation" else "sentences"
+    reasons = [
+        (f"longer than max_length={max_length} tokens", stats.get("dropped", 0), stats.get("valid_dropped", 0)),
+        ("empty once tokenized", stats.get("empty", 0), stats.get("valid_empty", 0)),
+    ]
+    counted = [(why, train, valid) for why, train, valid in reasons if train or valid]
+    if not counted:
+        return None
+    total = sum(train + valid for _, train, valid in counted)
+    parts = "; ".join(f"{train + valid} {why} ({train} training, {valid} validation)" for why, train, valid in counted)
+    return f"job {job_id}: {total} {what} dropped, not trained or evaluated on: {parts}"
 
 
 def _prepare(rows: JobRows, tokenizer: Tokenizer | None) -> PreparedData:

@@ -10,6 +10,13 @@ of seconds, and at each evaluation and checkpoint) and when the task ends, never
 never waits on SQL. At most MAX_LINES wait per job (the oldest go first, counted as dropped); the table keeps a
 job's newest lines (app/db/log_rows.py). A database error while writing is swallowed after one warning on stderr:
 logs never break training.
+
+Python warnings (`warnings.warn`: torch's UserWarnings, a library's DeprecationWarning) raised while a job is bound
+are logged to the `worker.warnings` logger at WARNING, so they reach the job's log too. The hook is installed once
+per process and reads the job from the context (a thread's or task's own), never swapped per task, so concurrent
+tasks in one worker each keep their own warnings; outside a job a warning is shown as Python would show it. A
+warning that Python shows once per place it is raised (its "default" action) is shown again once a new job begins,
+so each job's log has it.
 """
 
 from __future__ import annotations
@@ -17,8 +24,11 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TextIO
 
 from sqlalchemy.exc import IntegrityError
 
@@ -31,6 +41,8 @@ from app.security import redact_keys
 PRODUCT_LOGGERS = ("app", "worker", "model")
 # The trainer's lines name the worker's own paths (its resume line); the task says the same in the job's terms.
 NOT_KEPT = ("model.trainer",)
+WARNINGS_LOGGER = "worker.warnings"
+_ROOT = Path(__file__).resolve().parents[1]
 
 
 def level_name(levelno: int) -> str:
@@ -146,6 +158,59 @@ class JobLogHandler(logging.Handler):
         sys.stderr.write(f"job log: {count} lines of job {job_id} not written ({fate}): {reason}\n")
 
 
+def warning_place(filename: str) -> str:
+    """Where a warning was raised, without the worker's own paths: a package's path inside site-packages, the
+    project's path inside its folder, else the file's name."""
+    path = Path(filename)
+    for anchor in ("site-packages", "dist-packages"):
+        if anchor in path.parts:
+            return "/".join(path.parts[path.parts.index(anchor) + 1 :])
+    try:
+        return path.resolve().relative_to(_ROOT).as_posix()
+    except (ValueError, OSError):
+        return path.name
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """warnings.showwarning: a warning raised while a job is bound is a WARNING line of the job; others (and
+    one written to a file of the caller's choosing) are shown as before."""
+    job_id = logs.bound().get("job_id")
+    if job_id is None or file is not None:
+        _shown_before(message, category, filename, lineno, file, line)
+        return
+    text = str(message).strip()
+    logging.getLogger(WARNINGS_LOGGER).warning(
+        "%s: %s (%s:%d)", category.__name__, text, warning_place(filename), lineno
+    )
+
+
+_shown_before: Any = warnings.showwarning
+
+
+def capture_warnings() -> None:
+    """Send the warnings raised while a job is bound to its log (idempotent; the hook replaced is kept for the
+    warnings raised outside a job)."""
+    global _shown_before
+    if warnings.showwarning is not _show_warning:
+        _shown_before = warnings.showwarning
+        warnings.showwarning = _show_warning
+
+
+def warn_again() -> None:
+    """Forget which warnings were shown already, so a new job sees each once in its own log. Python keeps that
+    per module and clears it whenever its filters change."""
+    mutated = getattr(warnings, "_filters_mutated", None)
+    if callable(mutated):
+        mutated()
+
+
 _installed: JobLogHandler | None = None
 
 
@@ -164,10 +229,12 @@ def install(handler: JobLogHandler | None = None) -> JobLogHandler:
                 logging.getLogger(name).setLevel(logging.INFO)
     _installed = handler or JobLogHandler()
     root.addHandler(_installed)
+    capture_warnings()
     return _installed
 
 
 def begin(job_id: str, attempt: int) -> None:
+    warn_again()
     if _installed is not None:
         _installed.begin(job_id, attempt)
 

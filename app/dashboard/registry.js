@@ -1,9 +1,12 @@
-// A model in the registry: its name@version, tags, description and languages (PATCH /v1/models/{id}), and the
-// aliases of its name pointing at it (PUT /v1/models/{name}/aliases/{alias}). Shown on the model page.
+// A model in the registry: its name@version, tags, description and languages (PATCH /v1/models/{id}), the
+// aliases of its name pointing at it (PUT /v1/models/{name}/aliases/{alias}), and every move of the name's aliases
+// (GET /v1/models/{name}/aliases/{alias}/history). Shown on the model page.
 
 import { api } from "./api.js";
 import { parseTags } from "./labels.js";
-import { clear, errorBox, field, h, shortId } from "./ui.js";
+import { clear, errorBox, field, fmtTime, h, shortId } from "./ui.js";
+
+const MOVES_PER_ALIAS = 20;
 
 /** "en-de@3", or the short id of a model without a name. */
 export function modelRef(m) {
@@ -41,7 +44,39 @@ function aliasForm(m, onSaved) {
   return form;
 }
 
-/** The card: the reference and chips, inputs for the labels, and (once named) the alias form. */
+function versionCell(name, modelId, version, none) {
+  if (!modelId) return h("span", { class: "muted" }, none);
+  return h("a", { href: `#/models/${modelId}` }, `${name}@${version}`);
+}
+
+/** The moves of the name's aliases, newest first: when, which alias, from which version to which, by which key. */
+function aliasMoves(m) {
+  const box = h("div", { id: "alias-moves" }, h("p", { class: "muted" }, "Loading alias moves…"));
+  const name = encodeURIComponent(m.name);
+  api(`/v1/models/${name}/aliases`)
+    .then((aliases) => Promise.all(aliases.map((a) =>
+      api(`/v1/models/${name}/aliases/${encodeURIComponent(a.alias)}/history?limit=${MOVES_PER_ALIAS}`))))
+    .then((pages) => {
+      const moves = pages.flatMap((page) => page.data)
+        .sort((a, b) => new Date(b.created_at) - new Date(a.created_at));
+      if (!moves.length) {
+        box.replaceChildren();
+        return;
+      }
+      box.replaceChildren(h("h3", {}, "Alias moves"), h("table", { class: "compact", id: "alias-moves-table" },
+        h("thead", {}, h("tr", {}, ["When", "Alias", "From", "To", "By key"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, moves.map((e) => h("tr", { "data-alias": e.alias },
+          h("td", {}, fmtTime(e.created_at)),
+          h("td", {}, h("code", {}, `@${e.alias}`)),
+          h("td", { class: "from" }, versionCell(e.name, e.from_model_id, e.from_version, "new")),
+          h("td", { class: "to" }, versionCell(e.name, e.to_model_id, e.to_version, "removed")),
+          h("td", { class: "by" }, h("code", {}, `${e.key_prefix}…`)))))));
+    })
+    .catch((err) => box.replaceChildren(errorBox(`Alias moves not loaded: ${err.message}`)));
+  return box;
+}
+
+/** The card: the reference and chips, inputs for the labels, and (once named) the alias form and the alias moves. */
 export function registryCard(m, onSaved) {
   const name = h("input", { id: "model-name", value: m.name ?? "", maxlength: 64, placeholder: "e.g. en-de" });
   const tags = h("input", { id: "model-tags", value: (m.tags || []).join(", "), placeholder: "numbers, small" });
@@ -75,5 +110,5 @@ export function registryCard(m, onSaved) {
   });
   return clear(h("section", { class: "card", id: "registry" }),
     h("h2", {}, "Registry ", h("code", { id: "model-ref" }, m.name ? modelRef(m) : "not registered")),
-    registryChips(m), form, m.name ? aliasForm(m, onSaved) : null);
+    registryChips(m), form, m.name ? aliasForm(m, onSaved) : null, m.name ? aliasMoves(m) : null);
 }

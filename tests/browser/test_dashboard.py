@@ -845,9 +845,17 @@ def test_the_new_job_form_names_tags_and_annotates_the_job_and_sets_the_watched_
     assert http.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
 
 
+def _four_digits(x: float) -> str:
+    """A number as the dashboard shows it (ui.js fmtNumber): four significant digits, no trailing zeros."""
+    rounded = float(f"{x:.4g}")
+    return str(int(rounded)) if rounded.is_integer() else repr(rounded)
+
+
 def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_differ(page, stack, monkeypatch):
     """Two jobs ticked in the list open #/compare: one uPlot chart a metric with a series a job, the x-axis by step
-    or time, log scale and smoothing; the table holds only the settings that differ and sorts by a column."""
+    or time, log scale and smoothing; the table holds only the settings that differ and sorts by a column, with each
+    job's best and final value of each metric. The charts' state is read from their uPlot instances (the figure's
+    `plot`): the log scale switches the y scale's distribution, smoothing changes the values drawn."""
     short, long = (_job_with_many_points(stack, monkeypatch, n) for n in (2_000, 3_000))
     http = _api(stack)
     http.patch(f"/v1/jobs/{short}", json={"name": "short run"})
@@ -873,7 +881,13 @@ def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_dif
         page.page.mouse.move(box["x"] + box["width"] * dx, box["y"] + box["height"] / 2)
     legend = train.locator(".u-legend .u-value")
     wait_for(lambda: "--" not in legend.all_inner_texts(), timeout=5, what="hover values", interval=0.1)
+    y_distr = "(f) => f.plot.scales.y.distr"  # uPlot: 1 linear, 3 logarithmic
+    drawn = "(f) => f.plot.data[1].filter((v) => v !== null)"  # the short run's train_loss as drawn
+    raw = train.evaluate(drawn)
+    assert train.evaluate(y_distr) == 1 and len(raw) == 2_000
     page.page.get_by_label("Log scale").check()
+    assert train.evaluate(y_distr) == 3  # train_loss is positive everywhere: drawn on a log scale
+    assert all(f == 3 for f in charts.evaluate_all("(fs) => fs.map((f) => f.plot.scales.y.distr)"))
     page.page.get_by_label("x-axis").select_option("seconds")
     untimed = page.page.locator('figure[data-metric="train_loss"] .untimed')
     untimed.wait_for()  # these jobs were cancelled before they started: no times to draw them by
@@ -881,6 +895,16 @@ def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_dif
     page.page.get_by_label("x-axis").select_option("steps")
     page.page.locator("#compare-smoothing").fill("0.9")
     page.page.locator("#compare-smoothing").dispatch_event("change")
+    smoothed = train.evaluate(drawn)
+    assert len(smoothed) == len(raw) and smoothed != raw
+    average, expected = 0.0, []  # TensorBoard's debiased moving average of what was drawn before, weight 0.9
+    for n, value in enumerate(raw, start=1):
+        average = 0.9 * average + 0.1 * value
+        expected.append(average / (1 - 0.9**n))
+    assert smoothed == pytest.approx(expected, rel=1e-9)
+    wiggle = lambda ys: sum(abs(b - a) for a, b in zip(ys, ys[1:]))  # noqa: E731
+    assert wiggle(smoothed) < 0.7 * wiggle(raw), (wiggle(smoothed), wiggle(raw))  # the 44-step ripple damped
+    assert train.evaluate(y_distr) == 3  # still on a log scale
     table = page.page.locator("#compare-table")
     headers = table.locator("thead button").all_inner_texts()
     assert "training.max_steps" in headers and "model.d_model" not in headers  # only what differs
@@ -888,6 +912,19 @@ def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_dif
     table.get_by_role("button", name="training.max_steps").click()  # descending
     first = table.locator("tbody tr").first.get_attribute("data-job")
     assert first == long, (first, long)
+    for job_id, n in ((short, 2_000), (long, 3_000)):  # the seeded series (_job_with_many_points) over all steps
+        train_loss = [6 * math.exp(-step / 3000) + 0.3 * math.sin(step / 7) for step in range(1, n + 1)]
+        expected = {
+            "train_loss best": min(train_loss),
+            "train_loss final": train_loss[-1],
+            "valid_loss best": 5 * math.exp(-n / 4000),  # falling: its last evaluation
+            "valid_loss final": 5 * math.exp(-n / 4000),
+            "bleu best": n / 300,  # rising: its last evaluation
+            "bleu final": n / 300,
+        }
+        row = table.locator(f'tbody tr[data-job="{job_id}"]')
+        shown = {column: row.locator(f'td[data-label="{column}"]').inner_text() for column in expected}
+        assert shown == {column: _four_digits(value) for column, value in expected.items()}, shown
     page.screenshot("compare-runs")
     assert page.errors == [], page.errors
 
@@ -935,7 +972,8 @@ def _model_rows(stack, monkeypatch, count: int) -> list[str]:
 def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack, monkeypatch):
     """The registry card names a model (it becomes that name's next version, shown as name@version on its page and
     in the list), saves tags, description and languages, refuses a bad name saying why, and points an alias of the
-    name at the version shown; name@alias opens the version it points at."""
+    name at the version shown; name@alias opens the version it points at. The card lists the alias's moves, newest
+    first: from which version to which, by which key."""
     first, second = _model_rows(stack, monkeypatch, 2)
     http = _api(stack)
     p = page
@@ -962,6 +1000,16 @@ def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack,
         p.page.get_by_role("button", name="Point alias here").click()
         p.page.locator("#registry .tag.alias", has_text="@production").wait_for()
         assert http.get("/v1/models/numbers-en-de@production").json()["id"] == model_id
+        moves = p.page.locator("#alias-moves-table tbody tr")
+        moves.nth(version - 1).wait_for()  # the move just made, listed with the earlier ones
+        listed = [
+            [moves.nth(i).locator(f"td.{cell}").inner_text() for cell in ("from", "to", "by")]
+            for i in range(moves.count())
+        ]
+        by = f"{stack.key[:10]}…"
+        made = [["numbers-en-de@1", "numbers-en-de@2", by]] if version == 2 else []
+        assert listed == [*made, ["new", "numbers-en-de@1", by]], listed
+        assert moves.first.locator("td").nth(1).inner_text() == "@production"
     p.screenshot("model-registry")
     saved = http.get(f"/v1/models/{first}").json()
     assert (saved["name"], saved["version"], saved["tags"], saved["aliases"]) == (

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.db.models import Job
-from worker.job_data import train_config
+from worker.job_data import dropped_line, train_config
 
 
 def test_precision_follows_the_job_or_else_the_worker_device():
@@ -30,3 +30,30 @@ def test_log_every_follows_the_job_or_else_the_worker_device():
 def test_the_watched_tokens_reach_the_training_config():
     assert train_config(Job(training_config={"probe_tokens": ["the", "Ġcat"]}), "cpu").probe_tokens == ["the", "Ġcat"]
     assert train_config(Job(training_config={}), "cpu").probe_tokens is None  # the most frequent words
+
+
+def test_dropped_sentences_get_a_line_of_their_own_with_how_many_and_why():
+    stats = {"dropped": 3, "valid_dropped": 1, "truncated": 0, "empty": 2, "valid_empty": 0}
+    assert dropped_line("job-1", "denoising", stats, 64) == (
+        "job job-1: 6 sentences dropped, not trained or evaluated on: 4 longer than max_length=64 tokens "
+        "(3 training, 1 validation); 2 empty once tokenized (2 training, 0 validation)"
+    )
+    too_long = {"dropped": 0, "valid_dropped": 2, "empty": 0, "valid_empty": 0}
+    assert dropped_line("job-2", "translation", too_long, 32) == (
+        "job job-2: 2 sentence pairs dropped, not trained or evaluated on: 2 longer than max_length=32 tokens "
+        "(0 training, 2 validation)"
+    )
+    assert dropped_line("job-3", "translation", {"dropped": 0, "valid_dropped": 0, "truncated": 0}, 32) is None
+
+
+def test_the_dropped_count_is_what_prepare_dropped():
+    from model.prepare import prepare
+
+    short = [f"sentence number {n} is short" for n in range(40)]
+    long = [" ".join(f"word{n}" for n in range(60))] * 5
+    data = prepare("denoising", short + long, short[:8] + long[:2], preset="tiny", vocab_size=300, max_len=24)
+    assert (data.stats["dropped"], data.stats["valid_dropped"], data.stats["empty"]) == (5, 2, 0)
+    line = dropped_line("job-4", data.objective, data.stats, 24)
+    assert (
+        line is not None and line.startswith("job job-4: 7 sentences dropped") and "(5 training, 2 validation)" in line
+    )

@@ -107,7 +107,9 @@ def test_secrets_are_redacted_from_messages_and_tracebacks(handler):
     with logs.bound_to(job_id=job_id):
         logging.getLogger(LOGGER).info("store at postgresql://trainer:hunter2@db:5432/jobs with %s", key)
         try:
-            raise RuntimeError(f"cannot reach redis://:topsecret@cache:6379/0?token=abc123 ({key})")
+            raise RuntimeError(
+                f"cannot reach redis://:topsecret@cache:6379/0?token=abc123 ({key}), aws_secret_access_key=wJalrXUt"
+            )
         except RuntimeError:
             logging.getLogger(LOGGER).exception("attempt 1 crashed")
     handler.write(job_id)
@@ -115,7 +117,8 @@ def test_secrets_are_redacted_from_messages_and_tracebacks(handler):
     assert first == "store at postgresql://trainer:[redacted]@db:5432/jobs with tsk_[redacted]"
     assert level == "error" and failure.startswith("attempt 1 crashed\nTraceback (most recent call last):")
     assert "RuntimeError: cannot reach redis://:[redacted]@cache:6379/0?token=[redacted]" in failure
-    for secret in ("hunter2", "topsecret", "abc123", key):
+    assert failure.endswith("), aws_secret_access_key=[redacted]")
+    for secret in ("hunter2", "topsecret", "abc123", key, "wJalrXUt"):
         assert secret not in first + failure
 
 
@@ -210,3 +213,103 @@ def test_install_keeps_the_products_info_lines_while_the_service_logs_at_log_lev
             logging.getLogger(name).setLevel(logging.NOTSET)
         job_log._installed = None
         logs.unbind_task()
+
+
+@pytest.fixture
+def warnings_captured(handler, monkeypatch):
+    """The job log's warnings hook, over a stand-in for how Python shows a warning outside a job."""
+    import warnings
+
+    from worker import job_log
+
+    shown: list[str] = []
+    monkeypatch.setattr(warnings, "showwarning", lambda message, *_args, **_kw: shown.append(str(message)))
+    monkeypatch.setattr(warnings, "filters", [])  # pytest's own filters aside: Python's default action
+    warnings.simplefilter("default")
+    job_log.capture_warnings()
+    return shown
+
+
+def test_a_warning_raised_while_the_training_task_trains_is_a_warning_line_of_its_job(
+    warnings_captured, handler, monkeypatch
+):
+    """Fault: torch warns (a UserWarning) in the middle of a job's training, twice, on the task's thread while the
+    lease keeper runs beside it. Pass: the job's log has it once, at warning, with the place it was raised (not
+    the worker's paths); the same warning in the next job is in that job's log too."""
+    import warnings
+
+    from app.settings import get_settings
+    from model.train_events import TrainResult
+    from worker import (
+        celery_app,  # noqa: F401  # its task signals bind the task's job id
+        job_log,
+    )
+    from worker.tasks import training
+
+    get_settings().data_dir.mkdir(parents=True, exist_ok=True)  # where Celery keeps the result of apply()
+    monkeypatch.setattr(job_log, "_installed", handler)  # the handler the task writes with
+
+    text = "enable_nested_tensor is True, but self.use_nested_tensor is False"
+
+    def warning_train(job, data, device, root, callbacks, state):
+        for _ in range(2):
+            warnings.warn(text, UserWarning, stacklevel=1)
+        return TrainResult("cancelled", 3, 0.1, {}, None, None, None, None, None, None)
+
+    monkeypatch.setattr(training, "_prepare", lambda claim, state: (load_job(claim.job_id), None, "cpu", None))
+    monkeypatch.setattr(training, "_train", warning_train)
+    for job_id in (new_job(), new_job()):
+        training.train_job.apply(args=[job_id], throw=True)
+        warned = [line for line in stored(job_id) if line[2] == "worker.warnings"]
+        assert [(level, message.split(" (")[0]) for _, level, _, message, _ in warned] == [
+            ("warning", f"UserWarning: {text}")
+        ]
+        assert warned[0][3].endswith(f"(tests/worker/test_job_log.py:{warning_train.__code__.co_firstlineno + 2})")
+    assert warnings_captured == []
+
+
+def load_job(job_id: str):
+    from app.db.models import Job
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        session.expunge(job)
+        return job
+
+
+def test_concurrent_jobs_in_one_process_each_keep_their_own_warnings(warnings_captured, handler):
+    """Fault: two jobs warn at once on two threads of one worker, and a third thread warns with no job. Pass:
+    each warning is in its own job's log only; the one outside a job is shown as Python shows it."""
+    import threading
+    import warnings
+
+    jobs = [new_job(), new_job()]
+    barrier = threading.Barrier(3)
+
+    def warn(job_id: str | None) -> None:
+        with logs.bound_to(job_id=job_id):
+            barrier.wait()
+            warnings.warn(f"raised for {job_id}", UserWarning, stacklevel=1)
+
+    threads = [threading.Thread(target=warn, args=(job_id,)) for job_id in (*jobs, None)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for job_id in jobs:
+        handler.write(job_id)
+        assert [message.split(" (")[0] for _, _, _, message, _ in stored(job_id)] == [
+            f"UserWarning: raised for {job_id}"
+        ]
+    assert warnings_captured == ["raised for None"]
+
+
+def test_a_warnings_place_never_names_the_workers_paths():
+    from worker.job_log import warning_place
+
+    assert warning_place("/opt/venv/lib/python3.11/site-packages/torch/nn/modules/transformer.py") == (
+        "torch/nn/modules/transformer.py"
+    )
+    assert warning_place(str(ROOT / "model" / "trainer.py")) == "model/trainer.py"
+    assert warning_place("/srv/elsewhere/script.py") == "script.py"
