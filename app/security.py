@@ -20,8 +20,9 @@ _SECRET_PARAM = re.compile(r"(?i)([?&;](?:api[_-]?key|key|token|access[_-]?token
 # The password of a URL's user (postgresql://user:password@host, redis://:password@host) ends at its last "@".
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^:/?#@\s\"]*:)[^/?#\s\"]*@")
 # Names that say their value is a credential: password, db_password, secret, client_secret, aws_secret_access_key,
-# access_key_id, api_key, auth_token, aws_session_token, a bare token. Not eos_token or max_tokens: a token that is
-# not a credential is qualified otherwise, or plural.
+# access_key_id, api_key, auth_token, aws_session_token, a bare token as `token=` or a quoted key ("token": ...; in
+# prose, "unknown token: cat" names a vocabulary's token). Not eos_token or max_tokens: a token that is not a
+# credential is qualified otherwise, or plural.
 _CREDENTIAL_NAME = (
     r"(?:[a-z0-9]+[_-])*(?:password|passwd|secret(?:[_-]?access)?(?:[_-]?key)?|access[_-]?key(?:[_-]?id)?"
     r"|api[_-]?key|private[_-]?key|(?:access|auth|refresh|session|bearer|api|security|id)[_-]?token)|token"
@@ -61,11 +62,18 @@ def add_secrets(*values: str) -> None:
             _secrets.update({value, json.dumps(value, ensure_ascii=False)[1:-1]})
 
 
+def _redacted_pair(match: re.Match[str]) -> str:
+    name, quote, separator, value_quote = match.group(1, 2, 3, 4)
+    if name.lower() == "token" and quote is None and "=" not in separator:
+        return match.group(0)  # "unknown token: cat", "eos token: </s>": a vocabulary's token, not a credential
+    return f"{name}{quote or ''}{separator}{value_quote or ''}[redacted]"
+
+
 def redact_keys(text: str) -> str:
     """`text` with every API key (and any query parameter or `name=value` / `name: value` pair named like a
     credential, a URL's password and the secrets of the settings) replaced by `[redacted]`."""
     for value in sorted(_secrets, key=len, reverse=True):
         text = text.replace(value, "[redacted]")
     text = _URL_PASSWORD.sub(r"\1[redacted]@", _SECRET_PARAM.sub(r"\1[redacted]", text))
-    text = _CREDENTIAL_PAIR.sub(r"\1\2\3\4[redacted]", text)
+    text = _CREDENTIAL_PAIR.sub(_redacted_pair, text)
     return _KEY.sub(KEY_PREFIX + "[redacted]", text)

@@ -168,6 +168,7 @@ def test_the_request_id_middleware_takes_a_plausible_client_id_and_binds_it(stre
         ),
         ('{"token": "abc123", "step": 4}', '{"token": "[redacted]", "step": 4}'),
         ("auth_token:abc123)", "auth_token:[redacted])"),
+        ("retrying with token=abc123", "retrying with token=[redacted]"),
     ],
 )
 def test_a_credential_named_in_a_key_value_pair_is_redacted(stream, logged, shown):
@@ -177,7 +178,10 @@ def test_a_credential_named_in_a_key_value_pair_is_redacted(stream, logged, show
 
 
 def test_names_that_are_not_credentials_keep_their_values(stream):
-    message = "max_tokens_per_batch=4096 eos_token=2 tokens: 512 tokenizer=byte_bpe secretary=Ann"
+    message = (
+        "max_tokens_per_batch=4096 eos_token=2 tokens: 512 tokenizer=byte_bpe secretary=Ann unknown token: cat, "
+        "eos token: </s>"
+    )
     logging.getLogger("tests.logs").info(message)
     assert lines(stream)[0]["message"] == message
 
@@ -192,7 +196,7 @@ def test_the_s3_secret_key_of_the_settings_is_redacted_wherever_it_appears_trace
     except RuntimeError:
         log.exception("upload failed")
     try:
-        raise ConnectionError("login failed: password=hunter2 token: abc123")
+        raise ConnectionError("login failed: password=hunter2 auth_token: abc123")
     except ConnectionError:
         log.exception("attempt 2 crashed")
     text = stream.getvalue()
@@ -204,4 +208,4 @@ def test_the_s3_secret_key_of_the_settings_is_redacted_wherever_it_appears_trace
     assert second["exc_info"].endswith(
         "RuntimeError: SignatureDoesNotMatch for key [redacted]; retry with secret_key=[redacted]"
     )
-    assert third["exc_info"].endswith("ConnectionError: login failed: password=[redacted] token: [redacted]")
+    assert third["exc_info"].endswith("ConnectionError: login failed: password=[redacted] auth_token: [redacted]")
