@@ -11,9 +11,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app import model_refs
 from app.api.errors import conflict, unprocessable
 from app.api.ratelimit import check_active_jobs
-from app.db.models import Dataset, Job, JobTag, TrainedModel
+from app.db.models import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.settings import Settings
@@ -92,8 +93,8 @@ def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate
     Without init_model_id: the body as it is."""
     if body.init_model_id is None:
         return body
-    parent = session.get(TrainedModel, str(body.init_model_id))
-    if parent is None or parent.owner_id != owner_id:
+    parent = model_refs.resolve(session, body.init_model_id, owner_id)
+    if parent is None:
         raise unprocessable("init_model_id", f"model {body.init_model_id} not found")
     config, given = parent.config, body.model.model_fields_set - {"preset"}
     parent_spec = (parent.job.model_config or {}) if parent.job else {}
@@ -115,7 +116,7 @@ def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate
     spec = ModelSpec.model_construct(
         preset=parent_spec.get("preset", body.model.preset), vocab_size=vocab, **{**inherited, **changes}
     )  # validated once already: the parent's own job; the preset names where the parent's architecture came from
-    return body.model_copy(update={"model": spec})
+    return body.model_copy(update={"model": spec, "init_model_id": parent.id})  # a name@alias as it points now
 
 
 def resolve_model_config(spec: ModelSpec) -> ModelConfig:
@@ -246,7 +247,7 @@ def create(
         test_dataset_id=str(body.test_dataset_id) if body.test_dataset_id else None,
         objective=body.objective,
         model_config=body.model.model_dump(mode="json"),
-        init_model_id=str(body.init_model_id) if body.init_model_id else None,
+        init_model_id=body.init_model_id,
         training_config=body.training.model_dump(mode="json"),
         max_attempts=settings.job_max_attempts,
         auto_settings={"fields": auto} if (auto := auto_fields(body)) else None,

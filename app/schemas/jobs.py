@@ -184,11 +184,14 @@ class JobCreate(JobLabels):
     )
     model: ModelSpec = ModelSpec()
     training: TrainingSpec = TrainingSpec()
-    init_model_id: UUID | None = Field(
+    init_model_id: Annotated[str, AfterValidator(lambda ref: ref if "@" in ref else ref.lower())] | None = Field(
         None,
-        strict=False,
+        min_length=1,
+        max_length=200,
         description="start from this model's weights and tokenizer (fine-tuning, continued training): the "
-        "architecture and tokenizer are that model's; `model` may only change dropout and attention_dropout",
+        "architecture and tokenizer are that model's; `model` may only change dropout and attention_dropout. A "
+        "model id or a registry reference (name@version, name@alias, name@latest), resolved when the job is "
+        "submitted: the job keeps the id it named then",
     )
 
 

@@ -106,3 +106,31 @@ def test_a_job_from_an_imported_model_keeps_a_vocabulary_smaller_than_a_new_toke
     job_id = response.json()["id"]
     assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["model"]["vocab_size"] == 142
     assert any(j["id"] == job_id for j in client.get("/v1/jobs", headers=alice).json()["data"])
+
+
+def test_a_job_starts_from_a_registry_reference_and_keeps_the_id_it_named_then(client, alice, parallel_id):
+    """init_model_id takes name@version, name@alias and name@latest as every model route does: the job stores the
+    id the reference named at submission, so moving the alias later does not change what the job started from."""
+    first, second = _model_row("alice"), _model_row("alice", d_model=96, n_heads=4)
+    for model_id in (first, second):
+        assert client.patch(f"/v1/models/{model_id}", json={"name": "en-de"}, headers=alice).status_code == 200
+    put = client.put("/v1/models/en-de/aliases/production", json={"version": 1}, headers=alice)
+    assert put.status_code == 200, put.text
+
+    def started_from(ref: str) -> dict:
+        response = client.post("/v1/jobs", json=_job(parallel_id, init_model_id=ref), headers=alice)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    job = started_from("en-de@production")
+    assert job["init_model_id"] == first and job["model"]["d_model"] == 64
+    assert started_from("en-de@2")["init_model_id"] == second
+    assert started_from("en-de@latest")["model"]["d_model"] == 96
+    assert started_from(first.upper())["init_model_id"] == first
+    client.put("/v1/models/en-de/aliases/production", json={"version": 2}, headers=alice)
+    assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["init_model_id"] == first
+    for ref in ("en-de@3", "en-de@staging", "en-de@@x", "nope"):
+        response = client.post("/v1/jobs", json=_job(parallel_id, init_model_id=ref), headers=alice)
+        assert response.status_code == 422, (ref, response.text)
+        assert response.json()["detail"][0]["loc"] == ["body", "init_model_id"]
+        assert response.json()["detail"][0]["msg"] == f"model {ref} not found"
