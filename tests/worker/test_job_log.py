@@ -238,6 +238,8 @@ def test_a_warning_raised_while_the_training_task_trains_is_a_warning_line_of_it
     the worker's paths); the same warning in the next job is in that job's log too."""
     import warnings
 
+    from celery.backends.cache import CacheBackend
+
     from app.settings import get_settings
     from model.train_events import TrainResult
     from worker import (
@@ -247,6 +249,9 @@ def test_a_warning_raised_while_the_training_task_trains_is_a_warning_line_of_it
     from worker.tasks import training
 
     get_settings().data_dir.mkdir(parents=True, exist_ok=True)  # where Celery keeps the result of apply()
+    # The task's own result backend, in memory: the app's was configured by whichever test imported it first, and
+    # its SQLite file may be gone with that test's folder.
+    monkeypatch.setattr(training.train_job, "_backend", CacheBackend(app=training.train_job.app, backend="memory"))
     monkeypatch.setattr(job_log, "_installed", handler)  # the handler the task writes with
 
     text = "enable_nested_tensor is True, but self.use_nested_tensor is False"
