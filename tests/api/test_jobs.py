@@ -73,7 +73,7 @@ def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice
 
 
 def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, parallel_id):
-    """The worker's batch starts at 1,024 tokens: a model too large for the worker even at that size is refused
+    """The worker's batch starts at 1,536 tokens: a model too large for the worker even at that size is refused
     now, naming the size, not after the worker has prepared the data."""
     response = client.post(
         "/v1/jobs",
@@ -85,7 +85,7 @@ def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, pa
         headers=alice,
     )
     assert response.status_code == 422
-    assert "at 1024 tokens per batch" in response.json()["detail"][0]["msg"], response.text
+    assert "at 1536 tokens per batch" in response.json()["detail"][0]["msg"], response.text
 
 
 @pytest.mark.parametrize(
