@@ -181,6 +181,6 @@ def anatomy(
     job_config = job.training_config if job else {}
     if tokens_per_batch is None:
         tokens_per_batch = job_config.get("max_tokens_per_batch", 4096)
-    ran_on_gpu = bool(job and job.device and job.device.startswith("cuda"))
+    ran_on_gpu = bool(job and job.device and "cuda" in job.device)  # "cuda:0", or "2x cuda" data-parallel
     chosen: str = precision or job_config.get("precision") or ("bf16" if ran_on_gpu else "fp32")
     return AnatomyResponse(model_id=model.id, precision=chosen, **describe_anatomy(config, tokens_per_batch, chosen))
