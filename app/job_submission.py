@@ -47,7 +47,8 @@ def auto_fields(body: JobCreate) -> list[str]:
 
 def request_digest(body: JobCreate) -> str:
     payload = body.model_dump(mode="json")
-    for label in ("name", "tags", "note"):  # left out when empty: a request from before labels keeps its digest
+    # left out when empty: a request from before labels and languages keeps its digest
+    for label in ("name", "tags", "note", "source_language", "target_language"):
         if not payload[label]:
             del payload[label]
     if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
@@ -116,7 +117,10 @@ def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate
     spec = ModelSpec.model_construct(
         preset=parent_spec.get("preset", body.model.preset), vocab_size=vocab, **{**inherited, **changes}
     )  # validated once already: the parent's own job; the preset names where the parent's architecture came from
-    return body.model_copy(update={"model": spec, "init_model_id": parent.id})  # a name@alias as it points now
+    languages = {  # the parent's, where the request gives none
+        field: getattr(body, field) or getattr(parent, field) for field in ("source_language", "target_language")
+    }
+    return body.model_copy(update={"model": spec, "init_model_id": parent.id, **languages})  # name@alias: as it is now
 
 
 def resolve_model_config(spec: ModelSpec) -> ModelConfig:
@@ -248,6 +252,8 @@ def create(
         objective=body.objective,
         model_config=body.model.model_dump(mode="json"),
         init_model_id=body.init_model_id,
+        source_language=body.source_language,
+        target_language=body.target_language,
         training_config=body.training.model_dump(mode="json"),
         max_attempts=settings.job_max_attempts,
         auto_settings={"fields": auto} if (auto := auto_fields(body)) else None,

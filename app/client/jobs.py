@@ -42,6 +42,9 @@ def cmd_submit(args: argparse.Namespace) -> None:
         body["tags"] = args.tag
     if args.note is not None:
         body["note"] = args.note
+    for side in ("source", "target"):
+        if language := getattr(args, f"{side}_language"):
+            body[f"{side}_language"] = language
     for assignment in args.set or []:
         name, _, value = assignment.partition("=")
         section, _, field = name.partition(".")
@@ -153,6 +156,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--name", help="a name for the job, shown by `jobs` and the dashboard")
     p.add_argument("--tag", action="append", metavar="TAG", help="a tag (repeat for several); `jobs --tag` filters")
     p.add_argument("--note", help="free text kept with the job")
+    p.add_argument(
+        "--source-language", metavar="LANG", help="what it translates from (BCP 47, e.g. en); its model keeps it"
+    )
+    p.add_argument("--target-language", metavar="LANG", help="what it translates to (BCP 47, e.g. de)")
     p.add_argument("--idempotency-key")
     p.set_defaults(func=cmd_submit)
     p = sub.add_parser("status", help="show a job (JSON); --watch follows it with a progress bar until it ends")

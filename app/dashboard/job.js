@@ -14,6 +14,10 @@ const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const MIN_POINTS = 501, MAX_POINTS = 4001;  // a series' history: about 2 points (lowest, highest) a pixel column
 const WAITING_POLL_MS = 10000;  // the live events carry no waiting_for: re-read it this often while the job waits
 
+// " en→de" when the job says what it translates (either side may be unknown: "?")
+const languagePair = (job) => (job.source_language || job.target_language
+  ? ` ${job.source_language || "?"}→${job.target_language || "?"}` : "");
+
 function chartsFor(objective) {
   const series = (...list) => list.map(([name, label, color]) => ({ name, label, color }));
   return [
@@ -118,7 +122,7 @@ export function renderJob(container, jobId, { card } = {}) {
     });
     clear(summary,
       h("div", { class: "summary-row" }, statusBadge(state.status),
-        h("span", {}, `${job.objective} · ${job.model.preset} · attempt ${state.attempt}/${job.max_attempts}`),
+        h("span", {}, `${job.objective}${languagePair(job)} · ${job.model.preset} · attempt ${state.attempt}/${job.max_attempts}`),
         job.device ? h("span", { class: "muted" }, job.device) : null,
         !TERMINAL.has(state.status) ? cancel : null,
         state.model_id ? h("a", { class: "button", href: `#/models/${state.model_id}`, id: "model-link" }, "Open the model") : null),

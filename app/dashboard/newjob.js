@@ -40,6 +40,8 @@ export function renderNewJob(container, fromModel) {
   const jobName = h("input", { id: "new-job-name", name: "job-name", maxlength: 200, placeholder: "e.g. warm-up 400" });
   const jobTags = h("input", { id: "new-job-tags", name: "job-tags", placeholder: "baseline, en-fr" });
   const jobNote = h("textarea", { id: "new-job-note", name: "job-note", rows: 2, maxlength: 10000 });
+  const sourceLanguage = h("input", { id: "new-job-source-language", name: "source-language", size: 8, placeholder: "e.g. en" });
+  const targetLanguage = h("input", { id: "new-job-target-language", name: "target-language", size: 8, placeholder: "e.g. de" });
   const probeTokens = h("input", { id: "probe_tokens", name: "probe_tokens", placeholder: "the most frequent words" });
 
   const t = {
@@ -85,7 +87,8 @@ export function renderNewJob(container, fromModel) {
     h("section", { class: "card" }, h("h2", {}, "Labels"),
       field("Job name (optional)", jobName),
       field("Tags", jobTags, "comma-separated: letters, digits and - _ . : /; the jobs list filters by them"),
-      field("Note", jobNote)),
+      field("Note", jobNote),
+      h("div", { class: "inline" }, field("Source language", sourceLanguage), field("Target language", targetLanguage))),
     h("section", { class: "card" }, h("h2", {}, "Data"),
       field("Objective", objective),
       field("Training dataset", dataset),
@@ -197,6 +200,8 @@ export function renderNewJob(container, fromModel) {
     if (jobName.value.trim()) b.name = jobName.value.trim();
     if (parseTags(jobTags.value).length) b.tags = parseTags(jobTags.value);
     if (jobNote.value.trim()) b.note = jobNote.value.trim();
+    if (sourceLanguage.value.trim()) b.source_language = sourceLanguage.value.trim();
+    if (targetLanguage.value.trim()) b.target_language = targetLanguage.value.trim();
     if (validDataset.value) b.valid_dataset_id = validDataset.value;
     if (testDataset.value && objective.value === "translation") b.test_dataset_id = testDataset.value;
     if (initModel.value) {  // the architecture and tokenizer are the model's
@@ -245,7 +250,7 @@ export function renderNewJob(container, fromModel) {
     fillDatasets();
     fillModels();
   });
-  const noEstimate = new Set([file, uploadName, jobName, jobTags, jobNote, probeTokens]);  // the model is unchanged
+  const noEstimate = new Set([file, uploadName, jobName, jobTags, jobNote, sourceLanguage, targetLanguage, probeTokens]);  // the model is unchanged
   form.addEventListener("input", (e) => { if (!noEstimate.has(e.target)) scheduleEstimate(); });
   form.addEventListener("change", scheduleEstimate);
   noiseField.hidden = true;

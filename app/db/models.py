@@ -112,6 +112,9 @@ class Job(Base):
     # The model whose weights and tokenizer the job starts from (fine-tuning); kept as a plain id, so deleting that
     # model later leaves the record (a queued job whose start is gone fails, saying so).
     init_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # What it translates from and to (BCP 47), as the request says or the model it starts from; its model keeps them.
+    source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
     # {"fields": [...]} when the worker is to choose those settings from the time budget (model/budget.py);
     # the worker adds "chosen", "reasons" and "inputs", and writes the chosen values into the two configs.
     auto_settings: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from pydantic import AfterValidator, Field, StringConstraints
 
-from app.schemas.common import Input, Output
+from app.schemas.common import Input, Language, Output
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 Objective = Literal["translation", "denoising"]
@@ -193,6 +193,12 @@ class JobCreate(JobLabels):
         "model id or a registry reference (name@version, name@alias, name@latest), resolved when the job is "
         "submitted: the job keeps the id it named then",
     )
+    source_language: Language | None = Field(
+        None,
+        description="what the job translates from (BCP 47, e.g. en); its model carries it. A job from a model "
+        "takes that model's languages where it gives none",
+    )
+    target_language: Language | None = Field(None, description="what the job translates to (BCP 47, e.g. de)")
 
 
 class Progress(Output):
@@ -241,6 +247,8 @@ class JobPublic(Output):
     name: str | None = None
     tags: list[str] = []
     note: str | None = None
+    source_language: str | None = None
+    target_language: str | None = None
     objective: Objective
     status: JobStatus
     attempt: int

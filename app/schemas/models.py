@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
 from app.model_refs import ALIAS_PATTERN, LATEST, NAME_PATTERN
-from app.schemas.common import Input, Output
+from app.schemas.common import Input, Language, Output
 from app.schemas.jobs import Objective, Tags
-
-LANGUAGE_PATTERN = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}")
 
 
 def check_name(name: str) -> str:
@@ -31,14 +28,7 @@ def check_alias(alias: str) -> str:
     return alias
 
 
-def _check_language(code: str) -> str:
-    if not LANGUAGE_PATTERN.fullmatch(code):
-        raise ValueError(f"language {code!r} must be a BCP 47 tag such as en, de or pt-BR")
-    return code
-
-
 RegisteredName = Annotated[str, AfterValidator(check_name)]
-Language = Annotated[str, AfterValidator(_check_language)]
 Description = Annotated[str, Field(max_length=10_000)]
 
 

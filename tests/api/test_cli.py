@@ -91,11 +91,13 @@ def test_submit_labels_the_job_with_its_name_tags_and_note(cli, alice, client, p
     key = _key(alice)
     code, out, err = cli(
         "submit", "--dataset", parallel_id, "--max-steps", "5", "--name", "warm-up 400", "--tag", "baseline",
-        "--tag", "en-de", "--note", "the paper's schedule", "--key", key,
+        "--tag", "en-de", "--note", "the paper's schedule", "--source-language", "en", "--target-language", "de",
+        "--key", key,
     )  # fmt: skip
     assert code == 0, err
     job = client.get(f"/v1/jobs/{out.strip()}", headers=alice).json()
     assert (job["name"], job["tags"], job["note"]) == ("warm-up 400", ["baseline", "en-de"], "the paper's schedule")
+    assert (job["source_language"], job["target_language"]) == ("en", "de")
     code, out, _ = cli("jobs", "--tag", "en-de", "--key", key)
     assert out.splitlines()[1].split()[:3] == [job["id"], "warm-up", "400"]
     code, _, err = cli("submit", "--dataset", parallel_id, "--tag", "no spaces", "--key", key)

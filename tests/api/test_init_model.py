@@ -134,3 +134,24 @@ def test_a_job_starts_from_a_registry_reference_and_keeps_the_id_it_named_then(c
         assert response.status_code == 422, (ref, response.text)
         assert response.json()["detail"][0]["loc"] == ["body", "init_model_id"]
         assert response.json()["detail"][0]["msg"] == f"model {ref} not found"
+
+
+def test_a_job_takes_its_languages_from_the_request_else_from_the_model_it_starts_from(client, alice, parallel_id):
+    parent = _model_row("alice")
+    patched = {"source_language": "en", "target_language": "pt-BR"}
+    assert client.patch(f"/v1/models/{parent}", json=patched, headers=alice).status_code == 200
+
+    def languages(**body) -> tuple[str | None, str | None]:
+        response = client.post("/v1/jobs", json=_job(parallel_id, **body), headers=alice)
+        assert response.status_code == 201, response.text
+        job = client.get(f"/v1/jobs/{response.json()['id']}", headers=alice).json()
+        return job["source_language"], job["target_language"]
+
+    assert languages() == (None, None)
+    assert languages(source_language="en", target_language="fr") == ("en", "fr")
+    assert languages(init_model_id=parent) == ("en", "pt-BR")
+    assert languages(init_model_id=parent, target_language="de") == ("en", "de")
+    response = client.post("/v1/jobs", json=_job(parallel_id, target_language="german!"), headers=alice)
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["body", "target_language"]
+    assert "'german!' must be a BCP 47 tag" in response.json()["detail"][0]["msg"]

@@ -820,6 +820,8 @@ def test_the_new_job_form_names_tags_and_annotates_the_job_and_sets_the_watched_
     p.page.get_by_label("Tags").fill("baseline, en-de")
     p.page.get_by_label("Note").fill("the paper's schedule")
     p.page.get_by_label("Tokens to watch").fill("one, two  three")
+    p.page.get_by_label("Source language").fill("en")
+    p.page.get_by_label("Target language").fill("de")
     p.page.get_by_label("Accelerator").select_option("gpu")  # stays queued: the embedded worker is a CPU one
     for precision in ("bf16", "fp32"):  # the estimate is for the precision the job will train in
         p.page.get_by_label("Precision").select_option(precision)
@@ -838,6 +840,8 @@ def test_the_new_job_form_names_tags_and_annotates_the_job_and_sets_the_watched_
     labels = ("labelled from the form", ["baseline", "en-de"], "the paper's schedule")
     assert (job["name"], job["tags"], job["note"]) == labels
     assert job["training"]["probe_tokens"] == ["one", "two", "three"]
+    assert (job["source_language"], job["target_language"]) == ("en", "de")
+    assert "translation en→de" in p.page.locator(".summary-row").inner_text()
     p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
     row = p.page.locator(f'tr[data-job="{job_id}"]')
     row.get_by_role("link", name="labelled from the form").wait_for()

@@ -57,6 +57,8 @@ def test_fine_tuning_on_a_second_domain_learns_it_and_leaves_the_parent_untouche
         "parallel",
     )
     training = {"max_steps": 400, "warmup_steps": 30, "eval_every": 100, "checkpoint_every": 100, "max_length": 40}
+    languages = {"source_language": "en", "target_language": "de"}
+    assert api.http.patch(f"/v1/models/{parent}", json=languages).status_code == 200
     job = api.submit(
         {
             "objective": "translation",
@@ -71,6 +73,8 @@ def test_fine_tuning_on_a_second_domain_learns_it_and_leaves_the_parent_untouche
     assert done["status"] == "succeeded", done["error"]
     child = api.http.get(f"/v1/models/{done['model_id']}").json()
     assert child["parent_model_id"] == parent
+    assert (job["source_language"], job["target_language"]) == ("en", "de")  # the parent's, none given
+    assert (child["source_language"], child["target_language"]) == ("en", "de")  # and the model it made keeps them
     parent_row = api.http.get(f"/v1/models/{parent}").json()
     assert child["config"] == parent_row["config"]  # same architecture
     assert child["tokenizer_fingerprint"] == parent_row["tokenizer_fingerprint"]  # reused, not trained again

@@ -182,6 +182,8 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
         sha256=checkpoint_sha256(target),
         size_bytes=size,
         parent_model_id=job.init_model_id,
+        source_language=job.source_language,
+        target_language=job.target_language,
     )
 
 
