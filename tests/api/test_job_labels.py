@@ -71,8 +71,8 @@ def test_name_tags_and_note_round_trip_through_post_patch_and_get(client, alice,
 
 
 def test_a_job_without_labels_keeps_its_idempotency_digest(client, alice, parallel_id):
-    """Labels left out are not part of the request's digest, so a key used before labels existed still replays;
-    labels given make it another request."""
+    """Labels and languages left out are not part of the request's digest, so a key used before they existed
+    still replays; labels or languages given make it another request."""
     from app.db.models import Job
     from app.db.session import session_scope
     from app.job_submission import request_digest
@@ -84,12 +84,14 @@ def test_a_job_without_labels_keeps_its_idempotency_digest(client, alice, parall
         stored = session.get(Job, job["id"])
         assert stored is not None
         without_labels = JobCreate.model_validate(body, strict=False).model_dump(
-            mode="json", exclude={"name", "tags", "note"}
+            mode="json", exclude={"name", "tags", "note", "source_language", "target_language"}
         )
         expected = hashlib.sha256(json.dumps(without_labels, sort_keys=True, separators=(",", ":")).encode())
         assert stored.request_sha256 == expected.hexdigest() == request_digest(JobCreate.model_validate(body))
     labelled = client.post("/v1/jobs", json={**body, "tags": ["x"]}, headers={**alice, "Idempotency-Key": "k1"})
     assert labelled.status_code == 409
+    german = client.post("/v1/jobs", json={**body, "target_language": "de"}, headers={**alice, "Idempotency-Key": "k1"})
+    assert german.status_code == 409
 
 
 def test_patch_of_another_owners_job_is_not_found(client, alice, make_key):
