@@ -53,6 +53,7 @@ class TrainingProbes:
     ) -> None:
         self.model, self.tokenizer, self.config = model, tokenizer, config
         self.dynamics_every = config.dynamics_every  # grows where recording costs more than DYNAMICS_MAX_SHARE
+        self._device_type = next(model.parameters()).device.type
         self._clock = clock
         self._copy_seconds = 0.0
         self._last_record_end: float | None = None
@@ -94,7 +95,7 @@ class TrainingProbes:
     def after_update(self, step: int, weights_before: list[Tensor] | None, pending: PendingStep) -> None:
         if weights_before is None or self._weights is None or self.on_dynamics is None:
             return
-        if weights_before[0].device.type == "cuda":
+        if self._device_type == "cuda":
             torch.cuda.synchronize()  # the update's own kernels are not the record's cost
         start = self._clock()
         values = self._weights.after(weights_before, pending.grad_norm, self.config.clip_norm)  # (3, G)

@@ -128,3 +128,25 @@ def test_records_are_spaced_out_where_one_costs_more_than_3_percent_of_the_time(
         probes.after_update(step, before, PendingStep(zero, zero, torch.ones(()), 1))
     assert recorded == expected
     assert probes.dynamics_every == (5 if record_seconds < 0.01 else 40) and DYNAMICS_MAX_SHARE == 0.03
+
+
+def test_on_a_gpu_the_record_is_timed_after_the_updates_kernels_have_run(monkeypatch):
+    """CUDA runs the update asynchronously: the probe waits for it before starting the record's clock (a device
+    reported as cuda, torch.cuda.synchronize injected), so the update's time is never counted as the record's."""
+    from model.step import PendingStep
+    from model.train_probes import TrainingProbes
+
+    events = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: events.append("synchronize"))
+    model = Transformer(ModelConfig.from_preset("tiny", 40, dropout=0.0))
+    probes = TrainingProbes(model, None, TrainConfig(dynamics_every=5), Callbacks(on_dynamics=lambda r: None),
+                            list, [], clock=lambda: events.append("clock") or 0.0)  # fmt: skip
+    zero = torch.zeros(())
+    before = probes.before_update(1)
+    events.clear()
+    probes.after_update(1, before, PendingStep(zero, zero, torch.ones(()), 1))
+    assert events == ["clock", "clock"]  # a CPU model: nothing to wait for
+    probes._device_type = "cuda"
+    events.clear()
+    probes.after_update(1, before, PendingStep(zero, zero, torch.ones(()), 1))
+    assert events[0] == "synchronize" and events[1] == "clock"
