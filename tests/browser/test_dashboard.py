@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.conftest import Page, new_page
 from tests.support.stack import wait_for
@@ -129,8 +130,9 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     p, job_id = submitted
     page = p.page
     heat = page.locator("#dynamics table.dyn-heat")
-    heat.wait_for()
-    assert heat.get_attribute("data-stat") == "update_ratio" and heat.get_attribute("data-step") == "50"
+    # the page may still show a poll's step 25 while its refresh at the job's end is on the way
+    page.locator('#dynamics table.dyn-heat[data-step="50"]').wait_for(timeout=20_000)
+    assert heat.get_attribute("data-stat") == "update_ratio"
     rows = page.locator("#dynamics table.dyn-heat tbody th").all_text_contents()
     assert {"embeddings", "encoder.self_attn.W_Q", "decoder.encoder_attn.W_K", "decoder.ffn.W_2"} <= set(rows)
     assert page.locator("#dynamics table.dyn-heat thead th").all_text_contents()[1:] == ["layer 0", "layer 1", "–"]
@@ -173,7 +175,7 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     p.screenshot("job-attention-dynamics")
     # the embedding map at both checkpoints (30 and 60), and each watched token's neighbours
     page.locator("#embeddings svg.emb-map").wait_for()
-    assert page.locator("#embeddings-step-label").inner_text() == "step 60"
+    expect(page.locator("#embeddings-step-label")).to_have_text("step 60")  # the refresh at the job's end
     assert page.locator("#embeddings .emb-point").count() >= 50
     watched = page.locator("#embeddings table.emb-neighbours tbody tr")
     assert watched.count() >= 2 and page.locator("#embeddings .emb-point.neighbour").count() >= 1
