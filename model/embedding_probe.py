@@ -13,6 +13,7 @@ get similar gradients and drift together. At each checkpoint an `EmbeddingProbe`
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ CLOUD_TOKENS = 200  # tokens in the 2-D projection
 WATCHED_TOKENS = 8  # tokens whose neighbours are recorded when the user chose none
 NEIGHBORS = 5
 COUNTED_EXAMPLES = 20_000  # examples counted to find the most frequent tokens
+_BYTE_SPELLING = re.compile(r"<0x[0-9A-F]{2}>")  # a byte piece, or a byte of a partial character
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,11 @@ class EmbeddingRecord:
         }
 
 
+def _letters(token: str) -> int:
+    """Letters in a readable token, bytes spelled "<0xC3>" not counted."""
+    return sum(c.isalpha() for c in _BYTE_SPELLING.sub("", token))
+
+
 def frequent_ids(examples: Sequence[Example], n: int, words_only: bool, tokenizer: Tokenizer) -> list[int]:
     """The n most frequent non-special token ids of the examples' sources and targets (ties by id); words_only
     keeps tokens with a letter in them (no punctuation, digits or byte pieces)."""
@@ -63,7 +70,7 @@ def frequent_ids(examples: Sequence[Example], n: int, words_only: bool, tokenize
         counts.update(e.tgt_ids)
     ranked = sorted((i for i in counts if i >= len(SPECIAL_TOKENS)), key=lambda i: (-counts[i], i))
     if words_only:
-        ranked = [i for i in ranked if sum(c.isalpha() for c in readable_token(tokenizer.id_to_token(i))) >= 2]
+        ranked = [i for i in ranked if _letters(readable_token(tokenizer.id_to_token(i))) >= 2]
     return ranked[:n]
 
 

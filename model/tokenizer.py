@@ -53,11 +53,14 @@ _BYTE_OF_SYMBOL = _byte_symbols()
 
 
 def readable_token(token: str) -> str:
-    """A vocabulary entry as people read it: its bytes as UTF-8 (a partial character shows as U+FFFD) and
-    a leading space as "▁" (SentencePiece's mark); special tokens unchanged. "ĠfÃ¼nf" -> "▁fünf"."""
+    """A vocabulary entry as people read it: its bytes as UTF-8 and a leading space as "▁" (SentencePiece's mark);
+    special tokens unchanged. "ĠfÃ¼nf" -> "▁fünf". A byte that is part of a character the entry does not hold
+    whole is spelled as SentencePiece spells a byte piece: "Ã" (0xC3, the first byte of "ü") -> "<0xC3>"."""
     if token in SPECIAL_TOKENS or token in BYTE_PIECES or any(c not in _BYTE_OF_SYMBOL for c in token):
         return token  # a special, a byte piece, or a SentencePiece-style piece (already readable)
-    text = bytes(_BYTE_OF_SYMBOL[c] for c in token).decode("utf-8", errors="replace")
+    # surrogateescape keeps each undecodable byte b as the lone surrogate U+DC00 + b
+    text = bytes(_BYTE_OF_SYMBOL[c] for c in token).decode("utf-8", errors="surrogateescape")
+    text = "".join(f"<0x{ord(c) - 0xDC00:02X}>" if "\udc80" <= c <= "\udcff" else c for c in text)
     return "\u2581" + text[1:] if text.startswith(" ") else text
 
 

@@ -28,6 +28,18 @@ def test_frequent_ids_rank_by_count_without_specials(data):
     assert frequent_ids(examples, 3, False, data.tokenizer) == [7, 9, 8]  # 3 x 7, 3 x 9 (tie: by id), 1 x 8
 
 
+def test_watched_words_leave_out_tokens_that_hold_only_part_of_a_character():
+    from model.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.train(["für für für über"] * 50, 300)
+    half = tokenizer.token_to_id("Ã")  # the first byte of "ü": readable as "<0xC3>", no letters
+    word = tokenizer.encode(" für")[0]
+    assert readable_token("Ã") == "<0xC3>" and len(tokenizer.encode(" für")) == 1
+    examples = [Example([half] * 5 + [word], [half])]
+    assert frequent_ids(examples, 2, False, tokenizer) == [half, word]
+    assert frequent_ids(examples, 2, True, tokenizer) == [word]
+
+
 def test_neighbours_and_a_map_that_turns_with_the_embeddings_but_not_with_their_axes(data):
     torch.manual_seed(0)
     model = Transformer(ModelConfig.from_preset("tiny", data.tokenizer.vocab_size))

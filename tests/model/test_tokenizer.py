@@ -5,7 +5,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from model.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from model.tokenizer import Tokenizer
+from model.tokenizer import BYTE_PIECES, Tokenizer
 
 CORPUS = [
     "the cat sat on the mat",
@@ -139,6 +139,9 @@ def test_readable_token_shows_utf8_and_the_space_mark():
     pieces = [readable_token(tokenizer.id_to_token(i)) for i in tokenizer.encode(" fünf")]
     assert "".join(pieces) == "\u2581fünf"
     assert readable_token("</s>") == "</s>"
+    # half a character: the byte as a byte piece, never U+FFFD (two such neighbours would read the same)
+    assert readable_token("ĠfÃ") == "\u2581f<0xC3>" and readable_token("¼nf") == "<0xBC>nf"
+    assert readable_token("Ã") in BYTE_PIECES
 
 
 # -- SentencePiece-style kinds ----------------------------------------------------------------------------------
