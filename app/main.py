@@ -14,7 +14,9 @@ from app.api import (
     file_translations,
     health,
     inference,
+    job_compare,
     job_dynamics,
+    job_events,
     job_logs,
     job_memory,
     jobs,
@@ -44,7 +46,9 @@ def create_app() -> FastAPI:
     app.include_router(health.router)
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
+    app.include_router(job_compare.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id
     app.include_router(jobs.router, **KEYED)
+    app.include_router(job_events.router, **KEYED)
     app.include_router(job_dynamics.router, **KEYED)
     app.include_router(job_logs.router, **KEYED)
     app.include_router(job_memory.router, **KEYED)

@@ -1,27 +1,23 @@
-"""Training jobs: submit, list, read, label, compare, cancel, metrics, live events, checkpoints."""
+"""Training jobs: submit, list, read, label, cancel, metrics, checkpoints.
+
+Comparing jobs is in job_compare.py, their live events in job_events.py."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal, cast
 
-from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
-from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, BackgroundTasks, Header, Query, Response, status
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from app import job_comparison, job_submission
+from app import job_submission
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import bad_query, conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.db import metric_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
 from app.db.models import Job, JobCheckpoint, JobTag, Metric, TrainedModel
-from app.db.session import get_sessionmaker
 from app.db.worker_rows import live_workers, trains
 from app.queueing import dispatch_training
 from app.schemas.common import Page
@@ -29,9 +25,6 @@ from app.schemas.jobs import (
     MAX_TAGS,
     AutoSettings,
     CheckpointPublic,
-    ComparedJob,
-    ComparedSeries,
-    JobComparison,
     JobCreate,
     JobPublic,
     JobStatus,
@@ -214,59 +207,6 @@ def list_jobs(
     )
 
 
-def compared_job(session: Session, job: Job, max_points: int) -> ComparedJob:
-    """A job as GET /v1/jobs/compare shows it: its flattened settings and every metric series, averaged into at
-    most max_points buckets (best and final values from the whole series)."""
-    series = metric_rows.series(session, job.id, None, 0)
-    # Read after the series, so it holds every step they hold (a running job writes points between the two).
-    recorded = metric_rows.recorded_at(session, job.id) if job.started_at is not None else {}
-    metrics = {}
-    for name, (steps, values) in series.items():
-        kept_steps, kept_values = metric_rows.downsample(steps, values, max_points)
-        start, seconds = job.started_at, None
-        if start is not None:
-            seconds = [round((recorded[name][step] - start).total_seconds(), 3) for step in kept_steps]
-        metrics[name] = ComparedSeries(
-            steps=kept_steps,
-            values=kept_values,
-            seconds=seconds,
-            total_points=len(steps),
-            **job_comparison.best_and_final(name, steps, values),
-        )
-    return ComparedJob(
-        id=job.id,
-        name=job.name,
-        tags=job.tags,
-        status=cast(JobStatus, job.status),
-        objective=cast(Objective, job.objective),
-        settings=job_comparison.flatten({"model": job.model_config, "training": job.training_config}),
-        metrics=metrics,
-    )
-
-
-# Before /{job_id}, which would otherwise take "compare" for an id.
-@router.get(
-    "/compare",
-    response_model=JobComparison,
-    responses={**NOT_FOUND, 422: {"description": "Fewer than 2 or more than 10 ids, or one given twice"}},
-)
-def compare_jobs(
-    session: SessionDep,
-    key: CurrentKey,
-    ids: Annotated[str, Query(description="2 to 10 comma-separated ids of the caller's jobs")],
-    max_points: Annotated[
-        int, Query(ge=2, le=20000, description="each series averaged into at most this many buckets")
-    ] = 2000,
-) -> JobComparison:
-    try:
-        job_ids = job_comparison.parse_ids(ids)
-    except ValueError as exc:
-        raise bad_query("ids", str(exc)) from exc
-    owned = [owned_job(session, job_id, key.owner_id) for job_id in job_ids]  # every 404 before reading any series
-    jobs = [compared_job(session, job, max_points) for job in owned]
-    return JobComparison(jobs=jobs, differing=job_comparison.differing([job.settings for job in jobs]))
-
-
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
 def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
     return job_public(session, owned_job(session, job_id, key.owner_id))
@@ -356,67 +296,3 @@ def list_checkpoints(job_id: str, session: SessionDep, key: CurrentKey) -> list[
     owned_job(session, job_id, key.owner_id)
     rows = session.scalars(select(JobCheckpoint).where(JobCheckpoint.job_id == job_id).order_by(JobCheckpoint.step))
     return [CheckpointPublic.model_validate(c) for c in rows]
-
-
-def _snapshot(job_id: str, after_metric_id: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    session = get_sessionmaker()()
-    try:
-        job = session.get(Job, job_id)
-        assert job is not None  # _owned found it when the stream opened
-        rows = session.execute(
-            select(Metric.id, Metric.step, Metric.name, Metric.value)
-            .where(Metric.job_id == job_id, Metric.id > after_metric_id)
-            .order_by(Metric.id)
-            .limit(5000)
-        ).all()
-        state = {
-            "status": job.status,
-            "attempt": job.attempt,
-            "error": job.error,
-            "progress": progress_of(job).model_dump(),
-            "model_id": session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job_id)),
-        }
-        return state, [{"id": r.id, "step": r.step, "name": r.name, "value": r.value} for r in rows]
-    finally:
-        session.close()
-
-
-@router.get(
-    "/{job_id}/events",
-    responses={**NOT_FOUND, 200: {"content": {"text/event-stream": {}}}},
-    response_class=StreamingResponse,
-)
-def job_events(
-    job_id: str,
-    request: Request,
-    session: SessionDep,
-    key: CurrentKey,
-    last_event_id: Annotated[str | None, Header()] = None,
-) -> StreamingResponse:
-    """Server-Sent Events: `progress` when the job changes, `metric` for each new point, `end` when it is over."""
-    owned_job(session, job_id, key.owner_id)
-    start_after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
-
-    async def stream() -> AsyncIterator[str]:
-        after, previous, idle = start_after, None, 0.0
-        yield "retry: 2000\n\n"
-        while not await request.is_disconnected():
-            state, points = await run_in_threadpool(_snapshot, job_id, after)
-            for point in points:
-                after = point.pop("id")
-                yield f"id: {after}\nevent: metric\ndata: {json.dumps(point)}\n\n"
-            if state != previous:
-                previous, idle = state, 0.0
-                yield f"event: progress\ndata: {json.dumps(state)}\n\n"
-            if state["status"] in TERMINAL_STATES and not points:
-                yield f"event: end\ndata: {json.dumps({'status': state['status']})}\n\n"
-                return
-            await asyncio.sleep(1.0)
-            idle += 1.0
-            if idle >= 15:
-                idle = 0.0
-                yield ": keep-alive\n\n"
-
-    return StreamingResponse(
-        stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    )
