@@ -17,7 +17,7 @@ from model.batching import pad_sequences
 from model.beam import Hypothesis, beam_search
 from model.decoding import eval_mode, greedy_decode
 from model.special_tokens import SPECIAL_TOKENS
-from model.tokenizer import Tokenizer
+from model.tokenizer import Tokenizer, byte_level_entry
 from model.transformer import Transformer
 
 AlignmentLayer = int | Literal["all"]
@@ -196,7 +196,7 @@ def resolve_token(tokenizer: Tokenizer, token: str | int) -> int:
     if not isinstance(token, str) or not token:
         raise ValueError(f"token must be a non-empty string or an id, got {token!r}")
     tried = []
-    for candidate in (token, _BPE_SPACE + token):
+    for candidate in dict.fromkeys((token, _BPE_SPACE + token, byte_level_entry(token))):  # last: as shown
         tried.append(candidate)
         try:
             return tokenizer.token_to_id(candidate)

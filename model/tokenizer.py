@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -62,6 +63,15 @@ def readable_token(token: str) -> str:
     text = bytes(_BYTE_OF_SYMBOL[c] for c in token).decode("utf-8", errors="surrogateescape")
     text = "".join(f"<0x{ord(c) - 0xDC00:02X}>" if "\udc80" <= c <= "\udcff" else c for c in text)
     return "\u2581" + text[1:] if text.startswith(" ") else text
+
+
+def byte_level_entry(readable: str) -> str:
+    """The byte-level vocabulary entry that readable_token shows as `readable`: "▁f<0xC3>" -> "ĠfÃ"."""
+    symbol_of_byte = {b: c for c, b in _BYTE_OF_SYMBOL.items()}
+    head, rest = (b" ", readable[1:]) if readable.startswith(SPACE_MARK) else (b"", readable)
+    parts = re.split(r"<0x([0-9A-F]{2})>", rest)  # text, byte, text, byte, ..., text
+    data = head + b"".join(bytes([int(p, 16)]) if i % 2 else p.encode() for i, p in enumerate(parts))
+    return "".join(symbol_of_byte[b] for b in data)
 
 
 def special_added_tokens() -> list[AddedToken]:

@@ -209,6 +209,17 @@ def test_tokens_resolve_with_or_without_the_space_marker(grammar):
     assert resolve_token(tokenizer, "the") == tokenizer.token_to_id("the")  # an exact entry wins
 
 
+def test_a_token_resolves_as_the_api_shows_it():
+    from model.tokenizer import Tokenizer, byte_level_entry, readable_token
+
+    tokenizer = Tokenizer.train(["für für über"] * 50, 300)
+    assert [readable_token(tokenizer.id_to_token(i)) for i in tokenizer.encode(" für")] == ["\u2581für"]
+    for entry in ("ĠfÃ¼r", "Ã"):
+        shown = readable_token(entry)  # "▁für", "<0xC3>"
+        assert byte_level_entry(shown) == entry
+        assert resolve_token(tokenizer, shown) == tokenizer.token_to_id(entry)
+
+
 def test_an_unknown_token_is_refused_by_name(grammar):
     model, tokenizer = grammar
     with pytest.raises(ValueError, match="'xylophone'"):
