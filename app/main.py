@@ -29,6 +29,7 @@ from app.api import (
 )
 from app.api.errors import method_not_allowed
 from app.api.limits import BodySizeLimit
+from app.api.nul_guard import NulGuard
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
 from app.api.request_id import RequestId
 from app.observability import HttpMetrics
@@ -64,6 +65,7 @@ def create_app() -> FastAPI:
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
     app.add_middleware(BodySizeLimit)
+    app.add_middleware(NulGuard)  # a NUL in the URL: 422 naming the parameter
     app.add_middleware(RequestId)  # before the limits: a refused request still has its id
     app.add_middleware(HttpMetrics)  # added last: outermost, so refused requests are counted too
     return app

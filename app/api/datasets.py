@@ -17,7 +17,7 @@ from app.artifacts import ArtifactStoreError, get_store
 from app.db.base import new_id
 from app.db.job_rows import ACTIVE_STATES
 from app.db.models import Dataset, Job
-from app.schemas.common import Page
+from app.schemas.common import NUL_MESSAGE, Page, holds_nul
 from app.schemas.datasets import DatasetKind, DatasetPublic
 from model.data import DataError, dataset_stats, parse_monolingual_bytes, parse_parallel_bytes
 
@@ -80,6 +80,8 @@ def upload_dataset(
     name: Annotated[str, Form(min_length=1, max_length=200)],
     kind: Annotated[DatasetKind, Form()],
 ) -> DatasetPublic:
+    if holds_nul(name):  # a form field: app.schemas.common.Input does this for JSON bodies
+        raise unprocessable("name", f"name {NUL_MESSAGE}")
     data = file.file.read()  # the body size was already bounded by the BodySizeLimit middleware
     if not data.strip():
         raise unprocessable("file", "the file is empty")

@@ -21,7 +21,7 @@ from app.db import task_rows
 from app.db.base import new_id
 from app.db.models import FileTranslation
 from app.model_file_translations import dispatch, source_key
-from app.schemas.common import Page
+from app.schemas.common import NUL_MESSAGE, Page, holds_nul
 from app.schemas.file_translations import FileTranslationPublic
 
 router = APIRouter(prefix="/v1/models", tags=["file translations"])
@@ -87,6 +87,8 @@ def translate_file(
     ] = "en",
 ) -> FileTranslationPublic:
     """Translate a text file in the background: poll the answer's URL for progress, then GET its result_url."""
+    if holds_nul(language):  # a form field: app.schemas.common.Input does this for JSON bodies
+        raise unprocessable("language", f"language {NUL_MESSAGE}")
     model = owned_model(session, model_id, key.owner_id)
     if model.objective != "translation":
         raise unprocessable("model_id", f"model {model_id} was trained for {model.objective}, not translation")

@@ -35,6 +35,7 @@ from app.schemas.jobs import (
     Objective,
     Progress,
     Series,
+    Tag,
     TrainingSpec,
 )
 from app.settings import get_settings
@@ -186,7 +187,7 @@ def list_jobs(
     key: CurrentKey,
     status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
     objective: Objective | None = None,
-    tag: Annotated[list[str] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
+    tag: Annotated[list[Tag] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobPublic]:

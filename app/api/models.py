@@ -21,7 +21,7 @@ from app.model_evaluations import evaluations_prefix
 from app.model_exports import exports_prefix
 from app.model_file_translations import translations_prefix
 from app.schemas.common import Page
-from app.schemas.jobs import Objective
+from app.schemas.jobs import Objective, Tag
 from app.schemas.models import ModelPublic, ModelUpdate
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -46,7 +46,7 @@ def list_models(
         str | None, Query(pattern=f"^{model_refs.NAME_PATTERN.pattern}$", description="versions of this name only")
     ] = None,
     objective: Objective | None = None,
-    tag: Annotated[list[str] | None, Query(description="repeatable: models carrying every tag given")] = None,
+    tag: Annotated[list[Tag] | None, Query(description="repeatable: models carrying every tag given")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[ModelPublic]:

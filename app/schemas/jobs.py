@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
 
 from app.schemas.common import Input, Language, Output
 
@@ -149,7 +149,9 @@ def _unique(tags: list[str]) -> list[str]:
     return list(dict.fromkeys(tags))  # duplicates dropped, first occurrence's order kept
 
 
-Tag = Annotated[str, AfterValidator(_check_tag)]
+# The pattern is in the OpenAPI schema too; the validator gives the message that names the tag.
+TAG_SCHEMA = {"type": "string", "pattern": f"^{TAG_PATTERN.pattern}$"}
+Tag = Annotated[str, AfterValidator(_check_tag), WithJsonSchema(TAG_SCHEMA)]
 Tags = Annotated[list[Tag], Field(max_length=MAX_TAGS), AfterValidator(_unique)]
 JobName = Annotated[str, Field(max_length=200)]
 JobNote = Annotated[str, Field(max_length=10_000)]
