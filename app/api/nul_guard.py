@@ -6,9 +6,9 @@ reached the database and came back as a 500. SQLite stores it, so the embedded d
 
 from __future__ import annotations
 
-import json
 from urllib.parse import parse_qsl
 
+from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.schemas.common import NUL_MESSAGE
@@ -19,7 +19,7 @@ def _where(scope: Scope) -> list[str] | None:
     if "\x00" in scope.get("path", ""):
         return ["path"]
     query = scope.get("query_string", b"")
-    if b"\x00" in query or b"%00" in query.lower():
+    if b"\x00" in query or b"%00" in query:
         for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
             if "\x00" in name or "\x00" in value:
                 return ["query", name.replace("\x00", "")]
@@ -38,9 +38,5 @@ class NulGuard:
         if where is None:
             await self.app(scope, receive, send)
             return
-        name = where[-1] if len(where) > 1 else where[0]
-        body = {"detail": [{"type": "value_error", "loc": where, "msg": f"{name} {NUL_MESSAGE}"}]}
-        payload = json.dumps(body).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-        await send({"type": "http.response.start", "status": 422, "headers": headers})
-        await send({"type": "http.response.body", "body": payload})
+        detail = [{"type": "value_error", "loc": where, "msg": f"{where[-1]} {NUL_MESSAGE}"}]
+        await JSONResponse({"detail": detail}, status_code=422)(scope, receive, send)

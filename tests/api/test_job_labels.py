@@ -103,6 +103,21 @@ def test_patch_of_another_owners_job_is_not_found(client, alice, make_key):
     assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["tags"] == ["mine"]
 
 
+def refused_by_patch_and_post(client, alice, parallel_id, body, loc, message) -> str:
+    """PATCH of a job tagged "kept" and POST of a new job, both with `body`: each a 422 at `loc` whose message holds
+    `message`, the job's tags unchanged. The job's id."""
+    job_id = job_rows("alice", 1, tags=("kept",))[0]
+    for response in (
+        client.patch(f"/v1/jobs/{job_id}", json=body, headers=alice),
+        client.post("/v1/jobs", json=_job(parallel_id, **body), headers=alice),
+    ):
+        assert response.status_code == 422, response.text
+        detail = response.json()["detail"][0]
+        assert detail["loc"] == loc and message in detail["msg"], detail
+    assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["tags"] == ["kept"]
+    return job_id
+
+
 @pytest.mark.parametrize(
     ("body", "loc", "message"),
     [
@@ -118,15 +133,7 @@ def test_patch_of_another_owners_job_is_not_found(client, alice, make_key):
     ],
 )
 def test_invalid_labels_are_422_naming_the_field(client, alice, parallel_id, body, loc, message):
-    job_id = job_rows("alice", 1, tags=("kept",))[0]
-    for response in (
-        client.patch(f"/v1/jobs/{job_id}", json=body, headers=alice),
-        client.post("/v1/jobs", json=_job(parallel_id, **body), headers=alice),
-    ):
-        assert response.status_code == 422, response.text
-        detail = response.json()["detail"][0]
-        assert detail["loc"] == loc and message in detail["msg"], detail
-    assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["tags"] == ["kept"]
+    refused_by_patch_and_post(client, alice, parallel_id, body, loc, message)
 
 
 def test_list_filters_by_every_tag_given_status_and_objective(client, alice, make_key):

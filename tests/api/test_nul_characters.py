@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.test_job_labels import job_rows
-from tests.api.test_jobs import _job
+from tests.api.test_job_labels import job_rows, refused_by_patch_and_post
 
 NUL = "may not hold a NUL character (\\u0000)"
 
@@ -44,15 +43,7 @@ def test_a_nul_in_a_path_or_a_series_name_is_422(client, alice):
 def test_a_nul_in_a_json_body_field_is_422_naming_the_field_and_nothing_is_written(
     client, alice, parallel_id, body, loc
 ):
-    job_id = job_rows("alice", 1, tags=("kept",))[0]
-    for response in (
-        client.patch(f"/v1/jobs/{job_id}", json=body, headers=alice),
-        client.post("/v1/jobs", json=_job(parallel_id, **body), headers=alice),
-    ):
-        assert response.status_code == 422, response.text
-        detail = response.json()["detail"][0]
-        assert detail["loc"] == loc and NUL in detail["msg"], detail
-    assert client.get(f"/v1/jobs/{job_id}", headers=alice).json()["tags"] == ["kept"]
+    refused_by_patch_and_post(client, alice, parallel_id, body, loc, NUL)
     assert client.get("/v1/jobs", headers=alice).json()["total"] == 1
 
 
