@@ -60,9 +60,25 @@ def test_an_unsupported_compute_type_is_replaced_by_auto_saying_why():
     assert "CT2_COMPUTE_TYPE='float16' is not supported on cpu" in chosen.fallback
 
 
-def test_a_model_that_fails_to_load_on_the_gpu_is_served_from_the_cpu(monkeypatch, tmp_path, caplog, settings_env):
-    """The translator itself: CTranslate2 reports a GPU, but loading there fails (out of memory): it loads on the
-    CPU instead and logs why."""
+class FakeTranslator:
+    """What ctranslate2.Translator(...) gives: records its arguments and the batches it translates; `fails` is
+    the RuntimeError its translations raise (CTranslate2 loads cuBLAS at the first translation)."""
+
+    def __init__(self, kwargs: dict, fails: str | None) -> None:
+        self.kwargs = kwargs
+        self.fails = fails
+        self.batches: list[list[list[str]]] = []
+
+    def translate_batch(self, batch: list[list[str]], **kwargs) -> list:
+        self.batches.append(batch)
+        if self.fails:
+            raise RuntimeError(self.fails)
+        return []
+
+
+def translator_on_a_gpu_host(monkeypatch, tmp_path, settings_env, load_fails=None, translate_fails=None):
+    """CT2Translator on a worker of cuda:0 where CTranslate2 reports one GPU; loading a model on the GPU raises
+    `load_fails`, translating there raises `translate_fails`. Returns the translator and every load made."""
     import ctranslate2
 
     settings_env(WORKER_DEVICE="cuda:0")
@@ -71,23 +87,50 @@ def test_a_model_that_fails_to_load_on_the_gpu_is_served_from_the_cpu(monkeypatc
     monkeypatch.setattr(ctranslate2, "get_supported_compute_types", types)
     monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
     monkeypatch.setattr(ct2, "amd_cpu", lambda: False)  # an Intel host: int8 on its CPU
-    loads: list[dict] = []
+    loads: list[FakeTranslator] = []
 
     def translator(path: str, **kwargs):
-        loads.append(kwargs)
-        if kwargs["device"] == "cuda":
-            raise RuntimeError("CUDA failed with error out of memory")
-        return object()
+        if kwargs["device"] == "cuda" and load_fails:
+            raise RuntimeError(load_fails)
+        loads.append(FakeTranslator(kwargs, translate_fails if kwargs["device"] == "cuda" else None))
+        return loads[-1]
 
     monkeypatch.setattr(ctranslate2, "Translator", translator)
     loaded = LoadedModel("m-1", "translation", None, None, "span", {"sha256": "0" * 64})  # type: ignore[arg-type]
+    return ct2.CT2Translator(loaded), loads
+
+
+def test_a_model_that_fails_to_load_on_the_gpu_is_served_from_the_cpu(monkeypatch, tmp_path, caplog, settings_env):
+    """CTranslate2 reports a GPU, but loading there fails (out of memory): it loads on the CPU instead and logs
+    why."""
     with caplog.at_level(logging.WARNING, logger="worker.serving.ct2"):
-        backend = ct2.CT2Translator(loaded)
-    assert [(k["device"], k["device_index"], k["compute_type"]) for k in loads] == [
-        ("cuda", 0, "float16"),
-        ("cpu", 0, "int8"),
-    ]
+        backend, loads = translator_on_a_gpu_host(
+            monkeypatch, tmp_path, settings_env, load_fails="CUDA failed with error out of memory"
+        )
+    assert [(t.kwargs["device"], t.kwargs["compute_type"]) for t in loads] == [("cpu", "int8")]
     assert backend.placement.device == "cpu"
     assert "loading on cuda:0 failed: RuntimeError: CUDA failed with error out of memory; serving on the CPU" in (
         caplog.text
     )
+
+
+def test_a_gpu_that_loads_the_model_but_cannot_translate_is_left_for_the_cpu_at_load_time(
+    monkeypatch, tmp_path, caplog, settings_env
+):
+    """As seen on an H200 with CUDA 13 alone: the CUDA 12 wheel counts the GPU, lists float16 and loads the
+    model, then every translation fails for want of libcublas.so.12. One probe translation at load time finds
+    it, and the model is served from the CPU instead of answering every request with a 503."""
+    missing = "Library libcublas.so.12 is not found or cannot be loaded"
+    with caplog.at_level(logging.WARNING, logger="worker.serving.ct2"):
+        backend, loads = translator_on_a_gpu_host(monkeypatch, tmp_path, settings_env, translate_fails=missing)
+    assert [(t.kwargs["device"], t.kwargs["compute_type"]) for t in loads] == [("cuda", "float16"), ("cpu", "int8")]
+    assert loads[0].batches == [[["</s>"]]]  # the probe: one token
+    assert loads[1].batches == []  # the CPU is not probed
+    assert backend.translator is loads[1] and backend.placement.device == "cpu"
+    assert f"translating on cuda:0 failed: RuntimeError: {missing}; serving on the CPU" in caplog.text
+
+
+def test_a_gpu_that_translates_keeps_the_model(monkeypatch, tmp_path, settings_env):
+    backend, loads = translator_on_a_gpu_host(monkeypatch, tmp_path, settings_env)
+    assert [(t.kwargs["device"], t.kwargs["compute_type"]) for t in loads] == [("cuda", "float16")]
+    assert backend.translator is loads[0] and backend.placement == Ct2Placement("cuda", 0, "float16", None)

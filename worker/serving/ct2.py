@@ -93,12 +93,16 @@ class CT2Translator:
         )
         threads = settings.torch_threads or torch.get_num_threads()
         path = str(_converted_dir(loaded))
+        what = "loading"
         try:
             self.translator = self._load(ctranslate2, path, self.placement, threads)
+            if self.placement.device == "cuda":
+                what = "translating"
+                self._probe(self.translator)
         except Exception as exc:  # noqa: BLE001  # e.g. the GPU is out of memory: the CPU can still serve
             if self.placement.device == "cpu":
                 raise
-            why = f"loading on cuda:{self.placement.device_index} failed: {type(exc).__name__}: {exc}"
+            why = f"{what} on cuda:{self.placement.device_index} failed: {type(exc).__name__}: {exc}"
             on_cpu = place(
                 torch.device("cpu"),
                 settings.ct2_compute_type,
@@ -117,6 +121,14 @@ class CT2Translator:
             self.placement.device_index,
             self.placement.compute_type,
         )
+
+    @staticmethod
+    def _probe(translator: Any) -> None:
+        """Translate one token. CTranslate2 loads cuBLAS at the first translation, not when it counts GPUs or
+        loads a model: on an H200 host with CUDA 13 alone, the CUDA 12 wheel reported one GPU and float16, loaded
+        the model, and then failed every translation with "Library libcublas.so.12 is not found or cannot be
+        loaded". Probing at load time moves such a host to the CPU once, instead of a 503 for every request."""
+        translator.translate_batch([["</s>"]], beam_size=1, max_decoding_length=1)
 
     @staticmethod
     def _load(ctranslate2: Any, path: str, placement: Ct2Placement, threads: int) -> Any:
