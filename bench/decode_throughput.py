@@ -200,8 +200,19 @@ def measure(
         return decode
 
     engines = {"ours": ours, "hf": hf_generate, **{ENGINE_NAMES[q]: ct2(q) for q in run.ct2.compute_types}}
+    outputs, failed = {}, {}
+    for name, fn in list(engines.items()):  # warm-up, and the outputs to compare
+        try:
+            outputs[name] = fn()
+        except RuntimeError as e:
+            # CTranslate2 can count a GPU and list its compute types yet fail at the first translation, e.g.
+            # "Library libcublas.so.12 is not found" (a CUDA 12 wheel on a CUDA 13 host, seen on an H200).
+            if not name.startswith("ct2"):
+                raise
+            print(f"  {name} left out: {e}")
+            failed[name] = str(e)
+            del engines[name]
     names = list(engines)
-    outputs = {name: fn() for name, fn in engines.items()}  # warm-up, and the outputs to compare
     times: dict[str, list[float]] = {name: [] for name in engines}
     memory: dict[str, int | None] = {name: None for name in engines}
     for r in range(args.rounds):
@@ -229,6 +240,7 @@ def measure(
         "agreement_with_ours": {k: round(v, 3) for k, v in agree.items() if k != "ours"},
         "mean_output_tokens": round(mean_len, 2),
         "max_memory_allocated": {k: v for k, v in memory.items() if v is not None} or None,
+        "ct2_failed": failed or None,
     }
 
 

@@ -114,3 +114,30 @@ def test_decode_throughput_with_a_fake_gpu(
     assert fake.calls.count("synchronize") == 2 * 2  # one round, two engines, a barrier either side
     assert set(result["max_memory_allocated"]) == {"ours", "hf"}
     assert set(result["max_memory_allocated"].values()) <= set(fake.peaks)
+
+
+def test_decode_throughput_leaves_out_a_ctranslate2_engine_that_cannot_translate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As on an H200 with CUDA 13 alone: CTranslate2 counts the GPU and lists float16, then its first translation
+    fails for want of libcublas.so.12. The engine is left out with that reason; ours and generate() still run."""
+    import ctranslate2
+
+    missing = "Library libcublas.so.12 is not found or cannot be loaded"
+
+    class WithoutCublas:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def translate_batch(self, *args: object, **kwargs: object) -> list:
+            raise RuntimeError(missing)
+
+    monkeypatch.setattr(ctranslate2, "Translator", WithoutCublas)
+    probe = FakeCuda().install(monkeypatch)
+    out = tmp_path / "decode.json"
+    argv = [*DECODE_TINY, "--workloads", "fixed", "--out", str(out)]
+    result = decode_throughput.main(argv, probe=probe, ct2=Ct2Plan(("float16",), None))
+    assert last_json_line(capsys) == result == json.loads(out.read_text())
+    assert result["ct2_failed"] == {"ct2_fp16": missing}
+    assert not any(key.startswith("ct2_") and key.endswith("_sent_per_s") for key in result)
+    assert result["ratio"] == pytest.approx(result["ours_sent_per_s"] / result["hf_sent_per_s"], rel=1e-2)
