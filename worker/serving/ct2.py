@@ -78,6 +78,9 @@ def _converted_dir(loaded: LoadedModel) -> Path:
     return target
 
 
+PROBE_SOURCE = ["</s>"] * 8  # any tokens: the length is what makes CTranslate2 call cuBLAS
+
+
 class CT2Translator:
     def __init__(self, loaded: LoadedModel) -> None:
         import ctranslate2
@@ -124,11 +127,13 @@ class CT2Translator:
 
     @staticmethod
     def _probe(translator: Any) -> None:
-        """Translate one token. CTranslate2 loads cuBLAS at the first translation, not when it counts GPUs or
-        loads a model: on an H200 host with CUDA 13 alone, the CUDA 12 wheel reported one GPU and float16, loaded
-        the model, and then failed every translation with "Library libcublas.so.12 is not found or cannot be
-        loaded". Probing at load time moves such a host to the CPU once, instead of a 503 for every request."""
-        translator.translate_batch([["</s>"]], beam_size=1, max_decoding_length=1)
+        """Translate an 8-token source by one step. CTranslate2 loads cuBLAS at the first matrix product, not
+        when it counts GPUs or loads a model: on an H200 host with CUDA 13 alone, the CUDA 12 wheel reported one
+        GPU and float16, loaded the model, and then failed every translation with "Library libcublas.so.12 is not
+        found or cannot be loaded". A one-token source translated there without error (float16 and float32, beam
+        1 and 4); five tokens failed. Probing at load time moves such a host to the CPU once, instead of a 503
+        for every request."""
+        translator.translate_batch([PROBE_SOURCE], beam_size=1, max_decoding_length=1)
 
     @staticmethod
     def _load(ctranslate2: Any, path: str, placement: Ct2Placement, threads: int) -> Any:
