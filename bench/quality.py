@@ -20,6 +20,7 @@ part and scores them on the test part with sacrebleu (BLEU and chrF on detokeniz
 Recipes: `peer` gives both sides vocabulary 4000, 1500-token batches and warm-up 400; `ours` gives both our
 job defaults (vocabulary, batch tokens and warm-up of TrainingSpec); `auto` gives ours only the budget
 (`max_minutes`; the worker chooses vocabulary, batch, warm-up, model/budget.py) and the peer its recipe.
+--concurrent trains both sides at once on half the threads each (a 60-minute pair in an hour, one machine load).
 Prints a line per run, then one JSON object as the last line with medians over seeds and
 `ratio` = our median BLEU / the peer's.
 """
@@ -33,7 +34,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +277,35 @@ def peer_run(
 # -- the comparison -------------------------------------------------------------------------------------------
 
 
+def on_threads(n: int, run: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """`run` on n torch threads, set in the thread that runs it (a side's own thread with --concurrent). Ours
+    passes the count on to the service's processes."""
+
+    def in_thread() -> dict[str, Any]:
+        torch.set_num_threads(n)
+        return run()
+
+    return in_thread
+
+
+def run_sides(sides: dict[str, Callable[[], dict[str, Any]]], concurrent: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Run each side's training and scoring, one after the other or all at once (threads: ours is then a job
+    in the service's processes, the peer trains here), yielding (side, result) in the order given and printing
+    each as it lands."""
+    if not concurrent:
+        for side, run in sides.items():
+            result = run()
+            print(side, json.dumps(result), flush=True)
+            yield side, result
+        return
+    with ThreadPoolExecutor(max_workers=len(sides), thread_name_prefix="side") as pool:
+        futures = {side: pool.submit(run) for side, run in sides.items()}
+        for side, future in futures.items():
+            result = future.result()
+            print(side, json.dumps(result), flush=True)
+            yield side, result
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=20.0, help="training wall-clock minutes per run and side")
@@ -291,9 +323,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--lang", default="fr")
     p.add_argument("--corpus", type=Path, default=ROOT / "var" / "corpus")
     p.add_argument("--test-size", type=int, default=800, help="test sentences scored (the first N)")
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="threads a side (in all, with --concurrent)")
+    p.add_argument(
+        "--concurrent",
+        action="store_true",
+        help="train both sides at the same time on half the threads each (needs --through service): a 60-minute "
+        "pair then takes an hour, and both sides share whatever else loads the machine",
+    )
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if args.concurrent and args.through != "service":
+        p.error("--concurrent needs --through service: two in-process trainings would share one interpreter")
+    threads_a_side = max(1, args.threads // 2) if args.concurrent else args.threads
+    torch.set_num_threads(threads_a_side)  # the peer's, and the job's through OMP_NUM_THREADS/TORCH_THREADS
+    if args.concurrent:  # tokenizers' Rust thread pool too, here and in the service (read at its first use)
+        os.environ["RAYON_NUM_THREADS"] = str(threads_a_side)
     corpus = args.corpus / f"en-{args.lang}"
     counts = build_corpus(args.lang, corpus)
     test = read_jsonl(corpus / "test.jsonl")[: args.test_size]
@@ -307,18 +350,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     recipe, sides = RECIPES[args.recipe], args.sides.split(",")
     print(
         f"corpus en-{args.lang}: {counts}; recipe {args.recipe} {recipe}; {args.minutes:g} min a run; "
-        f"{args.threads} threads; ours through {args.through}; overrides {overrides}"
+        f"{threads_a_side} threads a side{', both sides at once' if args.concurrent else ''}; "
+        f"ours through {args.through}; overrides {overrides}"
     )
     load_before = os.getloadavg()[0]
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
     ours = ours_service if args.through == "service" else ours_function
     for seed in args.seeds:
-        if "ours" in sides:
-            runs["ours"].append({"seed": seed, **ours(corpus, test, recipe, seed, args.minutes, overrides)})
-            print("ours", json.dumps(runs["ours"][-1]), flush=True)
-        if "peer" in sides:
-            runs["peer"].append({"seed": seed, **peer_run(corpus, test, recipe, seed, args.minutes)})
-            print("peer", json.dumps(runs["peer"][-1]), flush=True)
+        side_fns: dict[str, Callable[[], dict[str, Any]]] = {
+            "ours": partial(ours, corpus, test, recipe, seed, args.minutes, overrides),
+            "peer": partial(peer_run, corpus, test, recipe, seed, args.minutes),
+        }
+        chosen = {s: on_threads(threads_a_side, side_fns[s]) for s in ("ours", "peer") if s in sides}
+        for side, run in run_sides(chosen, args.concurrent):
+            runs[side].append({"seed": seed, **run})
 
     def median(side: str, key: str) -> float | None:
         values = [r[key] for r in runs[side] if r.get(key) is not None]
@@ -333,7 +378,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "lang": args.lang,
         "corpus": counts,  # it grows with the catalogs the machine's packages install
         "test_sentences": len(test),
-        "threads": args.threads,
+        "threads": threads_a_side,  # a side's
+        "concurrent": args.concurrent,
         "overrides": overrides,
         **{f"{side}_{key}": median(side, key) for side in ("ours", "peer") for key in ("bleu", "chrf", "steps")},
         "runs": runs,

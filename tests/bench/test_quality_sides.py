@@ -1,0 +1,57 @@
+"""How bench/quality.py schedules its two sides: one after the other by default, both at once with --concurrent
+(each on its share of the threads). The training itself is measured by the benchmark, not here."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from bench import quality
+
+
+def meeting(barrier: threading.Barrier, log: list[str], name: str):
+    def run() -> dict:
+        log.append(f"{name} start")
+        barrier.wait()  # returns only once the other side is running too
+        log.append(f"{name} end")
+        return {"side": name}
+
+    return run
+
+
+def test_concurrent_sides_run_at_the_same_time(capsys: pytest.CaptureFixture[str]) -> None:
+    barrier, log = threading.Barrier(2, timeout=10), []
+    sides = {"ours": meeting(barrier, log, "ours"), "peer": meeting(barrier, log, "peer")}
+    results = list(quality.run_sides(sides, concurrent=True))
+    assert results == [("ours", {"side": "ours"}), ("peer", {"side": "peer"})]  # the order given, not of landing
+    assert sorted(log[:2]) == ["ours start", "peer start"]
+    assert capsys.readouterr().out.splitlines() == ['ours {"side": "ours"}', 'peer {"side": "peer"}']
+
+
+def test_sequential_sides_do_not_overlap() -> None:
+    barrier, log = threading.Barrier(2, timeout=0.5), []
+    sides = {"ours": meeting(barrier, log, "ours"), "peer": meeting(barrier, log, "peer")}
+    with pytest.raises(threading.BrokenBarrierError):  # ours waits alone: peer has not started
+        list(quality.run_sides(sides, concurrent=False))
+    assert log == ["ours start"]
+
+
+def test_a_side_runs_on_its_share_of_threads() -> None:
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # this thread's; the side's thread must see its own 1
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            seen = pool.submit(quality.on_threads(1, lambda: {"threads": torch.get_num_threads()})).result()
+        assert seen == {"threads": 1}
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_concurrent_needs_the_service(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        quality.main(["--concurrent", "--through", "function", "--minutes", "0.01"])
+    assert exit_info.value.code == 2
+    assert "--concurrent needs --through service" in capsys.readouterr().err
