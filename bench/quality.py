@@ -290,20 +290,15 @@ def on_threads(n: int, run: Callable[[], dict[str, Any]]) -> Callable[[], dict[s
 
 def run_sides(sides: dict[str, Callable[[], dict[str, Any]]], concurrent: bool) -> Iterator[tuple[str, dict[str, Any]]]:
     """Run each side's training and scoring, one after the other or all at once (threads: ours is then a job
-    in the service's processes, the peer trains here), yielding (side, result) in the order given and printing
-    each as it lands."""
+    in the service's processes, the peer trains here), yielding (side, result) in the order given."""
     if not concurrent:
         for side, run in sides.items():
-            result = run()
-            print(side, json.dumps(result), flush=True)
-            yield side, result
+            yield side, run()
         return
     with ThreadPoolExecutor(max_workers=len(sides), thread_name_prefix="side") as pool:
         futures = {side: pool.submit(run) for side, run in sides.items()}
         for side, future in futures.items():
-            result = future.result()
-            print(side, json.dumps(result), flush=True)
-            yield side, result
+            yield side, future.result()
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -364,6 +359,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         chosen = {s: on_threads(threads_a_side, side_fns[s]) for s in ("ours", "peer") if s in sides}
         for side, run in run_sides(chosen, args.concurrent):
             runs[side].append({"seed": seed, **run})
+            print(side, json.dumps(runs[side][-1]), flush=True)
 
     def median(side: str, key: str) -> float | None:
         values = [r[key] for r in runs[side] if r.get(key) is not None]

@@ -22,13 +22,12 @@ def meeting(barrier: threading.Barrier, log: list[str], name: str):
     return run
 
 
-def test_concurrent_sides_run_at_the_same_time(capsys: pytest.CaptureFixture[str]) -> None:
+def test_concurrent_sides_run_at_the_same_time() -> None:
     barrier, log = threading.Barrier(2, timeout=10), []
     sides = {"ours": meeting(barrier, log, "ours"), "peer": meeting(barrier, log, "peer")}
     results = list(quality.run_sides(sides, concurrent=True))
     assert results == [("ours", {"side": "ours"}), ("peer", {"side": "peer"})]  # the order given, not of landing
     assert sorted(log[:2]) == ["ours start", "peer start"]
-    assert capsys.readouterr().out.splitlines() == ['ours {"side": "ours"}', 'peer {"side": "peer"}']
 
 
 def test_sequential_sides_do_not_overlap() -> None:
