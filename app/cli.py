@@ -20,11 +20,11 @@ from app.client import datasets, jobs, logs, models, registry, translations
 from app.client.connection import add_connection_arguments
 
 if TYPE_CHECKING:
-    from app.settings import Settings
+    from app.core.settings import Settings
 
 
 def _settings_or_exit() -> Settings:
-    from app.settings import get_settings
+    from app.core.settings import get_settings
 
     try:
         return get_settings()

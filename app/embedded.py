@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 
-from app.settings import Settings
-from app.task_names import INFERENCE_QUEUE, TRAINING_QUEUE
+from app.core.settings import Settings
+from app.core.task_names import INFERENCE_QUEUE, TRAINING_QUEUE
 
 GRACE_SECONDS = 15
 
@@ -100,8 +100,8 @@ def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
 
 def prepare_broker() -> None:
     """Create the SQLite broker's tables and queues once, before several processes race to do it."""
-    from app.queueing import get_sender
-    from app.task_names import QUEUES
+    from app.core.task_names import QUEUES
+    from app.services.queueing import get_sender
 
     with get_sender().connection_for_write() as connection:
         channel = connection.default_channel

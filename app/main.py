@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from app import logs
 from app.api import (
     dashboard,
     datasets,
@@ -14,7 +13,7 @@ from app.api import (
     file_translations,
     health,
     inference,
-    job_compare,
+    job_comparison,
     job_dynamics,
     job_events,
     job_logs,
@@ -32,8 +31,9 @@ from app.api.limits import BodySizeLimit
 from app.api.nul_guard import NulGuard
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
 from app.api.request_id import RequestId
-from app.observability import HttpMetrics
-from app.settings import get_settings
+from app.core import logs
+from app.core.observability import HttpMetrics
+from app.core.settings import get_settings
 
 
 def create_app() -> FastAPI:
@@ -47,7 +47,7 @@ def create_app() -> FastAPI:
     app.include_router(health.router)
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
-    app.include_router(job_compare.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id
+    app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id
     app.include_router(jobs.router, **KEYED)
     app.include_router(job_events.router, **KEYED)
     app.include_router(job_dynamics.router, **KEYED)

@@ -1,15 +1,15 @@
-"""Beam-search throughput on identical weights: our model.beam vs transformers generate() vs CTranslate2.
+"""Beam-search throughput on identical weights: our model.decode.beam vs transformers generate() vs CTranslate2.
 
     .venv/bin/python bench/decode_throughput.py [--threads 1] [--sentences 256] [--rounds 5] [--train-steps 300]
     .venv/bin/python bench/decode_throughput.py --device cuda [--precision bf16|fp16] [--batch-size 128]
 
-Each model is exported with model.export to a MarianMTModel directory (what transformers loads) and
+Each model is exported with model.io.export to a MarianMTModel directory (what transformers loads) and
 converted from there to CTranslate2: float32 and int8 on a CPU, float16 on a GPU (bench/ct2_compute.py,
 from ctranslate2.get_supported_compute_types). Ours and transformers run in --precision: fp32 by default on
 a CPU, bf16 autocast by default on a GPU (fp16 on request). On a GPU the device is synchronized around
 every timed run and the peak torch.cuda.max_memory_allocated of ours and of transformers is reported
 (CTranslate2 allocates outside torch, so it has none). Every engine decodes the same English
-sources of the numbers task (model.demo.numbers_to_words_task), already tokenized and sorted by length, in
+sources of the numbers task (model.data.demo.numbers_to_words_task), already tokenized and sorted by length, in
 batches of --batch-size sentences, beam 4, 1-best, on the same number of threads (torch.set_num_threads(N);
 CTranslate2 intra_threads=N, inter_threads=1). Within a round the engines run one after the other (the
 first one rotating); rounds repeat; the median time per engine gives sentences/second (tokenization
@@ -57,14 +57,14 @@ import torch  # noqa: E402
 from bench.ct2_compute import ENGINE_NAMES, Ct2Plan, ct2_plan  # noqa: E402
 from bench.gpu_info import DeviceProbe, probe_for  # noqa: E402
 from bench.run_record import environment, result_path, write_result  # noqa: E402
-from model.batching import Example, TokenBatcher, pad_sequences  # noqa: E402
-from model.beam import beam_search  # noqa: E402
-from model.config import PRESETS, ModelConfig  # noqa: E402
-from model.decoding import never_emitted  # noqa: E402
-from model.demo import numbers_to_words_task  # noqa: E402
-from model.export import convert_to_ctranslate2, export_marian  # noqa: E402
-from model.tokenizer import Tokenizer  # noqa: E402
-from model.transformer import Transformer  # noqa: E402
+from model.data.batching import Example, TokenBatcher, pad_sequences  # noqa: E402
+from model.data.demo import numbers_to_words_task  # noqa: E402
+from model.data.tokenizer import Tokenizer  # noqa: E402
+from model.decode.beam import beam_search  # noqa: E402
+from model.decode.greedy import never_emitted  # noqa: E402
+from model.io.export import convert_to_ctranslate2, export_marian  # noqa: E402
+from model.nn.config import PRESETS, ModelConfig  # noqa: E402
+from model.nn.transformer import Transformer  # noqa: E402
 from worker.serving.ct2 import prefer_exact_int8_gemm  # noqa: E402
 
 prefer_exact_int8_gemm()  # CTranslate2 as the inference workers configure it (MKL's int8 GEMM on AMD CPUs)
@@ -91,9 +91,9 @@ class Run:
 
 
 def train(model: Transformer, examples: list[Example], steps: int) -> None:
-    """Paper-style training (model.step.train_step, label smoothing 0.1), warm-up then linear decay."""
-    from model.step import build_optimizer, train_step
-    from model.train_config import TrainConfig
+    """Paper-style training (model.train.step.train_step, label smoothing 0.1), warm-up then linear decay."""
+    from model.train.config import TrainConfig
+    from model.train.step import build_optimizer, train_step
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # training is not measured; one thread is much faster on a shared CPU

@@ -1,4 +1,4 @@
-"""What recording the per-component training dynamics (model/dynamics.py) costs a training step.
+"""What recording the per-component training dynamics (model/probes/dynamics.py) costs a training step.
 
     python bench/dynamics_cost.py [--preset small] [--vocab 8000] [--every 25] [--rounds 4]
 
@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.gpu_info import probe_for  # noqa: E402
 from bench.run_record import environment, result_path, write_result  # noqa: E402
 from bench.train_throughput import make_batches, model_config  # noqa: E402
-from model.config import PRESETS  # noqa: E402
-from model.dynamics import DynamicsProbe  # noqa: E402
-from model.step import build_optimizer, update_on_device  # noqa: E402
-from model.train_config import TrainConfig  # noqa: E402
-from model.transformer import Transformer  # noqa: E402
+from model.nn.config import PRESETS  # noqa: E402
+from model.nn.transformer import Transformer  # noqa: E402
+from model.probes.dynamics import DynamicsProbe  # noqa: E402
+from model.train.config import TrainConfig  # noqa: E402
+from model.train.step import build_optimizer, update_on_device  # noqa: E402
 
 BENCH = "dynamics_cost"
 

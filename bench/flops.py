@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from model.config import ModelConfig
+from model.nn.config import ModelConfig
 
 
 def weights_per_token(config: ModelConfig) -> tuple[int, int]:

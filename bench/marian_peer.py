@@ -12,10 +12,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from model.batching import Batch
-from model.config import ModelConfig
-from model.step import build_optimizer
-from model.train_config import TrainConfig
+from model.data.batching import Batch
+from model.nn.config import ModelConfig
+from model.train.config import TrainConfig
+from model.train.step import build_optimizer
 
 
 def marian_model(config: ModelConfig) -> torch.nn.Module:

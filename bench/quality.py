@@ -19,7 +19,7 @@ part and scores them on the test part with sacrebleu (BLEU and chrF on detokeniz
 
 Recipes: `peer` gives both sides vocabulary 4000, 1500-token batches and warm-up 400; `ours` gives both our
 job defaults (vocabulary, batch tokens and warm-up of TrainingSpec); `auto` gives ours only the budget
-(`max_minutes`; the worker chooses vocabulary, batch, warm-up, model/budget.py) and the peer its recipe.
+(`max_minutes`; the worker chooses vocabulary, batch, warm-up, model/train/budget.py) and the peer its recipe.
 --concurrent trains both sides at once on half the threads each (a 60-minute pair in an hour, one machine load).
 Prints a line per run, then one JSON object as the last line with medians over seeds and
 `ratio` = our median BLEU / the peer's.
@@ -58,7 +58,7 @@ RECIPES: dict[str, dict[str, Any]] = {
         "max_tokens_per_batch": TrainingSpec().max_tokens_per_batch,
         "warmup_steps": TrainingSpec().warmup_steps,
     },
-    # Ours leaves vocabulary, batch, warm-up and step limit to the budget (model/budget.py); the peer keeps its
+    # Ours leaves vocabulary, batch, warm-up and step limit to the budget (model/train/budget.py); the peer keeps its
     # best recipe (that of "peer").
     "auto": {"vocab_size": 4000, "max_tokens_per_batch": 1500, "warmup_steps": 400, "ours_from_budget": True},
 }
@@ -89,13 +89,13 @@ def ours_function(
 ) -> dict[str, Any]:
     if recipe.get("ours_from_budget"):
         raise SystemExit("--recipe auto: the settings are chosen by the worker; run it with --through service")
-    from model.checkpoint import load_model
-    from model.data import read_parallel
-    from model.inference import translate
-    from model.prepare import prepare
-    from model.train_config import TrainConfig
-    from model.trainer import train
-    from worker.job_data import TRAIN_CONFIG_FIELDS
+    from model.data.corpus import read_parallel
+    from model.decode.queries import translate
+    from model.io.checkpoint import load_model
+    from model.train.config import TrainConfig
+    from model.train.loop import train
+    from model.train.prepare import prepare
+    from worker.training.job_data import TRAIN_CONFIG_FIELDS
 
     spec = {
         **TrainingSpec().model_dump(),

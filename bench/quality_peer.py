@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-SIZES = dict(d_model=256, n_heads=4, layers=3, d_ff=1024, dropout=0.1)  # our `small` preset (model/config.py)
+SIZES = dict(d_model=256, n_heads=4, layers=3, d_ff=1024, dropout=0.1)  # our `small` preset (model/nn/config.py)
 
 
 def peer_tokenizer(texts: list[str], vocab_size: int):

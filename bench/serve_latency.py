@@ -34,13 +34,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from model.checkpoint import load_model, save_checkpoint  # noqa: E402
-from model.checkpoint_files import checkpoint_sha256  # noqa: E402
-from model.demo import numbers_to_words_task  # noqa: E402
-from model.inference import translate  # noqa: E402
-from model.prepare import prepare  # noqa: E402
-from model.train_config import TrainConfig  # noqa: E402
-from model.trainer import train  # noqa: E402
+from model.data.demo import numbers_to_words_task  # noqa: E402
+from model.decode.queries import translate  # noqa: E402
+from model.io.checkpoint import load_model, save_checkpoint  # noqa: E402
+from model.io.checkpoint_files import checkpoint_sha256  # noqa: E402
+from model.train.config import TrainConfig  # noqa: E402
+from model.train.loop import train  # noqa: E402
+from model.train.prepare import prepare  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.rows import insert_model  # noqa: E402
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402

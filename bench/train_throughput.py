@@ -42,11 +42,11 @@ from bench.flops import mfu, train_flops  # noqa: E402
 from bench.gpu_info import DeviceProbe, peak_bf16_tflops, probe_for  # noqa: E402
 from bench.marian_peer import marian_layers, marian_model, marian_train_step  # noqa: E402
 from bench.run_record import environment, result_path, write_result  # noqa: E402
-from model.batching import Batch, Example, TokenBatcher  # noqa: E402
-from model.config import PRESETS, ModelConfig  # noqa: E402
-from model.step import build_optimizer, train_step  # noqa: E402
-from model.train_config import TrainConfig  # noqa: E402
-from model.transformer import Transformer  # noqa: E402
+from model.data.batching import Batch, Example, TokenBatcher  # noqa: E402
+from model.nn.config import PRESETS, ModelConfig  # noqa: E402
+from model.nn.transformer import Transformer  # noqa: E402
+from model.train.config import TrainConfig  # noqa: E402
+from model.train.step import build_optimizer, train_step  # noqa: E402
 
 BENCH = "train_throughput"
 Step = Callable[[Batch], None]
@@ -54,7 +54,7 @@ Step = Callable[[Batch], None]
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("--preset", choices=sorted(PRESETS), default="small", help="model sizes (model/config.py)")
+    p.add_argument("--preset", choices=sorted(PRESETS), default="small", help="model sizes (model/nn/config.py)")
     p.add_argument("--d-model", type=int, help="overrides the preset")
     p.add_argument("--heads", type=int, help="overrides the preset")
     p.add_argument("--layers", type=int, help="encoder layers = decoder layers; overrides the preset")

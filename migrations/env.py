@@ -1,4 +1,4 @@
-"""Alembic environment: the URL comes from the service settings, the schema from app.db.models."""
+"""Alembic environment: the URL comes from the service settings, the schema from app.db.tables."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 from alembic import context
 
+from app.core.settings import get_settings
 from app.db import models  # noqa: F401  (registers the tables)
 from app.db.base import Base
 from app.db.session import make_engine
-from app.settings import get_settings
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

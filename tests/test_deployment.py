@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICE_NAMES = {

@@ -1,17 +1,17 @@
-"""app/job_comparison.py: flattening settings, the keys that differ, best and final values, the ids asked for."""
+"""app/services/job_comparison.py: flattening settings, the keys that differ, best and final values, ids asked for."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.job_comparison import best_and_final, better, differing, flatten, parse_ids
+from app.services.job_comparison import best_and_final, better, differing, flatten, parse_ids
 
 
 def test_flatten_joins_nested_keys_with_dots_and_keeps_lists_and_nulls_as_leaves():
     sections = {"model": {"d_model": 64, "dropout": None}, "training": {"max_tokens_per_batch": 4096, "x": [1, 2]}}
     assert flatten(sections) == {
         "model.d_model": 64,
-        "model.dropout": None,
+        "model.nn.dropout": None,
         "training.max_tokens_per_batch": 4096,
         "training.x": [1, 2],
     }

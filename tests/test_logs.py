@@ -1,4 +1,4 @@
-"""Structured logs (app/logs.py): one JSON object per line with the ids bound where the line was written, keys
+"""Structured logs (app/core/logs.py): one JSON object per line with the ids bound where the line was written, keys
 redacted from the finished line, ids carried from a request to the Celery task it sends."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from app import logs
 from app.api.request_id import HEADER, RequestId
-from app.settings import Settings
+from app.core import logs
+from app.core.settings import Settings
 
 
 @pytest.fixture

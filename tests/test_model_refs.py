@@ -1,10 +1,10 @@
-"""app/model_refs.parse: what a model route's `{model_id}` stands for (pure; resolving is in tests/api)."""
+"""app/services/model_refs.parse: what a model route's `{model_id}` stands for (pure; resolving is in tests/api)."""
 
 from __future__ import annotations
 
 import pytest
 
-from app.model_refs import ModelRef, parse
+from app.services.model_refs import ModelRef, parse
 
 
 @pytest.mark.parametrize(

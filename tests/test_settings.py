@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from app.settings import Settings
+from app.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,21 +18,22 @@ from celery.signals import (
     worker_shutting_down,
 )
 
-from app import logs
+from app.core import logs
+from app.core.settings import get_settings
+from app.core.task_names import ACCELERATOR_QUEUES, TRAINING_QUEUE
 from app.db import job_rows
 from app.db.session import session_scope
-from app.queueing import make_celery
-from app.settings import get_settings
-from app.task_names import ACCELERATOR_QUEUES, TRAINING_QUEUE
-from worker import device, heartbeat, job_log, lease
+from app.services.queueing import make_celery
+from worker import device, heartbeat
+from worker.training import job_log, lease
 
 log = logging.getLogger(__name__)
 
 
 @setup_logging.connect
 def _configure_logging(loglevel: object = None, **_kwargs: object) -> None:
-    """Celery leaves logging to us when this signal has a receiver: the service's JSON lines (app/logs.py), at
-    the level given on the command line (`-l`), else LOG_LEVEL; and the jobs' own logs (worker/job_log.py)."""
+    """Celery leaves logging to us when this signal has a receiver: the service's JSON lines (app/core/logs.py), at
+    the level given on the command line (`-l`), else LOG_LEVEL; and the jobs' own logs (worker/training/job_log.py)."""
     settings = get_settings()
     if isinstance(loglevel, int):
         loglevel = logging.getLevelName(loglevel)
@@ -69,7 +70,7 @@ worker_process_init.connect(set_torch_threads)
 
 @celeryd_after_setup.connect
 def _consume_the_device_queue(sender, instance, **_kwargs) -> None:
-    """A training worker also takes the jobs that asked for its kind of device (app/task_names.py)."""
+    """A training worker also takes the jobs that asked for its kind of device (app/core/task_names.py)."""
     queues = instance.app.amqp.queues
     if TRAINING_QUEUE not in queues.consume_from:
         return

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from app.settings import get_settings
-from model.train_config import TrainingError
+from app.core.settings import get_settings
+from model.train.config import TrainingError
 
 log = logging.getLogger(__name__)
 

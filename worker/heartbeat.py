@@ -8,10 +8,10 @@ import threading
 
 from sqlalchemy import select
 
+from app.core.settings import get_settings
 from app.db.base import utcnow
-from app.db.models import Worker
 from app.db.session import session_scope
-from app.settings import get_settings
+from app.db.tables import Worker
 from worker import reaper
 from worker.device import DeviceInfo, device_info, worker_device
 

@@ -15,10 +15,10 @@ from datetime import UTC, datetime, timedelta
 from celery import Celery
 
 from app.artifacts import ArtifactStore, ArtifactStoreError, get_store
+from app.core.settings import Settings, get_settings
 from app.db import job_rows
 from app.db.session import session_scope
-from app.queueing import dispatch_training
-from app.settings import Settings, get_settings
+from app.services.queueing import dispatch_training
 
 log = logging.getLogger(__name__)
 

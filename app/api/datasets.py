@@ -16,10 +16,10 @@ from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
 from app.db.base import new_id
 from app.db.job_rows import ACTIVE_STATES
-from app.db.models import Dataset, Job
+from app.db.tables import Dataset, Job
 from app.schemas.common import NUL_MESSAGE, Page, holds_nul
 from app.schemas.datasets import DatasetKind, DatasetPublic
-from model.data import DataError, dataset_stats, parse_monolingual_bytes, parse_parallel_bytes
+from model.data.corpus import DataError, dataset_stats, parse_monolingual_bytes, parse_parallel_bytes
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 log = logging.getLogger(__name__)

@@ -10,12 +10,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
-from app import logs
 from app.api import ttl_cache
+from app.core import logs
+from app.core.security import hash_key
+from app.core.settings import Settings, get_settings
 from app.db.keys import Caller, identify
 from app.db.session import get_sessionmaker
-from app.security import hash_key
-from app.settings import Settings, get_settings
 
 
 async def get_session() -> AsyncIterator[Session]:

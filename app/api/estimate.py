@@ -1,6 +1,6 @@
 """POST /v1/estimate: parameters by component and memory of a model config, before any job is submitted.
 
-Pure arithmetic on the config (model/anatomy.py), torch-free; the dashboard's new-job form shows it.
+Pure arithmetic on the config (model/probes/anatomy.py), torch-free; the dashboard's new-job form shows it.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
-from app.job_submission import describe_anatomy, memory_limits, memory_refusal, resolve_model_config
 from app.schemas.common import Input
 from app.schemas.inference import Anatomy
 from app.schemas.jobs import ModelSpec
+from app.services.job_submission import describe_anatomy, memory_limits, memory_refusal, resolve_model_config
 
 router = APIRouter(prefix="/v1/estimate", tags=["estimate"])
 

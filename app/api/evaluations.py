@@ -14,10 +14,10 @@ from app.api.models import owned_model
 from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
-from app.db.models import Evaluation
-from app.model_evaluations import create, dispatch
+from app.db.tables import Evaluation
 from app.schemas.common import Page
 from app.schemas.evaluations import EvaluationCreate, EvaluationPublic
+from app.services.evaluations import create, dispatch
 
 router = APIRouter(prefix="/v1/models", tags=["evaluations"])
 

@@ -12,12 +12,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, status
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from app import inference_client
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.models import owned_model
 from app.artifacts import ArtifactStoreError, get_store
-from app.model_exports import Ct2Quantization, ExportFormat, export_key, export_name
-from app.task_names import EXPORT
+from app.core.task_names import EXPORT
+from app.services import inference_client
+from app.services.exports import Ct2Quantization, ExportFormat, export_key, export_name
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

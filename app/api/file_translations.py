@@ -1,6 +1,6 @@
 """Translate a text file: POST /v1/models/{id}/translations (multipart), then poll it and download the result.
 
-One segment a line; blank lines, line order and the spacing between sentences are kept (model/segments.py).
+One segment a line; blank lines, line order and the spacing between sentences are kept (model/data/segments.py).
 No per-request text limits beyond MAX_UPLOAD_MB: the work happens in the background on an inference worker.
 """
 
@@ -19,10 +19,10 @@ from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
 from app.db.base import new_id
-from app.db.models import FileTranslation
-from app.model_file_translations import dispatch, source_key
+from app.db.tables import FileTranslation
 from app.schemas.common import NUL_MESSAGE, Page, holds_nul
 from app.schemas.file_translations import FileTranslationPublic
+from app.services.file_translations import dispatch, source_key
 
 router = APIRouter(prefix="/v1/models", tags=["file translations"])
 FORM_FIELDS = {"file", "beam_size", "language"}

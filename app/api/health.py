@@ -10,8 +10,8 @@ from sqlalchemy import text
 from app.api.deps import SessionDep, SettingsDep
 from app.api.workers import worker_public
 from app.db.worker_rows import live_workers
-from app.queueing import get_sender
 from app.schemas.service import ComponentHealth, Health, WorkerPublic
+from app.services.queueing import get_sender
 
 router = APIRouter(tags=["health"])
 

@@ -8,13 +8,13 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
-from app import inference_client, model_refs
 from app.api import ttl_cache
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import not_found, unprocessable
 from app.api.models import owned_model
 from app.api.ttl_cache import ModelFacts
-from app.job_submission import describe_anatomy
+from app.core.settings import Settings
+from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
 from app.schemas.inference import (
     AnatomyResponse,
     AttentionRequest,
@@ -26,9 +26,9 @@ from app.schemas.inference import (
     TranslateRequest,
     TranslateResponse,
 )
-from app.settings import Settings
-from app.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
-from model.config import ModelConfig
+from app.services import inference_client, model_refs
+from app.services.job_submission import describe_anatomy
+from model.nn.config import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["inference"])
 ERRORS: dict[int | str, dict[str, Any]] = {

@@ -10,7 +10,7 @@ from app.api.deps import CurrentKey, SessionDep
 from app.api.jobs import NOT_FOUND, owned_job
 from app.api.models import owned_model
 from app.db import dynamics_rows
-from app.db.models import JobDynamics
+from app.db.tables import JobDynamics
 from app.schemas.dynamics import DynamicsGroup, DynamicsKind, DynamicsPublic, EmbeddingsPublic
 
 router = APIRouter(tags=["jobs"])

@@ -15,8 +15,8 @@ from sqlalchemy import select
 from app.api.deps import CurrentKey, SessionDep
 from app.api.jobs import NOT_FOUND, owned_job, progress_of
 from app.db.job_rows import TERMINAL_STATES
-from app.db.models import Job, Metric, TrainedModel
 from app.db.session import get_sessionmaker
+from app.db.tables import Job, Metric, TrainedModel
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

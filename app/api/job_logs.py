@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query
 from app.api.deps import CurrentKey, SessionDep
 from app.api.errors import not_found
 from app.db import log_rows
-from app.db.models import Job
+from app.db.tables import Job
 from app.schemas.job_logs import JobLogLine, JobLogPublic, LogLevel
 from app.schemas.jobs import JobStatus
 

@@ -15,7 +15,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 @router.get("/{job_id}/memory", response_model=JobMemoryPublic, responses=NOT_FOUND)
 def read_memory(job_id: str, session: SessionDep, key: CurrentKey) -> JobMemoryPublic:
     """Peak memory of one update on the job's first batch by kind (weights, gradients, Adam moments, saved
-    activations by component, temporary buffers), model/anatomy.py's estimate for the job's settings (as
+    activations by component, temporary buffers), model/probes/anatomy.py's estimate for the job's settings (as
     POST /v1/estimate gives it) and for the measured batch, and where they differ. A job the worker has not measured
     yet: 200 with `measured` null."""
     owned_job(session, job_id, key.owner_id)

@@ -1,6 +1,6 @@
 """Training jobs: submit, list, read, label, cancel, metrics, checkpoints.
 
-Comparing jobs is in job_compare.py, their live events in job_events.py."""
+Comparing jobs is in job_comparison.py, their live events in job_events.py."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from fastapi import APIRouter, BackgroundTasks, Header, Query, Response, status
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from app import job_submission
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import bad_query, conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
+from app.core.settings import get_settings
 from app.db import metric_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
-from app.db.models import Job, JobCheckpoint, JobTag, Metric, TrainedModel
+from app.db.tables import Job, JobCheckpoint, JobTag, Metric, TrainedModel
 from app.db.worker_rows import live_workers, trains
-from app.queueing import dispatch_training
 from app.schemas.common import Page
 from app.schemas.jobs import (
     MAX_TAGS,
@@ -38,7 +37,8 @@ from app.schemas.jobs import (
     Tag,
     TrainingSpec,
 )
-from app.settings import get_settings
+from app.services import job_submission
+from app.services.queueing import dispatch_training
 
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])

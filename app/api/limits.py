@@ -7,7 +7,7 @@ import re
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.settings import get_settings
+from app.core.settings import get_settings
 
 UPLOAD_PATHS = ("/v1/datasets", "/v1/models/import")
 UPLOAD_PATTERNS = (re.compile(r"^/v1/models/[^/]+/translations$"),)  # a file to translate

@@ -1,4 +1,4 @@
-"""GET /metrics: the Prometheus text format, for a scraper holding `METRICS_TOKEN` (see app/observability.py)."""
+"""GET /metrics: the Prometheus text format, for a scraper holding `METRICS_TOKEN` (see app/core/observability.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.exposition import choose_encoder
 
 from app.api.deps import SettingsDep
-from app.observability import scrape_registry
+from app.core.observability import scrape_registry
 
 router = APIRouter(tags=["metrics"])
 _bearer = HTTPBearer(auto_error=False, description="The value of METRICS_TOKEN")

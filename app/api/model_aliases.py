@@ -10,13 +10,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app import model_refs, model_registry
 from app.api.deps import CurrentKey, SessionDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
-from app.db.models import ModelAlias, ModelAliasEvent, TrainedModel
+from app.db.tables import ModelAlias, ModelAliasEvent, TrainedModel
 from app.schemas.common import Page
 from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, AliasToVersion, check_alias
+from app.services import model_refs, registry
 
 router = APIRouter(prefix="/v1/models", tags=["model aliases"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found: no such name or alias of yours"}}
@@ -33,7 +33,7 @@ def _bad_alias(alias: str) -> HTTPException | None:
 
 
 def _owned_name(session: Session, name: str, owner_id: str) -> str:
-    if not model_refs.NAME_PATTERN.fullmatch(name) or not model_registry.name_exists(session, owner_id, name):
+    if not model_refs.NAME_PATTERN.fullmatch(name) or not registry.name_exists(session, owner_id, name):
         raise not_found("model name", name)
     return name
 
@@ -46,7 +46,7 @@ def _owned_alias(session: Session, name: str, alias: str, owner_id: str) -> Mode
 
 
 def _public(row: ModelAlias, version: int | None) -> AliasPublic:
-    assert version is not None  # an alias points at a registered model (app/model_registry.py)
+    assert version is not None  # an alias points at a registered model (app/services/registry.py)
     return AliasPublic(
         name=row.name, alias=row.alias, model_id=row.model_id, version=version, updated_at=row.updated_at
     )
@@ -55,7 +55,7 @@ def _public(row: ModelAlias, version: int | None) -> AliasPublic:
 @router.get("/{name}/aliases", response_model=list[AliasPublic], responses=NOT_FOUND)
 def list_aliases(name: str, session: SessionDep, key: CurrentKey) -> list[AliasPublic]:
     _owned_name(session, name, key.owner_id)
-    return [_public(row, version) for row, version in model_registry.aliases_of(session, key.owner_id, name)]
+    return [_public(row, version) for row, version in registry.aliases_of(session, key.owner_id, name)]
 
 
 @router.get("/{name}/aliases/{alias}", response_model=AliasPublic, responses=NOT_FOUND)
@@ -90,7 +90,7 @@ def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: C
         if model is None or model.name != name:
             raise unprocessable("model_id", f"model {body.model_id} is not a version of {name}")
     try:
-        row = model_registry.point_alias(session, key, name, alias, model)
+        row = registry.point_alias(session, key, name, alias, model)
         session.commit()
     except IntegrityError as exc:
         session.rollback()
@@ -100,7 +100,7 @@ def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: C
 
 @router.delete("/{name}/aliases/{alias}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
 def delete_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) -> Response:
-    model_registry.remove_alias(session, key, _owned_alias(session, name, alias, key.owner_id))
+    registry.remove_alias(session, key, _owned_alias(session, name, alias, key.owner_id))
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

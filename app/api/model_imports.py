@@ -16,14 +16,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile, status
 from fastapi.responses import JSONResponse
 
-from app import inference_client
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import unprocessable
 from app.api.models import owned_model
 from app.artifacts import ArtifactStoreError, get_store
+from app.core.task_names import IMPORT
 from app.db.base import new_id
 from app.schemas.models import ModelPublic
-from app.task_names import IMPORT
+from app.services import inference_client
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

@@ -1,5 +1,5 @@
 """Trained models: list, read, label (name, tags, description), delete. `{model_id}` is also `name@version`,
-`name@alias` or `name@latest` on every model route (app/model_refs.py)."""
+`name@alias` or `name@latest` on every model route (app/services/model_refs.py)."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from app import model_refs, model_registry
 from app.api import ttl_cache
 from app.api.deps import CurrentKey, SessionDep
 from app.api.errors import conflict, not_found
 from app.api.pagination import Limit, Offset, paginate
 from app.artifacts import ArtifactStoreError, get_store
-from app.db.models import ModelTag, TrainedModel
-from app.model_evaluations import evaluations_prefix
-from app.model_exports import exports_prefix
-from app.model_file_translations import translations_prefix
+from app.db.tables import ModelTag, TrainedModel
 from app.schemas.common import Page
 from app.schemas.jobs import Objective, Tag
 from app.schemas.models import ModelPublic, ModelUpdate
+from app.services import model_refs, registry
+from app.services.evaluations import evaluations_prefix
+from app.services.exports import exports_prefix
+from app.services.file_translations import translations_prefix
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -94,9 +94,9 @@ def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: Cur
     given = body.model_fields_set
     try:
         if "name" in given:
-            model_registry.register(session, key, model, body.name)
+            registry.register(session, key, model, body.name)
         if "tags" in given:
-            model_registry.set_tags(session, model, body.tags or [])
+            registry.set_tags(session, model, body.tags or [])
         for field in ("description", "source_language", "target_language"):
             if field in given:
                 setattr(model, field, getattr(body, field))
@@ -128,7 +128,7 @@ def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Respons
             f"model {model_id} was not deleted: the artifact store is unavailable ({type(exc).__name__}); try again",
             headers={"Retry-After": "10"},
         ) from exc
-    model_registry.drop_aliases(session, key, model)
+    registry.drop_aliases(session, key, model)
     session.delete(model)
     session.commit()
     ttl_cache.models().forget(model.id)

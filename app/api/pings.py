@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 
 from app.api.deps import CurrentKey, SessionDep
-from app.db.models import Ping
-from app.queueing import send
+from app.core.task_names import PING
+from app.db.tables import Ping
 from app.schemas.service import Me, PingCreate, PingPublic
-from app.task_names import PING
+from app.services.queueing import send
 
 router = APIRouter(prefix="/v1", tags=["service"])
 

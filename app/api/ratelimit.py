@@ -24,9 +24,9 @@ from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import CurrentKey, SettingsDep
+from app.core.settings import Settings
 from app.db.job_rows import ACTIVE_STATES
-from app.db.models import Job, Owner
-from app.settings import Settings
+from app.db.tables import Job, Owner
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """A request id for every request: the client's `X-Request-ID` when it is a plausible id, else a new one. It is
-bound to the request's log lines (app/logs.py), sent back in the response's `X-Request-ID`, and travels to the
+bound to the request's log lines (app/core/logs.py), sent back in the response's `X-Request-ID`, and travels to the
 Celery tasks the request sends (a message header), so one id finds a request's lines in the API and the worker."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import uuid
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import logs
+from app.core import logs
 
 HEADER = "X-Request-ID"
 # What a proxy or client may send: short, printable, no spaces (a log field, never a place for a payload).

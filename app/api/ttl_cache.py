@@ -8,7 +8,7 @@ before it does any work: on a translate request that is half the API's own CPU. 
   AUTH_CACHE_SECONDS in the others (the bound the README gives under API keys);
 - only successes are kept: an unknown key or model is looked up every time, so a new key works at once;
 - keys are kept by their SHA-256, never in clear;
-- models are kept by id only: a `name@alias` reference is resolved on every request (app/model_refs.py) and
+- models are kept by id only: a `name@alias` reference is resolved on every request (app/services/model_refs.py) and
   only the model it names is kept, so an alias that moves is followed by the very next request.
 """
 
@@ -22,8 +22,8 @@ from typing import Generic, TypeVar
 
 from cachetools import TTLCache
 
+from app.core.settings import get_settings
 from app.db.keys import Caller
-from app.settings import get_settings
 
 V = TypeVar("V")
 MAX_ENTRIES = 10_000  # per cache and process: keys or models in use at once, with room to spare

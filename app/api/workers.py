@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import SessionDep, SettingsDep
-from app.db.models import Worker
+from app.db.tables import Worker
 from app.db.worker_rows import live_workers
 from app.schemas.service import WorkerList, WorkerPublic
 

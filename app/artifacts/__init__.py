@@ -12,7 +12,7 @@ from functools import lru_cache
 
 from app.artifacts.base import COMMIT_FILE, ArtifactNotFound, ArtifactStore, ArtifactStoreError, key_parts
 from app.artifacts.local import LocalStore
-from app.settings import Settings, get_settings
+from app.core.settings import Settings, get_settings
 
 __all__ = [
     "COMMIT_FILE",

@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from app.artifacts.base import COMMIT_FILE, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, ArtifactStoreError, key_parts
 from app.artifacts.cache import Trimmed, pinned, touch, trim
-from app.settings import Settings, parse_s3_root
+from app.core.settings import Settings, parse_s3_root
 
 log = logging.getLogger(__name__)
 PART_SIZE = 8 * 1024 * 1024  # multipart threshold and part size; a file above it gets ETag "<md5 of md5s>-<parts>"

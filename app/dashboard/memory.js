@@ -1,6 +1,6 @@
 // Memory of one training step on the job page (GET /v1/jobs/{id}/memory): what the worker measured before the
 // first update (weights, gradients, Adam moments, saved activations, temporary buffers, the peak) beside
-// model/anatomy.py's estimate for the measured batch and the estimate POST /v1/estimate gives for the job's settings
+// model/probes/anatomy.py's estimate for the measured batch and the estimate POST /v1/estimate gives for the job's settings
 // (max_tokens_per_batch, precision), as bars per kind, then the activations by component and the differences the
 // server computed.
 import { api } from "./api.js";
@@ -73,7 +73,7 @@ function render(body, report) {
       `tokens (${fmt(b.padded_tokens)} padded tokens of max_tokens_per_batch ` +
       `${fmt(m.tokens_per_batch)}); peak ${fmtBytes(m.peak_bytes)}, measured in ${m.seconds.toFixed(1)} s.`),
     h("p", { class: "muted", id: "memory-legend" },
-      `Batch estimate (dark grey): model/anatomy.py's estimate for this batch's ${fmt(b.padded_tokens)} padded tokens in ${m.precision}` +
+      `Batch estimate (dark grey): model/probes/anatomy.py's estimate for this batch's ${fmt(b.padded_tokens)} padded tokens in ${m.precision}` +
       (report.estimated
         ? `; settings estimate (light grey): what POST /v1/estimate gives for the job's settings, ${fmt(m.tokens_per_batch)} tokens per batch in ${m.precision}.`
         : " (the estimate for the job's settings was not stored with this measurement).")),

@@ -15,7 +15,7 @@ from sqlalchemy import CursorResult, Result, and_, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Job, Worker
+from app.db.tables import Job, Worker
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
 ACTIVE_STATES = (QUEUED, RUNNING)

@@ -8,9 +8,9 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.security import display_prefix, generate_key, hash_key, key_matches
 from app.db.base import utcnow
-from app.db.models import ApiKey, Owner
-from app.security import display_prefix, generate_key, hash_key, key_matches
+from app.db.tables import ApiKey, Owner
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # avoid a write on every request
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from app.db.models import Job, JobLog
+from app.db.tables import Job, JobLog
 
 LEVELS = ("info", "warning", "error", "critical")
 MAX_LINES = 2000  # per job, the marker of dropped lines included
@@ -56,7 +56,7 @@ def append(
     if max_lines < 2:
         raise ValueError(f"max_lines={max_lines} must be >= 2 (one line and the marker)")
     # No lock: the caller may hold the job's row in a transaction of its own. Two writers at once (rare: a worker
-    # that lost the lease) collide on (job_id, seq), and the one that fails tries again (worker/job_log.py).
+    # that lost the lease) collide on (job_id, seq), and the one that fails tries again (worker/training/job_log.py).
     if session.get(Job, job_id) is None:
         return False
     if not lines and not skipped:

@@ -11,7 +11,7 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from app.settings import get_settings
+from app.core.settings import get_settings
 
 
 def make_engine(url: str) -> Engine:

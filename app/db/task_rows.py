@@ -13,7 +13,7 @@ from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Evaluation, FileTranslation
+from app.db.tables import Evaluation, FileTranslation
 
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
 Table = type[Evaluation] | type[FileTranslation]

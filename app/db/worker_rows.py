@@ -8,7 +8,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
-from app.db.models import Worker
+from app.db.tables import Worker
 
 TRAINING_QUEUE_PREFIX = "training"
 

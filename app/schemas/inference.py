@@ -116,7 +116,7 @@ class AttentionGeometry(Output):
 
 
 class GeometryResponse(Output):
-    """See model/geometry.py: how the trained projections relate to the embedding, from the model's weights."""
+    """See model/probes/geometry.py: how the trained projections relate to the embedding, from the model's weights."""
 
     model_id: str
     d_model: int

@@ -299,7 +299,7 @@ class CheckpointPublic(Output):
 
 
 class ComparedSeries(Output):
-    """One metric of a compared job: every point, and its best and final value (app/job_comparison.py)."""
+    """One metric of a compared job: every point, and its best and final value (app/services/job_comparison.py)."""
 
     steps: list[int]
     values: list[float]

@@ -45,7 +45,7 @@ class MeasuredMemory(Output):
 
 
 class EstimatedMemory(Output):
-    """model/anatomy.py estimate_memory for the job's model config and precision, at some tokens per batch."""
+    """model/probes/anatomy.py estimate_memory for the job's model config and precision, at some tokens per batch."""
 
     weights_bytes: int
     gradients_bytes: int

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from app.model_refs import ALIAS_PATTERN, LATEST, NAME_PATTERN
 from app.schemas.common import Input, Language, Output
 from app.schemas.jobs import Objective, Tags
+from app.services.model_refs import ALIAS_PATTERN, LATEST, NAME_PATTERN
 
 
 def check_name(name: str) -> str:

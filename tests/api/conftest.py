@@ -14,8 +14,8 @@ from tests.support.stack import ROOT
 
 @pytest.fixture
 def client(settings_env) -> TestClient:
+    from app.core.settings import get_settings
     from app.main import create_app
-    from app.settings import get_settings
 
     get_settings().ensure_dirs()
     config = Config(str(ROOT / "alembic.ini"))

@@ -3,8 +3,8 @@ it is accepted, queued and shown as waiting for one. No GPU here: a GPU worker i
 
 from __future__ import annotations
 
-from app.queueing import read_depth
-from app.task_names import ACCELERATOR_QUEUES
+from app.core.task_names import ACCELERATOR_QUEUES
+from app.services.queueing import read_depth
 from tests.api.test_datasets import _jsonl, _upload
 from worker.device import DeviceInfo
 from worker.heartbeat import beat

@@ -41,8 +41,8 @@ def test_every_v1_route_requires_a_key(client):
 def _revoke_all_keys() -> None:
     """Revoke in the database, as another API process or the CLI would: this process's cache is not told."""
     from app.db.base import utcnow
-    from app.db.models import ApiKey
     from app.db.session import session_scope
+    from app.db.tables import ApiKey
 
     with session_scope() as session:
         for key in session.scalars(select(ApiKey)):
@@ -89,9 +89,9 @@ def test_a_recently_seen_key_is_not_looked_up_again(client, make_key):
 
 def test_an_unknown_key_is_looked_up_every_time(client, make_key):
     """Only successes are remembered: a key created after a failed attempt works at once."""
+    from app.core.security import generate_key, hash_key
     from app.db.keys import create_key
     from app.db.session import session_scope
-    from app.security import generate_key, hash_key
 
     clear = generate_key()
     assert client.get("/v1/me", headers={"Authorization": f"Bearer {clear}"}).status_code == 401

@@ -188,8 +188,8 @@ def test_a_missing_key_is_exit_code_2_with_the_three_ways_and_no_traceback(tmp_p
 
 def _running_job(owner: str, **training) -> str:
     """A running job at step 3 of 10 with a train_loss point and the speed its worker reported."""
-    from app.db.models import Job, Metric
     from app.db.session import session_scope
+    from app.db.tables import Job, Metric
 
     job_id = job_rows(owner, 1, status="running", training_config={"max_steps": 10, **training})[0]
     with session_scope() as session:
@@ -201,8 +201,8 @@ def _running_job(owner: str, **training) -> str:
 
 def _finish_later(job_id: str, owner: str, delay: float) -> threading.Thread:
     """What a worker does, `delay` seconds from now: a step with a new loss, then success with a model."""
-    from app.db.models import Job, Metric, Owner, TrainedModel
     from app.db.session import session_scope
+    from app.db.tables import Job, Metric, Owner, TrainedModel
 
     def work() -> None:
         time.sleep(delay)
@@ -243,8 +243,8 @@ def test_status_watch_without_a_terminal_prints_plain_lines_until_the_end_and_th
 
 
 def test_status_watch_of_a_failed_job_prints_its_error_and_exits_1(cli, alice):
-    from app.db.models import Job
     from app.db.session import session_scope
+    from app.db.tables import Job
 
     job_id = job_rows("alice", 1, status="failed")[0]
     with session_scope() as session:
@@ -259,8 +259,8 @@ def test_status_watch_on_a_terminal_draws_a_rich_bar_of_the_api_fraction(client,
     from rich.console import Console
 
     from app.client import watch
-    from app.db.models import Job
     from app.db.session import session_scope
+    from app.db.tables import Job
 
     job_id = _running_job("alice", max_minutes=2)
     with session_scope() as session:
@@ -368,8 +368,8 @@ def test_register_names_models_and_alias_points_moves_lists_and_shows_history(cl
 
 def test_logs_prints_a_jobs_lines_by_level_and_follows_until_the_job_ends(cli, alice, monkeypatch):
     from app.client import logs as logs_command
-    from app.db.models import Job
     from app.db.session import session_scope
+    from app.db.tables import Job
     from tests.api.test_job_logs import append
 
     key = ("--key", _key(alice))

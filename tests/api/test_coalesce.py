@@ -1,4 +1,4 @@
-"""Grouping of concurrent translate requests (app/coalesce.py), with real threads and a send that records."""
+"""Grouping of concurrent translate requests (app/services/coalesce.py), with real threads and a send that records."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.coalesce import Coalescer
+from app.services.coalesce import Coalescer
 
 
 class Recorder:

@@ -53,7 +53,7 @@ def test_upload_tsv_and_monolingual(client, make_key):
     ],
 )
 def test_bad_files_are_422_naming_the_line_and_problem(client, make_key, settings_env, data, filename, message):
-    from app.settings import get_settings
+    from app.core.settings import get_settings
 
     response = _upload(client, make_key("alice"), data, filename=filename)
     assert response.status_code == 422, response.text

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from model.anatomy import estimate_memory
-from model.config import ModelConfig
+from model.nn.config import ModelConfig
+from model.probes.anatomy import estimate_memory
 from tests.api.test_datasets import _jsonl, _upload
 from worker.device import DeviceInfo, memory_limit_bytes
 from worker.heartbeat import beat

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from fastapi import HTTPException
 
-from app import inference_client
-from app.task_names import ATTENTION, EXPORT, FILL_MASK, NEIGHBORS, TRANSLATE
+from app.core.task_names import ATTENTION, EXPORT, FILL_MASK, NEIGHBORS, TRANSLATE
+from app.services import inference_client
 
 
 class Result:
@@ -43,7 +43,7 @@ def answer_with(monkeypatch, settings_env):
 
 
 def _failure(task: str, args: list[Any], kwargs: dict[str, Any] | None = None) -> HTTPException:
-    from app.settings import get_settings
+    from app.core.settings import get_settings
 
     with pytest.raises(HTTPException) as failed:
         inference_client.call(get_settings(), task, args, kwargs)

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from model.config import ModelConfig
+from model.nn.config import ModelConfig
 from tests.api.test_jobs import _job
 
 
 def _model_row(owner: str, objective: str = "translation", **config_overrides) -> str:
     """A succeeded job and its model, as a finished run leaves them (no files: nothing here loads them)."""
-    from app.db.models import Job, Owner, TrainedModel
     from app.db.session import session_scope
+    from app.db.tables import Job, Owner, TrainedModel
 
     config = ModelConfig.from_preset("tiny", 489, **config_overrides).to_dict()
     with session_scope() as session:
@@ -93,8 +93,8 @@ def test_a_job_from_an_imported_model_keeps_a_vocabulary_smaller_than_a_new_toke
     client, alice, parallel_id
 ):
     """An imported model (no job of its own) with 142 pieces: the job takes them, and is shown as it was stored."""
-    from app.db.models import TrainedModel
     from app.db.session import session_scope
+    from app.db.tables import TrainedModel
 
     parent = _model_row("alice")
     with session_scope() as session:

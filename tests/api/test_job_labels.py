@@ -16,8 +16,8 @@ from tests.api.test_jobs import _job
 def job_rows(owner: str, count: int, tags: tuple[str, ...] = (), **fields) -> list[str]:
     """Insert `count` jobs of `owner` directly (cheaper than POST /v1/jobs); their ids, oldest first."""
     from app.db.base import utcnow
-    from app.db.models import Job, JobTag, Owner
     from app.db.session import session_scope
+    from app.db.tables import Job, JobTag, Owner
 
     with session_scope() as session:
         owner_id = session.scalar(select(Owner.id).where(Owner.name == owner))
@@ -73,10 +73,10 @@ def test_name_tags_and_note_round_trip_through_post_patch_and_get(client, alice,
 def test_a_job_without_labels_keeps_its_idempotency_digest(client, alice, parallel_id):
     """Labels and languages left out are not part of the request's digest, so a key used before they existed
     still replays; labels or languages given make it another request."""
-    from app.db.models import Job
     from app.db.session import session_scope
-    from app.job_submission import request_digest
+    from app.db.tables import Job
     from app.schemas.jobs import JobCreate
+    from app.services.job_submission import request_digest
 
     body = _job(parallel_id, training={"max_steps": 5})
     job = client.post("/v1/jobs", json=body, headers={**alice, "Idempotency-Key": "k1"}).json()

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from app import logs
+from app.core import logs
 from tests.api.test_job_labels import job_rows
 
 
@@ -81,7 +81,7 @@ def test_another_owners_job_is_404_like_an_unknown_one(client, alice, make_key, 
 
 
 def test_a_secret_logged_through_the_worker_handler_is_shown_redacted(client, alice):
-    from worker.job_log import JobLogHandler
+    from worker.training.job_log import JobLogHandler
 
     (job_id,) = job_rows("alice", 1)
     key, handler = "tsk_" + "AliceKey" * 5, JobLogHandler()

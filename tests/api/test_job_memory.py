@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.api.test_job_labels import job_rows
 
 ACTIVATIONS = {"attention_scores": 0, "attention_softmax": 0, "ffn_hidden": 557056, "logits": 124800, "other": 1597696}
-REPORT = {  # as model/memory_profile.memory_report returns it
+REPORT = {  # as model/train/memory_profile.memory_report returns it
     "measured": {
         "device": "cpu",
         "precision": "fp32",
@@ -43,7 +43,7 @@ REPORT = {  # as model/memory_profile.memory_report returns it
 
 
 def _store(job_id: str, report: dict) -> None:
-    """The report as the worker stores it (worker/step_memory.py)."""
+    """The report as the worker stores it (worker/training/step_memory.py)."""
     from app.db import memory_rows
     from app.db.session import session_scope
 
@@ -92,9 +92,9 @@ def test_another_owners_job_memory_is_404(client, alice, make_key):
 
 
 def test_the_worker_measures_a_job_until_it_has_a_report(client, alice):
-    """worker/step_memory.py: the callback stores what the trainer reports; once a report is stored a later attempt
-    gets no callback (nothing measured again), unless the stored one is an error."""
-    from worker.step_memory import memory_callback
+    """worker/training/step_memory.py: the callback stores what the trainer reports; once a report is stored a later
+    attempt gets no callback (nothing measured again), unless the stored one is an error."""
+    from worker.training.step_memory import memory_callback
 
     job = job_rows("alice", 1)[0]
     on_memory = memory_callback(job)

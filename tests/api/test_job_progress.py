@@ -7,8 +7,8 @@ import pytest
 
 def _running(client, alice, parallel_id, training, **progress):
     """A job with `training` whose row says it trained so far as `progress` says (as the worker writes it)."""
-    from app.db.models import Job
     from app.db.session import session_scope
+    from app.db.tables import Job
 
     body = {"objective": "translation", "dataset_id": parallel_id, "training": training}
     job_id = client.post("/v1/jobs", json=body, headers=alice).json()["id"]

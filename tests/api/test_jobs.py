@@ -34,7 +34,7 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
 
 def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice, parallel_id):
     """With max_minutes, the vocabulary, batch, warm-up and step limit the request left out are marked for the
-    worker to choose (model/budget.py); those given stay the user's, and without max_minutes nothing is chosen."""
+    worker to choose (model/train/budget.py); those given stay the user's, and without max_minutes nothing is chosen."""
     budget_only = client.post("/v1/jobs", json=_job(parallel_id, training={"max_minutes": 10}), headers=alice).json()
     assert budget_only["auto_settings"] == {
         "fields": ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"],
@@ -221,8 +221,8 @@ def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
 def test_extremes_downsampling_keeps_a_one_step_spike_that_means_flatten(client, alice, parallel_id):
     """100,000 points with one spike: `downsample=extremes` keeps it (and the lowest, first and last points), at most
     max_points points in step order; the default means dilute it into its bucket. A zoomed view reads a step range."""
-    from app.db.models import Metric
     from app.db.session import session_scope
+    from app.db.tables import Metric
 
     job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
     values = {step: 5.0 - step / 50_000 for step in range(1, 100_001)}

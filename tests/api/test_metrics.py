@@ -90,8 +90,8 @@ def test_a_body_refused_before_routing_is_counted_under_its_route(client, settin
 
 def test_jobs_by_status_running_jobs_and_live_workers_are_read_from_the_database(client, settings_env):
     from app.db.base import utcnow
-    from app.db.models import Job, Owner, Worker
     from app.db.session import session_scope
+    from app.db.tables import Job, Owner, Worker
 
     settings_env(METRICS_TOKEN=TOKEN, WORKER_HEARTBEAT_SECONDS="10")
     statuses = ["queued", "queued", "running", "running", "succeeded", "failed"]
@@ -137,8 +137,8 @@ def test_jobs_by_status_running_jobs_and_live_workers_are_read_from_the_database
 
 
 def test_queue_depth_counts_waiting_messages_on_the_embedded_transport(client, settings_env):
-    from app.queueing import get_sender
-    from app.task_names import PING
+    from app.core.task_names import PING
+    from app.services.queueing import get_sender
 
     settings_env(METRICS_TOKEN=TOKEN)
     assert value(scrape(client), "celery_queue_length", queue="training") == 0

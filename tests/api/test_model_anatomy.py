@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from model.anatomy import estimate_memory
-from model.config import ModelConfig
+from model.nn.config import ModelConfig
+from model.probes.anatomy import estimate_memory
 from tests.api.test_job_labels import job_rows
 
 CONFIG = ModelConfig.from_preset("tiny", 300)
@@ -15,8 +15,8 @@ def _model_of(job_id: str | None, device: str | None = None) -> str:
     """A model row of alice's with CONFIG, trained by job_id, which ran on `device`."""
     from sqlalchemy import select
 
-    from app.db.models import Job, Owner, TrainedModel
     from app.db.session import session_scope
+    from app.db.tables import Job, Owner, TrainedModel
 
     with session_scope() as session:
         if job_id is not None:

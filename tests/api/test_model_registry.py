@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app import inference_client
+from app.services import inference_client
 from tests.api.test_init_model import _model_row
 
 

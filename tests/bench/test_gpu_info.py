@@ -11,8 +11,8 @@ from bench.ct2_compute import ct2_plan
 from bench.flops import mfu, train_flops, weights_per_token
 from bench.gpu_info import CpuProbe, CudaProbe, peak_bf16_tflops, probe_for
 from bench.run_record import RESULTS_DIR, result_path
-from model.config import ModelConfig
-from model.transformer import Transformer
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
 from tests.bench.fake_cuda import H100_MEMORY, H100_NAME, FakeCuda
 
 

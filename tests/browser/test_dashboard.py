@@ -59,7 +59,7 @@ def _new_job_form(p: Page, train_file, dataset_name: str | None = None, **values
 
 @pytest.fixture(scope="module")
 def demo_files(tmp_path_factory):
-    from model.demo import write_demo_files
+    from model.data.demo import write_demo_files
 
     return write_demo_files(tmp_path_factory.mktemp("demo"))
 
@@ -283,7 +283,7 @@ def test_jobs_list_pages_past_100_jobs(page, stack, monkeypatch):
     with _service_database(stack, monkeypatch) as session:
         from app.db.base import utcnow
         from app.db.keys import identify
-        from app.db.models import Job, JobTag
+        from app.db.tables import Job, JobTag
 
         caller = identify(session, stack.key)
         assert caller is not None
@@ -608,7 +608,7 @@ def _job_with_many_points(stack, monkeypatch, n_steps: int, spike_at: int | None
             values.update(valid_loss=5 * math.exp(-step / 4000), bleu=min(60.0, step / 300))
         rows.extend({"job_id": job["id"], "step": step, "name": k, "value": v} for k, v in values.items())
     with _service_database(stack, monkeypatch) as session:
-        from app.db.models import Metric
+        from app.db.tables import Metric
 
         session.execute(Metric.__table__.insert(), rows)
     return job["id"]
@@ -716,7 +716,7 @@ def test_a_job_with_a_time_budget_shows_its_progress_by_time(page, stack, monkey
         },
     ).json()
     with _service_database(stack, monkeypatch) as session:
-        from app.db.models import Job
+        from app.db.tables import Job
 
         row = session.get(Job, job["id"])
         row.status, row.attempt, row.step, row.tokens_seen = "running", 1, 86, 86 * 4000
@@ -946,9 +946,9 @@ def _model_rows(stack, monkeypatch, count: int) -> list[str]:
     services.reset_caches()
     try:
         from app.db.keys import identify
-        from app.db.models import TrainedModel
         from app.db.session import session_scope
-        from model.config import ModelConfig
+        from app.db.tables import TrainedModel
+        from model.nn.config import ModelConfig
 
         with session_scope() as session:
             caller = identify(session, stack.key)

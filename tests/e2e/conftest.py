@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from model.demo import grammar_sentences, numbers_to_words_task, split_numbers
+from model.data.demo import grammar_sentences, numbers_to_words_task, split_numbers
 from tests.support import services
 from tests.support.client import Api, write_jsonl
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for

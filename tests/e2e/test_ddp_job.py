@@ -54,14 +54,14 @@ def stack(tmp_path_factory, postgres_url, redis_url):
 
 
 def _peer_pids(job_id: str) -> list[int]:
-    """Processes running `python -m worker.ddp_peer --job-id JOB_ID` (this job's peers only)."""
+    """Processes running `python -m worker.training.ddp_peer --job-id JOB_ID` (this job's peers only)."""
     pids = []
     for proc in Path("/proc").iterdir():
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"worker.ddp_peer" in argv and job_id.encode() in argv:
+        if b"worker.training.ddp_peer" in argv and job_id.encode() in argv:
             pids.append(int(proc.name))
     return pids
 
@@ -152,9 +152,9 @@ def test_a_host_with_fewer_gpus_than_devices_fails_the_job_with_a_clear_message(
     before any process starts (the task fails the job with it)."""
     import torch
 
-    from model.train_config import TrainConfig, TrainingError
-    from model.train_events import Callbacks
-    from worker.ddp_peer import train_data_parallel
+    from model.train.config import TrainConfig, TrainingError
+    from model.train.events import Callbacks
+    from worker.training.ddp_peer import train_data_parallel
 
     gpus = torch.cuda.device_count()
     devices = max(2, gpus + 1)

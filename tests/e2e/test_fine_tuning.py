@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from sqlalchemy import create_engine, text
 
-from model.checkpoint_files import checkpoint_sha256
-from model.demo import numbers_to_words_task, split_numbers
+from model.data.demo import numbers_to_words_task, split_numbers
+from model.io.checkpoint_files import checkpoint_sha256
 from tests.support.client import write_jsonl
 from tests.support.stack import wait_for
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from model.demo import grammar_cloze
+from model.data.demo import grammar_cloze
 from tests.support.client import Api
 from tests.support.rows import insert_model
 from tests.support.stack import create_key
@@ -108,7 +108,7 @@ def test_fill_mask_completes_the_grammar(served):
 
 
 def test_anatomy_totals_equal_the_real_parameter_count(served):
-    from model.checkpoint import load_model
+    from model.io.checkpoint import load_model
 
     api, model_id = served["api"], served["models"]["translation"]
     anatomy = api.http.get(f"/v1/models/{model_id}/anatomy").json()

@@ -94,7 +94,7 @@ def test_a_failed_jobs_log_ends_with_its_traceback(stack, tmp_path):
     assert len(crashes) == 2, lines
     for attempt, crash in enumerate(crashes, start=1):
         assert crash.startswith(f"error job {job['id']}: attempt {attempt} crashed\nTraceback (most recent call last):")
-        assert "worker/job_data.py" in crash and f"datasets/{train['id']}" in crash
+        assert "worker/training/job_data.py" in crash and f"datasets/{train['id']}" in crash
         assert crash.rstrip().splitlines()[-1].startswith("app.artifacts.base.ArtifactNotFound: artifact")
 
 

@@ -11,12 +11,12 @@ import pytest
 import torch
 from sqlalchemy import create_engine, text
 
-from model.batching import pad_sequences
-from model.checkpoint import load_model, save_checkpoint
-from model.checkpoint_files import checkpoint_sha256
-from model.config import ModelConfig
-from model.tokenizer import Tokenizer
-from model.transformer import Transformer
+from model.data.batching import pad_sequences
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import load_model, save_checkpoint
+from model.io.checkpoint_files import checkpoint_sha256
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
 from tests.support.client import Api
 from tests.support.rows import insert_model
 from tests.support.stack import create_key, run_cli

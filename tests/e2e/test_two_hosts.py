@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from model.demo import numbers_to_words_task, split_numbers
+from model.data.demo import numbers_to_words_task, split_numbers
 from tests.support import services
 from tests.support.client import Api, write_jsonl
 from tests.support.hosts import Hosts

@@ -30,7 +30,7 @@ def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
     )
     try:
         wait_for(healthy_with_workers(f"http://127.0.0.1:{port}", 2), timeout=120, what="the embedded service")
-        demo = _cli(env, "model.demo", str(tmp_path / "demo"))
+        demo = _cli(env, "model.data.demo", str(tmp_path / "demo"))
         assert demo.returncode == 0, demo.stderr
         upload = _cli(
             env, "app.cli", "upload", str(tmp_path / "demo" / "numbers_en_de_train.jsonl"), "--kind", "parallel"

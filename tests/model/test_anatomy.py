@@ -1,4 +1,4 @@
-"""Spec of the parameter and memory accounting in model.anatomy."""
+"""Spec of the parameter and memory accounting in model.probes.anatomy."""
 
 import subprocess
 import sys
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from model.anatomy import count_parameters, estimate_memory, named_parameter_groups, parameter_groups
-from model.config import ModelConfig
+from model.nn.config import ModelConfig
+from model.probes.anatomy import count_parameters, estimate_memory, named_parameter_groups, parameter_groups
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def test_big_model_has_about_the_papers_213_million_parameters():
 def test_arithmetic_matches_the_real_model(preset, norm_first, share_embeddings):
     import torch
 
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     config = ModelConfig.from_preset(preset, 101, norm_first=norm_first, share_embeddings=share_embeddings)
     model = Transformer(config)
@@ -103,9 +103,9 @@ def test_memory_estimate_scales_with_batch_and_dtype():
 def test_config_and_anatomy_import_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
-        "import model.config, model.anatomy\n"
+        "import model.nn.config, model.probes.anatomy\n"
         "c = model.config.ModelConfig.from_preset('base', 37000)\n"
-        "print(model.anatomy.count_parameters(c)['total'])\n"
+        "print(model.probes.anatomy.count_parameters(c)['total'])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from model.attention import KVCache, MultiHeadAttention
-from model.config import PRESETS, ModelConfig
-from model.layers import SinusoidalPositionalEncoding
-from model.transformer import Transformer
+from model.nn.attention import KVCache, MultiHeadAttention
+from model.nn.config import PRESETS, ModelConfig
+from model.nn.layers import SinusoidalPositionalEncoding
+from model.nn.transformer import Transformer
 
 V = 40
 

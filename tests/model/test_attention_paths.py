@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from model.attention import KVCache, MultiHeadAttention
+from model.nn.attention import KVCache, MultiHeadAttention
 
 
 @pytest.mark.parametrize("cross", [False, True])
@@ -44,7 +44,7 @@ def test_fused_projections_compute_what_the_separate_ones_do(cross):
 
 
 def test_a_preallocated_cache_appends_in_place_and_matches_concatenation():
-    """The GPU's cache (model.beam.cache_capacity): appends write into one buffer, reorders follow the rows."""
+    """The GPU's cache (model.decode.beam.cache_capacity): appends write into one buffer, reorders follow the rows."""
     torch.manual_seed(0)
     steps = [(torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)) for _ in range(5)]
     grown, prealloc = KVCache(), KVCache(capacity=4)

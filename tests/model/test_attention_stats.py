@@ -7,14 +7,14 @@ import math
 import pytest
 import torch
 
-from model.attention_stats import ATTENTION_STATS, attention_stats
-from model.batching import Example, collate
-from model.config import ModelConfig
-from model.demo import reverse_task
-from model.prepare import prepare
-from model.train_events import Callbacks
-from model.trainer import train
-from model.transformer import AttentionWeights, Transformer
+from model.data.batching import Example, collate
+from model.data.demo import reverse_task
+from model.nn.config import ModelConfig
+from model.nn.transformer import AttentionWeights, Transformer
+from model.probes.attention_stats import ATTENTION_STATS, attention_stats
+from model.train.events import Callbacks
+from model.train.loop import train
+from model.train.prepare import prepare
 from tests.model.test_training import quick_config
 
 

@@ -5,8 +5,8 @@ from collections import Counter
 import pytest
 import torch
 
-from model.batching import Example, LengthReport, TokenBatcher, collate, fit_length
-from model.objectives import (
+from model.data.batching import Example, LengthReport, TokenBatcher, collate, fit_length
+from model.data.objectives import (
     encode_sentences,
     make_translation_examples,
     mask_spans,
@@ -14,8 +14,8 @@ from model.objectives import (
     noise_examples,
     renoising,
 )
-from model.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
-from model.tokenizer import Tokenizer
+from model.data.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID
+from model.data.tokenizer import Tokenizer
 
 
 def _examples(n: int = 300, seed: int = 0) -> list[Example]:

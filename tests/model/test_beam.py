@@ -12,16 +12,16 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from model import beam
-from model.batching import Example, TokenBatcher, pad_sequences
-from model.beam import beam_search, length_penalty, max_target_len
-from model.config import ModelConfig
-from model.decoding import default_max_len, greedy_decode
-from model.demo import reverse_task
-from model.step import build_optimizer, train_step
-from model.tokenizer import Tokenizer
-from model.train_config import TrainConfig
-from model.transformer import Transformer
+from model.data.batching import Example, TokenBatcher, pad_sequences
+from model.data.demo import reverse_task
+from model.data.tokenizer import Tokenizer
+from model.decode import beam
+from model.decode.beam import beam_search, length_penalty, max_target_len
+from model.decode.greedy import default_max_len, greedy_decode
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train.config import TrainConfig
+from model.train.step import build_optimizer, train_step
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -48,7 +48,7 @@ def train_tiny(
     peak_lr: float = 3e-3,
     seed: int = 0,
 ) -> Transformer:
-    """A tiny-preset model trained with model.step.train_step; warm-up then linear decay to 0, so the last
+    """A tiny-preset model trained with model.train.step.train_step; warm-up then linear decay to 0, so the last
     steps are calm and the result does not depend on where a noisy step happened to land.
 
     On one thread (see single_thread)."""

@@ -1,10 +1,10 @@
-"""Settings chosen from a time budget (model/budget.py): the rule, its anchors, and that it is reproducible."""
+"""Settings chosen from a time budget (model/train/budget.py): the rule, its anchors, and that it is reproducible."""
 
 from __future__ import annotations
 
 import pytest
 
-from model.budget import (
+from model.train.budget import (
     AUTO_FIELDS,
     MIN_BATCH_TOKENS,
     MIN_WARMUP_TOKENS,

@@ -12,11 +12,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from model import checkpoint as ckpt_module
-from model import checkpoint_files
-from model.checkpoint import latest_good_checkpoint, load_checkpoint, load_model, save_checkpoint
-from model.checkpoint_average import average_checkpoints, write_averaged_checkpoint
-from model.checkpoint_files import (
+from model.data.demo import reverse_task
+from model.data.tokenizer import Tokenizer
+from model.decode.greedy import greedy_decode
+from model.io import checkpoint as ckpt_module
+from model.io import checkpoint_files
+from model.io.averaging import average_checkpoints, write_averaged_checkpoint
+from model.io.checkpoint import latest_good_checkpoint, load_checkpoint, load_model, save_checkpoint
+from model.io.checkpoint_files import (
     MANIFEST_FILE,
     MODEL_FILE,
     OPTIMIZER_FILE,
@@ -26,12 +29,9 @@ from model.checkpoint_files import (
     step_dir,
     verify_checkpoint,
 )
-from model.checkpoint_tensors import load_optimizer_state
-from model.config import ModelConfig
-from model.decoding import greedy_decode
-from model.demo import reverse_task
-from model.rng_state import capture_rng_state, restore_rng_state
-from model.tokenizer import Tokenizer
+from model.io.checkpoint_tensors import load_optimizer_state
+from model.nn.config import ModelConfig
+from model.train.rng_state import capture_rng_state, restore_rng_state
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def tokenizer() -> Tokenizer:
 
 
 def make_model(tokenizer: Tokenizer, seed: int = 0) -> torch.nn.Module:
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     torch.manual_seed(seed)
     return Transformer(ModelConfig.from_preset("tiny", tokenizer.vocab_size, max_positions=64))
@@ -122,7 +122,7 @@ def test_tied_embeddings_are_stored_once_and_tied_again_on_load(tokenizer, tmp_p
 
 
 def test_untied_model_round_trips(tokenizer, tmp_path):
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     model = Transformer(ModelConfig.from_preset("tiny", tokenizer.vocab_size, share_embeddings=False))
     path = save_checkpoint(tmp_path / "c", model, tokenizer, "denoising")
@@ -256,18 +256,18 @@ def test_a_pickle_in_place_of_a_checkpoint_file_is_never_unpickled(tokenizer, tm
 
 def test_checkpoint_code_never_unpickles():
     for name in (
-        "checkpoint.py",
-        "checkpoint_files.py",
-        "checkpoint_tensors.py",
-        "checkpoint_average.py",
-        "rng_state.py",
-        "trainer.py",
-        "train_config.py",
-        "prepare.py",
-        "step.py",
-        "evaluate.py",
+        "io/checkpoint.py",
+        "io/checkpoint_files.py",
+        "io/checkpoint_tensors.py",
+        "io/averaging.py",
+        "train/rng_state.py",
+        "train/loop.py",
+        "train/config.py",
+        "train/prepare.py",
+        "train/step.py",
+        "train/validation.py",
     ):
-        source = (Path(ckpt_module.__file__).parent / name).read_text()
+        source = (Path(ckpt_module.__file__).parents[1] / name).read_text()
         assert "import pickle" not in source and "torch.save" not in source
         for call in re.findall(r"torch\.load\([^)]*\)", source):
             assert "weights_only=True" in call, call
@@ -303,7 +303,7 @@ def test_average_of_two_checkpoints_is_the_mean_of_their_tensors(tokenizer, tmp_
 
 
 def test_averaging_refuses_checkpoints_of_different_models(tokenizer, tmp_path):
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     a = save(tmp_path, 1, make_model(tokenizer), tokenizer)
     other = Transformer(ModelConfig.from_preset("tiny", tokenizer.vocab_size, d_model=32, max_positions=64))

@@ -9,13 +9,13 @@ import logging
 import pytest
 import torch
 
-from model import compile as compilation
-from model.batching import pad_sequences
-from model.beam import beam_search
-from model.demo import reverse_task
-from model.prepare import prepare
-from model.train_config import TrainConfig
-from model.trainer import train
+from model.data.batching import pad_sequences
+from model.data.demo import reverse_task
+from model.decode.beam import beam_search
+from model.nn import compile as compilation
+from model.train.config import TrainConfig
+from model.train.loop import train
+from model.train.prepare import prepare
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +44,7 @@ def test_a_compiler_that_fails_when_called_falls_back_to_the_same_eager_training
         return compiled
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    with caplog.at_level(logging.WARNING, logger="model.compile"):
+    with caplog.at_level(logging.WARNING, logger="model.nn.compile"):
         result = train(data, _config(compile=True))
     assert calls and calls[0] == {"dynamic": True}  # it was used, then dropped
     assert "torch.compile failed, running without it: RuntimeError: InductorError: no working C compiler" in caplog.text
@@ -52,14 +52,14 @@ def test_a_compiler_that_fails_when_called_falls_back_to_the_same_eager_training
 
 
 def test_a_compiler_that_fails_at_once_leaves_the_layers_eager(data, caplog):
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     model = Transformer(data.model_config)
 
     def refuses(fn, **kwargs):
         raise RuntimeError("torch.compile is not supported on Python 3.14")
 
-    with caplog.at_level(logging.WARNING, logger="model.compile"):
+    with caplog.at_level(logging.WARNING, logger="model.nn.compile"):
         assert compilation.compile_layers(model, refuses) is False
     assert not any("forward" in layer.__dict__ for layer in model.encoder.layers)
     assert "not supported on Python 3.14" in caplog.text
@@ -85,13 +85,13 @@ def _sources(data, n: int = 6):
 
 
 def test_a_compiler_failing_during_beam_search_falls_back_to_the_same_eager_hypotheses(data, caplog):
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     torch.manual_seed(0)
     model = Transformer(data.model_config)
     eager = [h[0].tokens for h in beam_search(model, _sources(data), beam_size=3)]
     assert compilation.compile_layers(model, _broken_compile) and compilation.is_compiled(model)
-    with caplog.at_level(logging.WARNING, logger="model.compile"):
+    with caplog.at_level(logging.WARNING, logger="model.nn.compile"):
         decoded = compilation.eager_on_failure(model, lambda: beam_search(model, _sources(data), beam_size=3))
     assert [h[0].tokens for h in decoded] == eager
     assert not compilation.is_compiled(model)  # later requests run eagerly from the start
@@ -99,7 +99,7 @@ def test_a_compiler_failing_during_beam_search_falls_back_to_the_same_eager_hypo
 
 
 def test_the_callers_own_errors_are_not_retried_and_keep_the_layers_compiled(data):
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     model = Transformer(data.model_config)
     compilation.compile_layers(model, _broken_compile)
@@ -119,7 +119,7 @@ def test_the_callers_own_errors_are_not_retried_and_keep_the_layers_compiled(dat
 @pytest.mark.slow
 def test_compiled_layers_decode_like_eager_ones(data):
     """The real compiler on beam search (a KV cache, shapes changing at every step): the same hypotheses."""
-    from model.transformer import Transformer
+    from model.nn.transformer import Transformer
 
     torch.manual_seed(0)
     model = Transformer(data.model_config)

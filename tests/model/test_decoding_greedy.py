@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.decoding import greedy_decode
-from model.transformer import Transformer
+from model.decode.greedy import greedy_decode
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
 
 PAD, BOS, EOS, V = 0, 1, 2, 16
 

@@ -4,8 +4,8 @@ import sys
 import pytest
 from num2words import num2words
 
-from model.data import read_monolingual, read_parallel
-from model.demo import (
+from model.data.corpus import read_monolingual, read_parallel
+from model.data.demo import (
     ADJECTIVES,
     ANIMALS,
     DETERMINERS,
@@ -106,7 +106,7 @@ def test_write_demo_files_writes_readable_corpora(tmp_path):
 
 
 def test_demo_cli_writes_the_files(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "model.demo", str(tmp_path)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "model.data.demo", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "translation_train" in result.stdout
     assert (tmp_path / "numbers_en_de_train.jsonl").exists()

@@ -1,4 +1,4 @@
-"""Spec of data-parallel training (model/distributed.py): 2 CPU processes on gloo against 1 process.
+"""Spec of data-parallel training (model/train/distributed.py): 2 CPU processes on gloo against 1 process.
 
 Two processes taking alternate micro-batches of one update must train exactly like one process accumulating both
 (same losses, gradient norms and weights), only rank 0 may evaluate, write checkpoints and call back, and the
@@ -20,15 +20,15 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from model.checkpoint import load_checkpoint
-from model.checkpoint_files import list_checkpoints, step_dir
-from model.demo import reverse_task
-from model.distributed import DistributedError, destroy_process_group, init_process_group, rendezvous_store
-from model.prepare import PreparedData, prepare
-from model.tokenizer import Tokenizer
-from model.train_config import TrainConfig
-from model.train_events import Callbacks
-from model.trainer import train
+from model.data.demo import reverse_task
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import load_checkpoint
+from model.io.checkpoint_files import list_checkpoints, step_dir
+from model.train.config import TrainConfig
+from model.train.distributed import DistributedError, destroy_process_group, init_process_group, rendezvous_store
+from model.train.events import Callbacks
+from model.train.loop import train
+from model.train.prepare import PreparedData, prepare
 
 WORLD = 2
 REL = 1e-4
@@ -114,7 +114,7 @@ def _rank_main(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
         (out_dir / f"mismatch-rank{rank}.json").write_text(json.dumps({"error": error}))
     finally:
         destroy_process_group()
-    # As worker/ddp_peer.py does: leave without C++ destructors, as gloo threads still winding down after
+    # As worker/training/ddp_peer.py does: leave without C++ destructors, as gloo threads still winding down after
     # destroy_process_group() abort the interpreter's exit now and then ("terminate called without an active
     # exception"), which spawn reports as a crashed rank. An exception above still reaches spawn's error file.
     sys.stdout.flush()

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from model.dropout import Dropout, dropout, keep_mask
+from model.nn.dropout import Dropout, dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

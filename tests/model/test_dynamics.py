@@ -7,16 +7,16 @@ import math
 import pytest
 import torch
 
-from model.batching import Example, collate
-from model.config import ModelConfig
-from model.demo import reverse_task
-from model.dynamics import STATS, DynamicsProbe, group_of
-from model.prepare import prepare
-from model.step import accumulate_gradients, build_optimizer, update_on_device
-from model.train_config import TrainConfig
-from model.train_events import Callbacks
-from model.trainer import train
-from model.transformer import Transformer
+from model.data.batching import Example, collate
+from model.data.demo import reverse_task
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.probes.dynamics import STATS, DynamicsProbe, group_of
+from model.train.config import TrainConfig
+from model.train.events import Callbacks
+from model.train.loop import train
+from model.train.prepare import prepare
+from model.train.step import accumulate_gradients, build_optimizer, update_on_device
 from tests.model.test_training import quick_config
 
 
@@ -108,8 +108,8 @@ def test_training_records_dynamics_at_step_1_and_every_n():
 def test_records_are_spaced_out_where_one_costs_more_than_3_percent_of_the_time(record_seconds, expected):
     """Steps of 1 s: a record of 1 ms stays every 5 updates; one of 0.5 s is 11% of the 4.5 s since the last, so the
     spacing doubles (10, then 20) until a record costs 0.5 / 20.5 = 2.4%, under DYNAMICS_MAX_SHARE."""
-    from model.step import PendingStep
-    from model.train_probes import DYNAMICS_MAX_SHARE, TrainingProbes
+    from model.train.recorders import DYNAMICS_MAX_SHARE, TrainingProbes
+    from model.train.step import PendingStep
 
     now = [0.0]
     recorded = []
@@ -133,8 +133,8 @@ def test_records_are_spaced_out_where_one_costs_more_than_3_percent_of_the_time(
 def test_on_a_gpu_the_record_is_timed_after_the_updates_kernels_have_run(monkeypatch):
     """CUDA runs the update asynchronously: the probe waits for it before starting the record's clock (a device
     reported as cuda, torch.cuda.synchronize injected), so the update's time is never counted as the record's."""
-    from model.step import PendingStep
-    from model.train_probes import TrainingProbes
+    from model.train.recorders import TrainingProbes
+    from model.train.step import PendingStep
 
     events = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: events.append("synchronize"))

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.batching import Example
-from model.config import ModelConfig
-from model.demo import reverse_task
-from model.embedding_probe import EmbeddingProbe, frequent_ids
-from model.prepare import prepare
-from model.tokenizer import readable_token
-from model.train_config import TrainConfig
-from model.train_events import Callbacks
-from model.trainer import train
-from model.transformer import Transformer
+from model.data.batching import Example
+from model.data.demo import reverse_task
+from model.data.tokenizer import readable_token
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.probes.embeddings import EmbeddingProbe, frequent_ids
+from model.train.config import TrainConfig
+from model.train.events import Callbacks
+from model.train.loop import train
+from model.train.prepare import prepare
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def test_frequent_ids_rank_by_count_without_specials(data):
 
 
 def test_watched_words_leave_out_tokens_that_hold_only_part_of_a_character():
-    from model.tokenizer import Tokenizer
+    from model.data.tokenizer import Tokenizer
 
     tokenizer = Tokenizer.train(["für für für über"] * 50, 300)
     half = tokenizer.token_to_id("Ã")  # the first byte of "ü": readable as "<0xC3>", no letters

@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.batching import pad_sequences
-from model.beam import beam_search
-from model.checkpoint import save_checkpoint
-from model.config import ModelConfig
-from model.decoding import greedy_decode
-from model.demo import reverse_task
-from model.export import convert_to_ctranslate2, export_marian, main, marian_config
-from model.tokenizer import Tokenizer
-from model.transformer import Transformer
+from model.data.batching import pad_sequences
+from model.data.demo import reverse_task
+from model.data.tokenizer import Tokenizer
+from model.decode.beam import beam_search
+from model.decode.greedy import greedy_decode
+from model.io.checkpoint import save_checkpoint
+from model.io.export import convert_to_ctranslate2, export_marian, main, marian_config
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
 from tests.model.test_beam import one_thread, reverse_model  # noqa: F401 (autouse: one torch thread)
 
 transformers = pytest.importorskip("transformers")

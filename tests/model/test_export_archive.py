@@ -1,4 +1,4 @@
-"""The downloadable archives (model/export_archive.py): one folder each, that loads where it says it does."""
+"""The downloadable archives (model/io/export_archive.py): one folder each, that loads where it says it does."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.model_exports import CT2_QUANTIZATIONS, EXPORT_FORMATS
-from model.checkpoint import load_model, save_checkpoint
-from model.checkpoint_files import CheckpointError, checkpoint_sha256
-from model.decoding import greedy_decode
-from model.demo import reverse_task
-from model.export_archive import FORMATS, build_export
-from model.tokenizer import Tokenizer
+from app.services.exports import CT2_QUANTIZATIONS, EXPORT_FORMATS
+from model.data.demo import reverse_task
+from model.data.tokenizer import Tokenizer
+from model.decode.greedy import greedy_decode
+from model.io.checkpoint import load_model, save_checkpoint
+from model.io.checkpoint_files import CheckpointError, checkpoint_sha256
+from model.io.export_archive import FORMATS, build_export
 from tests.model.test_beam import reverse_model
 from tests.model.test_export import EOS, TEXTS, batch, held_out, load_hf, random_model
 
@@ -112,7 +112,7 @@ def test_what_cannot_be_exported_is_named_and_leaves_no_file(tokenizer, tmp_path
 
 
 def test_export_keys_hold_the_model_version_and_refuse_what_no_builder_makes():
-    from app.model_exports import export_key
+    from app.services.exports import export_key
 
     assert export_key("m1", "ab" * 32, "ctranslate2", "int8") == f"exports/m1/{'ab' * 8}/m1-ctranslate2-int8.tar.gz"
     with pytest.raises(ValueError, match="format='onnx'"):

@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from model.config import ModelConfig
-from model.geometry import _input_directions, subspace_overlap, weight_geometry
-from model.transformer import Transformer
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.probes.geometry import _input_directions, subspace_overlap, weight_geometry
 
 
 def test_subspace_overlap_is_1_for_the_same_directions_and_0_for_orthogonal_ones():

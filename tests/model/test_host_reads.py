@@ -1,4 +1,4 @@
-"""A training step reads values back from the device once (model.step.to_host), not once per micro-batch and
+"""A training step reads values back from the device once (model.train.step.to_host), not once per micro-batch and
 value, and training reads them once per log_every steps: on a GPU each read waits for the device to finish
 everything queued before it."""
 
@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from model import step, step_log
-from model.batching import Example, collate
-from model.config import ModelConfig
-from model.train_config import TrainConfig, TrainingError
-from model.train_events import Callbacks
-from model.trainer import train
-from model.transformer import Transformer
+from model.data.batching import Example, collate
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train import step, step_log
+from model.train.config import TrainConfig, TrainingError
+from model.train.events import Callbacks
+from model.train.loop import train
 
 
 class ScalarReads(TorchDispatchMode):
@@ -103,8 +103,8 @@ def test_a_step_reads_loss_nll_and_gradient_norm_in_one_transfer(monkeypatch):
 
 @pytest.fixture
 def reverse_data():
-    from model.demo import reverse_task
-    from model.prepare import prepare
+    from model.data.demo import reverse_task
+    from model.train.prepare import prepare
 
     return prepare(
         "translation",

@@ -1,4 +1,4 @@
-"""Reading an uploaded model archive (model/import_archive.py): the native export comes back whole; anything
+"""Reading an uploaded model archive (model/io/import_archive.py): the native export comes back whole; anything
 unsafe or unloadable is refused with a reason, before a byte of it is kept."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.checkpoint import save_checkpoint
-from model.demo import reverse_task
-from model.export_archive import build_export
-from model.import_archive import ArchiveError, load_archive_folder, safe_extract
-from model.tokenizer import Tokenizer
+from model.data.demo import reverse_task
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import save_checkpoint
+from model.io.export_archive import build_export
+from model.io.import_archive import ArchiveError, load_archive_folder, safe_extract
 from tests.model.test_export import TEXTS, random_model
 
 MB = 1024 * 1024
@@ -105,7 +105,7 @@ def test_a_tampered_checkpoint_is_refused(exported, tmp_path):
 
 def test_a_tokenizer_that_does_not_match_the_weights_is_refused(tmp_path):
     """A forged checkpoint: another tokenizer, with config.json and the manifest rewritten to agree with it."""
-    from model.checkpoint_files import read_checkpoint_files, write_checkpoint_files
+    from model.io.checkpoint_files import read_checkpoint_files, write_checkpoint_files
 
     tokenizer = Tokenizer.train([t for p in reverse_task(300, seed=0) for t in p] + TEXTS, 300)
     honest = save_checkpoint(tmp_path / "m", random_model(tokenizer.vocab_size), tokenizer, "translation")
@@ -122,7 +122,7 @@ def test_a_tokenizer_that_does_not_match_the_weights_is_refused(tmp_path):
 def _forged(exported, tmp_path: Path, edit) -> Path:
     """The native export unpacked, then config.json rewritten by edit(config) and the manifest made to agree:
     hashes cannot tell a forged file, only its contents can."""
-    from model.checkpoint_files import read_checkpoint_files, write_checkpoint_files
+    from model.io.checkpoint_files import read_checkpoint_files, write_checkpoint_files
 
     folder = safe_extract(exported[0], tmp_path / "x", 50 * MB)
     files, _ = read_checkpoint_files(folder, verify=True)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from model.demo import grammar_cloze, grammar_sentences, reverse_task
-from model.fill_mask import fill_mask
-from model.inference import capture_attention, embedding_neighbors, resolve_token, translate
-from model.objectives import renoising
-from model.special_tokens import SPECIAL_TOKENS
-from model.tokenizer import Tokenizer
-from model.transformer import Transformer
+from model.data.demo import grammar_cloze, grammar_sentences, reverse_task
+from model.data.objectives import renoising
+from model.data.special_tokens import SPECIAL_TOKENS
+from model.data.tokenizer import Tokenizer
+from model.decode.fill_mask import fill_mask
+from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, translate
+from model.nn.transformer import Transformer
 from tests.model.test_beam import ScriptedModel, one_thread, reverse_model, train_tiny  # noqa: F401 (autouse)
 
 
@@ -210,7 +210,7 @@ def test_tokens_resolve_with_or_without_the_space_marker(grammar):
 
 
 def test_a_token_resolves_as_the_api_shows_it():
-    from model.tokenizer import Tokenizer, byte_level_entry, readable_token
+    from model.data.tokenizer import Tokenizer, byte_level_entry, readable_token
 
     tokenizer = Tokenizer.train(["für für über"] * 50, 300)
     assert [readable_token(tokenizer.id_to_token(i)) for i in tokenizer.encode(" für")] == ["\u2581für"]

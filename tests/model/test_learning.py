@@ -9,16 +9,16 @@ from collections.abc import Iterator, Sequence
 import pytest
 import torch
 
-from model.batching import Example, collate
-from model.checkpoint import load_model
-from model.demo import grammar_cloze, grammar_sentences, numbers_to_words_task, reverse_task, split_numbers
-from model.evaluate import translate_examples
-from model.inference import translate
-from model.prepare import prepare
-from model.tokenizer import Tokenizer
-from model.train_config import TrainConfig
-from model.trainer import train
-from model.transformer import Transformer
+from model.data.batching import Example, collate
+from model.data.demo import grammar_cloze, grammar_sentences, numbers_to_words_task, reverse_task, split_numbers
+from model.data.tokenizer import Tokenizer
+from model.decode.queries import translate
+from model.io.checkpoint import load_model
+from model.nn.transformer import Transformer
+from model.train.config import TrainConfig
+from model.train.loop import train
+from model.train.prepare import prepare
+from model.train.validation import translate_examples
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model.loss import label_smoothed_loss
+from model.train.loss import label_smoothed_loss
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])

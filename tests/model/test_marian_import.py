@@ -10,9 +10,9 @@ import pytest
 import torch
 import transformers
 
-from model.decoding import greedy_decode
-from model.demo import numbers_to_words_task
-from model.marian_import import MarianImportError, is_marian_folder, load_marian
+from model.data.demo import numbers_to_words_task
+from model.decode.greedy import greedy_decode
+from model.io.marian_import import MarianImportError, is_marian_folder, load_marian
 from tests.support.marian import build_marian_folder
 
 SOURCES = ["three hundred and twelve", "the dogs bark in the garden", "forty two", "Ünïcödé  spaces  here"]
@@ -24,7 +24,7 @@ def marian_folder(tmp_path_factory) -> Path:
 
 
 def _ours_of(folder: Path) -> dict[int, int]:
-    """Marian id -> our id (model/marian_import.py reorders the vocabulary)."""
+    """Marian id -> our id (model/io/marian_import.py reorders the vocabulary)."""
     vocab = json.loads((folder / "vocab.json").read_text())
     pad, eos, unk = vocab["<pad>"], vocab["</s>"], vocab["<unk>"]
     rest = [i for i in range(len(vocab)) if i not in (pad, eos, unk)]
@@ -89,12 +89,12 @@ def test_an_imported_marian_archive_is_fine_tuned_and_exported_again(marian_fold
     to a MarianMTModel again that generates what ours does."""
     import tarfile
 
-    from model.checkpoint import save_checkpoint
-    from model.export_archive import build_export
-    from model.import_archive import load_archive_folder, safe_extract
-    from model.prepare import prepare, start_from
-    from model.train_config import TrainConfig
-    from model.trainer import train
+    from model.io.checkpoint import save_checkpoint
+    from model.io.export_archive import build_export
+    from model.io.import_archive import load_archive_folder, safe_extract
+    from model.train.config import TrainConfig
+    from model.train.loop import train
+    from model.train.prepare import prepare, start_from
 
     archive = tmp_path / "opus.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -185,7 +185,7 @@ def _break(folder: Path, tmp_path: Path, name: str, content) -> Path:
 def test_a_broken_file_is_refused_naming_the_file_and_the_value(marian_folder, tmp_path, case):
     """A corrupt or malformed file is a MarianImportError naming it (the API's 422), not the error of whichever
     library read it; as an archive, an ArchiveError saying the same."""
-    from model.import_archive import ArchiveError, load_archive_folder
+    from model.io.import_archive import ArchiveError, load_archive_folder
 
     name, content, message = BROKEN[case]
     bad = _break(marian_folder, tmp_path, name, content)
@@ -205,7 +205,7 @@ def test_a_broken_file_is_refused_naming_the_file_and_the_value(marian_folder, t
 def test_a_config_that_is_not_a_json_object_is_not_a_marian_folder_and_is_refused_naming_it(
     marian_folder, tmp_path, content, message
 ):
-    from model.import_archive import ArchiveError, load_archive_folder
+    from model.io.import_archive import ArchiveError, load_archive_folder
 
     bad = _break(marian_folder, tmp_path, "config.json", content)
     assert not is_marian_folder(bad)

@@ -1,4 +1,4 @@
-"""The memory of one training step, measured (model/memory_profile.py): the kinds add up to the peak, the
+"""The memory of one training step, measured (model/train/memory_profile.py): the kinds add up to the peak, the
 parameter-sized kinds are exact, the attention matrices match a hand count, and the GPU branch reads CUDA's
 allocator statistics (injected here, as a GPU would report them)."""
 
@@ -8,16 +8,16 @@ import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from model.anatomy import count_parameters, estimate_memory
-from model.batching import Example, TokenBatcher, collate
-from model.config import PRESETS, ModelConfig
-from model.demo import reverse_task
-from model.memory_profile import CpuPeak, CudaPeak, measure_step, memory_report
-from model.prepare import prepare
-from model.train_config import TrainConfig
-from model.train_events import Callbacks
-from model.trainer import train
-from model.transformer import Transformer
+from model.data.batching import Example, TokenBatcher, collate
+from model.data.demo import reverse_task
+from model.nn.config import PRESETS, ModelConfig
+from model.nn.transformer import Transformer
+from model.probes.anatomy import count_parameters, estimate_memory
+from model.train.config import TrainConfig
+from model.train.events import Callbacks
+from model.train.loop import train
+from model.train.memory_profile import CpuPeak, CudaPeak, measure_step, memory_report
+from model.train.prepare import prepare
 
 
 @pytest.fixture(autouse=True)
@@ -107,7 +107,7 @@ def test_the_gpu_branch_reads_cudas_allocator_statistics(monkeypatch):
 def test_the_report_sets_the_estimates_for_the_job_settings_and_the_same_batch_beside_it_with_differences():
     """`estimated` is what POST /v1/estimate answers for the job's settings (app/api/estimate.py: describe_anatomy,
     i.e. estimate_memory at tokens_per_batch in the precision); the differences compare the batch's estimate."""
-    from app.job_submission import describe_anatomy
+    from app.services.job_submission import describe_anatomy
 
     report = memory_report(CONFIG, _batch(), TrainConfig(max_tokens_per_batch=512), CpuPeak())
     assert report["estimated"] == describe_anatomy(CONFIG, 512, "fp32")["memory"]
@@ -143,14 +143,14 @@ def test_the_trainer_reports_the_memory_once_before_the_first_update_and_an_erro
     config = TrainConfig(max_steps=2, max_tokens_per_batch=64, warmup_steps=1, eval_every=100, eval_max_sentences=2)
     reports: list[dict] = []
     trainer_config = []
-    monkeypatch.setattr("model.train_probes.memory_report", lambda *a: trainer_config.append(a) or memory_report(*a))
+    monkeypatch.setattr("model.train.recorders.memory_report", lambda *a: trainer_config.append(a) or memory_report(*a))
     assert train(data, config, callbacks=Callbacks(on_memory=reports.append)).step == 2
     assert len(reports) == 1 and trainer_config[0][2] is config  # the job's own settings
     first = TokenBatcher(data.train_examples, 64, shuffle=True, seed=0).batch_indices()[0]
     assert (
         reports[0]["measured"]["batch"]["sentences"] == len(first) and reports[0]["measured"]["tokens_per_batch"] == 64
     )
-    monkeypatch.setattr("model.train_probes.memory_report", lambda *a: 1 / 0)
+    monkeypatch.setattr("model.train.recorders.memory_report", lambda *a: 1 / 0)
     assert train(data, config, callbacks=Callbacks(on_memory=reports.append)).step == 2
     assert reports[1] == {"error": "ZeroDivisionError: division by zero"}
 
@@ -169,7 +169,7 @@ def test_the_cpu_peak_is_the_largest_sum_of_the_allocations_alive_together():
 def test_only_whole_casts_or_views_of_a_parameter_count_as_autocast_weights():
     """The embedding sum also reaches a parameter through single-input nodes (add, scale, lookup) but is an
     activation; autocast's bf16 copy of a weight, transposed for the product, is a weight copy."""
-    from model.memory_profile import _from_parameter
+    from model.train.memory_profile import _from_parameter
 
     model = Transformer(CONFIG)
     embedded = model.encoder.embed(torch.randint(5, 300, (2, 7)))

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from model import step
-from model.config import ModelConfig
-from model.train_config import TrainConfig
-from model.transformer import Transformer
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train import step
+from model.train.config import TrainConfig
 
 
 class _OnGpu(torch.nn.Module):

@@ -11,11 +11,11 @@ import copy
 import pytest
 import torch
 
-from model.batching import Example, collate
-from model.config import ModelConfig
-from model.step import MAX_OOM_SPLITS, BatchTooLarge, build_optimizer, is_out_of_memory, train_step
-from model.train_config import TrainConfig
-from model.transformer import Transformer
+from model.data.batching import Example, collate
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train.config import TrainConfig
+from model.train.step import MAX_OOM_SPLITS, BatchTooLarge, build_optimizer, is_out_of_memory, train_step
 
 
 def examples(n: int) -> list[Example]:
@@ -53,7 +53,7 @@ def test_a_step_out_of_memory_is_retried_split_and_equals_the_unsplit_update(cap
 
     model, optimizer = model_and_optimizer(config)
     seen = limit_sentences(model, most=2)  # 8 and 6 sentences fit only once split in four (2+2+2+2, 2+1+2+1)
-    with caplog.at_level("WARNING", logger="model.step"):
+    with caplog.at_level("WARNING", logger="model.train.step"):
         result = train_step(model, optimizer, batches, 1e-3, config)
 
     assert seen[:1] == [8] and max(seen[-6:]) <= 2, seen  # tried whole, then halves, then quarters

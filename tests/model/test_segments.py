@@ -1,10 +1,10 @@
-"""model/segments.py: documents split into sentences and joined back with their spacing and lines intact."""
+"""model/data/segments.py: documents split into sentences and joined back with their spacing and lines intact."""
 
 from __future__ import annotations
 
 import pytest
 
-from model.segments import (
+from model.data.segments import (
     Segment,
     join_document,
     join_pieces,

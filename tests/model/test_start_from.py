@@ -1,17 +1,17 @@
-"""model.prepare.start_from: a job that starts from a trained model's weights (fine-tuning)."""
+"""model.train.prepare.start_from: a job that starts from a trained model's weights (fine-tuning)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from model.checkpoint import load_model
-from model.config import ModelConfig
-from model.demo import numbers_to_words_task
-from model.prepare import prepare, start_from
-from model.train_config import TrainConfig, TrainingError
-from model.trainer import train
-from model.transformer import Transformer
+from model.data.demo import numbers_to_words_task
+from model.io.checkpoint import load_model
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train.config import TrainConfig, TrainingError
+from model.train.loop import train
+from model.train.prepare import prepare, start_from
 
 
 def _config(steps: int) -> TrainConfig:

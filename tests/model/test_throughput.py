@@ -1,15 +1,15 @@
-"""Timing a few real training steps (model/throughput.py) without changing how the job then trains."""
+"""Timing a few real training steps (model/train/throughput.py) without changing how the job then trains."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from model.demo import reverse_task
-from model.prepare import prepare
-from model.throughput import measure_throughput
-from model.train_config import TrainConfig
-from model.trainer import train
+from model.data.demo import reverse_task
+from model.train.config import TrainConfig
+from model.train.loop import train
+from model.train.prepare import prepare
+from model.train.throughput import measure_throughput
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,8 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from model.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from model.tokenizer import BYTE_PIECES, Tokenizer
+from model.data.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from model.data.tokenizer import BYTE_PIECES, Tokenizer
 
 CORPUS = [
     "the cat sat on the mat",
@@ -133,7 +133,7 @@ def test_tokenizer_with_other_special_ids_is_refused():
 
 
 def test_readable_token_shows_utf8_and_the_space_mark():
-    from model.tokenizer import readable_token
+    from model.data.tokenizer import readable_token
 
     tokenizer = Tokenizer.train(["fünf und fünfzig", "fünf"] * 50, 300)
     pieces = [readable_token(tokenizer.id_to_token(i)) for i in tokenizer.encode(" fünf")]

@@ -10,25 +10,25 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from model import evaluate as evaluation
-from model import trainer
-from model.batching import Example, collate
-from model.checkpoint import load_checkpoint
-from model.checkpoint_files import list_checkpoints, step_dir
-from model.config import ModelConfig
-from model.demo import grammar_sentences, reverse_task
-from model.evaluate import masked_positions
-from model.loss import label_smoothed_loss
-from model.objectives import mask_spans, mask_tokens
-from model.prepare import PreparedData, prepare, split_validation
-from model.schedule import InverseSqrtSchedule, lambda_lr
-from model.special_tokens import EOS_ID, MASK_ID, PAD_ID
-from model.step import accumulate_gradients, autocast_for, enable_tf32
-from model.tokenizer import Tokenizer
-from model.train_config import TrainConfig, TrainingError
-from model.train_events import Callbacks, CheckpointInfo, StepInfo
-from model.trainer import train
-from model.transformer import Transformer
+from model.data.batching import Example, collate
+from model.data.demo import grammar_sentences, reverse_task
+from model.data.objectives import mask_spans, mask_tokens
+from model.data.special_tokens import EOS_ID, MASK_ID, PAD_ID
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import load_checkpoint
+from model.io.checkpoint_files import list_checkpoints, step_dir
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train import loop as trainer
+from model.train import validation as evaluation
+from model.train.config import TrainConfig, TrainingError
+from model.train.events import Callbacks, CheckpointInfo, StepInfo
+from model.train.loop import train
+from model.train.loss import label_smoothed_loss
+from model.train.prepare import PreparedData, prepare, split_validation
+from model.train.schedule import InverseSqrtSchedule, lambda_lr
+from model.train.step import accumulate_gradients, autocast_for, enable_tf32
+from model.train.validation import masked_positions
 
 
 @pytest.fixture(autouse=True)

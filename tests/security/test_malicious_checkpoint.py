@@ -1,5 +1,5 @@
 """A pickle planted where a checkpoint's or a model's weights are is refused with a clear error and never
-unpickled: neither by model.checkpoint nor by an inference worker serving a model row that points at it.
+unpickled: neither by model.io.checkpoint nor by an inference worker serving a model row that points at it.
 
 The payload creates a marker file when unpickled; a control run shows that it really does.
 """
@@ -41,11 +41,11 @@ def plant(directory: Path, marker: Path) -> str:
     """Write a real tiny checkpoint to `directory`, then put the pickle in place of its weights and beside them
     (.pt, .bin), with a manifest that lists them all with their true sha256 (whoever can write the files can write
     the manifest). Returns the checkpoint's sha256, as a model row would record it."""
-    from model.checkpoint import save_checkpoint
-    from model.checkpoint_files import MANIFEST_FILE, checkpoint_sha256
-    from model.config import ModelConfig
-    from model.tokenizer import Tokenizer
-    from model.transformer import Transformer
+    from model.data.tokenizer import Tokenizer
+    from model.io.checkpoint import save_checkpoint
+    from model.io.checkpoint_files import MANIFEST_FILE, checkpoint_sha256
+    from model.nn.config import ModelConfig
+    from model.nn.transformer import Transformer
 
     texts = [f"{n} apples and {n + 1} pears" for n in range(60)]
     tokenizer = Tokenizer.train(texts, vocab_size=300)
@@ -68,8 +68,8 @@ def test_the_payload_really_executes_when_unpickled(tmp_path):
 
 
 def test_model_checkpoint_refuses_a_planted_pickle_and_never_unpickles_it(tmp_path):
-    from model.checkpoint import load_checkpoint, load_model
-    from model.checkpoint_files import CheckpointError
+    from model.io.checkpoint import load_checkpoint, load_model
+    from model.io.checkpoint_files import CheckpointError
 
     marker = tmp_path / "marker"
     directory = tmp_path / "step-00000001"

@@ -64,7 +64,7 @@ def v1_routes(app) -> list[tuple[str, str, APIRoute]]:
 @pytest.fixture
 def alice_objects(pg_client):
     """Alice's dataset, queued job (with a checkpoint and metrics), ping and model, and everything that names them."""
-    from app.settings import get_settings
+    from app.core.settings import get_settings
 
     alice = bearer("alice")
     dataset = pg_client.post(
@@ -248,7 +248,7 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
 def test_unknown_upload_form_fields_are_422(pg_client, field):
     """An upload (a dataset, a model archive, a file to translate) naming its own storage location (or owner, or
     status) is refused, not silently dropped."""
-    from app.settings import get_settings
+    from app.core.settings import get_settings
 
     alice = bearer("alice")
     model_id = insert_tiny_model(get_settings().database_url, "alice", "models/m")
@@ -264,7 +264,7 @@ def test_unknown_upload_form_fields_are_422(pg_client, field):
 
 def test_an_upload_filename_never_becomes_a_path(pg_client, tmp_path):
     """The client's file name is only a format hint: the file lands under a key the server made."""
-    from app.settings import get_settings
+    from app.core.settings import get_settings
 
     response = pg_client.post(
         "/v1/datasets",

@@ -34,8 +34,8 @@ def pg_env() -> dict[str, str]:
 @pytest.fixture
 def embedded_client(settings_env):
     """The app in process in embedded mode (SQLite, SQLite broker): its rate limiter counts in memory."""
+    from app.core.settings import get_settings
     from app.main import create_app
-    from app.settings import get_settings
 
     def start(**env: str) -> TestClient:
         settings_env(**env)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from app.artifacts.cache import trim
 from app.artifacts.s3 import S3Store
-from app.settings import Settings
+from app.core.settings import Settings
 
 HOUR = 3600.0
 

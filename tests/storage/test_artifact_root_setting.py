@@ -6,7 +6,7 @@ import pytest
 
 from app.artifacts import LocalStore, open_store
 from app.artifacts.s3 import S3Store
-from app.settings import Settings
+from app.core.settings import Settings
 
 
 @pytest.mark.parametrize(

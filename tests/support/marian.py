@@ -9,7 +9,7 @@ import sentencepiece as spm
 import torch
 import transformers
 
-from model.demo import grammar_sentences, numbers_to_words_task
+from model.data.demo import grammar_sentences, numbers_to_words_task
 
 
 def _train_spm(lines: list[str], prefix: Path, vocab_size: int) -> Path:

@@ -79,9 +79,9 @@ def reset_caches() -> None:
     """Forget cached settings, engines and the Celery sender, so new environment variables apply."""
     from app.api import ttl_cache
     from app.artifacts import get_store
+    from app.core.settings import get_settings
     from app.db import session
-    from app.queueing import get_sender
-    from app.settings import get_settings
+    from app.services.queueing import get_sender
 
     if session.get_engine.cache_info().currsize:
         session.get_engine().dispose()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from model.demo import numbers_to_words_task, split_numbers
+from model.data.demo import numbers_to_words_task, split_numbers
 from tests.support.client import write_jsonl
 
 # Leases short enough that a killed worker's job is re-queued within seconds.

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from app.db.models import Job
+from app.core.settings import get_settings
+from app.db.tables import Job
 from app.schemas.jobs import ModelSpec, TrainingSpec
-from app.settings import get_settings
-from model.demo import numbers_to_words_task, split_numbers
-from worker.auto_settings import choose_settings, pending
-from worker.job_data import JobRows
+from model.data.demo import numbers_to_words_task, split_numbers
+from worker.training.auto_settings import choose_settings, pending
+from worker.training.job_data import JobRows
 
 ALL = ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"]
 

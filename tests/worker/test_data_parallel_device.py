@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from model.train_config import TrainingError
+from model.train.config import TrainingError
 from worker.device import check_data_parallel
 
 

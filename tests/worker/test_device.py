@@ -12,7 +12,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from app.settings import Settings
+from app.core.settings import Settings
 from tests.support.stack import ROOT, service_env
 from worker import device
 from worker.device import CUDA_ALLOC_CONF, DeviceError, DeviceInfo, device_info, resolve_device
@@ -96,7 +96,7 @@ def test_a_training_worker_consumes_the_queue_of_its_device_kind(
     CPU host by injecting the GPU count a GPU host reports."""
     from celery.signals import celeryd_after_setup
 
-    from app.queueing import make_celery
+    from app.services.queueing import make_celery
     from worker import celery_app  # noqa: F401  (connects the receiver)
 
     settings_env(WORKER_DEVICE=setting)
@@ -109,7 +109,7 @@ def test_a_training_worker_consumes_the_queue_of_its_device_kind(
 
 def test_a_worker_given_a_gpu_the_host_lacks_takes_no_device_queue(monkeypatch, settings_env):
     """worker_init refuses to start it, naming the device; the subscription leaves its queues as they are."""
-    from app.queueing import make_celery
+    from app.services.queueing import make_celery
     from worker.celery_app import _consume_the_device_queue
 
     settings_env(WORKER_DEVICE="cuda:3")
@@ -130,9 +130,9 @@ def test_inference_workers_serve_in_bf16_on_a_gpu_and_fp32_on_a_cpu_unless_told(
 
 
 def test_serving_compile_compiles_the_layers_of_a_loaded_model():
-    from model.compile import is_compiled
-    from model.config import ModelConfig
-    from model.transformer import Transformer
+    from model.nn.compile import is_compiled
+    from model.nn.config import ModelConfig
+    from model.nn.transformer import Transformer
     from worker.serving.cache import prepare_for_serving
 
     cpu = torch.device("cpu")

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import torch
 
-import model.fill_mask
-import model.inference
-from model.config import ModelConfig
-from model.tokenizer import Tokenizer
-from model.transformer import Transformer
+import model.decode.fill_mask
+import model.decode.queries
+from model.data.tokenizer import Tokenizer
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
 from worker.serving import ct2
 from worker.serving.cache import LoadedModel
 from worker.tasks import inference
@@ -80,7 +80,7 @@ def test_every_task_answers_on_the_tiny_model(served):
     [ValueError("the decoder's cache has 7 positions, not 8"), RuntimeError("CUDA error: an illegal memory access")],
 )
 def test_a_pytorch_failure_mid_decode_is_a_503_naming_the_backend(served, monkeypatch, caplog, failure):
-    monkeypatch.setattr(model.inference, "beam_search", _raise(failure))  # after translate() checked its input
+    monkeypatch.setattr(model.decode.queries, "beam_search", _raise(failure))  # after translate() checked its input
     answer = inference.translate_task("t-1", ["the dog barks"])
     assert answer == {
         "error": {
@@ -123,8 +123,8 @@ def test_a_ctranslate2_failure_mid_decode_is_a_503_naming_the_backend(served, mo
 @pytest.mark.parametrize(
     ("task", "args", "where", "name"),
     [
-        (inference.fill_mask_task, ("d-1", "the <mask> barks"), model.fill_mask, "_span_candidates"),
-        (inference.attention_task, ("t-1", "the dog barks"), model.inference, "greedy_decode"),
+        (inference.fill_mask_task, ("d-1", "the <mask> barks"), model.decode.fill_mask, "_span_candidates"),
+        (inference.attention_task, ("t-1", "the dog barks"), model.decode.queries, "greedy_decode"),
         (inference.neighbors_task, ("t-1", "dog", 3), inference, "embedding_neighbors"),
     ],
 )
@@ -162,7 +162,11 @@ TOO_LONG = " ".join(["the dog barks"] * 20)
     ],
 )
 def test_a_bad_request_is_a_422_naming_it_before_any_decoding(served, monkeypatch, call, needle):
-    for where, name in [(model.inference, "beam_search"), (model.inference, "greedy_decode"), (inference, "fill_mask")]:
+    for where, name in [
+        (model.decode.queries, "beam_search"),
+        (model.decode.queries, "greedy_decode"),
+        (inference, "fill_mask"),
+    ]:
         monkeypatch.setattr(where, name, _raise(AssertionError("decoded a request that should have been refused")))
     monkeypatch.setattr(inference, "embedding_neighbors", _raise(AssertionError("searched for a refused request")))
     answer = call()
@@ -174,7 +178,7 @@ def test_a_model_that_cannot_be_loaded_keeps_its_own_status(served, monkeypatch)
     """A RequestError raised while decoding (the model's files gone, say) passes through as it is."""
     from worker.serving.errors import ModelUnavailable
 
-    monkeypatch.setattr(model.inference, "beam_search", _raise(ModelUnavailable(404, "model t-1 not found")))
+    monkeypatch.setattr(model.decode.queries, "beam_search", _raise(ModelUnavailable(404, "model t-1 not found")))
     assert inference.translate_task("t-1", ["the dog barks"]) == {
         "error": {"status": 404, "detail": "model t-1 not found"}
     }

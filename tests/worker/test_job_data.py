@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.db.models import Job
-from worker.job_data import dropped_line, train_config
+from app.db.tables import Job
+from worker.training.job_data import dropped_line, train_config
 
 
 def test_precision_follows_the_job_or_else_the_worker_device():
@@ -47,7 +47,7 @@ def test_dropped_sentences_get_a_line_of_their_own_with_how_many_and_why():
 
 
 def test_the_dropped_count_is_what_prepare_dropped():
-    from model.prepare import prepare
+    from model.train.prepare import prepare
 
     short = [f"sentence number {n} is short" for n in range(40)]
     long = [" ".join(f"word{n}" for n in range(60))] * 5

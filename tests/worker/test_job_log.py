@@ -1,4 +1,4 @@
-"""The job log handler (worker/job_log.py) against a real PostgreSQL database: it keeps the product's lines bound
+"""The job log handler (worker/training/job_log.py) against a real PostgreSQL database: it keeps our lines bound
 to a job, redacted and clipped, writes them only when asked (in one batch), bounds each job's log, and swallows a
 database error after a warning on stderr."""
 
@@ -11,7 +11,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import select, text
 
-from app import logs
+from app.core import logs
 from tests.support.stack import ROOT
 
 LOGGER = "worker.tasks.training"  # one of the product's loggers
@@ -27,8 +27,8 @@ def database(settings_env, fresh_postgres_url):
 
 
 def new_job(owner: str = "alice") -> str:
-    from app.db.models import Job, Owner
     from app.db.session import session_scope
+    from app.db.tables import Job, Owner
 
     with session_scope() as session:
         row = session.scalar(select(Owner).where(Owner.name == owner)) or Owner(name=owner)
@@ -49,8 +49,8 @@ def new_job(owner: str = "alice") -> str:
 
 
 def stored(job_id: str) -> list[tuple[int, str, str, str, int | None]]:
-    from app.db.models import JobLog
     from app.db.session import session_scope
+    from app.db.tables import JobLog
 
     with session_scope() as session:
         rows = session.scalars(select(JobLog).where(JobLog.job_id == job_id).order_by(JobLog.seq)).all()
@@ -60,7 +60,7 @@ def stored(job_id: str) -> list[tuple[int, str, str, str, int | None]]:
 @pytest.fixture
 def handler(database):
     """A JobLogHandler on the root logger (5 lines a job, 300 characters a line), the root at INFO meanwhile."""
-    from worker.job_log import JobLogHandler
+    from worker.training.job_log import JobLogHandler
 
     root = logging.getLogger()
     level, handler = root.level, JobLogHandler(max_lines=5, max_chars=300)
@@ -83,18 +83,18 @@ def test_lines_bound_to_a_job_wait_in_memory_and_are_written_in_one_batch(handle
         log.info("read %d rows", 900)
         log.debug("below INFO: not kept")
         logging.getLogger("celery.worker").warning("not the product's logger: not kept")
-        logging.getLogger("model.step").warning("a warning of the step")
-        logging.getLogger("model.trainer").info("resumed from /var/lib/x at step 3")  # a local path: not kept
-    logging.getLogger("worker.auto_settings").error("bound explicitly", extra={"job_id": other})
+        logging.getLogger("model.train.step").warning("a warning of the step")
+        logging.getLogger("model.train.loop").info("resumed from /var/lib/x at step 3")  # a local path: not kept
+    logging.getLogger("worker.training.auto_settings").error("bound explicitly", extra={"job_id": other})
     assert stored(job_id) == []  # logging wrote nothing to the database
     handler.write(job_id)
     assert stored(job_id) == [
         (1, "info", LOGGER, "read 900 rows", 2),
-        (2, "warning", "model.step", "a warning of the step", 2),
+        (2, "warning", "model.train.step", "a warning of the step", 2),
     ]
     assert stored(other) == []
     handler.write(other)
-    assert stored(other) == [(1, "error", "worker.auto_settings", "bound explicitly", None)]
+    assert stored(other) == [(1, "error", "worker.training.auto_settings", "bound explicitly", None)]
     with logs.bound_to(job_id=job_id):
         log.critical("later")
     handler.write(job_id, final=True)
@@ -171,8 +171,8 @@ def test_a_database_error_is_swallowed_with_a_warning_and_the_lines_kept_for_the
 
 
 def test_the_final_write_drops_what_it_cannot_write_and_a_deleted_jobs_lines_go_quietly(handler, capsys):
-    from app.db.models import Job
     from app.db.session import session_scope
+    from app.db.tables import Job
 
     job_id = new_job()
     with logs.bound_to(job_id=job_id):
@@ -188,8 +188,8 @@ def test_the_final_write_drops_what_it_cannot_write_and_a_deleted_jobs_lines_go_
 def test_install_keeps_the_products_info_lines_while_the_service_logs_at_log_level(database):
     import io
 
-    from app.settings import Settings
-    from worker import job_log
+    from app.core.settings import Settings
+    from worker.training import job_log
 
     root = logging.getLogger()
     before, level = list(root.handlers), root.level
@@ -220,7 +220,7 @@ def warnings_captured(handler, monkeypatch):
     """The job log's warnings hook, over a stand-in for how Python shows a warning outside a job."""
     import warnings
 
-    from worker import job_log
+    from worker.training import job_log
 
     shown: list[str] = []
     monkeypatch.setattr(warnings, "showwarning", lambda message, *_args, **_kw: shown.append(str(message)))
@@ -240,13 +240,11 @@ def test_a_warning_raised_while_the_training_task_trains_is_a_warning_line_of_it
 
     from celery.backends.cache import CacheBackend
 
-    from app.settings import get_settings
-    from model.train_events import TrainResult
-    from worker import (
-        celery_app,  # noqa: F401  # its task signals bind the task's job id
-        job_log,
-    )
+    from app.core.settings import get_settings
+    from model.train.events import TrainResult
+    from worker import celery_app  # noqa: F401  # its task signals bind the task's job id
     from worker.tasks import training
+    from worker.training import job_log
 
     get_settings().data_dir.mkdir(parents=True, exist_ok=True)  # where Celery keeps the result of apply()
     # The task's own result backend, in memory: the app's was configured by whichever test imported it first, and
@@ -274,8 +272,8 @@ def test_a_warning_raised_while_the_training_task_trains_is_a_warning_line_of_it
 
 
 def load_job(job_id: str):
-    from app.db.models import Job
     from app.db.session import session_scope
+    from app.db.tables import Job
 
     with session_scope() as session:
         job = session.get(Job, job_id)
@@ -311,10 +309,10 @@ def test_concurrent_jobs_in_one_process_each_keep_their_own_warnings(warnings_ca
 
 
 def test_a_warnings_place_never_names_the_workers_paths():
-    from worker.job_log import warning_place
+    from worker.training.job_log import warning_place
 
     assert warning_place("/opt/venv/lib/python3.11/site-packages/torch/nn/modules/transformer.py") == (
         "torch/nn/modules/transformer.py"
     )
-    assert warning_place(str(ROOT / "model" / "trainer.py")) == "model/trainer.py"
+    assert warning_place(str(ROOT / "model" / "train" / "loop.py")) == "model/train/loop.py"
     assert warning_place("/srv/elsewhere/script.py") == "script.py"

@@ -11,7 +11,7 @@ import pytest
 
 from app.artifacts import LocalStore
 from app.artifacts.s3 import S3Store
-from app.settings import get_settings
+from app.core.settings import get_settings
 from worker import reaper
 from worker.reaper import remove_stale_staging, staging_max_age, sweep_staging
 

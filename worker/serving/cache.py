@@ -15,14 +15,14 @@ from typing import Any
 import torch
 
 from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
-from app.db.models import Job, TrainedModel
+from app.core.settings import Settings, get_settings
 from app.db.session import session_scope
-from app.settings import Settings, get_settings
-from model.checkpoint import load_model
-from model.checkpoint_files import CheckpointError
-from model.compile import compile_layers
-from model.tokenizer import Tokenizer
-from model.transformer import Transformer
+from app.db.tables import Job, TrainedModel
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import load_model
+from model.io.checkpoint_files import CheckpointError
+from model.nn.compile import compile_layers
+from model.nn.transformer import Transformer
 from worker.device import worker_device
 from worker.serving.errors import ModelUnavailable
 

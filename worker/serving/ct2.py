@@ -19,11 +19,11 @@ from typing import Any
 
 import torch
 
-from app.settings import get_settings
-from model.beam import max_target_len
-from model.decoding import never_emitted
-from model.export import convert_to_ctranslate2, export_marian
-from model.inference import align
+from app.core.settings import get_settings
+from model.decode.beam import max_target_len
+from model.decode.greedy import never_emitted
+from model.decode.queries import align
+from model.io.export import convert_to_ctranslate2, export_marian
 from worker.device import worker_device
 from worker.serving.cache import LoadedModel
 from worker.serving.ct2_device import Ct2Placement, place
@@ -149,7 +149,7 @@ class CT2Translator:
     def translate(
         self, texts: list[str], beam_size: int, n_best: int, max_length: int | None, return_alignment: bool
     ) -> list[dict[str, Any]]:
-        """The same result dicts as model.inference.translate."""
+        """The same result dicts as model.decode.queries.translate."""
         tokenizer, config = self.loaded.tokenizer, self.loaded.model.config
         sources = [tokenizer.encode(t) + [tokenizer.eos_id] for t in texts]
         longest = max(len(s) for s in sources)

@@ -21,16 +21,16 @@ from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.tokenizers import tokenizer_spm
 
 from app.artifacts import ArtifactStoreError, get_store
+from app.core.task_names import EVALUATE
 from app.db import task_rows
-from app.db.models import Dataset, Evaluation
 from app.db.session import session_scope
-from app.model_evaluations import hypotheses_key
-from app.task_names import EVALUATE
-from model.data import DataError
-from model.inference import translate
-from worker.job_data import read_rows
+from app.db.tables import Dataset, Evaluation
+from app.services.evaluations import hypotheses_key
+from model.data.corpus import DataError
+from model.decode.queries import translate
 from worker.serving.errors import RequestError
 from worker.tasks.inference import cache
+from worker.training.job_data import read_rows
 
 log = logging.getLogger(__name__)
 CHUNK = 64  # sentences decoded between two progress updates

@@ -13,13 +13,13 @@ from typing import Any
 from celery import shared_task
 
 from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
-from app.db.models import TrainedModel
+from app.core.settings import get_settings
+from app.core.task_names import EXPORT
 from app.db.session import session_scope
-from app.model_exports import export_key, export_name
-from app.settings import get_settings
-from app.task_names import EXPORT
-from model.checkpoint_files import CheckpointError
-from model.export_archive import build_export
+from app.db.tables import TrainedModel
+from app.services.exports import export_key, export_name
+from model.io.checkpoint_files import CheckpointError
+from model.io.export_archive import build_export
 from worker.serving.errors import ModelUnavailable
 from worker.tasks.inference import INFERENCE_TASK, errors_as_results
 

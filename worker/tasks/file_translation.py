@@ -1,6 +1,6 @@
 """Translate an uploaded text file (a FileTranslation row): sentences in batches, the result to the store.
 
-Lines are cut into sentences by model/segments.py and joined back with their spacing; blank lines and order are
+Lines are cut into sentences by model/data/segments.py and joined back with their spacing; blank lines and order are
 kept, so the result has the source's lines: a translation with a line break is made one line. A sentence longer
 than the model takes is cut into pieces that fit (at whitespace where it can), each translated, joined with a
 space; a piece that cannot fit (one character too long for the model) is left as it is, counted in the row's
@@ -18,13 +18,13 @@ from itertools import accumulate
 from celery import shared_task
 
 from app.artifacts import ArtifactStoreError, get_store
+from app.core.task_names import TRANSLATE_FILE
 from app.db import task_rows
-from app.db.models import FileTranslation
 from app.db.session import session_scope
-from app.model_file_translations import result_key
-from app.task_names import TRANSLATE_FILE
-from model.inference import translate
-from model.segments import join_document, join_pieces, one_line, pieces_that_fit, sentences, split_document
+from app.db.tables import FileTranslation
+from app.services.file_translations import result_key
+from model.data.segments import join_document, join_pieces, one_line, pieces_that_fit, sentences, split_document
+from model.decode.queries import translate
 from worker.serving.errors import RequestError
 from worker.tasks.inference import cache
 

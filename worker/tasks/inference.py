@@ -18,13 +18,13 @@ from typing import Any, TypeVar
 import torch
 from celery import shared_task
 
-from app.settings import get_settings
-from app.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
-from model.compile import eager_on_failure
-from model.fill_mask import fill_mask
-from model.geometry import weight_geometry
-from model.inference import capture_attention, embedding_neighbors, resolve_token, source_ids, translate
-from model.tokenizer import readable_token
+from app.core.settings import get_settings
+from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
+from model.data.tokenizer import readable_token
+from model.decode.fill_mask import fill_mask
+from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids, translate
+from model.nn.compile import eager_on_failure
+from model.probes.geometry import weight_geometry
 from worker.serving import ct2
 from worker.serving.cache import LoadedModel, ModelCache
 from worker.serving.ct2 import CT2Translator
@@ -362,6 +362,6 @@ def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
 @shared_task(name=GEOMETRY, **INFERENCE_TASK)
 @errors_as_results
 def geometry_task(model_id: str) -> dict[str, Any]:
-    """Shapes, storage and subspace overlaps of the embedding and the attention projections (model/geometry.py)."""
+    """Shapes, storage and subspace overlaps of the embedding and attention projections (model/probes/geometry.py)."""
     loaded = cache().get(model_id)
     return {"model_id": model_id, **_decoding("pytorch", model_id, lambda: weight_geometry(loaded.model))}

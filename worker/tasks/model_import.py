@@ -1,9 +1,9 @@
 """Import an uploaded model archive (POST /v1/models/import) as one of the owner's models.
 
 The API stores the upload under a staging key and sends its id; this task unpacks it safely, verifies and loads
-the model (model/import_archive.py), writes it as a served checkpoint to models/<id>, inserts the row and
+the model (model/io/import_archive.py), writes it as a served checkpoint to models/<id>, inserts the row and
 deletes the staging file. Idempotent by model id: a redelivery finds the row and answers it. A refused archive
-(ArchiveError: model/import_archive.py checks every file it reads and names the bad one) is a 422 and leaves
+(ArchiveError: model/io/import_archive.py checks every file it reads and names the bad one) is a 422 and leaves
 nothing: no row, no model files, no staging file. A staging file whose message expired unread, so that this task
 never ran, is the reaper's to remove (worker/reaper.py).
 """
@@ -19,14 +19,14 @@ from typing import Any
 from celery import shared_task
 
 from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
-from app.db.models import TrainedModel
+from app.core.settings import get_settings
+from app.core.task_names import IMPORT
 from app.db.session import session_scope
-from app.settings import get_settings
-from app.task_names import IMPORT
-from model.anatomy import count_parameters
-from model.checkpoint import save_checkpoint
-from model.checkpoint_files import checkpoint_sha256
-from model.import_archive import ArchiveError, load_archive_folder, safe_extract
+from app.db.tables import TrainedModel
+from model.io.checkpoint import save_checkpoint
+from model.io.checkpoint_files import checkpoint_sha256
+from model.io.import_archive import ArchiveError, load_archive_folder, safe_extract
+from model.probes.anatomy import count_parameters
 from worker.serving.errors import ModelUnavailable, RequestError
 from worker.tasks.inference import INFERENCE_TASK, errors_as_results
 

@@ -7,10 +7,10 @@ import logging
 from celery import shared_task
 from sqlalchemy import update
 
+from app.core.task_names import PING
 from app.db.base import utcnow
-from app.db.models import Ping
 from app.db.session import session_scope
-from app.task_names import PING
+from app.db.tables import Ping
 
 log = logging.getLogger(__name__)
 

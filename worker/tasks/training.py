@@ -14,32 +14,33 @@ from pathlib import Path
 from celery import current_app, shared_task
 from sqlalchemy import delete, select
 
-from app import logs, model_evaluations
 from app.artifacts import get_store
+from app.core import logs
+from app.core.settings import get_settings
+from app.core.task_names import TRAIN
 from app.db import job_rows
 from app.db.base import new_id
-from app.db.models import Job, JobCheckpoint, TrainedModel
 from app.db.session import session_scope
-from app.queueing import dispatch_training
+from app.db.tables import Job, JobCheckpoint, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
-from app.settings import get_settings
-from app.task_names import TRAIN
-from model.anatomy import count_parameters
-from model.checkpoint import latest_good_checkpoint, load_checkpoint, model_from_checkpoint, save_checkpoint
-from model.checkpoint_files import CheckpointError, checkpoint_sha256, list_checkpoints
-from model.data import DataError
-from model.prepare import PreparedData
-from model.step import is_out_of_memory
-from model.tokenizer import Tokenizer
-from model.train_config import TrainingError
-from model.train_events import Callbacks, CheckpointInfo, StepInfo, TrainResult
-from model.trainer import train
-from worker import job_log
-from worker.auto_settings import choose_settings, pending
+from app.services import evaluations
+from app.services.queueing import dispatch_training
+from model.data.corpus import DataError
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import latest_good_checkpoint, load_checkpoint, model_from_checkpoint, save_checkpoint
+from model.io.checkpoint_files import CheckpointError, checkpoint_sha256, list_checkpoints
+from model.probes.anatomy import count_parameters
+from model.train.config import TrainingError
+from model.train.events import Callbacks, CheckpointInfo, StepInfo, TrainResult
+from model.train.loop import train
+from model.train.prepare import PreparedData
+from model.train.step import is_out_of_memory
 from worker.device import check_data_parallel, worker_device
-from worker.job_data import load_job, prepare_job, train_config
-from worker.lease import LeaseKeeper, RunState, flush, track, untrack
-from worker.step_memory import memory_callback
+from worker.training import job_log
+from worker.training.auto_settings import choose_settings, pending
+from worker.training.job_data import load_job, prepare_job, train_config
+from worker.training.lease import LeaseKeeper, RunState, flush, track, untrack
+from worker.training.step_memory import memory_callback
 
 log = logging.getLogger(__name__)
 KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
@@ -195,7 +196,7 @@ def run(claim: job_rows.Claim, state: RunState) -> None:
 def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData, str, Path]:
     """The job (with the settings its time budget chose, recorded once), its data, the device, its checkpoints."""
     rows = load_job(claim.job_id)
-    logs.bind(owner_id=rows.job.owner_id)  # the task's lines already carry its job id (app/logs.bind_task)
+    logs.bind(owner_id=rows.job.owner_id)  # the task's lines already carry its job id (app/core/logs.bind_task)
     device = str(worker_device())
     root = get_store().fetch(checkpoint_key(claim.job_id), missing_ok=True)  # a remote store: its checkpoints, here
     resume_from = latest_good_checkpoint(root)
@@ -268,8 +269,8 @@ def _evaluate_on_test_set(job: Job, model_id: str) -> None:
             model = session.get(TrainedModel, model_id)
             assert model is not None  # committed just before
             body = EvaluationCreate(dataset_id=job.test_dataset_id)  # type: ignore[arg-type]  # str, as JSON gives it
-            evaluation_id = model_evaluations.create(session, get_settings(), model, body, job_id=job.id).id
-        model_evaluations.dispatch(evaluation_id, current_app)
+            evaluation_id = evaluations.create(session, get_settings(), model, body, job_id=job.id).id
+        evaluations.dispatch(evaluation_id, current_app)
     except Exception:
         log.exception(
             "job %s: the evaluation of model %s on test set %s was not queued", job.id, model_id, job.test_dataset_id
@@ -277,11 +278,11 @@ def _evaluate_on_test_set(job: Job, model_id: str) -> None:
 
 
 def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Callbacks, state: RunState) -> TrainResult:
-    """Train here, or with training.devices = N > 1 as rank 0 of N data-parallel processes (worker/ddp_peer.py)."""
+    """Train here, or with training.devices = N > 1 as rank 0 of N data-parallel processes (training/ddp_peer.py)."""
     devices = int(job.training_config.get("devices", 1))
     if devices == 1:
         return train(data, train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
-    from worker.ddp_peer import train_data_parallel  # only data-parallel jobs need it
+    from worker.training.ddp_peer import train_data_parallel  # only data-parallel jobs need it
 
     check_data_parallel(get_settings().worker_device, devices)
 
@@ -346,7 +347,7 @@ def train_job(self, job_id: str) -> None:
             _fail_or_retry(claim, f"{type(exc).__name__}: {exc}", retry=True)
     finally:
         untrack(state)
-        # A worker that lost the lease writes nothing more for the job (worker/lease.py); else its last lines.
+        # A worker that lost the lease writes nothing more for the job (worker/training/lease.py); else its last lines.
         if state.lease_lost:
             job_log.discard(job_id)
         else:

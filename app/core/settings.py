@@ -1,0 +1,195 @@
+"""Service settings, read from environment variables (and an optional `.env` file).
+
+With nothing set, everything lives under `DATA_DIR` (./var): an SQLite database, a Celery broker
+on the SQLAlchemy transport over another SQLite file, and artifacts on disk. Production points
+`DATABASE_URL` at PostgreSQL and `CELERY_BROKER_URL` at Redis; the code is the same.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DATABASE_SCHEMES = ("sqlite", "postgresql+psycopg")
+BROKER_SCHEMES = ("sqla+sqlite", "redis", "rediss")
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 bucket naming rules, simplified
+
+
+def parse_s3_root(root: str) -> tuple[str, str]:
+    """s3://bucket/some/prefix -> ("bucket", "some/prefix"); ValueError naming the bad part."""
+    scheme, _, rest = root.partition("://")
+    if scheme != "s3":
+        raise ValueError(f"ARTIFACT_ROOT scheme {scheme!r} is not supported; use a folder path or s3://bucket/prefix")
+    bucket, _, prefix = rest.partition("/")
+    if not S3_BUCKET.fullmatch(bucket):
+        raise ValueError(
+            f"ARTIFACT_ROOT={root!r} names no valid S3 bucket: {bucket!r} must be 3-63 lowercase "
+            "letters, digits, dots or hyphens"
+        )
+    prefix = prefix.strip("/")
+    if prefix and any(part in ("", ".", "..") for part in prefix.split("/")):
+        raise ValueError(f"ARTIFACT_ROOT={root!r} has an invalid prefix {prefix!r} (empty, '.' or '..' parts)")
+    return bucket, prefix
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore", case_sensitive=False)
+
+    environment: Literal["local", "production"] = "local"
+    data_dir: Path = Path("var")
+    database_url: str = ""  # default: sqlite:///<data_dir>/service.db
+    celery_broker_url: str = ""  # default: sqla+sqlite:///<data_dir>/broker.db
+    # Where inference answers travel back to the API; default: the Redis broker, or db+sqlite:///<data_dir>/results.db
+    celery_result_backend: str = ""
+    artifact_root: str = ""  # default: <data_dir>/artifacts; or s3://bucket/prefix (cached under <data_dir>/cache)
+    # The S3-compatible store reads the standard AWS variables; empty ones leave it to boto3 (~/.aws, instance roles).
+    aws_endpoint_url: str = ""  # e.g. http://minio:9000; empty: AWS itself
+    aws_access_key_id: str = ""
+    aws_secret_access_key: SecretStr = SecretStr("")
+    aws_default_region: str = ""
+    # A worker host's local copy of an S3 store (DATA_DIR/cache) is trimmed to this size, least recently used first.
+    artifact_cache_gb: float = Field(20.0, ge=0)  # 0: no bound
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # json: one JSON object per line with request/job/model/owner ids (app/core/logs.py); text: for a terminal.
+    log_format: Literal["json", "text"] = "json"
+
+    # Jobs and the broker. A task's message must not be redelivered while its lease is alive,
+    # so the broker's visibility timeout has to outlast the lease (checked below).
+    job_lease_seconds: int = Field(120, ge=10)
+    job_max_attempts: int = Field(3, ge=1, le=20)
+    broker_visibility_timeout: int = Field(6 * 3600, ge=60)
+    worker_heartbeat_seconds: int = Field(10, ge=1, le=300)
+    job_redispatch_seconds: int = Field(600, ge=5)  # re-send a queued job's message after this long unclaimed
+    worker_memory_limit_gb: float = Field(16.0, gt=0)
+    # The device a worker process computes on: cpu, cuda (= cuda:0) or cuda:N, N counted among the GPUs that
+    # CUDA_VISIBLE_DEVICES leaves visible. Empty: cuda:0 when the host has a GPU, else cpu. One worker per GPU:
+    # give each its own WORKER_DEVICE (or CUDA_VISIBLE_DEVICES). A worker given a device it lacks refuses to start.
+    worker_device: str = Field("", pattern=r"^(cpu|cuda(:\d{1,3})?)?$")
+    max_devices_per_job: int = Field(8, ge=1, le=64)  # training.devices above it is refused (GPUs of a worker host)
+    torch_threads: int = Field(0, ge=0, le=512)  # CPU threads per worker process; 0 = PyTorch's default
+    # Batch tokens per second that settings chosen from a job's time budget assume (model/train/budget.py); 0: measured
+    # by a few timed steps at the job's start. Pin it to make those choices the same on every host.
+    worker_tokens_per_second: float = Field(0.0, ge=0)
+
+    # Request limits.
+    max_upload_mb: int = Field(100, ge=1, le=10_000)
+    max_body_kb: int = Field(1024, ge=1)
+    max_texts_per_request: int = Field(64, ge=1)
+    max_chars_per_text: int = Field(2000, ge=1)
+    max_beam_size: int = Field(16, ge=1)
+    max_top_k: int = Field(50, ge=1)
+    inference_timeout_seconds: float = Field(30.0, gt=0)
+    # How long GET /v1/models/{id}/export waits for a worker to build an export before answering 202 (retry).
+    export_timeout_seconds: float = Field(120.0, gt=0)
+    # CTranslate2 backend's compute type: auto (float16 on a GPU, int8 on an Intel CPU, float32 on an AMD one),
+    # default (float32, as converted), or any type CTranslate2 names (int8_float16, bfloat16, ...).
+    ct2_compute_type: str = "auto"
+    # Weights of PyTorch models on an inference worker: auto (bf16 on a GPU, fp32 on a CPU), fp32, bf16 or fp16.
+    serving_dtype: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    # torch.compile the layers of PyTorch models served (model/nn/compile.py); eager again if compiling fails.
+    serving_compile: bool = False
+    inference_queue_limit: int = Field(256, ge=1)  # waiting inference requests before 503 + Retry-After
+    inference_cache_models: int = Field(4, ge=1)  # models kept loaded per inference worker process
+    inference_max_batch: int = Field(64, ge=1)  # sentences decoded together
+    # How long a batch waits for company. 0: none, requests that arrive while a batch decodes form the next one.
+    inference_batch_wait_ms: float = Field(0.0, ge=0, le=1000)
+    health_timeout_seconds: float = Field(2.0, gt=0)
+    # Abuse limits (0 = off): queued + running jobs of a key's owner, and requests per minute per API key.
+    max_active_jobs_per_key: int = Field(8, ge=0)
+    rate_limit_per_minute: int = Field(600, ge=0)
+    # How long an API process reuses a key's or a model's lookup (app/api/ttl_cache.py); a revoked key or deleted model
+    # can keep working this long in the other API processes. 0: look both up on every request.
+    auth_cache_seconds: float = Field(5.0, ge=0, le=300)
+    # Bearer token a Prometheus scraper sends to GET /metrics; empty: /metrics is off. A secret: never printed.
+    metrics_token: SecretStr = SecretStr("")
+
+    @model_validator(mode="after")
+    def _fill_defaults_and_refuse_unsafe(self) -> Settings:
+        data_dir = self.data_dir.resolve()
+        if not self.database_url:
+            self.database_url = f"sqlite:///{data_dir / 'service.db'}"
+        if not self.celery_broker_url:
+            self.celery_broker_url = f"sqla+sqlite:///{data_dir / 'broker.db'}"
+        if not self.celery_result_backend:
+            self.celery_result_backend = (
+                f"db+sqlite:///{data_dir / 'results.db'}"
+                if self.celery_broker_url.startswith("sqla+")
+                else self.celery_broker_url
+            )
+        if not self.artifact_root:
+            self.artifact_root = str(data_dir / "artifacts")
+        problems: list[str] = []
+        if "://" in self.artifact_root:
+            try:
+                parse_s3_root(self.artifact_root)
+            except ValueError as exc:
+                problems.append(str(exc))
+        db_scheme = self.database_url.split("://", 1)[0]
+        if db_scheme not in DATABASE_SCHEMES:
+            hint = " (use postgresql+psycopg://)" if db_scheme.startswith("postgres") else ""
+            problems.append(
+                f"DATABASE_URL scheme {db_scheme!r} is not supported{hint}; "
+                f"expected one of {', '.join(DATABASE_SCHEMES)}"
+            )
+        broker_scheme = self.celery_broker_url.split("://", 1)[0]
+        if broker_scheme not in BROKER_SCHEMES:
+            problems.append(
+                f"CELERY_BROKER_URL scheme {broker_scheme!r} is not supported; "
+                f"expected one of {', '.join(BROKER_SCHEMES)}"
+            )
+        if self.broker_visibility_timeout <= 2 * self.job_lease_seconds:
+            problems.append(
+                f"BROKER_VISIBILITY_TIMEOUT={self.broker_visibility_timeout} must exceed twice "
+                f"JOB_LEASE_SECONDS={self.job_lease_seconds}, or the broker redelivers running tasks"
+            )
+        if self.worker_heartbeat_seconds * 2 > self.job_lease_seconds:
+            problems.append(
+                f"WORKER_HEARTBEAT_SECONDS={self.worker_heartbeat_seconds} must be at most half of "
+                f"JOB_LEASE_SECONDS={self.job_lease_seconds}, or healthy jobs lose their lease"
+            )
+        if self.environment == "production":
+            if db_scheme == "sqlite":
+                problems.append("DATABASE_URL is SQLite, which is unsafe with ENVIRONMENT=production; use PostgreSQL")
+            if broker_scheme == "sqla+sqlite":
+                problems.append(
+                    "CELERY_BROKER_URL is the SQLite transport, which is unsafe with ENVIRONMENT=production; use Redis"
+                )
+        elif self.host not in LOOPBACK_HOSTS:
+            problems.append(
+                f"HOST={self.host!r} exposes the embedded (local) service beyond this machine; "
+                "bind to 127.0.0.1 or set ENVIRONMENT=production"
+            )
+        if problems:
+            raise ValueError("unsafe or invalid settings: " + "; ".join(problems))
+        return self
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.database_url.startswith("sqlite")
+
+    @property
+    def embedded_broker(self) -> bool:
+        return self.celery_broker_url.startswith("sqla+")
+
+    def ensure_dirs(self) -> None:
+        """Create the data folder and, for a local artifact store, its folder."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if "://" not in self.artifact_root:
+            Path(self.artifact_root).mkdir(parents=True, exist_ok=True)
+        if self.is_sqlite:
+            Path(self.database_url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+        if self.embedded_broker:
+            Path(self.celery_broker_url.split("///", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,395 @@
+"""Tables. Schema changes go through Alembic (migrations/); tests check the two agree."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
+
+
+class Owner(Base):
+    """Whoever owns objects: every dataset, job and model belongs to one owner."""
+
+    __tablename__ = "owners"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    keys: Mapped[list[ApiKey]] = relationship(back_populates="owner")
+
+
+class ApiKey(Base):
+    """An API key, stored as its SHA-256 only (keys are 256-bit random, so a fast hash is enough)."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    prefix: Mapped[str] = mapped_column(String(16))  # shown to humans to tell keys apart
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    owner: Mapped[Owner] = relationship(back_populates="keys")
+
+
+class Ping(Base):
+    """A round trip API -> broker -> worker; the worker stamps `answered_at` and its name."""
+
+    __tablename__ = "pings"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    queue: Mapped[str] = mapped_column(String(50))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    answered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+
+
+class Worker(Base):
+    """A Celery worker process as last seen by its heartbeat; health reports recent ones."""
+
+    __tablename__ = "workers"
+
+    hostname: Mapped[str] = mapped_column(String(255), primary_key=True)
+    queues: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int]
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+    # Set when the worker is told to shut down (SIGTERM): its training jobs checkpoint and go back to the queue.
+    draining: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # The device it computes on (worker/device.py), as its heartbeat last saw it; None before the worker reported.
+    device_kind: Mapped[str | None] = mapped_column(String(10), nullable=True)  # cpu | cuda
+    device_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    device_memory_total: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # bytes
+    device_memory_free: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # bytes
+
+
+class Dataset(Base):
+    """An uploaded corpus, validated on upload; the file lives in the artifact store under `storage_key`."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))  # parallel | monolingual
+    format: Mapped[str] = mapped_column(String(20))  # jsonl | tsv | text
+    rows: Mapped[int]
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    sha256: Mapped[str] = mapped_column(String(64))
+    stats: Mapped[dict[str, Any]] = mapped_column(JSON)
+    storage_key: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Job(Base):
+    """A training job. The row is the truth; Celery messages carry only its id.
+
+    queued -> running -> succeeded | failed | cancelled; running -> queued when the lease expires.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("owner_id", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    # SET NULL: a dataset may be deleted once no running job needs it; the job's record stays.
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    valid_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    # Evaluated (an Evaluation of the trained model) when the job succeeds.
+    test_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True)
+    objective: Mapped[str] = mapped_column(String(20))  # translation | denoising
+    model_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "model" section, as validated
+    training_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the request's "training" section, defaults filled
+    # The model whose weights and tokenizer the job starts from (fine-tuning); kept as a plain id, so deleting that
+    # model later leaves the record (a queued job whose start is gone fails, saying so).
+    init_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    # What it translates from and to (BCP 47), as the request says or the model it starts from; its model keeps them.
+    source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    # {"fields": [...]} when the worker is to choose those settings from the time budget (model/train/budget.py);
+    # the worker adds "chosen", "reasons" and "inputs", and writes the chosen values into the two configs.
+    auto_settings: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    attempt: Mapped[int] = mapped_column(default=0)  # claims so far; 1 while the first run trains
+    max_attempts: Mapped[int]
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    # Dispatch and lease: who runs it, until when. A reaper re-queues expired leases.
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True, index=True)
+    # Progress, written by the worker a few times a second at most.
+    step: Mapped[int] = mapped_column(default=0)
+    total_steps: Mapped[int]
+    tokens_seen: Mapped[int] = mapped_column(BigInteger, default=0)
+    tokens_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    eta_seconds: Mapped[float | None] = mapped_column(Float, nullable=True)
+    device: Mapped[str | None] = mapped_column(String(50), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Labels for telling experiments apart (PATCH /v1/jobs/{id}); the tags are rows of job_tags, so a list filters
+    # on them in SQL.
+    name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    tag_rows: Mapped[list[JobTag]] = relationship(
+        order_by="JobTag.position", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    @property
+    def tags(self) -> list[str]:
+        return [row.tag for row in self.tag_rows]
+
+
+class JobTag(Base):
+    """One tag of a job; `position` keeps the order it was given in. Indexed by tag for `GET /v1/jobs?tag=`."""
+
+    __tablename__ = "job_tags"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+    position: Mapped[int]
+
+
+class Metric(Base):
+    """One value of one series at one step; a re-run step (after a resume) never duplicates it."""
+
+    __tablename__ = "metrics"
+    __table_args__ = (UniqueConstraint("job_id", "step", "name"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    step: Mapped[int]
+    name: Mapped[str] = mapped_column(String(50))
+    value: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobCheckpoint(Base):
+    """A checkpoint directory in the artifact store, with its digest; paths never leave the server."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (UniqueConstraint("job_id", "step"),)
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
+    step: Mapped[int]
+    storage_key: Mapped[str] = mapped_column(String(500))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class TrainedModel(Base):
+    """The product of a succeeded job: its best (or averaged) checkpoint, ready to serve.
+
+    Registered under a `name` (PATCH /v1/models/{id}) it is `version` N of that name: the owner's Nth model
+    published under it (model_names counts them, so a number is never given twice)."""
+
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("owner_id", "name", "version"),)
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    # None for an imported model (POST /v1/models/import)
+    job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True, nullable=True)
+    objective: Mapped[str] = mapped_column(String(20))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the full ModelConfig
+    tokenizer_fingerprint: Mapped[str] = mapped_column(String(64))
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
+    source: Mapped[str] = mapped_column(String(50))  # e.g. "best@1200" or "average of 3"
+    parameters: Mapped[int] = mapped_column(BigInteger)
+    storage_key: Mapped[str] = mapped_column(String(500))
+    sha256: Mapped[str] = mapped_column(String(64))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    parent_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the job's init_model_id
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The registry (app/services/registry.py): a name and its version come and go together; both None: unregistered.
+    name: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    version: Mapped[int | None] = mapped_column(nullable=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # What it translates from and to, as its owner says (the rows it was trained on carry no language).
+    source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+
+    job: Mapped[Job] = relationship()
+    tag_rows: Mapped[list[ModelTag]] = relationship(
+        order_by="ModelTag.position", cascade="all, delete-orphan", passive_deletes=True
+    )
+    alias_rows: Mapped[list[ModelAlias]] = relationship(
+        order_by="ModelAlias.alias", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+    @property
+    def tags(self) -> list[str]:
+        return [row.tag for row in self.tag_rows]
+
+    @property
+    def aliases(self) -> list[str]:
+        return [row.alias for row in self.alias_rows]
+
+
+class ModelTag(Base):
+    """One tag of a model, as JobTag is of a job: `GET /v1/models?tag=` filters on it in SQL."""
+
+    __tablename__ = "model_tags"
+
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+    position: Mapped[int]
+
+
+class ModelName(Base):
+    """A name an owner has registered models under, with the last version it gave: versions only ever grow."""
+
+    __tablename__ = "model_names"
+
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    last_version: Mapped[int] = mapped_column(default=0)
+
+
+class ModelAlias(Base):
+    """`name@alias` points at one version of the name; deleting that model removes the alias."""
+
+    __tablename__ = "model_aliases"
+
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ModelAliasEvent(Base):
+    """One move of an alias: from which model (None: it was new) to which (None: removed), by which key, when.
+    Ids and versions are plain values, so the record outlives the models and keys it names."""
+
+    __tablename__ = "model_alias_events"
+    __table_args__ = (Index("ix_model_alias_events_owner_id_name_alias", "owner_id", "name", "alias"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(64))
+    alias: Mapped[str] = mapped_column(String(64))
+    from_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    from_version: Mapped[int | None] = mapped_column(nullable=True)
+    to_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    to_version: Mapped[int | None] = mapped_column(nullable=True)
+    key_id: Mapped[str] = mapped_column(String(36))  # the API key that moved it (its owner is owner_id)
+    key_prefix: Mapped[str] = mapped_column(String(16))  # as humans tell keys apart
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class Evaluation(Base):
+    """A model scored on a parallel dataset by the inference worker: BLEU, chrF and chrF++ with their sacrebleu
+    signatures, and the hypotheses (a text file in the artifact store, one line per source line).
+
+    queued -> running -> succeeded | failed; a redelivered task finds it running or over and only resumes or
+    skips it. Deleted with its model (the store's files by the model's deletion too)."""
+
+    __tablename__ = "evaluations"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    # SET NULL: the dataset may be deleted afterwards; the scores stay.
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    job_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the job that asked for it, if one did
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, alpha, max_len_a/b, tokenize, batch_size
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sentences: Mapped[int] = mapped_column(default=0)
+    translated: Mapped[int] = mapped_column(default=0)  # progress
+    scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # {"bleu": {score, signature}, ...}
+    hypotheses_key: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class FileTranslation(Base):
+    """A text file translated by a model in the background: the source and the result live in the artifact store.
+
+    queued -> running -> succeeded | failed, as an Evaluation (app/db/task_rows.py moves both)."""
+
+    __tablename__ = "file_translations"
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
+    filename: Mapped[str] = mapped_column(String(255))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, language (of the sentence splitter)
+    status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    lines: Mapped[int] = mapped_column(default=0)
+    sentences: Mapped[int] = mapped_column(default=0)
+    translated: Mapped[int] = mapped_column(default=0)  # sentences so far
+    source_key: Mapped[str] = mapped_column(String(500))
+    result_key: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobDynamics(Base):
+    """One record of a job's training dynamics at one step. kind "weights" (model/probes/dynamics.py): per weight matrix
+    and layer, every training.dynamics_every updates; kind "attention" (model/probes/attention_stats.py): per layer and
+    head, at every evaluation. `groups` lists [group, layer, head] triples and each list of `values` (one per
+    statistic) has one number (or null) per group. A step re-run after a resume overwrites its record."""
+
+    __tablename__ = "job_dynamics"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    step: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    groups: Mapped[list[Any]] = mapped_column(JSON)
+    values: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobLog(Base):
+    """One line a worker logged about a job (app/db/log_rows.py bounds them; worker/training/job_log.py writes them).
+
+    `seq` numbers a job's lines from 1 in the order they were logged, over all its attempts: a client follows the
+    log with `after=<seq>`. Only the newest lines are kept; the row just before them says how many were dropped."""
+
+    __tablename__ = "job_logs"
+    __table_args__ = (UniqueConstraint("job_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    seq: Mapped[int]
+    attempt: Mapped[int | None] = mapped_column(nullable=True)  # None: logged outside a claimed attempt
+    level: Mapped[str] = mapped_column(String(10))  # info | warning | error | critical
+    logger: Mapped[str] = mapped_column(String(100))
+    message: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class JobMemory(Base):
+    """The memory of one training step of a job, measured once by the worker before its first step
+    (model/train/memory_profile.py): `report` holds {"measured", "estimated", "differences"}, or {"error"} when the
+    measurement failed (the job trains on either way)."""
+
+    __tablename__ = "job_memory"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

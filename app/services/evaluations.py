@@ -1,0 +1,58 @@
+"""Scoring a model on a test set: the rules checked before queueing, where the hypotheses live, the dispatch.
+
+POST /v1/models/{id}/evaluations and a training job's test_dataset_id both come here; an inference worker does
+the work (worker/tasks/evaluation.py).
+"""
+
+from __future__ import annotations
+
+from celery import Celery
+from sqlalchemy.orm import Session
+
+from app.api.errors import unprocessable
+from app.core.settings import Settings
+from app.core.task_names import EVALUATE
+from app.db.tables import Dataset, Evaluation, TrainedModel
+from app.schemas.evaluations import EvaluationCreate
+from app.services.queueing import dispatch_background
+
+
+def evaluations_prefix(model_id: str) -> str:
+    return f"evaluations/{model_id}"
+
+
+def hypotheses_key(model_id: str, evaluation_id: str) -> str:
+    """The hypotheses of an evaluation in the artifact store: one line per dataset row, in order."""
+    return f"{evaluations_prefix(model_id)}/{evaluation_id}.txt"
+
+
+def create(
+    session: Session, settings: Settings, model: TrainedModel, body: EvaluationCreate, job_id: str | None = None
+) -> Evaluation:
+    """Insert a queued evaluation of `model` (the caller's) or raise 422 naming the field."""
+    if model.objective != "translation":
+        raise unprocessable(
+            "model_id", f"model {model.id} was trained for {model.objective}; only translation is scored"
+        )
+    dataset = session.get(Dataset, str(body.dataset_id))
+    if dataset is None or dataset.owner_id != model.owner_id:
+        raise unprocessable("dataset_id", f"dataset {body.dataset_id} not found")
+    if dataset.kind != "parallel":
+        raise unprocessable("dataset_id", f"dataset {body.dataset_id} is {dataset.kind}; a test set is parallel")
+    if body.beam_size > settings.max_beam_size:
+        raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    evaluation = Evaluation(
+        owner_id=model.owner_id,
+        model_id=model.id,
+        dataset_id=dataset.id,
+        job_id=job_id,
+        settings=body.model_dump(mode="json", exclude={"dataset_id"}),
+        sentences=min(dataset.rows, body.max_sentences or dataset.rows),
+    )
+    session.add(evaluation)
+    session.commit()
+    return evaluation
+
+
+def dispatch(evaluation_id: str, celery: Celery | None = None) -> None:
+    dispatch_background(EVALUATE, Evaluation, evaluation_id, celery)

@@ -1,0 +1,111 @@
+"""Sending an inference task and waiting for its answer (the API side of the inference queue)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import lru_cache
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeout
+from fastapi import HTTPException, status
+
+from app.api.errors import BACKEND_RETRY_SECONDS, backend_failed
+from app.core.observability import observe_batch_size
+from app.core.settings import Settings
+from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, INFERENCE_QUEUE, NEIGHBORS, TRANSLATE
+from app.services.coalesce import Coalescer
+from app.services.queueing import get_sender, queue_depth
+
+log = logging.getLogger(__name__)
+# Tasks that decode with a backend (`backend` in their keyword arguments, else pytorch) on the model their
+# first argument names.
+DECODING_TASKS = frozenset({TRANSLATE, FILL_MASK, ATTENTION, NEIGHBORS, GEOMETRY})
+
+
+@lru_cache
+def _coalescer(max_texts: int, wait_seconds: float) -> Coalescer:
+    return Coalescer(max_texts, wait_seconds)
+
+
+def coalescer(settings: Settings) -> Coalescer:
+    """This process's grouping of translate requests (see app/services/coalesce.py); a request waits for its group at
+    most about twice the inference timeout before it goes alone."""
+    return _coalescer(settings.inference_max_batch, 2 * settings.inference_timeout_seconds + 1)
+
+
+def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseException) -> HTTPException:
+    """A task that raised on the worker, reported without the worker's internals: for a decoding task (its first
+    argument the model id) its backend failed, a 503 naming it; for another task, a 502."""
+    if task not in DECODING_TASKS:
+        log.error("task %s failed on the inference worker: %s: %s", task, type(exc).__name__, exc, exc_info=exc)
+        return HTTPException(status.HTTP_502_BAD_GATEWAY, f"the inference worker failed: {type(exc).__name__}")
+    backend = kwargs.get("backend", "pytorch")
+    log.error(
+        "task %s: inference backend %r failed on model %s: %s: %s",
+        task,
+        backend,
+        args[0],
+        type(exc).__name__,
+        exc,
+        exc_info=exc,
+    )
+    return backend_failed(backend, args[0], type(exc).__name__)
+
+
+def call(
+    settings: Settings,
+    task: str,
+    args: list[Any],
+    kwargs: dict[str, Any] | None = None,
+    timeout: float | None = None,
+) -> tuple[dict[str, Any], float]:
+    """Run `task` on an inference worker; returns (answer, elapsed ms) or raises the HTTP error to send.
+    timeout: seconds to wait (default INFERENCE_TIMEOUT_SECONDS)."""
+    started = time.perf_counter()
+    try:
+        depth = queue_depth()
+    except Exception as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"broker unavailable: {type(exc).__name__}",
+            headers={"Retry-After": "5"},
+        ) from exc
+    if depth >= settings.inference_queue_limit:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"{depth} inference requests are waiting (INFERENCE_QUEUE_LIMIT="
+            f"{settings.inference_queue_limit}); try again shortly",
+            headers={"Retry-After": "2"},
+        )
+    timeout = timeout or settings.inference_timeout_seconds
+    try:
+        result = get_sender().send_task(task, args=args, kwargs=kwargs or {}, queue=INFERENCE_QUEUE, expires=timeout)
+    except Exception as exc:
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"broker unavailable: {type(exc).__name__}",
+            headers={"Retry-After": "5"},
+        ) from exc
+    try:  # propagate=False: the exception a task raised is returned, told apart from one raised here
+        answer = result.get(timeout=timeout, interval=0.005, propagate=False)  # results expire on their own
+    except CeleryTimeout as exc:
+        raise HTTPException(
+            status.HTTP_504_GATEWAY_TIMEOUT,
+            f"no inference worker answered within {timeout:g}s",
+        ) from exc
+    except Exception as exc:  # the answer could not be read (the result backend is away)
+        raise HTTPException(
+            status.HTTP_503_SERVICE_UNAVAILABLE,
+            f"result backend unavailable: {type(exc).__name__}",
+            headers={"Retry-After": "5"},
+        ) from exc
+    if isinstance(answer, BaseException):  # the task raised instead of answering
+        raise _task_failed(task, args, kwargs or {}, answer)
+    if "error" in answer:
+        code = answer["error"]["status"]
+        retry = {"Retry-After": str(BACKEND_RETRY_SECONDS)} if code == status.HTTP_503_SERVICE_UNAVAILABLE else None
+        raise HTTPException(code, answer["error"]["detail"], headers=retry)
+    if "batch_size" in answer:  # translations: the micro-batch this request was decoded in, for /metrics only
+        observe_batch_size(answer.pop("batch_size"))
+    return answer, (time.perf_counter() - started) * 1000

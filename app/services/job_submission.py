@@ -1,0 +1,292 @@
+"""Validating and creating a training job (the pure part of POST /v1/jobs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.api.errors import conflict, unprocessable
+from app.api.ratelimit import check_active_jobs
+from app.core.settings import Settings
+from app.db.tables import Dataset, Job, JobTag
+from app.db.worker_rows import largest_gpu_memory
+from app.schemas.jobs import JobCreate, ModelSpec
+from app.services import model_refs
+from model.nn.config import ModelConfig
+from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
+from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
+
+REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
+GB = 1024**3
+
+
+@dataclass(frozen=True)
+class MemoryLimit:
+    device: str  # cpu | gpu
+    bytes: int
+    default_precision: str  # a job's precision when it gives none: bf16 on a GPU, fp32 on a CPU
+    source: str  # where the figure comes from, for messages
+
+
+def auto_fields(body: JobCreate) -> list[str]:
+    """The settings the worker is to choose from the time budget (model/train/budget.py): with max_minutes, those of
+    vocab_size, max_tokens_per_batch, warmup_steps and max_steps that the request left out."""
+    if body.training.max_minutes is None:
+        return []
+    given = {"model": body.model.model_fields_set, "training": body.training.model_fields_set}
+    if body.init_model_id is not None:  # the vocabulary is the init model's tokenizer's
+        given["model"] = given["model"] | {"vocab_size"}
+    return [name for name, section in AUTO_FIELDS.items() if name not in given[section]]
+
+
+def request_digest(body: JobCreate) -> str:
+    payload = body.model_dump(mode="json")
+    # left out when empty: a request from before labels and languages keeps its digest
+    for label in ("name", "tags", "note", "source_language", "target_language"):
+        if not payload[label]:
+            del payload[label]
+    if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
+        payload["auto"] = auto
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objective: str) -> Dataset:
+    dataset = session.get(Dataset, dataset_id)
+    if dataset is None or dataset.owner_id != owner_id:
+        raise unprocessable(field, f"dataset {dataset_id} not found")
+    if dataset.kind != REQUIRED_KIND[objective]:
+        raise unprocessable(
+            field,
+            f"dataset {dataset_id} is {dataset.kind}, but objective {objective!r} "
+            f"needs a {REQUIRED_KIND[objective]} dataset",
+        )
+    return dataset
+
+
+# What a job starting from a model may change in its `model` section: regularisation, not the architecture.
+INIT_MODEL_MAY_CHANGE = ("dropout", "attention_dropout")
+# lr_scale by default: the paper's full rate, or a quarter of it when starting from a trained model. Fine-tuning
+# the tiny numbers model (0-999) on 1000-1999, warm-up 30, held-out exact of 24: after 200 steps 0 at 1.0 and 1 at
+# 0.5 (the re-warmed rate wrecks its weights), 0 at 0.1 (too slow), 8-18 at 0.25, a fresh model 0; after 400 steps
+# 15-19 at 0.25 (two seeds), 16 at 0.5.
+LR_SCALE, FINE_TUNE_LR_SCALE = 1.0, 0.25
+
+
+def default_learning_rate(body: JobCreate) -> JobCreate:
+    """The body with training.lr_scale set when it was left out (LR_SCALE or FINE_TUNE_LR_SCALE)."""
+    if body.training.lr_scale is not None:
+        return body
+    scale = FINE_TUNE_LR_SCALE if body.init_model_id is not None else LR_SCALE
+    return body.model_copy(update={"training": body.training.model_copy(update={"lr_scale": scale})})
+
+
+def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate:
+    """With init_model_id: the body whose `model` section is that model's architecture (and its job's vocabulary
+    request), keeping the dropout it asks for; 422 naming the field for a model that is not the caller's or an
+    architecture field that differs from it. The tokenizer is that model's, so vocab_size must not differ either.
+    Without init_model_id: the body as it is."""
+    if body.init_model_id is None:
+        return body
+    parent = model_refs.resolve(session, body.init_model_id, owner_id)
+    if parent is None:
+        raise unprocessable("init_model_id", f"model {body.init_model_id} not found")
+    config, given = parent.config, body.model.model_fields_set - {"preset"}
+    parent_spec = (parent.job.model_config or {}) if parent.job else {}
+    asked_vocab = parent_spec.get("vocab_size")
+    inherited = {name: config[name] for name in ModelSpec.model_fields if name not in ("preset", "vocab_size")}
+    for name in sorted(given - set(INIT_MODEL_MAY_CHANGE)):
+        value = getattr(body.model, name)
+        have = config["vocab_size"] if name == "vocab_size" else inherited[name]
+        if name == "vocab_size" and value in (config["vocab_size"], asked_vocab):
+            continue
+        if value != have:
+            raise unprocessable(
+                f"model.{name}",
+                f"{name}={value!r} conflicts with init model {parent.id}'s {have!r}: a job starting from a model keeps "
+                f"its architecture and tokenizer (only {' and '.join(INIT_MODEL_MAY_CHANGE)} may change)",
+            )
+    changes = {name: getattr(body.model, name) for name in given & set(INIT_MODEL_MAY_CHANGE)}
+    vocab = asked_vocab if isinstance(asked_vocab, int) else config["vocab_size"]
+    spec = ModelSpec.model_construct(
+        preset=parent_spec.get("preset", body.model.preset), vocab_size=vocab, **{**inherited, **changes}
+    )  # validated once already: the parent's own job; the preset names where the parent's architecture came from
+    languages = {  # the parent's, where the request gives none
+        field: getattr(body, field) or getattr(parent, field) for field in ("source_language", "target_language")
+    }
+    return body.model_copy(update={"model": spec, "init_model_id": parent.id, **languages})  # name@alias: as it is now
+
+
+def resolve_model_config(spec: ModelSpec) -> ModelConfig:
+    """The preset plus overrides as a ModelConfig, or 422 naming the problem."""
+    try:
+        return ModelConfig.from_preset(spec.preset, spec.vocab_size, **spec.overrides())
+    except ValueError as exc:
+        raise unprocessable("model", str(exc)) from exc
+
+
+def describe_anatomy(config: ModelConfig, tokens_per_batch: int, precision: str = "fp32") -> dict[str, Any]:
+    """The fields of app.schemas.inference.Anatomy for a config."""
+    counts = count_parameters(config)
+    return {
+        "total_parameters": counts["total"],
+        "by_component": counts["by_component"],
+        "by_kind": counts["by_kind"],
+        "parameters": parameter_groups(config),
+        "memory": estimate_memory(config, tokens_per_batch, precision=precision),
+        "tokens_per_batch": tokens_per_batch,
+    }
+
+
+def validate(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> ModelConfig:
+    """Everything that can be known before queueing; raises 422 naming the field."""
+    _dataset(session, owner_id, str(body.dataset_id), "dataset_id", body.objective)
+    if body.valid_dataset_id is not None:
+        _dataset(session, owner_id, str(body.valid_dataset_id), "valid_dataset_id", body.objective)
+    if body.test_dataset_id is not None:
+        if body.objective != "translation":
+            raise unprocessable("test_dataset_id", "only translation models are evaluated on a test set")
+        _dataset(session, owner_id, str(body.test_dataset_id), "test_dataset_id", body.objective)
+    config = resolve_model_config(body.model)
+    training = body.training
+    if training.max_length + 2 > config.max_positions:
+        raise unprocessable(
+            "training.max_length",
+            f"max_length={training.max_length} plus <s>/</s> exceeds the model's max_positions={config.max_positions}",
+        )
+    auto = auto_fields(body)
+    # A batch size the worker chooses holds the longest sentence and starts at MIN_BATCH_TOKENS.
+    batch_tokens = (
+        max(MIN_BATCH_TOKENS, training.max_length + 2)
+        if "max_tokens_per_batch" in auto
+        else training.max_tokens_per_batch
+    )
+    if "max_tokens_per_batch" not in auto and training.max_tokens_per_batch < training.max_length + 2:
+        raise unprocessable(
+            "training.max_tokens_per_batch",
+            f"max_tokens_per_batch={training.max_tokens_per_batch} cannot hold one sentence of "
+            f"max_length={training.max_length} tokens",
+        )
+    if training.average_last > training.keep_checkpoints:
+        raise unprocessable(
+            "training.average_last",
+            f"average_last={training.average_last} needs keep_checkpoints "
+            f">= {training.average_last}, got {training.keep_checkpoints}",
+        )
+    if training.devices > settings.max_devices_per_job:
+        raise unprocessable(
+            "training.devices",
+            f"devices={training.devices} exceeds the limit of {settings.max_devices_per_job} (MAX_DEVICES_PER_JOB)",
+        )
+    refusal = memory_refusal(session, settings, config, batch_tokens, training.accelerator, training.precision)
+    if refusal:
+        raise unprocessable("training.max_tokens_per_batch", refusal)
+    return config
+
+
+def memory_limits(session: Session, settings: Settings, accelerator: str) -> list[MemoryLimit]:
+    """The devices a job may run on, each with its memory and default precision. A GPU is the largest any GPU
+    training worker has reported; none is listed while no GPU worker has (a GPU job then waits, unrefused)."""
+    limits = []
+    if accelerator in ("cpu", "any"):
+        limits.append(MemoryLimit("cpu", int(settings.worker_memory_limit_gb * GB), "fp32", "WORKER_MEMORY_LIMIT_GB"))
+    if accelerator in ("gpu", "any"):
+        gpu = largest_gpu_memory(session)
+        if gpu:
+            limits.append(MemoryLimit("gpu", gpu, "bf16", "the largest GPU of the training workers"))
+    return limits
+
+
+def memory_refusal(
+    session: Session,
+    settings: Settings,
+    config: ModelConfig,
+    batch_tokens: int,
+    accelerator: str,
+    precision: str | None,
+) -> str | None:
+    """Why no device the job may run on has the memory it needs at batch_tokens, or None if one has (or if it
+    waits for a GPU worker whose memory is not known yet)."""
+    limits = memory_limits(session, settings, accelerator)
+    if not limits:
+        return None
+    needs = []
+    for limit in limits:
+        chosen = precision or limit.default_precision
+        memory = estimate_memory(config, batch_tokens, precision=chosen)["training_total_bytes"]
+        if memory <= limit.bytes:
+            return None
+        needs.append(
+            f"{memory / GB:.1f} GB in {chosen} on a {limit.device.upper()} "
+            f"(limit {limit.bytes / GB:.1f} GB, {limit.source})"
+        )
+    return (
+        f"estimated training memory at {batch_tokens} tokens per batch exceeds every device this job may run on: "
+        f"{'; '.join(needs)}; lower max_tokens_per_batch or the model size"
+    )
+
+
+def create(
+    session: Session, settings: Settings, owner_id: str, body: JobCreate, idempotency_key: str | None
+) -> tuple[Job, bool]:
+    """Insert the job (status queued). Returns (job, created); an idempotent replay returns the first job."""
+    digest = request_digest(body)
+    if idempotency_key is not None:
+        existing = _by_idempotency_key(session, owner_id, idempotency_key)
+        if existing is not None:
+            return _replay(existing, digest, idempotency_key), False
+    body = default_learning_rate(inherit_model(session, owner_id, body))
+    validate(session, settings, owner_id, body)
+    check_active_jobs(session, settings, owner_id)  # 429 over MAX_ACTIVE_JOBS_PER_KEY
+    job = Job(
+        owner_id=owner_id,
+        dataset_id=str(body.dataset_id),
+        valid_dataset_id=str(body.valid_dataset_id) if body.valid_dataset_id else None,
+        test_dataset_id=str(body.test_dataset_id) if body.test_dataset_id else None,
+        objective=body.objective,
+        model_config=body.model.model_dump(mode="json"),
+        init_model_id=body.init_model_id,
+        source_language=body.source_language,
+        target_language=body.target_language,
+        training_config=body.training.model_dump(mode="json"),
+        max_attempts=settings.job_max_attempts,
+        auto_settings={"fields": auto} if (auto := auto_fields(body)) else None,
+        total_steps=body.training.max_steps,
+        idempotency_key=idempotency_key,
+        request_sha256=digest,
+        name=body.name,
+        note=body.note,
+        tag_rows=tag_rows(body.tags),
+    )
+    session.add(job)
+    try:
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
+        session.rollback()
+        existing = _by_idempotency_key(session, owner_id, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        assert idempotency_key is not None  # found by it
+        return _replay(existing, digest, idempotency_key), False
+    return job, True
+
+
+def tag_rows(tags: list[str]) -> list[JobTag]:
+    """The job_tags rows of a validated, deduplicated list of tags, in its order."""
+    return [JobTag(tag=tag, position=position) for position, tag in enumerate(tags)]
+
+
+def _by_idempotency_key(session: Session, owner_id: str, key: str) -> Job | None:
+    return session.scalar(select(Job).where(Job.owner_id == owner_id, Job.idempotency_key == key))
+
+
+def _replay(job: Job, digest: str, key: str) -> Job:
+    if job.request_sha256 != digest:
+        raise conflict(f"Idempotency-Key {key!r} was used for a different request (job {job.id})")
+    return job

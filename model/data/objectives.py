@@ -1,0 +1,124 @@
+"""Training examples for the two objectives: translation, and denoising for fill-mask.
+
+Denoising is BART's text infilling (Lewis et al., 2020, Sec. 2.2): spans with Poisson(3) lengths are each
+replaced by a single <mask>, and the decoder reconstructs the original sentence. A token mode replaces single
+tokens, matching fill-mask inputs where each <mask> stands for one token.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from model.data.batching import Example, LengthReport, Overlong, fit_length
+from model.data.special_tokens import MASK_ID
+from model.data.tokenizer import Tokenizer
+
+MaskMode = Literal["span", "token"]
+
+
+def make_translation_examples(
+    pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
+) -> tuple[list[Example], LengthReport]:
+    """Encode (source, target) pairs; sides longer than max_len ids are dropped or truncated."""
+    src = tokenizer.encode_batch([s for s, _ in pairs])
+    tgt = tokenizer.encode_batch([t for _, t in pairs])
+    return fit_length([Example(s, t) for s, t in zip(src, tgt)], max_len, overlong)
+
+
+def encode_sentences(
+    sentences: Sequence[str], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
+) -> tuple[list[list[int]], LengthReport]:
+    """Token ids of monolingual sentences, length-limited before any noise is added."""
+    examples, report = fit_length([Example(ids, ids) for ids in tokenizer.encode_batch(sentences)], max_len, overlong)
+    return [e.tgt_ids for e in examples], report
+
+
+def _budget(n: int, mask_ratio: float) -> int:
+    if not 0.0 < mask_ratio <= 1.0:
+        raise ValueError(f"mask_ratio={mask_ratio} must be in (0, 1]")
+    return min(n, max(1, round(mask_ratio * n))) if n else 0
+
+
+def _poisson(rng: random.Random, lam: float) -> int:
+    """Knuth's sampler; fine for the small means used here."""
+    limit, k, p = math.exp(-lam), 0, rng.random()
+    while p > limit:
+        k += 1
+        p *= rng.random()
+    return k
+
+
+def mask_tokens(
+    ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio: float = 0.15
+) -> tuple[list[int], list[int]]:
+    """(source, target): about mask_ratio of the tokens (at least one) each replaced by one <mask>."""
+    chosen = set(rng.sample(range(len(ids)), _budget(len(ids), mask_ratio)))
+    return [mask_id if i in chosen else t for i, t in enumerate(ids)], list(ids)
+
+
+def mask_spans(
+    ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio: float = 0.15, mean_span: float = 3.0
+) -> tuple[list[int], list[int]]:
+    """(source, target): spans covering about mask_ratio of the tokens, each replaced by a single <mask>.
+
+    Span lengths are Poisson(mean_span), at least 1; spans never touch, so every <mask> in the source
+    stands for exactly one non-empty, contiguous piece of the target.
+    """
+    n, budget = len(ids), _budget(len(ids), mask_ratio)
+    if mean_span <= 0:
+        raise ValueError(f"mean_span={mean_span} must be > 0")
+    lengths: list[int] = []
+    while sum(lengths) < budget:
+        lengths.append(max(1, _poisson(rng, mean_span)))
+    if lengths:
+        lengths[-1] -= sum(lengths) - budget
+        rng.shuffle(lengths)  # the trimmed span need not be the last one
+    while len(lengths) > 1 and sum(lengths) + len(lengths) - 1 > n:  # no room for gaps: merge two spans
+        lengths[-2] += lengths.pop()
+    # Spread the free tokens over the len+1 gaps (stars and bars); inner gaps keep one token at least.
+    m, free = len(lengths), n - sum(lengths) - max(0, len(lengths) - 1)
+    cuts = sorted(rng.sample(range(free + m), m))
+    free_before = [c - k for k, c in enumerate(cuts)]  # free tokens before span k, non-decreasing
+    src: list[int] = []
+    pos = 0
+    for k, length in enumerate(lengths):
+        gap = free_before[k] - (free_before[k - 1] if k else 0) + (1 if k else 0)
+        src.extend(ids[pos : pos + gap])
+        src.append(mask_id)
+        pos += gap + length
+    src.extend(ids[pos:])
+    return src, list(ids)
+
+
+def noise_examples(
+    token_ids: Sequence[Sequence[int]],
+    seed: int,
+    epoch: int = 0,
+    mode: MaskMode = "span",
+    mask_ratio: float = 0.15,
+    mean_span: float = 3.0,
+    mask_id: int = MASK_ID,
+) -> list[Example]:
+    """Denoising examples (noised source, original target); the noise depends only on (seed, epoch)."""
+    rng = random.Random(f"denoise:{seed}:{epoch}")
+    if mode == "span":
+        return [Example(*mask_spans(ids, mask_id, rng, mask_ratio, mean_span)) for ids in token_ids]
+    if mode == "token":
+        return [Example(*mask_tokens(ids, mask_id, rng, mask_ratio)) for ids in token_ids]
+    raise ValueError(f"mode={mode!r} must be 'span' or 'token'")
+
+
+def renoising(
+    token_ids: Sequence[Sequence[int]],
+    seed: int,
+    mode: MaskMode = "span",
+    mask_ratio: float = 0.15,
+    mean_span: float = 3.0,
+    mask_id: int = MASK_ID,
+) -> Callable[[int], list[Example]]:
+    """epoch -> fresh denoising examples; pass it to TokenBatcher so every epoch sees new noise."""
+    ids = [list(t) for t in token_ids]
+    return lambda epoch: noise_examples(ids, seed, epoch, mode, mask_ratio, mean_span, mask_id)

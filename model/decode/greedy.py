@@ -1,0 +1,86 @@
+"""Greedy search over a trained Transformer (beam search: model/decode/beam.py), and the eval-mode switch every
+decoder and evaluation uses."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor, nn
+
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[None]:
+    """The model in eval mode inside the block and in its previous mode afterwards. Free for a model already
+    in eval mode (Module.eval() walks every submodule: a few percent of a short search)."""
+    if not model.training:
+        yield
+        return
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train()
+
+
+def default_max_len(model: Transformer, src_len: int) -> int:
+    """src_len * 2 + 10 new tokens, but never more positions than the model has."""
+    return min(src_len * 2 + 10, model.config.max_positions)
+
+
+def _max_lens(model: Transformer, src_ids: Tensor, max_len: int | None) -> list[int]:
+    """Each sentence's own limit: from its non-pad length, so a batch decodes as its sentences one by one."""
+    if max_len is not None:
+        return [min(max_len, model.config.max_positions)] * src_ids.size(0)
+    src_lens = (src_ids != model.config.pad_id).sum(dim=1).tolist()  # (B,)
+    return [default_max_len(model, n) for n in src_lens]
+
+
+@torch.inference_mode()
+def greedy_decode(
+    model: Transformer, src_ids: Tensor, max_len: int | None = None, use_cache: bool = True
+) -> list[list[int]]:
+    """Translate a batch src_ids (B, S), padded with config.pad_id, by taking the argmax at every step.
+
+    Returns one list of token ids per sentence: what follows BOS, up to and excluding EOS (or max_len tokens).
+    max_len defaults to default_max_len() of each sentence's own length (padding does not count, so a sentence
+    decodes the same alone or beside a longer one) and is capped at config.max_positions. use_cache=False recomputes
+    the whole prefix every step: slower, kept as the reference the KV cache must match.
+    The model is put in eval mode for the call and restored afterwards.
+    """
+    cfg = model.config
+    max_lens = _max_lens(model, src_ids, max_len)
+    with eval_mode(model):
+        src_key_padding_mask = src_ids == cfg.pad_id  # (B, S)
+        memory = model.encode(src_ids, src_key_padding_mask)  # (B, S, d_model)
+        B = src_ids.size(0)
+        ys = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=src_ids.device)  # (B, 1)
+        finished = torch.zeros(B, dtype=torch.bool, device=src_ids.device)
+        at_limit = torch.tensor(max_lens, device=src_ids.device)  # (B,)
+        cache = model.new_cache() if use_cache else None
+        for step in range(max(max_lens)):
+            step_ids = ys[:, -1:] if use_cache else ys  # the cache already holds the earlier positions
+            hidden = model.decode(step_ids, memory, src_key_padding_mask, cache=cache)  # (B, T, d_model)
+            logits = model.project(hidden[:, -1])  # (B, V)
+            logits[:, never_emitted(cfg)] = float("-inf")
+            next_ids = logits.argmax(dim=-1)  # (B,)
+            next_ids = next_ids.masked_fill(finished, cfg.pad_id)
+            ys = torch.cat([ys, next_ids[:, None]], dim=1)  # (B, T + 1)
+            finished |= (next_ids == cfg.eos_id) | (at_limit <= step + 1)
+            if finished.all():
+                break
+    return [_strip(row[:limit], cfg.eos_id) for row, limit in zip(ys[:, 1:].tolist(), max_lens)]
+
+
+def never_emitted(cfg: ModelConfig) -> list[int]:
+    """Ids a decoder never outputs: <pad>, <s> and <mask> are inputs only (as generate() bans Marian's <pad>;
+    an imported Marian model's <s> row is its <pad> row, model/io/marian_import.py)."""
+    return [cfg.pad_id, cfg.bos_id, cfg.mask_id]
+
+
+def _strip(ids: list[int], eos_id: int) -> list[int]:
+    return ids[: ids.index(eos_id)] if eos_id in ids else ids

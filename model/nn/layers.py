@@ -1,0 +1,140 @@
+"""Building blocks of one encoder or decoder layer (Sec. 3.1-3.5), named like HF Marian for weight export."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import cast
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from model.nn.attention import KVCache, MultiHeadAttention
+from model.nn.config import ModelConfig
+from model.nn.dropout import Dropout
+
+ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+
+
+class PositionWiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately (Sec. 3.3, Eq. 2)."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(d_model, d_ff)
+        self.activation_fn = ACTIVATION_FNS[activation]
+        self.dropout = Dropout(dropout)  # inside the FFN, as in the Annotated Transformer (t2t's relu_dropout)
+        self.fc2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return cast(Tensor, self.fc2(self.dropout(self.activation_fn(self.fc1(x)))))
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...) (Sec. 3.5), not learned.
+
+    Laid out like HF MarianSinusoidalPositionalEmbedding: all sines in the first half of the vector, all cosines
+    in the second half (out[p, i] = sin(p / 10000^(2i/d)), out[p, d/2 + i] = cos(...)); positions start at 0.
+    Computed in float64 and rounded once, as Marian does, so the two tables agree bit for bit.
+    """
+
+    weight: Tensor  # (P, d) buffer
+
+    def __init__(self, num_positions: int, d_model: int) -> None:
+        super().__init__()
+        pos = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (P, 1)
+        j = torch.arange(d_model, dtype=torch.float64)
+        angle = pos / torch.pow(10000.0, 2 * torch.div(j, 2, rounding_mode="floor") / d_model)  # (P, d)
+        table = torch.cat([torch.sin(angle[:, 0::2]), torch.cos(angle[:, 1::2])], dim=1)  # (P, d)
+        self.register_buffer("weight", table.float(), persistent=False)  # derived, so not in the state dict
+
+    def forward(self, seq_len: int, offset: int = 0) -> Tensor:
+        """Encodings of positions offset .. offset + seq_len - 1: (seq_len, d_model)."""
+        if offset + seq_len > self.weight.size(0):
+            raise ValueError(f"position {offset + seq_len - 1} exceeds max_positions={self.weight.size(0)}")
+        return self.weight[offset : offset + seq_len]
+
+
+class _ResidualLayer(nn.Module):
+    """Residual connection with dropout around each sub-layer (Sec. 3.1 and 5.4).
+
+    Post-norm (paper): LayerNorm(x + Dropout(Sublayer(x))). Pre-norm: x + Dropout(Sublayer(LayerNorm(x))).
+    """
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.dropout = Dropout(config.dropout)
+
+    def _residual(
+        self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], tuple[Tensor, Tensor | None]]
+    ) -> tuple[Tensor, Tensor | None]:
+        out, weights = sublayer(norm(x) if self.norm_first else x)
+        x = x + self.dropout(out)
+        return (x if self.norm_first else norm(x)), weights
+
+
+class EncoderLayer(_ResidualLayer):
+    """Self-attention, then the position-wise FFN (Sec. 3.1, "Encoder")."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        d = config.d_model
+        self.self_attn = MultiHeadAttention(d, config.n_heads, config.attention_dropout)
+        self.self_attn_layer_norm = nn.LayerNorm(d)
+        self.ffn = PositionWiseFeedForward(d, config.d_ff, config.dropout, config.activation)
+        self.final_layer_norm = nn.LayerNorm(d)
+
+    def forward(
+        self, x: Tensor, src_key_padding_mask: Tensor | None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, d_model) -> (B, S, d_model), self-attention weights (B, n_heads, S, S) or None."""
+        x, weights = self._residual(
+            x,
+            self.self_attn_layer_norm,
+            lambda h: self.self_attn(h, key_padding_mask=src_key_padding_mask, need_weights=need_weights),
+        )
+        x, _ = self._residual(x, self.final_layer_norm, lambda h: (self.ffn(h), None))
+        return x, weights
+
+
+class DecoderLayer(_ResidualLayer):
+    """Masked self-attention, cross-attention over the encoder output, then the FFN (Sec. 3.1, "Decoder")."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(config)
+        d = config.d_model
+        self.self_attn = MultiHeadAttention(d, config.n_heads, config.attention_dropout)
+        self.self_attn_layer_norm = nn.LayerNorm(d)
+        self.encoder_attn = MultiHeadAttention(d, config.n_heads, config.attention_dropout)
+        self.encoder_attn_layer_norm = nn.LayerNorm(d)
+        self.ffn = PositionWiseFeedForward(d, config.d_ff, config.dropout, config.activation)
+        self.final_layer_norm = nn.LayerNorm(d)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_key_padding_mask: Tensor | None,
+        tgt_key_padding_mask: Tensor | None = None,
+        self_attn_cache: KVCache | None = None,
+        encoder_attn_cache: KVCache | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model), self weights, cross weights."""
+        x, self_weights = self._residual(
+            x,
+            self.self_attn_layer_norm,
+            lambda h: self.self_attn(
+                h, key_padding_mask=tgt_key_padding_mask, causal=True, cache=self_attn_cache, need_weights=need_weights
+            ),
+        )
+        x, cross_weights = self._residual(
+            x,
+            self.encoder_attn_layer_norm,
+            lambda h: self.encoder_attn(
+                h, memory, key_padding_mask=src_key_padding_mask, cache=encoder_attn_cache, need_weights=need_weights
+            ),
+        )
+        x, _ = self._residual(x, self.final_layer_norm, lambda h: (self.ffn(h), None))
+        return x, self_weights, cross_weights

@@ -1,0 +1,226 @@
+"""Data-parallel training of one model on N devices of one host with torch.distributed (DDP).
+
+Every process (rank) holds a whole replica and takes every N-th micro-batch of the same TokenBatcher order, so
+an update sees the same global batch, and leaves the data at the same position, as one process accumulating
+grad_accum_steps x N micro-batches. DistributedDataParallel averages the gradients over the ranks during the last
+backward of an update (model/train/step.py scales the loss so the average is the gradient per target token of the
+whole update). Rank 0 alone evaluates, writes checkpoints and calls back; the checkpoints are those of a single
+process (the bare model's weights, no `module.` prefixes), so a run resumes on another number of devices.
+
+On CUDA rank r uses cuda:r and NCCL; on CPU the gloo backend. Rank 0 hosts the rendezvous:
+
+    store = rendezvous_store(world_size)          # rank 0, before it starts the others with store.port
+    ctx = init_process_group(0, world_size, "cuda", store=store)
+    ctx = init_process_group(r, world_size, "cuda", master_port=port)   # rank r > 0
+    try:
+        train(data, config, checkpoint_root, callbacks, dist=ctx)
+    finally:
+        destroy_process_group()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+if TYPE_CHECKING:  # torch.distributed re-exports these from here without marking them public
+    from torch._C._distributed_c10d import Store, TCPStore
+
+T = TypeVar("T")
+S = TypeVar("S", bound=str)
+DEFAULT_TIMEOUT = timedelta(minutes=30)  # a collective waits this long for a slow rank (rank 0 evaluating, saving)
+JOIN_POLL_SECONDS = 0.2
+
+
+class DistributedError(RuntimeError):
+    """The process group cannot form or its ranks disagree (other data, another model)."""
+
+
+def backend_for(device_type: str) -> str:
+    """NCCL between GPUs, gloo on CPUs."""
+    return "nccl" if device_type == "cuda" else "gloo"
+
+
+def device_for(rank: int, device_type: str) -> torch.device:
+    """cuda:rank on a GPU host (one GPU per rank), else the CPU."""
+    return torch.device("cuda", rank) if device_type == "cuda" else torch.device(device_type)
+
+
+def rendezvous_store(
+    world_size: int, host: str = "127.0.0.1", port: int = 0, timeout: timedelta = DEFAULT_TIMEOUT
+) -> TCPStore:
+    """The rendezvous server, in rank 0. Port 0 picks a free port: pass store.port to the other ranks."""
+    server: TCPStore = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
+        host, port, world_size, is_master=True, timeout=timeout, wait_for_workers=False
+    )
+    return server
+
+
+def init_process_group(
+    rank: int,
+    world_size: int,
+    device_type: str = "cpu",
+    *,
+    store: Store | None = None,
+    master_addr: str = "127.0.0.1",
+    master_port: int | None = None,
+    timeout: timedelta = DEFAULT_TIMEOUT,
+    poll: Callable[[], None] | None = None,
+) -> DistContext:
+    """Join the default process group as `rank` and return its context.
+
+    Rank 0 passes the store from rendezvous_store(); the others connect to master_addr:master_port. Rank 0 waits
+    until every rank has checked in, calling poll() every 0.2 s meanwhile (raise from it to give up, e.g. when a
+    peer process died), then all form the group.
+    """
+    if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
+        raise DistributedError(f"rank={rank!r} must be in [0, world_size={world_size!r})")
+    if device_type not in ("cpu", "cuda"):
+        raise DistributedError(f"device_type={device_type!r} must be 'cpu' or 'cuda'")
+    if device_type == "cuda" and torch.cuda.device_count() < world_size:
+        raise DistributedError(
+            f"{world_size} processes need {world_size} GPUs, but this host has {torch.cuda.device_count()}"
+        )
+    if dist.is_initialized():
+        raise DistributedError("this process is already in a process group; destroy it first")
+    device = device_for(rank, device_type)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if store is None:
+        if master_port is None:
+            raise DistributedError(f"rank {rank} needs master_port (rank 0's store.port) to join")
+        store = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
+            master_addr, master_port, world_size, is_master=False, timeout=timeout
+        )
+    store.set(f"joined/{rank}", "1")
+    if rank == 0:
+        keys = [f"joined/{r}" for r in range(world_size)]
+        deadline = time.monotonic() + timeout.total_seconds()
+        while not store.check(keys):
+            if poll is not None:
+                poll()
+            if time.monotonic() > deadline:
+                raise DistributedError(f"not every one of {world_size} ranks joined within {timeout}")
+            time.sleep(JOIN_POLL_SECONDS)
+    dist.init_process_group(
+        backend_for(device_type),
+        store=store,
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout,
+        device_id=device if device.type == "cuda" else None,
+    )
+    return DistContext(rank, world_size, device, backend_for(device_type), store)
+
+
+def destroy_process_group() -> None:
+    """Leave the default process group, if this process is in one."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+class _Forward(nn.Module):
+    """forward(*args) = fn(module, *args): DDP prepares its gradient all-reduce on every call of forward, so the
+    training step's own function (not module.forward) runs inside it."""
+
+    def __init__(self, module: nn.Module, fn: Callable[..., Any]) -> None:
+        super().__init__()
+        self.module, self.fn = module, fn
+
+    def forward(self, *args: Any) -> Any:
+        return self.fn(self.module, *args)
+
+
+@dataclass
+class DistContext:
+    """This process's place in the group and the collectives the training loop needs."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+    backend: str
+    store: Store  # kept alive: rank 0's store is the rendezvous server
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the one that evaluates, writes checkpoints and calls back."""
+        return self.rank == 0
+
+    def wrap(self, model: nn.Module, forward: Callable[..., Any]) -> DistributedDataParallel:
+        """DDP around forward(model, *args); parameters are broadcast from rank 0 now. The model itself stays
+        unwrapped (checkpoints save it, evaluation runs it). Its buffers are constants (sinusoidal positions),
+        so they are not broadcast again on every forward."""
+        return DistributedDataParallel(
+            _Forward(model, forward),
+            device_ids=[self.device] if self.device.type == "cuda" else None,
+            forward_sync_buffers=False,
+        )
+
+    @staticmethod
+    def gradient_sync(ddp: DistributedDataParallel, enabled: bool) -> contextlib.AbstractContextManager[None]:
+        """Around forward and backward of a micro-batch: all-reduce gradients (the last one of an update) or only
+        accumulate them locally (the others)."""
+        return contextlib.nullcontext() if enabled else ddp.no_sync()
+
+    def shard(self, items: Sequence[T]) -> list[T]:
+        """This rank's share: items rank, rank + N, rank + 2N, ..."""
+        return list(items[self.rank :: self.world_size])
+
+    def all_reduce_sum(self, values: Sequence[float]) -> list[float]:
+        """Element-wise sums over the ranks (float64)."""
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t.tolist()
+
+    def all_reduce_sum_tensor(self, t: torch.Tensor) -> torch.Tensor:
+        """Element-wise sums over the ranks of a tensor on this rank's device, without reading it back."""
+        t = t.clone()
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+        return t
+
+    def agree(self, proposal: S | None, order: Sequence[S]) -> S | None:
+        """The earliest entry of `order` that any rank proposes, or None if none does; the same on every rank."""
+        if proposal is not None and proposal not in order:
+            raise ValueError(f"proposal {proposal!r} is not one of {list(order)}")
+        code = 0 if proposal is None else len(order) - list(order).index(proposal)
+        t = torch.tensor([code], dtype=torch.int64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        agreed = int(t.item())
+        return None if agreed == 0 else order[len(order) - agreed]
+
+    def broadcast(self, obj: T) -> T:
+        """Rank 0's obj (JSON-like), on every rank."""
+        box = [obj if self.is_main else None]
+        dist.broadcast_object_list(box, src=0, device=self.device)
+        return cast(T, box[0])  # rank 0's obj now fills every rank's box
+
+    def check_same(self, what: str, value: Any) -> None:
+        """Raise DistributedError on every rank unless every rank passed the same JSON-like value."""
+        digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
+        digests: list[Any] = [None] * self.world_size
+        dist.all_gather_object(digests, digest)
+        differ = [r for r, d in enumerate(digests) if d != digests[0]]
+        if differ:
+            raise DistributedError(f"rank(s) {differ} have other {what} than rank 0")
+
+    def seed_step(self, seed: int, step: int) -> None:
+        """Dropout noise of rank r > 0 for one update: a function of (seed, step, rank), so the ranks draw
+        different masks and a resumed run draws the same ones. Rank 0 keeps the generator that checkpoints save."""
+        if self.rank > 0:
+            torch.manual_seed(((seed * 1_000_003 + step) * 1_009 + self.rank) % 2**63)
+
+    def abort(self) -> None:
+        """Unblock collectives waiting on a dead rank: NCCL would wait until its timeout; gloo fails by itself."""
+        if self.backend == "nccl" and dist.is_initialized():
+            dist.distributed_c10d._abort_process_group()

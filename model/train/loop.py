@@ -1,0 +1,440 @@
+"""The training loop as in the paper (Sec. 5): updates until a step, time or early-stopping limit, with
+validation loss and BLEU/chrF, checkpoints and checkpoint averaging (Sec. 6.1).
+
+The pieces it runs are elsewhere, each pure: one update in model/train/step.py (Adam, the schedule of Eq. 3, label
+smoothing, accumulation, clipping), evaluation in model/train/validation.py, checkpoint files in model/io/.
+Trainer only decides when to stop, evaluate and checkpoint; progress leaves through Callbacks with plain
+dataclasses (model/train/events.py), so a caller (the Celery worker) can write them to a database. Typical use:
+
+    data = prepare("translation", pairs, preset="small", vocab_size=8000)
+    result = train(data, TrainConfig(max_steps=20000), checkpoint_root, Callbacks(on_step=...))
+
+train() resumes from the newest good checkpoint under checkpoint_root; on CPU the resumed run is bit-identical
+to an uninterrupted one (weights, Adam moments, schedule, batch position and RNG states are all restored).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from model.data.batching import Batch, Example, TokenBatcher
+from model.data.tokenizer import Tokenizer
+from model.io.averaging import write_averaged_checkpoint
+from model.io.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point, save_checkpoint
+from model.io.checkpoint_files import (
+    checkpoint_sha256,
+    list_checkpoints,
+    remove_stale_temp_dirs,
+    rotate_checkpoints,
+    step_dir,
+)
+from model.io.checkpoint_tensors import load_optimizer_state
+from model.nn.compile import compile_layers, eager_on_failure
+from model.nn.transformer import Transformer
+from model.train.config import StopReason, TrainConfig, TrainingError
+from model.train.events import Callbacks, CheckpointInfo, TrainResult
+from model.train.prepare import PreparedData
+from model.train.recorders import TrainingProbes
+from model.train.rng_state import capture_rng_state, restore_rng_state
+from model.train.step import (
+    PendingStep,
+    autocast_for,
+    batch_logits,
+    build_optimizer,
+    enable_tf32,
+    update_on_device,
+)
+from model.train.step_log import StepLog
+from model.train.validation import evaluate
+
+if TYPE_CHECKING:
+    from torch.nn.parallel import DistributedDataParallel
+
+    from model.train.distributed import DistContext
+
+logger = logging.getLogger(__name__)
+
+
+class Trainer:
+    """Runs updates until max_steps, max_minutes, early stopping or should_stop(); evaluates and checkpoints.
+
+    Steps count optimizer updates from 1. Evaluation runs every eval_every steps, at every checkpoint and at the
+    end; checkpoints go to checkpoint_root/step-NNNNNNNN every checkpoint_every steps and at the end.
+    """
+
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer,
+        objective: str,
+        train_examples: Sequence[Example] | Callable[[int], Sequence[Example]],
+        valid_examples: Sequence[Example],
+        config: TrainConfig,
+        checkpoint_root: str | Path | None = None,
+        callbacks: Callbacks | None = None,
+        meta: dict[str, Any] | None = None,
+        dist: DistContext | None = None,
+    ) -> None:
+        if objective not in OBJECTIVES:
+            raise TrainingError(f"objective={objective!r} must be one of {OBJECTIVES}")
+        self.device = torch.device(config.device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise TrainingError(f"device={config.device!r} but no CUDA device is available")
+        self.model = model.to(self.device).train()
+        self.tokenizer, self.objective, self.config = tokenizer, objective, config
+        self.dist, self.world_size = dist, dist.world_size if dist is not None else 1
+        self.is_main = dist is None or dist.is_main  # data-parallel: rank 0 alone evaluates, checkpoints, calls back
+        self.callbacks = (callbacks or Callbacks()) if self.is_main else Callbacks()
+        self.meta = meta or {}
+        self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None and self.is_main else None
+        self.optimizer = build_optimizer(model, config)
+        self.schedule = config.schedule(model.config.d_model)
+        self.precision = config.resolved_precision
+        if config.compile:
+            compile_layers(self.model)
+        enable_tf32(self.device)
+        self.autocast = autocast_for(self.device, self.precision)
+        self.batcher = TokenBatcher(train_examples, config.max_tokens_per_batch, shuffle=True, seed=config.seed)
+        try:
+            if len(self.batcher) == 0:
+                raise TrainingError("there are no training examples")
+        except ValueError as e:  # an example larger than max_tokens_per_batch
+            raise TrainingError(f"max_tokens_per_batch={config.max_tokens_per_batch} is too small: {e}") from e
+        self.valid_examples = list(valid_examples)
+        if not self.valid_examples:
+            raise TrainingError("there are no validation examples")
+        self.valid_batches = list(
+            TokenBatcher(
+                self.valid_examples,
+                max(config.max_tokens_per_batch, max(e.size for e in self.valid_examples)),
+                shuffle=False,
+            )
+        )
+        self.decode_examples = self.valid_examples[: config.eval_max_sentences] if objective == "translation" else []
+        # Progress: everything below goes into trainer_state.json.
+        self.step = 0
+        self.elapsed = 0.0
+        self.best_valid_loss: float | None = None
+        self.best_step: int | None = None
+        self.bad_evals = 0
+        self.last_eval_step = 0
+        self.eval_seconds = 0.0  # wall-clock spent evaluating, summed over resumed attempts (part of elapsed)
+        self._last_eval_seconds: float | None = None
+        self.metrics: dict[str, float] = {}
+        self.best_checkpoint: str | None = None
+        self.last_checkpoint: str | None = None
+        self._last_checkpoint_step = 0
+        self._iterator: Iterator[Batch] | None = None
+        self.ddp: DistributedDataParallel | None = None
+        self.probes = TrainingProbes(
+            self.model, tokenizer, config, self.callbacks, lambda: self.batcher.examples(0), self.valid_examples
+        )
+        if dist is not None:
+            if dist.device != self.device:
+                raise TrainingError(f"device={config.device!r} is not rank {dist.rank}'s device {dist.device}")
+            dist.check_same(
+                "model, tokenizer, training data or settings",
+                {
+                    "model": model.config.to_dict(),
+                    "tokenizer": tokenizer.fingerprint,
+                    "objective": objective,
+                    "config": {k: v for k, v in config.to_dict().items() if k != "device"},
+                    "batches": self.batcher.batch_indices(0),
+                    "valid": len(self.valid_examples),
+                    "sample": [(e.src_ids, e.tgt_ids) for e in self.batcher.examples(0)[:64]],
+                },
+            )
+            self.ddp = dist.wrap(self.model, batch_logits)
+
+    # -- state ------------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "elapsed_seconds": self.elapsed,
+            "best_valid_loss": self.best_valid_loss,
+            "best_step": self.best_step,
+            "bad_evals": self.bad_evals,
+            "last_eval_step": self.last_eval_step,
+            "eval_seconds": self.eval_seconds,
+            "metrics": self.metrics,
+            # A name, not a path: another worker may mount the artifact store elsewhere.
+            "best_checkpoint": Path(self.best_checkpoint).name if self.best_checkpoint else None,
+            "batcher": self.batcher.state_dict(),
+            "schedule": self.schedule.state_dict(),
+            "train_config": self.config.to_dict(),
+            "rng": capture_rng_state(),
+        }
+
+    def restore(self, checkpoint: str | Path | Checkpoint) -> None:
+        """Continue from a step checkpoint: weights, optimizer, schedule, batch position, RNG, counters."""
+        ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
+        state = ckpt.trainer_state
+        if state is None or ckpt.optimizer_state is None:
+            raise TrainingError(
+                f"{ckpt.path} is a weights-only ({ckpt.meta.get('kind')}) checkpoint; it cannot be resumed"
+            )
+        if ckpt.objective != self.objective:
+            raise TrainingError(f"{ckpt.path} was trained for {ckpt.objective!r}, not {self.objective!r}")
+        if ckpt.model_config != self.model.config:
+            raise TrainingError(f"{ckpt.path} has model config {ckpt.model_config}, not {self.model.config}")
+        if ckpt.tokenizer.fingerprint != self.tokenizer.fingerprint:
+            raise TrainingError(f"{ckpt.path} has another tokenizer; prepare the data with the checkpoint's tokenizer")
+        self.model.load_state_dict(ckpt.model_state)
+        load_optimizer_state(self.optimizer, self.model, ckpt.optimizer_state)
+        try:
+            self.batcher.load_state_dict(state["batcher"])
+        except ValueError as e:
+            raise TrainingError(f"{ckpt.path}: the batch position does not fit this run: {e}") from e
+        self.step, self.elapsed = int(state["step"]), float(state["elapsed_seconds"])
+        self.best_valid_loss, self.best_step = state["best_valid_loss"], state["best_step"]
+        self.bad_evals, self.last_eval_step = int(state["bad_evals"]), int(state["last_eval_step"])
+        self.eval_seconds = float(state.get("eval_seconds", 0.0))  # absent in checkpoints of older versions
+        self.metrics, best = dict(state["metrics"]), state["best_checkpoint"]
+        root = self.checkpoint_root
+        self.best_checkpoint = str(root / best) if best and root is not None and (root / best).is_dir() else None
+        self.last_checkpoint, self._last_checkpoint_step = str(ckpt.path), self.step
+        self._iterator = None
+        restore_rng_state(state["rng"])
+        logger.info("resumed from %s at step %d", ckpt.path, self.step)
+
+    # -- loop -------------------------------------------------------------------------------------------------
+    def _next_batch(self) -> Batch:
+        for _ in range(2):  # at most one epoch boundary per batch
+            if self._iterator is None:
+                self._iterator = iter(self.batcher)
+            try:
+                return next(self._iterator)
+            except StopIteration:
+                self._iterator = None
+        raise TrainingError("the training data yields no batches")
+
+    STOP_ORDER: tuple[StopReason, ...] = ("early_stopping", "max_steps", "cancelled", "preempted", "max_minutes")
+
+    def _stop_reason(self, start: float, elapsed0: float) -> StopReason | None:
+        """The first reason to stop now, in STOP_ORDER."""
+        cfg = self.config
+        if cfg.early_stopping_patience is not None and self.bad_evals >= cfg.early_stopping_patience:
+            return "early_stopping"
+        if self.step >= cfg.max_steps:
+            return "max_steps"
+        if self.callbacks.should_stop is not None and self.callbacks.should_stop():
+            return "cancelled"
+        if self.callbacks.should_preempt is not None and self.callbacks.should_preempt():
+            return "preempted"
+        if cfg.max_minutes is not None and elapsed0 + time.monotonic() - start >= cfg.max_minutes * 60:
+            return "max_minutes"
+        return None
+
+    def _agreed(self, reason: StopReason | None) -> StopReason | None:
+        """Data-parallel: every rank stops at the same step, for the first reason in STOP_ORDER that any rank saw
+        (rank 0 alone polls the callbacks and evaluates for early stopping)."""
+        return reason if self.dist is None else self.dist.agree(reason, self.STOP_ORDER)
+
+    def _step(self, batches: list[Batch], lr: float) -> PendingStep:
+        """One update; with compiled layers, a compiler failure (at any step: shapes can be new) falls back to
+        eager layers and the same update again."""
+        model = self.ddp if self.ddp is not None else self.model
+        weights_before = self.probes.before_update(self.step)
+        pending = eager_on_failure(
+            self.model,
+            lambda: update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist),
+            keep=(TrainingError,),
+        )
+        self.probes.after_update(self.step, weights_before, pending)
+        return pending
+
+    def fit(self) -> TrainResult:
+        cfg = self.config
+        start, elapsed0 = time.monotonic(), self.elapsed
+
+        def elapsed() -> float:
+            return elapsed0 + time.monotonic() - start
+
+        log = StepLog(cfg.resolved_log_every, cfg.max_steps, cfg.max_minutes, self.callbacks.on_step)
+        self.probes.measure_memory(self.batcher)
+        while (reason := self._agreed(self._stop_reason(start, elapsed0))) is None:
+            started = elapsed()
+            batches = [self._next_batch() for _ in range(cfg.grad_accum_steps * self.world_size)]
+            self.step += 1
+            if self.dist is not None:  # rank r takes micro-batches r, r + N, ...: one process's global batch
+                batches = self.dist.shard(batches)
+                self.dist.seed_step(cfg.seed, self.step)
+            lr = self.schedule.lr(self.step)
+            log.add(self.step, lr, self.batcher.epoch, self._step(batches, lr), started)
+            self.elapsed = elapsed()
+            checkpoint_due = self.checkpoint_root is not None and self.step % cfg.checkpoint_every == 0
+            evaluate_due = (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable()
+            if log.due or evaluate_due or checkpoint_due:
+                log.flush(elapsed)  # before evaluating or saving: a diverged step fails the run first
+            if evaluate_due:
+                self._evaluate()
+            if checkpoint_due:
+                self._checkpoint()
+        log.flush(elapsed)
+        self.elapsed = elapsed0 + time.monotonic() - start
+        averaged = None
+        if reason == "preempted":
+            if self.checkpoint_root is not None and self._last_checkpoint_step != self.step:
+                self._checkpoint()
+        elif reason != "cancelled" and self.step > 0:
+            if self.last_eval_step != self.step:
+                self._evaluate()
+            if self.checkpoint_root is not None and self._last_checkpoint_step != self.step:
+                self._checkpoint()
+            averaged = self._average()
+        logger.info("training stopped at step %d: %s", self.step, reason)
+        return TrainResult(
+            reason,
+            self.step,
+            self.elapsed,
+            dict(self.metrics),
+            self.best_valid_loss,
+            self.best_step,
+            self.last_checkpoint,
+            self.best_checkpoint,
+            averaged,
+            averaged or self.best_checkpoint or self.last_checkpoint,
+            log.losses,
+        )
+
+    def _eval_affordable(self) -> bool:
+        """Whether one more evaluation, as long as the last one, keeps evaluation within eval_budget of the
+        wall-clock time (always true without a budget, and before the first evaluation)."""
+        budget, last = self.config.eval_budget, self._last_eval_seconds
+        if budget is None or last is None:
+            return True
+        return self.eval_seconds + last <= budget * (self.elapsed + last)
+
+    def _evaluate(self) -> None:
+        if not self.is_main:
+            return
+        t0 = time.monotonic()
+        self.metrics = eager_on_failure(  # the validation decoding runs compiled layers too
+            self.model,
+            lambda: evaluate(
+                self.model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
+            ),
+        )
+        self.probes.at_evaluation(self.step)
+        self._last_eval_seconds = time.monotonic() - t0
+        self.eval_seconds += self._last_eval_seconds
+        self.elapsed += self._last_eval_seconds
+        self.metrics["eval_seconds"] = self.eval_seconds
+        self.last_eval_step = self.step
+        loss = self.metrics["loss"]
+        if not math.isfinite(loss):
+            raise TrainingError(
+                f"the validation loss became {loss} at step {self.step}; lower the learning rate "
+                f"(peak_lr / lr_scale) or raise warmup_steps"
+            )
+        if self.best_valid_loss is None or loss < self.best_valid_loss:
+            self.best_valid_loss, self.best_step, self.bad_evals = loss, self.step, 0
+        else:
+            self.bad_evals += 1
+        if self.callbacks.on_eval is not None:
+            self.callbacks.on_eval(self.step, dict(self.metrics))
+
+    def _checkpoint(self) -> None:
+        assert self.checkpoint_root is not None
+        path = step_dir(self.checkpoint_root, self.step)
+        if self.best_step == self.step:
+            self.best_checkpoint = str(path)
+        save_checkpoint(
+            path,
+            self.model,
+            self.tokenizer,
+            self.objective,
+            step=self.step,
+            metrics=self.metrics,
+            optimizer=self.optimizer,
+            trainer_state=self.state_dict(),
+            extra_meta={"train_config": self.config.to_dict(), **self.meta},
+        )
+        self.last_checkpoint, self._last_checkpoint_step = str(path), self.step
+        self._rotate()
+        self._report_checkpoint(path, self.metrics, "step")
+        self.probes.at_checkpoint(self.step)
+
+    def _report_checkpoint(self, path: Path, metrics: dict[str, float], kind: str) -> None:
+        if self.callbacks.on_checkpoint is not None:
+            size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
+            self.callbacks.on_checkpoint(
+                CheckpointInfo(self.step, str(path), checkpoint_sha256(path), size, dict(metrics), kind)
+            )
+
+    def _rotate(self) -> None:
+        """Delete the oldest step checkpoints beyond keep_checkpoints; the best one is always kept."""
+        if self.config.keep_checkpoints is None or self.checkpoint_root is None:
+            return
+        rotate_checkpoints(self.checkpoint_root, self.config.keep_checkpoints, keep=self.best_checkpoint)
+
+    def _average(self) -> str | None:
+        n = self.config.average_last
+        if n < 2 or self.checkpoint_root is None:
+            return None
+        dirs = list_checkpoints(self.checkpoint_root)[-n:]
+        if len(dirs) < 2:
+            return None
+        measured: dict[str, float] = {}
+
+        def score(averaged: Transformer) -> dict[str, float]:
+            measured.update(
+                evaluate(
+                    averaged, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
+                )
+            )
+            return measured
+
+        path = write_averaged_checkpoint(dirs, self.checkpoint_root / f"averaged-{self.step:08d}", score, self.device)
+        self._report_checkpoint(path, measured, "averaged")
+        return str(path)
+
+
+def train(
+    data: PreparedData,
+    config: TrainConfig,
+    checkpoint_root: str | Path | None = None,
+    callbacks: Callbacks | None = None,
+    resume: bool = True,
+    meta: dict[str, Any] | None = None,
+    dist: DistContext | None = None,
+) -> TrainResult:
+    """Build the model (seeded by config.seed) and train it; with resume, continue from the newest good step
+    checkpoint under checkpoint_root (newer, corrupted ones are deleted, as the run will rewrite them).
+
+    To resume a job, call prepare() with the same rows and seed and tokenizer=Tokenizer.load(checkpoint), then
+    train() with the same config and checkpoint_root. Data-parallel (dist, see model/train/distributed.py): every rank
+    calls it with the same arguments but its own config.device; rank 0 picks the checkpoint all resume from.
+    """
+    torch.manual_seed(config.seed)
+    model = Transformer(data.model_config)
+    if data.init_state is not None:  # fine-tuning: a checkpoint of this run, if any, still wins below
+        model.load_state_dict(data.init_state)
+    trainer = Trainer(
+        model,
+        data.tokenizer,
+        data.objective,
+        data.train_examples,
+        data.valid_examples,
+        config,
+        checkpoint_root,
+        callbacks,
+        meta,
+        dist,
+    )
+    if checkpoint_root is not None:
+        good = resume_point(checkpoint_root) if trainer.is_main and resume else None
+        if trainer.is_main and not resume:
+            remove_stale_temp_dirs(checkpoint_root)
+        if dist is not None:
+            good = dist.broadcast(good)
+        if good is not None:
+            trainer.restore(good)
+    return trainer.fit()

@@ -1,0 +1,188 @@
+"""Raw rows to training input: a tokenizer trained on the training rows, the model config, and examples
+(translation pairs, or denoising sentences re-noised every epoch), with a validation set held out if none is
+given; or, to fine-tune, the same data starting from an existing model (start_from)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, cast
+
+from torch import Tensor
+
+from model.data.batching import Example, Overlong
+from model.data.objectives import MaskMode, encode_sentences, make_translation_examples, noise_examples, renoising
+from model.data.tokenizer import MIN_VOCAB_SIZE, Tokenizer, TokenizerKind
+from model.io.checkpoint import OBJECTIVES
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train.config import TrainingError
+
+
+@dataclass
+class PreparedData:
+    """Everything train() needs besides the TrainConfig; stats is plain numbers for the job record."""
+
+    objective: str
+    tokenizer: Tokenizer
+    model_config: ModelConfig
+    train_examples: list[Example] | Callable[[int], list[Example]]  # denoising: fresh noise every epoch
+    valid_examples: list[Example]
+    stats: dict[str, int]
+    init_state: dict[str, Tensor] | None = None  # weights to start from (start_from); None: initialised afresh
+
+
+def start_from(data: PreparedData, model: Transformer, **changes: Any) -> PreparedData:
+    """The same data, trained from `model`'s weights and architecture (fine-tuning, continued training).
+
+    data must have been prepared with that model's tokenizer; `changes` may alter its dropout rates only (they
+    hold no weights). The weights are copied: training never writes into `model`."""
+    if data.tokenizer.vocab_size != model.config.vocab_size:
+        raise TrainingError(
+            f"the data's tokenizer has {data.tokenizer.vocab_size} tokens but the model's embeddings "
+            f"{model.config.vocab_size}: prepare it with the model's own tokenizer"
+        )
+    unknown = sorted(set(changes) - {"dropout", "attention_dropout"})
+    if unknown:
+        raise TrainingError(f"starting from a model, only dropout and attention_dropout may change, not {unknown}")
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    return replace(data, model_config=replace(model.config, **changes), init_state=state)
+
+
+def split_validation(rows: Sequence[Any], fraction: float, max_rows: int, seed: int) -> tuple[list[Any], list[Any]]:
+    """(train, valid): a random fraction of rows (at least 1, at most max_rows) held out, fixed by seed."""
+    n = len(rows)
+    if n < 2:
+        raise TrainingError(
+            f"need at least 2 rows to hold out a validation set, got {n}; add data or pass validation rows"
+        )
+    k = min(n - 1, max_rows, max(1, round(n * fraction)))
+    held = set(random.Random(f"valid:{seed}").sample(range(n), k))
+    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
+
+
+def prepare(
+    objective: str,
+    train_rows: Sequence[tuple[str, str]] | Sequence[str],
+    valid_rows: Sequence[tuple[str, str]] | Sequence[str] | None = None,
+    *,
+    preset: str = "small",
+    model_overrides: dict[str, Any] | None = None,
+    vocab_size: int = 8000,
+    max_len: int = 128,
+    seed: int = 0,
+    valid_fraction: float = 0.05,
+    max_valid_rows: int = 1000,
+    tokenizer: Tokenizer | None = None,
+    noise: MaskMode = "span",
+    mask_ratio: float = 0.15,
+    mean_span: float = 3.0,
+    overlong: Overlong = "drop",
+    min_frequency: int = 2,
+    tokenizer_kind: str = "byte_bpe",
+    normalization: str = "nfkc",
+    prefix_space: bool = True,
+) -> PreparedData:
+    """Tokenizer, model config and examples from raw rows: (source, target) pairs for "translation",
+    sentences for "denoising" (BART-style infilling: `noise` "span" or "token" masks, redrawn every epoch).
+
+    Without valid_rows, a validation set is held out of train_rows (deterministic by seed). The tokenizer is
+    trained on the training rows only, unless one is given (pass the checkpoint's when resuming): tokenizer_kind,
+    normalization and prefix_space as in Tokenizer.train. Sequences
+    longer than max_len tokens are dropped or truncated (`overlong`). User errors raise TrainingError.
+    """
+    if objective not in OBJECTIVES:
+        raise TrainingError(f"objective={objective!r} must be one of {OBJECTIVES}")
+    _check_rows(objective, train_rows, "train_rows")
+    if valid_rows is None:
+        if not 0.0 < valid_fraction < 1.0 or max_valid_rows < 1:
+            raise TrainingError(
+                f"need 0 < valid_fraction={valid_fraction} < 1 and max_valid_rows={max_valid_rows} >= 1"
+            )
+        train_rows, valid_rows = split_validation(train_rows, valid_fraction, max_valid_rows, seed)
+    else:
+        _check_rows(objective, valid_rows, "valid_rows")
+    if not isinstance(max_len, int) or max_len < 1:
+        raise TrainingError(f"max_len={max_len!r} must be an int >= 1")
+    if objective == "denoising":
+        if noise not in ("span", "token"):
+            raise TrainingError(f"noise={noise!r} must be 'span' or 'token'")
+        if not 0.0 < mask_ratio <= 1.0 or mean_span <= 0:
+            raise TrainingError(f"need 0 < mask_ratio={mask_ratio} <= 1 and mean_span={mean_span} > 0")
+    if tokenizer is None:
+        if vocab_size < MIN_VOCAB_SIZE:
+            raise TrainingError(f"vocab_size={vocab_size} is below the minimum {MIN_VOCAB_SIZE}")
+        texts: list[str] = (
+            [t for row in train_rows for t in row]
+            if objective == "translation"
+            else list(cast(Sequence[str], train_rows))
+        )
+        kind = cast(TokenizerKind, tokenizer_kind)  # Tokenizer.train rejects other kinds with ValueError
+        try:
+            tokenizer = Tokenizer.train(texts, vocab_size, min_frequency, kind, normalization, prefix_space)
+        except ValueError as e:
+            raise TrainingError(f"invalid tokenizer settings: {e}") from e
+    try:
+        config = ModelConfig.from_preset(preset, tokenizer.vocab_size, **(model_overrides or {}))
+    except ValueError as e:
+        raise TrainingError(f"invalid model config: {e}") from e
+    if max_len + 1 > config.max_positions:
+        raise TrainingError(f"max_len={max_len} needs max_positions >= {max_len + 1}, got {config.max_positions}")
+
+    # _check_rows made the rows (source, target) pairs for translation and sentences otherwise
+    if objective == "translation":
+        pairs, valid_pairs = cast(Sequence[tuple[str, str]], train_rows), cast(Sequence[tuple[str, str]], valid_rows)
+        train, report = make_translation_examples(pairs, tokenizer, max_len, overlong)
+        valid, valid_report = make_translation_examples(valid_pairs, tokenizer, max_len, overlong)
+        n_train: int = len(train)
+        empty = valid_empty = 0  # _check_rows refused an empty source or target
+        train_examples: list[Example] | Callable[[int], list[Example]] = train
+    else:
+        sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
+        ids, report = encode_sentences(sentences, tokenizer, max_len, overlong)
+        valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_len, overlong)
+        kept, valid_kept = [t for t in ids if t], [t for t in valid_ids if t]  # nothing left to mask in an empty one
+        empty, valid_empty = len(ids) - len(kept), len(valid_ids) - len(valid_kept)
+        ids, valid_ids = kept, valid_kept
+        n_train = len(ids)
+        train_examples = renoising(ids, seed, noise, mask_ratio, mean_span)
+        # Validation noise is drawn once (epoch -1 never occurs in training), so every evaluation is comparable.
+        valid = noise_examples(valid_ids, seed, -1, noise, mask_ratio, mean_span)
+    _require_examples("training", n_train, len(train_rows), report.dropped, max_len)
+    _require_examples("validation", len(valid), len(valid_rows), valid_report.dropped, max_len)
+    stats = {
+        "train_examples": n_train,
+        "valid_examples": len(valid),
+        "dropped": report.dropped,
+        "truncated": report.truncated,
+        "valid_dropped": valid_report.dropped,
+        "empty": empty,  # sentences that tokenize to nothing, dropped
+        "valid_empty": valid_empty,
+        "vocab_size": tokenizer.vocab_size,
+    }
+    return PreparedData(objective, tokenizer, config, train_examples, valid, stats)
+
+
+def _require_examples(what: str, n: int, n_rows: int, dropped: int, max_len: int) -> None:
+    if n == 0:
+        raise TrainingError(
+            f"no {what} examples left: {dropped} of {n_rows} rows are longer than max_len={max_len} "
+            f"tokens; raise max_len or use overlong='truncate'"
+        )
+
+
+def _check_rows(objective: str, rows: Any, name: str) -> None:
+    if not isinstance(rows, Sequence) or isinstance(rows, str) or len(rows) == 0:
+        raise TrainingError(f"{name} is empty")
+    for i, row in enumerate(rows):
+        ok = (
+            isinstance(row, (tuple, list)) and len(row) == 2 and all(isinstance(s, str) and s.strip() for s in row)
+            if objective == "translation"
+            else isinstance(row, str) and row.strip()
+        )
+        if not ok:
+            shape = (
+                "a (source, target) pair of non-empty strings" if objective == "translation" else "a non-empty string"
+            )
+            raise TrainingError(f"{name}[{i}] must be {shape}, got {row!r:.80}")

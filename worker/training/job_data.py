@@ -1,0 +1,201 @@
+"""A job's row and datasets turned into training input: the one place that maps a job spec onto prepare().
+
+Rank 0 (worker/tasks/training.py) and the data-parallel peers (worker/training/ddp_peer.py) both read a job through
+here, so adding a training option touches the schema and this module only.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from app.artifacts import ArtifactNotFound, get_store
+from app.db.session import session_scope
+from app.db.tables import Dataset, Job, TrainedModel
+from model.data.corpus import read_monolingual, read_parallel
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import load_model
+from model.io.checkpoint_files import CheckpointError
+from model.nn.transformer import Transformer
+from model.train.config import TrainConfig, TrainingError
+from model.train.prepare import PreparedData, prepare, start_from
+
+log = logging.getLogger(__name__)
+
+TRAIN_CONFIG_FIELDS = (
+    "max_steps",
+    "max_minutes",
+    "max_tokens_per_batch",
+    "grad_accum_steps",
+    "precision",
+    "compile",
+    "log_every",
+    "dynamics_every",
+    "probe_tokens",
+    "warmup_steps",
+    "lr_scale",
+    "label_smoothing",
+    "clip_norm",
+    "seed",
+    "eval_every",
+    "eval_budget",
+    "checkpoint_every",
+    "early_stopping_patience",
+    "keep_checkpoints",
+    "average_last",
+)
+
+
+@dataclass
+class JobRows:
+    """A job (detached from its session) and the rows of its datasets."""
+
+    job: Job
+    train_rows: list
+    valid_rows: list | None
+
+
+def read_rows(dataset: Dataset) -> list:
+    path = get_store().fetch(dataset.storage_key)  # a remote store: downloaded once into this host's cache
+    return read_parallel(path) if dataset.kind == "parallel" else read_monolingual(path)
+
+
+def load_job(job_id: str) -> JobRows:
+    """The job's row and its datasets' rows; TrainingError when the job or its training data is gone."""
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        if job is None:
+            raise TrainingError(f"job {job_id} no longer exists")
+        datasets = {
+            d.id: d
+            for d in session.scalars(
+                select(Dataset).where(Dataset.id.in_([i for i in (job.dataset_id, job.valid_dataset_id) if i]))
+            )
+        }
+        session.expunge_all()
+    if job.dataset_id not in datasets:
+        raise TrainingError(f"dataset {job.dataset_id} no longer exists")
+    valid = datasets.get(job.valid_dataset_id) if job.valid_dataset_id else None
+    rows = JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
+    log.info(
+        "job %s: read %d rows of dataset %s%s",
+        job.id,
+        len(rows.train_rows),
+        job.dataset_id,
+        f" and {len(rows.valid_rows)} validation rows of dataset {valid.id}" if valid and rows.valid_rows else "",
+    )
+    return rows
+
+
+def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
+    """The model a job starts from (its init_model_id), verified against its manifest; TrainingError if gone."""
+    with session_scope() as session:
+        row = session.get(TrainedModel, model_id)
+        storage_key = row.storage_key if row is not None else None
+    if storage_key is None:
+        raise TrainingError(f"init model {model_id} no longer exists; submit the job again from another model")
+    try:
+        model, tokenizer, _ = load_model(get_store().fetch(storage_key), "cpu")
+    except (ArtifactNotFound, CheckpointError) as exc:
+        raise TrainingError(f"init model {model_id}: its files are missing or fail verification ({exc})") from exc
+    return model, tokenizer
+
+
+def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedData:
+    """prepare() with the job's settings; tokenizer: a checkpoint's or rank 0's (None: train one, or the init
+    model's). A job with init_model_id starts from that model's weights (model.train.prepare.start_from)."""
+    job = rows.job
+    init = load_init_model(job.init_model_id) if job.init_model_id else None
+    if init is not None and tokenizer is None:
+        tokenizer = init[1]
+    data = _prepare(rows, tokenizer)
+    source = (
+        "the init model's"
+        if init is not None and tokenizer is init[1]
+        else "the checkpoint's"
+        if tokenizer is not None
+        else "trained on the training rows"
+    )
+    log_statistics(rows, data, source)
+    if init is None:
+        return data
+    changes = {k: job.model_config[k] for k in ("dropout", "attention_dropout") if job.model_config.get(k) is not None}
+    return start_from(data, init[0], **changes)
+
+
+def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> None:
+    """One line of what prepare() made of the rows: examples, what was dropped and why, tokenizer, lengths."""
+    stats, spec = data.stats, rows.job.training_config
+    examples = data.valid_examples + (data.train_examples if isinstance(data.train_examples, list) else [])
+    sizes = [e.size for e in examples] or [0]
+    held_out = "" if rows.valid_rows is not None else f", held out of the training rows ({spec['valid_fraction']:g})"
+    log.info(
+        "job %s: %d training and %d validation examples%s; longer than max_length=%d tokens: %d training and %d "
+        "validation rows dropped, %d truncated; tokenizer %s (%s), vocabulary %d; example length in tokens: "
+        "mean %.1f, max %d",
+        rows.job.id,
+        stats["train_examples"],
+        stats["valid_examples"],
+        held_out,
+        spec["max_length"],
+        stats["dropped"],
+        stats["valid_dropped"],
+        stats["truncated"],
+        spec.get("tokenizer", "byte_bpe"),
+        tokenizer_source,
+        stats["vocab_size"],
+        sum(sizes) / len(sizes),
+        max(sizes),
+    )
+    dropped = dropped_line(rows.job.id, data.objective, stats, spec["max_length"])
+    if dropped is not None:
+        log.warning("%s", dropped)
+
+
+def dropped_line(job_id: str, objective: str, stats: dict[str, int], max_length: int) -> str | None:
+    """The job's line of what prepare() dropped, how many and why (None: nothing was dropped)."""
+    what = "sentence pairs" if objective == "translation" else "sentences"
+    reasons = [
+        (f"longer than max_length={max_length} tokens", stats.get("dropped", 0), stats.get("valid_dropped", 0)),
+        ("empty once tokenized", stats.get("empty", 0), stats.get("valid_empty", 0)),
+    ]
+    counted = [(why, train, valid) for why, train, valid in reasons if train or valid]
+    if not counted:
+        return None
+    total = sum(train + valid for _, train, valid in counted)
+    parts = "; ".join(f"{train + valid} {why} ({train} training, {valid} validation)" for why, train, valid in counted)
+    return f"job {job_id}: {total} {what} dropped, not trained or evaluated on: {parts}"
+
+
+def _prepare(rows: JobRows, tokenizer: Tokenizer | None) -> PreparedData:
+    job = rows.job
+    spec, model_spec = job.training_config, job.model_config
+    # A job submitted before a field existed lacks it and gets the behaviour of that time.
+    return prepare(
+        job.objective,
+        rows.train_rows,
+        rows.valid_rows,
+        preset=model_spec["preset"],
+        model_overrides={k: v for k, v in model_spec.items() if k not in ("preset", "vocab_size") and v is not None},
+        vocab_size=model_spec["vocab_size"],
+        max_len=spec["max_length"],
+        seed=spec["seed"],
+        valid_fraction=spec["valid_fraction"],
+        tokenizer=tokenizer,
+        noise=spec["noise"],
+        mask_ratio=spec["mask_ratio"],
+        tokenizer_kind=spec.get("tokenizer", "byte_bpe"),
+        normalization=spec.get("normalization", "nfkc"),
+        prefix_space=spec.get("prefix_space", True),
+    )
+
+
+def train_config(job: Job, device: str) -> TrainConfig:
+    spec = job.training_config
+    # A job submitted before a field existed lacks it and gets TrainConfig's default.
+    return TrainConfig(
+        **{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec},
+        device=device,
+    )

@@ -1,0 +1,145 @@
+"""The lease keeper: a thread beside a training run that renews the job's lease, writes its progress and
+buffered metrics, and notices a cancel request or a lost lease, every couple of seconds.
+
+Training steps only drop numbers into a `RunState`; the database is touched from this thread (and on
+evaluations and checkpoints), so a fast step never waits on SQL and a slow evaluation never lets the lease
+lapse.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.db import dynamics_rows, job_rows, metric_rows
+from app.db.session import session_scope
+from worker.training import job_log
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)  # compared by identity, hashable for the registry below
+class RunState:
+    claim: job_rows.Claim
+    progress: dict[str, Any] = field(default_factory=dict)
+    pending: dict[int, dict[str, float]] = field(default_factory=dict)  # step -> {name: value}
+    dynamics: list[dict[str, Any]] = field(default_factory=list)  # DynamicsRecord.to_json() of each record
+    cancel_requested: bool = False
+    preempt_requested: bool = False  # this worker is shutting down: checkpoint now and hand the job back
+    lease_lost: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_metrics(self, step: int, values: dict[str, float]) -> None:
+        with self.lock:
+            self.pending.setdefault(step, {}).update(values)
+
+    def add_dynamics(self, record: dict[str, Any]) -> None:
+        with self.lock:
+            self.dynamics.append(record)
+
+    def set_progress(self, **values: Any) -> None:
+        with self.lock:
+            self.progress.update(values)
+
+    @property
+    def should_stop(self) -> bool:
+        return self.cancel_requested or self.lease_lost
+
+
+# Runs in this process, for the SIGTERM handler of pool processes.
+_RUNS: weakref.WeakSet[RunState] = weakref.WeakSet()
+_pool_process = False
+_previous_handler: Any = None
+
+
+def mark_pool_process() -> None:
+    """Called in each prefork pool process: there a SIGTERM during a run means 'checkpoint and hand back'.
+    (In the main process Celery owns SIGTERM: a warm shutdown marks the worker draining, see celery_app.)"""
+    global _pool_process
+    _pool_process = True
+
+
+def track(state: RunState) -> None:
+    """Register a run; in a pool process, take over SIGTERM until the last run ends (billiard's own handler
+    would raise SystemExit in the middle of a step)."""
+    global _previous_handler
+    _RUNS.add(state)
+    if (
+        _pool_process
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGTERM) is not _on_sigterm
+    ):
+        _previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def untrack(state: RunState) -> None:
+    global _previous_handler
+    _RUNS.discard(state)
+    if not _RUNS and _previous_handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _previous_handler)
+        _previous_handler = None
+
+
+def _on_sigterm(signum, frame) -> None:
+    """SIGTERM sent to a pool process itself (systemd's control group, a kill of the whole process group): the
+    training run checkpoints and hands its job back; the process then ends when its main process tells it."""
+    runs = [s for s in list(_RUNS) if not s.lease_lost]
+    for state in runs:
+        state.preempt_requested = True
+    if not runs and callable(_previous_handler):
+        _previous_handler(signum, frame)
+
+
+def flush(state: RunState, lease_seconds: int) -> None:
+    """Write buffered metrics, dynamics and progress and renew the lease, in one transaction per call; then the
+    job's waiting log lines (worker/training/job_log.py), in a transaction of their own that never raises."""
+    with state.lock:
+        pending, state.pending = state.pending, {}
+        dynamics, state.dynamics = state.dynamics, []
+        progress = dict(state.progress)
+    try:
+        with session_scope() as session:
+            lease = job_rows.renew(session, state.claim, lease_seconds, **progress)
+            if lease.held:  # a worker that lost the job writes nothing more for it
+                for step, values in sorted(pending.items()):
+                    metric_rows.record(session, state.claim.job_id, step, values)
+                dynamics_rows.record(session, state.claim.job_id, dynamics)
+    except Exception:
+        with state.lock:  # keep the points for the next try; newer values for the same step win
+            state.dynamics[:0] = dynamics
+            for step, values in pending.items():
+                state.pending[step] = {**values, **state.pending.get(step, {})}
+        raise
+    if not lease.held:
+        state.lease_lost = True
+        log.warning(
+            "job %s: lease lost (attempt %d); stopping without writing more", state.claim.job_id, state.claim.attempt
+        )
+    state.cancel_requested = lease.cancel_requested
+    state.preempt_requested = state.preempt_requested or lease.preempt_requested
+    if lease.held:
+        job_log.write(state.claim.job_id)
+
+
+class LeaseKeeper(threading.Thread):
+    def __init__(self, state: RunState, lease_seconds: int, every: float) -> None:
+        super().__init__(name=f"lease-{state.claim.job_id[:8]}", daemon=True)
+        self.state, self.lease_seconds, self.every = state, lease_seconds, every
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.every):
+            try:
+                flush(self.state, self.lease_seconds)
+            except Exception:  # the database may be briefly away; the lease outlives a few misses
+                log.exception("job %s: could not renew the lease", self.state.claim.job_id)
+            if self.state.lease_lost:
+                return
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=30)
