@@ -113,3 +113,26 @@ def test_no_import_cycles_among_our_modules():
             connect(module)
     assert cycles == []
     assert {"app.cli", "model.train.loop", "worker.tasks.training"} <= modules  # the walk saw the packages
+
+
+# model/'s subpackages, lowest first: each imports only from itself and those before it (decode and probes are
+# side by side: neither imports the other).
+MODEL_LAYERS = (("data",), ("nn",), ("decode", "probes"), ("io",), ("train",))
+
+
+def test_model_subpackages_stack_without_an_import_back_up():
+    rank = {package: i for i, layer in enumerate(MODEL_LAYERS) for package in layer}
+    files = sorted((ROOT / "model").rglob("*.py"))
+    modules = {_module_name(p) for p in files}
+    assert {m.split(".")[1] for m in modules if m.count(".") >= 1} == set(rank)  # every subpackage has its place
+    upward = []
+    for path in files:
+        own = _module_name(path).split(".")
+        if len(own) < 3:  # model/__init__.py and the subpackages' own __init__ files
+            continue
+        for imported in _first_party_imports(path, modules):
+            parts = imported.split(".")
+            if parts[0] == "model" and len(parts) > 1 and parts[1] != own[1]:
+                if rank[parts[1]] >= rank[own[1]]:
+                    upward.append(f"{'.'.join(own)} imports {imported}")
+    assert upward == []

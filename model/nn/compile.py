@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from model.nn.transformer import Transformer
-from model.train.step import is_out_of_memory
+from model.nn.out_of_memory import is_out_of_memory
 
 log = logging.getLogger(__name__)
 

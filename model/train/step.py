@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from model.data.batching import Batch
+from model.nn.out_of_memory import is_out_of_memory
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
 from model.train.loss import label_smoothed_loss
@@ -143,13 +144,6 @@ def build_optimizer(model: Transformer, config: TrainConfig) -> torch.optim.Adam
         eps=config.adam_eps,
         weight_decay=config.weight_decay,
         fused=fused or None,
-    )
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    """A device out-of-memory error (CUDA's OutOfMemoryError), Python's MemoryError, or the CPU allocator's."""
-    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
-        isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
     )
 
 

@@ -13,9 +13,10 @@ import torch
 
 from model.data.batching import Example, collate
 from model.nn.config import ModelConfig
+from model.nn.out_of_memory import is_out_of_memory
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig
-from model.train.step import MAX_OOM_SPLITS, BatchTooLarge, build_optimizer, is_out_of_memory, train_step
+from model.train.step import MAX_OOM_SPLITS, BatchTooLarge, build_optimizer, train_step
 
 
 def examples(n: int) -> list[Example]:

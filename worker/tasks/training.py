@@ -29,12 +29,12 @@ from model.data.corpus import DataError
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import latest_good_checkpoint, load_checkpoint, model_from_checkpoint, save_checkpoint
 from model.io.checkpoint_files import CheckpointError, checkpoint_sha256, list_checkpoints
+from model.nn.out_of_memory import is_out_of_memory
 from model.probes.anatomy import count_parameters
 from model.train.config import TrainingError
 from model.train.events import Callbacks, CheckpointInfo, StepInfo, TrainResult
 from model.train.loop import train
 from model.train.prepare import PreparedData
-from model.train.step import is_out_of_memory
 from worker.device import check_data_parallel, worker_device
 from worker.training import job_log
 from worker.training.auto_settings import choose_settings, pending
