@@ -11,8 +11,8 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.schemas.anatomy import Anatomy
 from app.schemas.common import Input
-from app.schemas.inference import Anatomy
 from app.schemas.jobs import ModelSpec
 from app.services.job_submission import describe_anatomy, memory_limits, memory_refusal, resolve_model_config
 

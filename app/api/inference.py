@@ -15,8 +15,8 @@ from app.api.models import owned_model
 from app.api.ttl_cache import ModelFacts
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
+from app.schemas.anatomy import AnatomyResponse
 from app.schemas.inference import (
-    AnatomyResponse,
     AttentionRequest,
     AttentionResponse,
     FillMaskRequest,

@@ -1,4 +1,4 @@
-"""Schemas of inference and introspection."""
+"""Schemas of what a trained model is asked: translations, masked-token fills, attention, neighbours, geometry."""
 
 from __future__ import annotations
 
@@ -131,30 +131,3 @@ class GeometryResponse(Output):
     trainable_parameters: int = Field(description="of those, the values of tensors with requires_grad set")
     embedding_trainable: bool = Field(description="whether the embedding matrix E has requires_grad set")
     parameter_bytes: int = Field(description="the parameters' bytes, as the worker loaded them")
-
-
-class ParameterGroup(Output):
-    component: str
-    name: str
-    symbol: str
-    shape: list[int]
-    count: int
-
-
-class Anatomy(Output):
-    """Parameters by component and memory estimates of a model config (pure arithmetic, no worker)."""
-
-    total_parameters: int
-    by_component: dict[str, int]
-    by_kind: dict[str, int]
-    parameters: list[ParameterGroup]
-    memory: dict[str, int] = Field(
-        description="bytes: weights, gradients, Adam state, activations for the "
-        "training batch, training total, inference"
-    )
-    tokens_per_batch: int
-
-
-class AnatomyResponse(Anatomy):
-    model_id: str
-    precision: str = Field(description="the precision `memory` is estimated in: the training job's by default")

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from model.nn.transformer import Transformer
 from model.nn.out_of_memory import is_out_of_memory
+from model.nn.transformer import Transformer
 
 log = logging.getLogger(__name__)
 
