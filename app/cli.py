@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import ValidationError
 
-from app.client import datasets, jobs, logs, models, registry, translations
+from app.client import datasets, job_logs, jobs, models, registry, translations
 from app.client.connection import add_connection_arguments
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     kinds = delete.add_subparsers(dest="kind", required=True, metavar="{model,dataset}")
     datasets.register(sub, kinds)
     jobs.register(sub)
-    logs.register(sub)
+    job_logs.register(sub)
     models.register(sub, kinds)
     registry.register(sub)
     translations.register(sub)

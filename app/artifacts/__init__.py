@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from app.artifacts.base import COMMIT_FILE, ArtifactNotFound, ArtifactStore, ArtifactStoreError, key_parts
 from app.artifacts.local import LocalStore
+from app.artifacts.store import COMMIT_FILE, ArtifactNotFound, ArtifactStore, ArtifactStoreError, key_parts
 from app.core.settings import Settings, get_settings
 
 __all__ = [

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.artifacts.base import TEMP_PREFIX
+from app.artifacts.store import TEMP_PREFIX
 
 
 @dataclass(frozen=True)

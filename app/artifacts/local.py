@@ -9,7 +9,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
-from app.artifacts.base import TEMP_PREFIX, ArtifactNotFound, ArtifactStore, key_parts
+from app.artifacts.store import TEMP_PREFIX, ArtifactNotFound, ArtifactStore, key_parts
 
 
 class LocalStore(ArtifactStore):

@@ -26,8 +26,8 @@ from boto3.s3.transfer import TransferConfig
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from app.artifacts.base import COMMIT_FILE, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, ArtifactStoreError, key_parts
 from app.artifacts.cache import Trimmed, pinned, touch, trim
+from app.artifacts.store import COMMIT_FILE, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, ArtifactStoreError, key_parts
 from app.core.settings import Settings, parse_s3_root
 
 log = logging.getLogger(__name__)

@@ -367,7 +367,7 @@ def test_register_names_models_and_alias_points_moves_lists_and_shows_history(cl
 
 
 def test_logs_prints_a_jobs_lines_by_level_and_follows_until_the_job_ends(cli, alice, monkeypatch):
-    from app.client import logs as logs_command
+    from app.client import job_logs as logs_command
     from app.db.session import session_scope
     from app.db.tables import Job
     from tests.api.test_job_logs import append

@@ -95,7 +95,7 @@ def test_a_failed_jobs_log_ends_with_its_traceback(stack, tmp_path):
     for attempt, crash in enumerate(crashes, start=1):
         assert crash.startswith(f"error job {job['id']}: attempt {attempt} crashed\nTraceback (most recent call last):")
         assert "worker/training/job_data.py" in crash and f"datasets/{train['id']}" in crash
-        assert crash.rstrip().splitlines()[-1].startswith("app.artifacts.base.ArtifactNotFound: artifact")
+        assert crash.rstrip().splitlines()[-1].startswith("app.artifacts.store.ArtifactNotFound: artifact")
 
 
 def test_a_resumed_jobs_log_says_which_attempt_resumed_from_which_checkpoint(stack, tmp_path):

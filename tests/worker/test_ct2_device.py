@@ -8,8 +8,8 @@ import logging
 import torch
 
 from worker.serving import ct2
-from worker.serving.cache import LoadedModel
 from worker.serving.ct2_device import Ct2Placement, place
+from worker.serving.model_cache import LoadedModel
 
 GPU_TYPES = {"float32", "float16", "int8_float16", "int8", "bfloat16", "int8_float32"}
 CPU_TYPES = {"float32", "int8", "int8_float32"}

@@ -16,7 +16,7 @@ from app.core.settings import Settings
 from tests.support.stack import ROOT, service_env
 from worker import device
 from worker.device import CUDA_ALLOC_CONF, DeviceError, DeviceInfo, device_info, resolve_device
-from worker.serving.cache import serving_dtype
+from worker.serving.model_cache import serving_dtype
 
 
 @pytest.mark.parametrize(
@@ -133,7 +133,7 @@ def test_serving_compile_compiles_the_layers_of_a_loaded_model():
     from model.nn.compile import is_compiled
     from model.nn.config import ModelConfig
     from model.nn.transformer import Transformer
-    from worker.serving.cache import prepare_for_serving
+    from worker.serving.model_cache import prepare_for_serving
 
     cpu = torch.device("cpu")
     plain = prepare_for_serving(Transformer(ModelConfig.from_preset("tiny", 40)), cpu, Settings())

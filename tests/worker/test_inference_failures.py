@@ -16,7 +16,7 @@ from model.data.tokenizer import Tokenizer
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from worker.serving import ct2
-from worker.serving.cache import LoadedModel
+from worker.serving.model_cache import LoadedModel
 from worker.tasks import inference
 
 SENTENCES = ["the dog barks", "the cat sleeps", "a bird sings", "the dog sleeps", "a cat barks", "the bird flies"]

@@ -25,8 +25,8 @@ from model.decode.greedy import never_emitted
 from model.decode.queries import align
 from model.io.export import convert_to_ctranslate2, export_marian
 from worker.device import worker_device
-from worker.serving.cache import LoadedModel
 from worker.serving.ct2_device import Ct2Placement, place
+from worker.serving.model_cache import LoadedModel
 
 log = logging.getLogger(__name__)
 

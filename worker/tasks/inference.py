@@ -26,10 +26,10 @@ from model.decode.queries import capture_attention, embedding_neighbors, resolve
 from model.nn.compile import eager_on_failure
 from model.probes.geometry import weight_geometry
 from worker.serving import ct2
-from worker.serving.cache import LoadedModel, ModelCache
 from worker.serving.ct2 import CT2Translator
 from worker.serving.errors import RequestError
 from worker.serving.microbatch import MicroBatcher
+from worker.serving.model_cache import LoadedModel, ModelCache
 
 log = logging.getLogger(__name__)
 SENTENCE_END = re.compile(r"(?<=[.!?;:。！？])\s+")
