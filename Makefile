@@ -20,8 +20,11 @@ $(STAMP): pyproject.toml
 run: install
 	$(PY) -m app.cli serve
 
+# Two pytest-xdist workers, each taking whole folders of tests/ (tests/conftest.py): while one waits on a stack's
+# processes, the other runs. TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # ruff (lint + format) over the tree, mypy strict on model/ and app/ (settings in pyproject.toml).
 lint: install

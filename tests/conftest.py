@@ -5,13 +5,34 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.support import services
 from tests.support.s3 import S3Server, start_s3_server
 
+ROOT = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Each top-level folder of tests/ is one
+# group, run whole by one worker, so a stack a package shares starts once. Each worker sends Celery tasks on Redis
+# databases of its own (gw0 from CELERY_BROKER_URL's, gw1 REDIS_DBS_PER_WORKER below it, ...): two stacks on one
+# database would take each other's tasks.
+REDIS_DBS_PER_WORKER = 4  # a worker's stacks use its database and the two below it (services.redis_db_below)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+_WORKER_INDEX = int(_WORKER[2:]) if _WORKER.startswith("gw") and _WORKER[2:].isdigit() else 0
+if _WORKER_INDEX:
+    os.environ["CELERY_BROKER_URL"] = services.shifted_redis_url(
+        services.redis_url(), REDIS_DBS_PER_WORKER * _WORKER_INDEX
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(ROOT).parts
+        item.add_marker(pytest.mark.xdist_group(parts[1] if len(parts) > 2 else "top"))
 
 
 def _require(name: str, reachable: bool, url: str) -> None:
@@ -46,6 +67,8 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
 def redis_url() -> str:
     url = services.redis_url()
     _require("Redis", services.redis_reachable(url), url)
+    if _WORKER_INDEX:  # CI empties CELERY_BROKER_URL's database before a run; a worker's own is emptied here
+        services.redis_db_below(url, 0)
     return url
 
 

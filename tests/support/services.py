@@ -31,14 +31,20 @@ def redis_db_below(url: str, below: int) -> str:
     """The same Redis server as `url`, the database `below` under url's (15 -> 14 for 1), emptied. Stacks whose
     workers must not take each other's tasks need a database each: `url`'s for per-test stacks, 1 below for the
     stack without workers (tests/e2e/test_inference_unavailable.py), 2 below for the one that lives across
-    modules (tests/e2e/conftest.py). Two runs on one machine need urls 3 or more apart."""
+    modules (tests/e2e/conftest.py). Two runs on one machine need urls 3 or more apart (tests/conftest.py gives each
+    parallel test worker its own, REDIS_DBS_PER_WORKER apart)."""
+    other = shifted_redis_url(url, below)
+    redis.Redis.from_url(other, socket_timeout=3, socket_connect_timeout=3).flushdb()
+    return other
+
+
+def shifted_redis_url(url: str, below: int) -> str:
+    """The same Redis server as `url`, the database `below` under url's; nothing is touched."""
     parsed = make_url(url)
     db = int(parsed.database or 0)
     if db < below:
         raise ValueError(f"CELERY_BROKER_URL {redact(url)} uses Redis database {db}: the tests need {below} below it")
-    other = parsed.set(database=str(db - below)).render_as_string(hide_password=False)
-    redis.Redis.from_url(other, socket_timeout=3, socket_connect_timeout=3).flushdb()
-    return other
+    return parsed.set(database=str(db - below)).render_as_string(hide_password=False)
 
 
 def _libpq(url: str) -> str:
