@@ -8,7 +8,7 @@ from pathlib import Path
 from alembic import context
 
 from app.core.settings import get_settings
-from app.db import models  # noqa: F401  (registers the tables)
+from app.db import tables  # noqa: F401  (registers the tables)
 from app.db.base import Base
 from app.db.session import make_engine
 
