@@ -27,12 +27,12 @@ from app.api import (
     workers,
 )
 from app.api.errors import method_not_allowed
+from app.api.http_metrics import HttpMetrics
 from app.api.limits import BodySizeLimit
 from app.api.nul_guard import NulGuard
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
 from app.api.request_id import RequestId
 from app.core import logs
-from app.core.observability import HttpMetrics
 from app.core.settings import get_settings
 
 
