@@ -11,13 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.ratelimit import check_active_jobs
 from app.core.settings import Settings
 from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.services import model_refs
 from app.services.errors import Conflict, InvalidField
+from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
@@ -243,7 +243,7 @@ def create(
             return _replay(existing, digest, idempotency_key), False
     body = default_learning_rate(inherit_model(session, owner_id, body))
     validate(session, settings, owner_id, body)
-    check_active_jobs(session, settings, owner_id)  # 429 over MAX_ACTIVE_JOBS_PER_KEY
+    check_active_jobs(session, settings, owner_id)  # TooManyRequests over MAX_ACTIVE_JOBS_PER_KEY
     job = Job(
         owner_id=owner_id,
         dataset_id=str(body.dataset_id),
