@@ -1,8 +1,9 @@
-"""The FastAPI application."""
+"""The FastAPI application: its routers, its middleware, and the HTTP answer to every service error."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from app.api import (
     dashboard,
@@ -27,13 +28,21 @@ from app.api import (
     workers,
 )
 from app.api.errors import method_not_allowed
+from app.api.http_metrics import HttpMetrics
 from app.api.limits import BodySizeLimit
 from app.api.nul_guard import NulGuard
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
 from app.api.request_id import RequestId
 from app.core import logs
-from app.core.observability import HttpMetrics
 from app.core.settings import get_settings
+from app.services.errors import ServiceError
+
+
+async def service_error(_request: Request, exc: Exception) -> JSONResponse:
+    """The one place a service's refusal or failure (app/services/errors.py) becomes an HTTP answer: its status,
+    `{"detail": ...}` and headers, the answer an HTTPException with the same fields gets."""
+    assert isinstance(exc, ServiceError), exc  # registered for ServiceError and its subclasses only
+    return JSONResponse({"detail": exc.detail}, exc.status, headers=exc.headers)
 
 
 def create_app() -> FastAPI:
@@ -42,7 +51,7 @@ def create_app() -> FastAPI:
         title="Transformer service",
         version="0.1.0",
         description="Train and serve the encoder-decoder Transformer of 'Attention Is All You Need'.",
-        exception_handlers={405: method_not_allowed},
+        exception_handlers={405: method_not_allowed, ServiceError: service_error},
     )
     app.include_router(health.router)
     app.include_router(pings.router, **KEYED)

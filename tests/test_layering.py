@@ -1,4 +1,5 @@
-"""The API never imports torch or worker/: its image stays small and it enqueues by task name."""
+"""The API never imports torch or worker/: its image stays small and it enqueues by task name. Only the routers
+and the app factory know FastAPI and Starlette, so the worker never loads them."""
 
 from __future__ import annotations
 
@@ -39,6 +40,45 @@ def test_importing_the_api_and_cli_loads_no_torch_or_worker():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+HTTP_FRAMEWORKS = {"fastapi", "starlette"}
+WORKER_ENTRY_POINTS = (
+    "worker.celery_app",
+    "worker.tasks.training",
+    "worker.tasks.inference",
+    "worker.tasks.evaluation",
+    "worker.tasks.export",
+    "worker.tasks.file_translation",
+    "worker.tasks.model_import",
+    "worker.tasks.ping",
+)
+
+
+def test_only_the_routers_and_the_app_factory_import_fastapi_or_starlette():
+    """Services and core raise domain errors (app/services/errors.py); app/api/ and app/main.py turn them into HTTP,
+    so what the worker shares with the API never drags the web framework along."""
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(_imported_roots(path) & HTTP_FRAMEWORKS)
+        for path in (ROOT / "app").rglob("*.py")
+        if path != ROOT / "app" / "main.py" and (ROOT / "app" / "api") not in path.parents
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_importing_the_worker_tasks_loads_no_fastapi_or_starlette():
+    """A worker image need not carry the web framework: no task module reaches it, even through app/ modules.
+    One interpreter imports them in turn (torch loads once) and names the first whose import brought one in."""
+    code = (
+        "import sys, importlib\n"
+        f"for module in {WORKER_ENTRY_POINTS!r}:\n"
+        "    importlib.import_module(module)\n"
+        f"    bad = sorted(m for m in sys.modules if m.split('.')[0] in {sorted(HTTP_FRAMEWORKS)!r})\n"
+        "    if bad:\n"
+        "        sys.exit(f'importing {module} loaded {bad[:5]}')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_model_package_does_not_depend_on_the_service():
     offenders = {
         str(path.relative_to(ROOT)): sorted(
@@ -74,6 +114,21 @@ def _first_party_imports(path: Path, modules: set[str]) -> set[str]:
                 elif base in modules:
                     found.add(base)
     return found - {_module_name(path)}
+
+
+def test_services_and_core_never_import_the_routers_or_the_app():
+    """What a request does (app/services/) and what everything shares (app/core/) sit below the HTTP layer: a
+    service raises a domain error rather than borrowing an HTTP helper from app/api/."""
+    files = list((ROOT / "app").rglob("*.py"))
+    modules = {_module_name(p) for p in files}
+    offenders = {
+        _module_name(path): sorted(
+            m for m in _first_party_imports(path, modules) if m in ("app.main", "app.api") or m.startswith("app.api.")
+        )
+        for path in files
+        if _module_name(path).split(".")[:2] in (["app", "services"], ["app", "core"])
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
 
 
 def test_no_import_cycles_among_our_modules():

@@ -7,6 +7,8 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import iter_route_contexts
 from starlette.routing import Match
 
+from app.services.errors import InvalidField, validation_detail
+
 
 def not_found(kind: str, object_id: str) -> HTTPException:
     """404 that reveals nothing about whether the object exists for someone else."""
@@ -14,33 +16,18 @@ def not_found(kind: str, object_id: str) -> HTTPException:
 
 
 def unprocessable(field: str, message: str) -> HTTPException:
-    """422 in FastAPI's validation-error shape, naming the field (dotted path inside the body)."""
-    loc = ["body", *field.split(".")] if field else ["body"]
-    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": loc, "msg": message, "type": "value_error"}])
+    """422 in FastAPI's validation-error shape, naming the field (dotted path inside the body): the body a
+    service's InvalidField gets."""
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, InvalidField(field, message).detail)
 
 
 def bad_query(parameter: str, message: str) -> HTTPException:
     """422 in FastAPI's validation-error shape for a query parameter that parsed but makes no sense."""
-    return HTTPException(
-        status.HTTP_422_UNPROCESSABLE_CONTENT, [{"loc": ["query", parameter], "msg": message, "type": "value_error"}]
-    )
+    return HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, validation_detail(["query", parameter], message))
 
 
 def conflict(message: str) -> HTTPException:
     return HTTPException(status.HTTP_409_CONFLICT, message)
-
-
-BACKEND_RETRY_SECONDS = 10
-
-
-def backend_failed(backend: str, model_id: str, reason: str) -> HTTPException:
-    """503 for a decoding backend (pytorch, ctranslate2) that broke on a request it had accepted: not the
-    caller's fault, so a retry (or the other backend) may serve it. The worker's own answer has the same words."""
-    return HTTPException(
-        status.HTTP_503_SERVICE_UNAVAILABLE,
-        f"inference backend {backend!r} failed on model {model_id}: {reason}",
-        headers={"Retry-After": str(BACKEND_RETRY_SECONDS)},
-    )
 
 
 async def method_not_allowed(request: Request, _exc: Exception) -> JSONResponse:

@@ -17,6 +17,7 @@ from app.api.models import owned_model
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import EXPORT
 from app.services import inference_client
+from app.services.errors import WorkerTimeout
 from app.services.exports import Ct2Quantization, ExportFormat, export_key, export_name
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -64,9 +65,7 @@ def export_model(
                 answer, _ = inference_client.call(
                     settings, EXPORT, [row.id, fmt, quantization], timeout=settings.export_timeout_seconds
                 )
-            except HTTPException as exc:
-                if exc.status_code != status.HTTP_504_GATEWAY_TIMEOUT:
-                    raise
+            except WorkerTimeout:
                 return JSONResponse(
                     {"detail": f"the {fmt} export of model {model_id} is being built; retry shortly"},
                     status.HTTP_202_ACCEPTED,

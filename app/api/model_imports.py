@@ -24,6 +24,7 @@ from app.core.task_names import IMPORT
 from app.db.base import new_id
 from app.schemas.models import ModelPublic
 from app.services import inference_client
+from app.services.errors import ServiceError, WorkerTimeout
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
@@ -82,12 +83,7 @@ def import_model(
         inference_client.call(
             settings, IMPORT, [staging, model_id, key.owner_id, filename], timeout=settings.export_timeout_seconds
         )
-    except HTTPException as exc:
-        if exc.status_code == status.HTTP_422_UNPROCESSABLE_CONTENT:
-            raise unprocessable("file", str(exc.detail)) from exc
-        if exc.status_code != status.HTTP_504_GATEWAY_TIMEOUT:
-            get_store().delete(staging)
-            raise
+    except WorkerTimeout:
         # Queued but not answered: a worker may still import it (and deletes the upload either way), or the
         # message expires unread and the model never appears (a later upload is a new import); the workers' reaper
         # then removes the upload (worker/reaper.py: staged uploads older than this expiry and an import's run).
@@ -100,4 +96,9 @@ def import_model(
             status.HTTP_202_ACCEPTED,
             headers={"Location": f"/v1/models/{model_id}", "Retry-After": "10"},
         )
+    except ServiceError as exc:
+        if exc.status == status.HTTP_422_UNPROCESSABLE_CONTENT:  # the worker refused the archive, saying why
+            raise unprocessable("file", str(exc.detail)) from exc
+        get_store().delete(staging)
+        raise
     return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))

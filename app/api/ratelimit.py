@@ -1,4 +1,4 @@
-"""Abuse limits: requests per minute per API key, and queued + running jobs per owner.
+"""Abuse limits: requests per minute per API key (queued + running jobs per owner: app/services/job_quota.py).
 
 The request counts live in Redis when the broker is Redis, so every API process shares them, and in
 memory in embedded mode (one API process). The `limits` library keeps them in a moving window: at most
@@ -19,21 +19,16 @@ from fastapi import Depends, HTTPException, status
 from limits import RateLimitItem, RateLimitItemPerMinute
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from app.api.deps import CurrentKey, SettingsDep
 from app.core.settings import Settings
-from app.db.job_rows import ACTIVE_STATES
-from app.db.tables import Job, Owner
 
 log = logging.getLogger(__name__)
 
 STORAGE_TIMEOUT = 0.5  # seconds a Redis call may take before the limiter gives up and lets the request in
 SKIP_AFTER_FAILURE = 5.0  # seconds the limiter stays out of the way after its storage failed
 WARN_EVERY = 30.0
-ACTIVE_JOBS_RETRY_AFTER = 60  # seconds; jobs take minutes, so a client should not poll faster than this
 
 KEY_RESPONSES = {
     401: {"description": "Missing, invalid or revoked API key"},
@@ -46,9 +41,6 @@ KEY_RESPONSES = {
 
 def too_many_requests(detail: str, retry_after: int) -> HTTPException:
     return HTTPException(status.HTTP_429_TOO_MANY_REQUESTS, detail, headers={"Retry-After": str(retry_after)})
-
-
-# -- request rate ---------------------------------------------------------------------------------------------
 
 
 def storage_url(settings: Settings) -> str:
@@ -122,29 +114,3 @@ async def rate_limit(key: CurrentKey, settings: SettingsDep) -> None:
 
 # include_router(router, **KEYED): every route of the router needs a key (401) and counts against its rate (429).
 KEYED: dict[str, Any] = {"dependencies": [Depends(rate_limit)], "responses": KEY_RESPONSES}
-
-
-# -- active jobs ----------------------------------------------------------------------------------------------
-
-
-def check_active_jobs(session: Session, settings: Settings, owner_id: str) -> None:
-    """429 + Retry-After when the owner already has MAX_ACTIVE_JOBS_PER_KEY jobs queued or running.
-
-    Counted per owner: the keys of one owner share its objects, so a second key cannot double the bound.
-    The owner's row is locked until the new job commits (PostgreSQL), so concurrent submits cannot overshoot.
-    """
-    limit = settings.max_active_jobs_per_key
-    if limit <= 0:
-        return
-    session.execute(select(Owner.id).where(Owner.id == owner_id).with_for_update())
-    active = session.scalar(
-        select(func.count()).select_from(Job).where(Job.owner_id == owner_id, Job.status.in_(ACTIVE_STATES))
-    )
-    assert active is not None  # COUNT(*) always returns a row
-    if active >= limit:
-        session.rollback()  # release the lock now
-        raise too_many_requests(
-            f"{active} jobs are already queued or running (MAX_ACTIVE_JOBS_PER_KEY={limit}); "
-            f"wait for one to finish or cancel one",
-            ACTIVE_JOBS_RETRY_AFTER,
-        )

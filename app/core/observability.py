@@ -2,7 +2,8 @@
 
 Two kinds of series:
 - live ones, counted as things happen in this process: requests by method, route template and status,
-  their latency, and the micro-batch size each translation was decoded in (reported back by the worker);
+  their latency (counted by the middleware in app/api/http_metrics.py), and the micro-batch size each
+  translation was decoded in (reported back by the worker);
 - scrape-time ones, read by `ServiceCollector` when /metrics is asked: jobs by status, tokens/s and
   progress of running jobs, workers alive by queue (heartbeats), and the depth of the Celery queues.
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from functools import lru_cache
@@ -26,8 +26,6 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
-from starlette.routing import BaseRoute, Match
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.settings import get_settings
 from app.core.task_names import QUEUES
@@ -39,8 +37,6 @@ from app.services.queueing import read_depth  # the same reading the inference q
 
 log = logging.getLogger(__name__)
 JOB_STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
-UNMATCHED = "<unmatched>"  # the route label of a path no route serves: raw paths would explode the label set
-METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})  # any other counts as OTHER
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # No `*_created` series: Prometheus does not need them and they double the output.
@@ -70,62 +66,6 @@ INFERENCE_BATCH = Histogram(
 
 def observe_batch_size(size: int) -> None:
     INFERENCE_BATCH.observe(size)
-
-
-# --- HTTP: a pure ASGI middleware --------------------------------------------------------------------------
-
-
-def _match(routes: Iterable[BaseRoute], scope: Scope) -> tuple[Match, str | None]:
-    """The first route that fully matches (else the first partial match, a 405), descending into included routers."""
-    best: tuple[Match, str | None] = (Match.NONE, None)
-    for route in routes:
-        included = getattr(route, "original_router", None)  # FastAPI keeps an included router whole
-        if included is not None:
-            match, path = _match(included.routes, scope)
-        else:
-            path = getattr(route, "path", None)
-            match = route.matches(scope)[0] if path else Match.NONE
-        if match == Match.FULL:
-            return match, path
-        if match == Match.PARTIAL and best[0] == Match.NONE:
-            best = (match, path)
-    return best
-
-
-def route_template(scope: Scope) -> str:
-    """The path template of the route that served (or would serve) the request, e.g. /v1/jobs/{job_id}."""
-    route = scope.get("route")  # set by the router once it picked a route
-    if route is not None:
-        return getattr(route, "path", None) or UNMATCHED
-    router = getattr(scope.get("app"), "router", None)  # answered before routing (a 413, say): match it here
-    return _match(getattr(router, "routes", ()), scope)[1] or UNMATCHED
-
-
-class HttpMetrics:
-    """Count every HTTP answer and time it; the outermost middleware, so refusals count too."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started, status = time.perf_counter(), 500  # 500: the app raised before answering
-
-        async def recording_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, recording_send)
-        finally:
-            method = scope["method"] if scope["method"] in METHODS else "OTHER"
-            route = route_template(scope)
-            HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            HTTP_LATENCY.labels(method, route).observe(time.perf_counter() - started)
 
 
 # --- Scrape time: the database and the broker ----------------------------------------------------------------

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-# send(texts) -> answer {"translations": [one per text], ...}; raises for an error (an HTTPException in the API)
+# send(texts) -> answer {"translations": [one per text], ...}; raises for an error (a ServiceError in the API)
 Send = Callable[[list[str]], dict[str, Any]]
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from celery import Celery
 from sqlalchemy.orm import Session
 
-from app.api.errors import unprocessable
 from app.core.settings import Settings
 from app.core.task_names import EVALUATE
 from app.db.tables import Dataset, Evaluation, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
+from app.services.errors import InvalidField
 from app.services.queueing import dispatch_background
 
 
@@ -29,18 +29,18 @@ def hypotheses_key(model_id: str, evaluation_id: str) -> str:
 def create(
     session: Session, settings: Settings, model: TrainedModel, body: EvaluationCreate, job_id: str | None = None
 ) -> Evaluation:
-    """Insert a queued evaluation of `model` (the caller's) or raise 422 naming the field."""
+    """Insert a queued evaluation of `model` (the caller's) or raise InvalidField (422) naming the field."""
     if model.objective != "translation":
-        raise unprocessable(
+        raise InvalidField(
             "model_id", f"model {model.id} was trained for {model.objective}; only translation is scored"
         )
     dataset = session.get(Dataset, str(body.dataset_id))
     if dataset is None or dataset.owner_id != model.owner_id:
-        raise unprocessable("dataset_id", f"dataset {body.dataset_id} not found")
+        raise InvalidField("dataset_id", f"dataset {body.dataset_id} not found")
     if dataset.kind != "parallel":
-        raise unprocessable("dataset_id", f"dataset {body.dataset_id} is {dataset.kind}; a test set is parallel")
+        raise InvalidField("dataset_id", f"dataset {body.dataset_id} is {dataset.kind}; a test set is parallel")
     if body.beam_size > settings.max_beam_size:
-        raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+        raise InvalidField("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
     evaluation = Evaluation(
         owner_id=model.owner_id,
         model_id=model.id,

@@ -8,19 +8,27 @@ from functools import lru_cache
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
-from fastapi import HTTPException, status
 
-from app.api.errors import BACKEND_RETRY_SECONDS, backend_failed
 from app.core.observability import observe_batch_size
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, INFERENCE_QUEUE, NEIGHBORS, TRANSLATE
 from app.services.coalesce import Coalescer
+from app.services.errors import (
+    BackendFailed,
+    ServiceError,
+    ServiceUnavailable,
+    WorkerFailed,
+    WorkerRefused,
+    WorkerTimeout,
+)
 from app.services.queueing import get_sender, queue_depth
 
 log = logging.getLogger(__name__)
 # Tasks that decode with a backend (`backend` in their keyword arguments, else pytorch) on the model their
 # first argument names.
 DECODING_TASKS = frozenset({TRANSLATE, FILL_MASK, ATTENTION, NEIGHBORS, GEOMETRY})
+BROKER_RETRY_SECONDS = 5  # the broker or result backend is away: a restart or failover takes seconds
+QUEUE_FULL_RETRY_SECONDS = 2  # the inference queue is full: the workers drain it in about this long
 
 
 @lru_cache
@@ -34,12 +42,12 @@ def coalescer(settings: Settings) -> Coalescer:
     return _coalescer(settings.inference_max_batch, 2 * settings.inference_timeout_seconds + 1)
 
 
-def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseException) -> HTTPException:
+def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseException) -> ServiceError:
     """A task that raised on the worker, reported without the worker's internals: for a decoding task (its first
-    argument the model id) its backend failed, a 503 naming it; for another task, a 502."""
+    argument the model id) its backend failed, BackendFailed (503) naming it; for another task, WorkerFailed (502)."""
     if task not in DECODING_TASKS:
         log.error("task %s failed on the inference worker: %s: %s", task, type(exc).__name__, exc, exc_info=exc)
-        return HTTPException(status.HTTP_502_BAD_GATEWAY, f"the inference worker failed: {type(exc).__name__}")
+        return WorkerFailed(f"the inference worker failed: {type(exc).__name__}")
     backend = kwargs.get("backend", "pytorch")
     log.error(
         "task %s: inference backend %r failed on model %s: %s: %s",
@@ -50,7 +58,7 @@ def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseEx
         exc,
         exc_info=exc,
     )
-    return backend_failed(backend, args[0], type(exc).__name__)
+    return BackendFailed(backend, args[0], type(exc).__name__)
 
 
 def call(
@@ -60,52 +68,35 @@ def call(
     kwargs: dict[str, Any] | None = None,
     timeout: float | None = None,
 ) -> tuple[dict[str, Any], float]:
-    """Run `task` on an inference worker; returns (answer, elapsed ms) or raises the HTTP error to send.
-    timeout: seconds to wait (default INFERENCE_TIMEOUT_SECONDS)."""
+    """Run `task` on an inference worker; returns (answer, elapsed ms) or raises the ServiceError to answer with:
+    ServiceUnavailable (broker or result backend away, queue full, backend failed), WorkerTimeout, WorkerFailed or
+    the worker's own WorkerRefused. timeout: seconds to wait (default INFERENCE_TIMEOUT_SECONDS)."""
     started = time.perf_counter()
     try:
         depth = queue_depth()
     except Exception as exc:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"broker unavailable: {type(exc).__name__}",
-            headers={"Retry-After": "5"},
-        ) from exc
+        raise ServiceUnavailable(f"broker unavailable: {type(exc).__name__}", BROKER_RETRY_SECONDS) from exc
     if depth >= settings.inference_queue_limit:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
+        raise ServiceUnavailable(
             f"{depth} inference requests are waiting (INFERENCE_QUEUE_LIMIT="
             f"{settings.inference_queue_limit}); try again shortly",
-            headers={"Retry-After": "2"},
+            QUEUE_FULL_RETRY_SECONDS,
         )
     timeout = timeout or settings.inference_timeout_seconds
     try:
         result = get_sender().send_task(task, args=args, kwargs=kwargs or {}, queue=INFERENCE_QUEUE, expires=timeout)
     except Exception as exc:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"broker unavailable: {type(exc).__name__}",
-            headers={"Retry-After": "5"},
-        ) from exc
+        raise ServiceUnavailable(f"broker unavailable: {type(exc).__name__}", BROKER_RETRY_SECONDS) from exc
     try:  # propagate=False: the exception a task raised is returned, told apart from one raised here
         answer = result.get(timeout=timeout, interval=0.005, propagate=False)  # results expire on their own
     except CeleryTimeout as exc:
-        raise HTTPException(
-            status.HTTP_504_GATEWAY_TIMEOUT,
-            f"no inference worker answered within {timeout:g}s",
-        ) from exc
+        raise WorkerTimeout(f"no inference worker answered within {timeout:g}s") from exc
     except Exception as exc:  # the answer could not be read (the result backend is away)
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"result backend unavailable: {type(exc).__name__}",
-            headers={"Retry-After": "5"},
-        ) from exc
+        raise ServiceUnavailable(f"result backend unavailable: {type(exc).__name__}", BROKER_RETRY_SECONDS) from exc
     if isinstance(answer, BaseException):  # the task raised instead of answering
         raise _task_failed(task, args, kwargs or {}, answer)
     if "error" in answer:
-        code = answer["error"]["status"]
-        retry = {"Retry-After": str(BACKEND_RETRY_SECONDS)} if code == status.HTTP_503_SERVICE_UNAVAILABLE else None
-        raise HTTPException(code, answer["error"]["detail"], headers=retry)
+        raise WorkerRefused(answer["error"]["status"], answer["error"]["detail"])
     if "batch_size" in answer:  # translations: the micro-batch this request was decoded in, for /metrics only
         observe_batch_size(answer.pop("batch_size"))
     return answer, (time.perf_counter() - started) * 1000

@@ -11,13 +11,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.errors import conflict, unprocessable
-from app.api.ratelimit import check_active_jobs
 from app.core.settings import Settings
 from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.services import model_refs
+from app.services.errors import Conflict, InvalidField
+from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
@@ -60,9 +60,9 @@ def request_digest(body: JobCreate) -> str:
 def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objective: str) -> Dataset:
     dataset = session.get(Dataset, dataset_id)
     if dataset is None or dataset.owner_id != owner_id:
-        raise unprocessable(field, f"dataset {dataset_id} not found")
+        raise InvalidField(field, f"dataset {dataset_id} not found")
     if dataset.kind != REQUIRED_KIND[objective]:
-        raise unprocessable(
+        raise InvalidField(
             field,
             f"dataset {dataset_id} is {dataset.kind}, but objective {objective!r} "
             f"needs a {REQUIRED_KIND[objective]} dataset",
@@ -89,14 +89,14 @@ def default_learning_rate(body: JobCreate) -> JobCreate:
 
 def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate:
     """With init_model_id: the body whose `model` section is that model's architecture (and its job's vocabulary
-    request), keeping the dropout it asks for; 422 naming the field for a model that is not the caller's or an
-    architecture field that differs from it. The tokenizer is that model's, so vocab_size must not differ either.
-    Without init_model_id: the body as it is."""
+    request), keeping the dropout it asks for; InvalidField (422) naming the field for a model that is not the
+    caller's or an architecture field that differs from it. The tokenizer is that model's, so vocab_size must not
+    differ either. Without init_model_id: the body as it is."""
     if body.init_model_id is None:
         return body
     parent = model_refs.resolve(session, body.init_model_id, owner_id)
     if parent is None:
-        raise unprocessable("init_model_id", f"model {body.init_model_id} not found")
+        raise InvalidField("init_model_id", f"model {body.init_model_id} not found")
     config, given = parent.config, body.model.model_fields_set - {"preset"}
     parent_spec = (parent.job.model_config or {}) if parent.job else {}
     asked_vocab = parent_spec.get("vocab_size")
@@ -107,7 +107,7 @@ def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate
         if name == "vocab_size" and value in (config["vocab_size"], asked_vocab):
             continue
         if value != have:
-            raise unprocessable(
+            raise InvalidField(
                 f"model.{name}",
                 f"{name}={value!r} conflicts with init model {parent.id}'s {have!r}: a job starting from a model keeps "
                 f"its architecture and tokenizer (only {' and '.join(INIT_MODEL_MAY_CHANGE)} may change)",
@@ -124,11 +124,11 @@ def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate
 
 
 def resolve_model_config(spec: ModelSpec) -> ModelConfig:
-    """The preset plus overrides as a ModelConfig, or 422 naming the problem."""
+    """The preset plus overrides as a ModelConfig, or InvalidField (422) naming the problem."""
     try:
         return ModelConfig.from_preset(spec.preset, spec.vocab_size, **spec.overrides())
     except ValueError as exc:
-        raise unprocessable("model", str(exc)) from exc
+        raise InvalidField("model", str(exc)) from exc
 
 
 def describe_anatomy(config: ModelConfig, tokens_per_batch: int, precision: str = "fp32") -> dict[str, Any]:
@@ -145,18 +145,18 @@ def describe_anatomy(config: ModelConfig, tokens_per_batch: int, precision: str 
 
 
 def validate(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> ModelConfig:
-    """Everything that can be known before queueing; raises 422 naming the field."""
+    """Everything that can be known before queueing; raises InvalidField (422) naming the field."""
     _dataset(session, owner_id, str(body.dataset_id), "dataset_id", body.objective)
     if body.valid_dataset_id is not None:
         _dataset(session, owner_id, str(body.valid_dataset_id), "valid_dataset_id", body.objective)
     if body.test_dataset_id is not None:
         if body.objective != "translation":
-            raise unprocessable("test_dataset_id", "only translation models are evaluated on a test set")
+            raise InvalidField("test_dataset_id", "only translation models are evaluated on a test set")
         _dataset(session, owner_id, str(body.test_dataset_id), "test_dataset_id", body.objective)
     config = resolve_model_config(body.model)
     training = body.training
     if training.max_length + 2 > config.max_positions:
-        raise unprocessable(
+        raise InvalidField(
             "training.max_length",
             f"max_length={training.max_length} plus <s>/</s> exceeds the model's max_positions={config.max_positions}",
         )
@@ -168,25 +168,25 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
         else training.max_tokens_per_batch
     )
     if "max_tokens_per_batch" not in auto and training.max_tokens_per_batch < training.max_length + 2:
-        raise unprocessable(
+        raise InvalidField(
             "training.max_tokens_per_batch",
             f"max_tokens_per_batch={training.max_tokens_per_batch} cannot hold one sentence of "
             f"max_length={training.max_length} tokens",
         )
     if training.average_last > training.keep_checkpoints:
-        raise unprocessable(
+        raise InvalidField(
             "training.average_last",
             f"average_last={training.average_last} needs keep_checkpoints "
             f">= {training.average_last}, got {training.keep_checkpoints}",
         )
     if training.devices > settings.max_devices_per_job:
-        raise unprocessable(
+        raise InvalidField(
             "training.devices",
             f"devices={training.devices} exceeds the limit of {settings.max_devices_per_job} (MAX_DEVICES_PER_JOB)",
         )
     refusal = memory_refusal(session, settings, config, batch_tokens, training.accelerator, training.precision)
     if refusal:
-        raise unprocessable("training.max_tokens_per_batch", refusal)
+        raise InvalidField("training.max_tokens_per_batch", refusal)
     return config
 
 
@@ -243,7 +243,7 @@ def create(
             return _replay(existing, digest, idempotency_key), False
     body = default_learning_rate(inherit_model(session, owner_id, body))
     validate(session, settings, owner_id, body)
-    check_active_jobs(session, settings, owner_id)  # 429 over MAX_ACTIVE_JOBS_PER_KEY
+    check_active_jobs(session, settings, owner_id)  # TooManyRequests over MAX_ACTIVE_JOBS_PER_KEY
     job = Job(
         owner_id=owner_id,
         dataset_id=str(body.dataset_id),
@@ -288,5 +288,5 @@ def _by_idempotency_key(session: Session, owner_id: str, key: str) -> Job | None
 
 def _replay(job: Job, digest: str, key: str) -> Job:
     if job.request_sha256 != digest:
-        raise conflict(f"Idempotency-Key {key!r} was used for a different request (job {job.id})")
+        raise Conflict(f"Idempotency-Key {key!r} was used for a different request (job {job.id})")
     return job
