@@ -20,7 +20,6 @@ the batch, so a batch costs what its live sentences cost.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import overload
 
 import torch
 import torch.nn.functional as F
@@ -40,17 +39,9 @@ class Hypothesis:
     finished: bool  # ended with </s>; False when cut at the maximum length
 
 
-@overload
-def length_penalty(length: int, alpha: float) -> float: ...
-
-
-@overload
-def length_penalty(length: Tensor, alpha: float) -> Tensor: ...
-
-
-def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+def length_penalty(length: int, alpha: float) -> float:
     """GNMT's lp(Y) = ((5 + |Y|) / (5 + 1))^alpha (Wu et al., 2016, Eq. 14); alpha = 0 turns it off."""
-    return ((5 + length) / 6) ** alpha
+    return float(((5 + length) / 6) ** alpha)
 
 
 def max_target_len(src_len: int, max_len_a: float, max_len_b: int, max_positions: int) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal, cast, overload
+from typing import cast
 
 from torch import Tensor, nn
 
@@ -175,7 +175,6 @@ class Transformer(nn.Module):
         memory: Tensor = self.encoder(src_ids, src_key_padding_mask)[0]
         return memory
 
-    @overload
     def decode(
         self,
         tgt_ids: Tensor,
@@ -183,46 +182,10 @@ class Transformer(nn.Module):
         src_key_padding_mask: Tensor | None,
         tgt_key_padding_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
-        need_weights: Literal[False] = False,
-    ) -> Tensor: ...
-
-    @overload
-    def decode(
-        self,
-        tgt_ids: Tensor,
-        memory: Tensor,
-        src_key_padding_mask: Tensor | None,
-        tgt_key_padding_mask: Tensor | None = None,
-        cache: DecoderCache | None = None,
-        *,
-        need_weights: Literal[True],
-    ) -> tuple[Tensor, list[Tensor], list[Tensor]]: ...
-
-    @overload
-    def decode(
-        self,
-        tgt_ids: Tensor,
-        memory: Tensor,
-        src_key_padding_mask: Tensor | None,
-        tgt_key_padding_mask: Tensor | None = None,
-        cache: DecoderCache | None = None,
-        need_weights: bool = False,
-    ) -> Tensor | tuple[Tensor, list[Tensor], list[Tensor]]: ...
-
-    def decode(
-        self,
-        tgt_ids: Tensor,
-        memory: Tensor,
-        src_key_padding_mask: Tensor | None,
-        tgt_key_padding_mask: Tensor | None = None,
-        cache: DecoderCache | None = None,
-        need_weights: bool = False,
-    ) -> Tensor | tuple[Tensor, list[Tensor], list[Tensor]]:
-        """tgt_ids (B, T) -> hidden (B, T, d_model); with need_weights, (hidden, self weights, cross weights)."""
-        hidden, self_w, cross_w = self.decoder(
-            tgt_ids, memory, src_key_padding_mask, tgt_key_padding_mask, cache, need_weights
-        )
-        return (hidden, self_w, cross_w) if need_weights else hidden
+    ) -> Tensor:
+        """tgt_ids (B, T) -> hidden (B, T, d_model). The attention weights come from forward_with_attention."""
+        hidden: Tensor = self.decoder(tgt_ids, memory, src_key_padding_mask, tgt_key_padding_mask, cache)[0]
+        return hidden
 
     def project(self, hidden: Tensor) -> Tensor:
         """Pre-softmax linear transformation (Sec. 3.4): hidden (..., d_model) -> logits (..., vocab_size)."""
