@@ -14,6 +14,7 @@ from model.nn.config import ModelConfig
 from model.nn.dropout import Dropout
 
 ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+Attended = tuple[Tensor, Tensor | None]  # an attention's output and its weights (None unless asked for)
 
 
 class PositionWiseFeedForward(nn.Module):
@@ -56,22 +57,18 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class _ResidualLayer(nn.Module):
-    """Residual connection with dropout around each sub-layer (Sec. 3.1 and 5.4).
+    """A layer of sub-layers, each inside a residual connection with dropout (Sec. 3.1 and 5.4):
 
-    Post-norm (paper): LayerNorm(x + Dropout(Sublayer(x))). Pre-norm: x + Dropout(Sublayer(LayerNorm(x))).
+        post-norm (the paper):  x = LayerNorm(x + Dropout(Sublayer(x)))
+        pre-norm (norm_first):  x = x + Dropout(Sublayer(LayerNorm(x)))
+
+    Each sub-layer has its own LayerNorm; the dropout module is shared, as it holds no weights.
     """
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.norm_first = config.norm_first
         self.dropout = Dropout(config.dropout)
-
-    def _residual(
-        self, x: Tensor, norm: nn.LayerNorm, sublayer: Callable[[Tensor], tuple[Tensor, Tensor | None]]
-    ) -> tuple[Tensor, Tensor | None]:
-        out, weights = sublayer(norm(x) if self.norm_first else x)
-        x = x + self.dropout(out)
-        return (x if self.norm_first else norm(x)), weights
 
 
 class EncoderLayer(_ResidualLayer):
@@ -89,12 +86,18 @@ class EncoderLayer(_ResidualLayer):
         self, x: Tensor, src_key_padding_mask: Tensor | None, need_weights: bool = False
     ) -> tuple[Tensor, Tensor | None]:
         """x (B, S, d_model) -> (B, S, d_model), self-attention weights (B, n_heads, S, S) or None."""
-        x, weights = self._residual(
-            x,
-            self.self_attn_layer_norm,
-            lambda h: self.self_attn(h, key_padding_mask=src_key_padding_mask, need_weights=need_weights),
-        )
-        x, _ = self._residual(x, self.final_layer_norm, lambda h: (self.ffn(h), None))
+
+        def self_attention(h: Tensor) -> Attended:
+            return cast(Attended, self.self_attn(h, key_padding_mask=src_key_padding_mask, need_weights=need_weights))
+
+        if self.norm_first:
+            attended, weights = self_attention(self.self_attn_layer_norm(x))
+            x = x + self.dropout(attended)
+            x = x + self.dropout(self.ffn(self.final_layer_norm(x)))
+        else:
+            attended, weights = self_attention(x)
+            x = self.self_attn_layer_norm(x + self.dropout(attended))
+            x = self.final_layer_norm(x + self.dropout(self.ffn(x)))
         return x, weights
 
 
@@ -122,19 +125,29 @@ class DecoderLayer(_ResidualLayer):
         need_weights: bool = False,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x (B, T, d_model), memory (B, S, d_model) -> (B, T, d_model), self weights, cross weights."""
-        x, self_weights = self._residual(
-            x,
-            self.self_attn_layer_norm,
-            lambda h: self.self_attn(
+
+        def self_attention(h: Tensor) -> Attended:
+            result = self.self_attn(
                 h, key_padding_mask=tgt_key_padding_mask, causal=True, cache=self_attn_cache, need_weights=need_weights
-            ),
-        )
-        x, cross_weights = self._residual(
-            x,
-            self.encoder_attn_layer_norm,
-            lambda h: self.encoder_attn(
+            )
+            return cast(Attended, result)
+
+        def cross_attention(h: Tensor) -> Attended:
+            result = self.encoder_attn(
                 h, memory, key_padding_mask=src_key_padding_mask, cache=encoder_attn_cache, need_weights=need_weights
-            ),
-        )
-        x, _ = self._residual(x, self.final_layer_norm, lambda h: (self.ffn(h), None))
+            )
+            return cast(Attended, result)
+
+        if self.norm_first:
+            attended, self_weights = self_attention(self.self_attn_layer_norm(x))
+            x = x + self.dropout(attended)
+            attended, cross_weights = cross_attention(self.encoder_attn_layer_norm(x))
+            x = x + self.dropout(attended)
+            x = x + self.dropout(self.ffn(self.final_layer_norm(x)))
+        else:
+            attended, self_weights = self_attention(x)
+            x = self.self_attn_layer_norm(x + self.dropout(attended))
+            attended, cross_weights = cross_attention(x)
+            x = self.encoder_attn_layer_norm(x + self.dropout(attended))
+            x = self.final_layer_norm(x + self.dropout(self.ffn(x)))
         return x, self_weights, cross_weights
