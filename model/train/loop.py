@@ -1,10 +1,11 @@
 """The training loop as in the paper (Sec. 5): updates until a step, time or early-stopping limit, with
 validation loss and BLEU/chrF, checkpoints and checkpoint averaging (Sec. 6.1).
 
-The pieces it runs are elsewhere, each pure: one update in model/train/step.py (Adam, the schedule of Eq. 3, label
-smoothing, accumulation, clipping), evaluation in model/train/validation.py, checkpoint files in model/io/.
-Trainer only decides when to stop, evaluate and checkpoint; progress leaves through Callbacks with plain
-dataclasses (model/train/events.py), so a caller (the Celery worker) can write them to a database. Typical use:
+The pieces it runs are elsewhere: one update in model/train/step.py (Adam, the schedule of Eq. 3, label
+smoothing, accumulation, clipping), evaluation in model/train/validation.py, the run's checkpoints in
+model/train/checkpointing.py. Trainer only decides when to stop, evaluate and checkpoint; progress leaves through
+Callbacks with plain dataclasses (model/train/events.py), so a caller (the Celery worker) can write them to a
+database. Typical use:
 
     data = prepare("translation", pairs, preset="small", vocab_size=8000)
     result = train(data, TrainConfig(max_steps=20000), checkpoint_root, Callbacks(on_step=...))
@@ -26,20 +27,14 @@ import torch
 
 from model.data.batching import Batch, Example, TokenBatcher
 from model.data.tokenizer import Tokenizer
-from model.io.averaging import write_averaged_checkpoint
-from model.io.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point, save_checkpoint
-from model.io.checkpoint_files import (
-    checkpoint_sha256,
-    list_checkpoints,
-    remove_stale_temp_dirs,
-    rotate_checkpoints,
-    step_dir,
-)
+from model.io.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point
+from model.io.checkpoint_files import remove_stale_temp_dirs
 from model.io.checkpoint_tensors import load_optimizer_state
 from model.nn.compile import compile_layers, eager_on_failure
 from model.nn.transformer import Transformer
+from model.train.checkpointing import Checkpoints, resumable_state
 from model.train.config import StopReason, TrainConfig, TrainingError
-from model.train.events import Callbacks, CheckpointInfo, TrainResult
+from model.train.events import Callbacks, TrainResult
 from model.train.prepare import PreparedData
 from model.train.recorders import TrainingProbes
 from model.train.rng_state import capture_rng_state, restore_rng_state
@@ -60,6 +55,12 @@ if TYPE_CHECKING:
     from model.train.distributed import DistContext
 
 logger = logging.getLogger(__name__)
+
+
+def elapsed_clock(before: float) -> Callable[[], float]:
+    """Seconds of training so far: `before` (the attempts this one resumes) plus the wall-clock time since now."""
+    start = time.monotonic()
+    return lambda: before + time.monotonic() - start
 
 
 class Trainer:
@@ -92,9 +93,17 @@ class Trainer:
         self.dist, self.world_size = dist, dist.world_size if dist is not None else 1
         self.is_main = dist is None or dist.is_main  # data-parallel: rank 0 alone evaluates, checkpoints, calls back
         self.callbacks = (callbacks or Callbacks()) if self.is_main else Callbacks()
-        self.meta = meta or {}
-        self.checkpoint_root = Path(checkpoint_root) if checkpoint_root is not None and self.is_main else None
         self.optimizer = build_optimizer(model, config)
+        self.checkpoints = Checkpoints(
+            Path(checkpoint_root) if checkpoint_root is not None and self.is_main else None,
+            self.model,
+            tokenizer,
+            objective,
+            self.optimizer,
+            config,
+            self.callbacks,
+            meta or {},
+        )
         self.schedule = config.schedule(model.config.d_model)
         self.precision = config.resolved_precision
         if config.compile:
@@ -128,9 +137,6 @@ class Trainer:
         self.eval_seconds = 0.0  # wall-clock spent evaluating, summed over resumed attempts (part of elapsed)
         self._last_eval_seconds: float | None = None
         self.metrics: dict[str, float] = {}
-        self.best_checkpoint: str | None = None
-        self.last_checkpoint: str | None = None
-        self._last_checkpoint_step = 0
         self._iterator: Iterator[Batch] | None = None
         self.ddp: DistributedDataParallel | None = None
         self.probes = TrainingProbes(
@@ -165,7 +171,7 @@ class Trainer:
             "eval_seconds": self.eval_seconds,
             "metrics": self.metrics,
             # A name, not a path: another worker may mount the artifact store elsewhere.
-            "best_checkpoint": Path(self.best_checkpoint).name if self.best_checkpoint else None,
+            "best_checkpoint": Path(self.checkpoints.best).name if self.checkpoints.best else None,
             "batcher": self.batcher.state_dict(),
             "schedule": self.schedule.state_dict(),
             "train_config": self.config.to_dict(),
@@ -175,17 +181,8 @@ class Trainer:
     def restore(self, checkpoint: str | Path | Checkpoint) -> None:
         """Continue from a step checkpoint: weights, optimizer, schedule, batch position, RNG, counters."""
         ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-        state = ckpt.trainer_state
-        if state is None or ckpt.optimizer_state is None:
-            raise TrainingError(
-                f"{ckpt.path} is a weights-only ({ckpt.meta.get('kind')}) checkpoint; it cannot be resumed"
-            )
-        if ckpt.objective != self.objective:
-            raise TrainingError(f"{ckpt.path} was trained for {ckpt.objective!r}, not {self.objective!r}")
-        if ckpt.model_config != self.model.config:
-            raise TrainingError(f"{ckpt.path} has model config {ckpt.model_config}, not {self.model.config}")
-        if ckpt.tokenizer.fingerprint != self.tokenizer.fingerprint:
-            raise TrainingError(f"{ckpt.path} has another tokenizer; prepare the data with the checkpoint's tokenizer")
+        state = resumable_state(ckpt, self.objective, self.model.config, self.tokenizer)
+        assert ckpt.optimizer_state is not None  # resumable_state checked
         self.model.load_state_dict(ckpt.model_state)
         load_optimizer_state(self.optimizer, self.model, ckpt.optimizer_state)
         try:
@@ -196,10 +193,8 @@ class Trainer:
         self.best_valid_loss, self.best_step = state["best_valid_loss"], state["best_step"]
         self.bad_evals, self.last_eval_step = int(state["bad_evals"]), int(state["last_eval_step"])
         self.eval_seconds = float(state.get("eval_seconds", 0.0))  # absent in checkpoints of older versions
-        self.metrics, best = dict(state["metrics"]), state["best_checkpoint"]
-        root = self.checkpoint_root
-        self.best_checkpoint = str(root / best) if best and root is not None and (root / best).is_dir() else None
-        self.last_checkpoint, self._last_checkpoint_step = str(ckpt.path), self.step
+        self.metrics = dict(state["metrics"])
+        self.checkpoints.resumed(ckpt.path, self.step, state["best_checkpoint"])
         self._iterator = None
         restore_rng_state(state["rng"])
         logger.info("resumed from %s at step %d", ckpt.path, self.step)
@@ -217,7 +212,7 @@ class Trainer:
 
     STOP_ORDER: tuple[StopReason, ...] = ("early_stopping", "max_steps", "cancelled", "preempted", "max_minutes")
 
-    def _stop_reason(self, start: float, elapsed0: float) -> StopReason | None:
+    def _stop_reason(self, elapsed: Callable[[], float]) -> StopReason | None:
         """The first reason to stop now, in STOP_ORDER."""
         cfg = self.config
         if cfg.early_stopping_patience is not None and self.bad_evals >= cfg.early_stopping_patience:
@@ -228,7 +223,7 @@ class Trainer:
             return "cancelled"
         if self.callbacks.should_preempt is not None and self.callbacks.should_preempt():
             return "preempted"
-        if cfg.max_minutes is not None and elapsed0 + time.monotonic() - start >= cfg.max_minutes * 60:
+        if cfg.max_minutes is not None and elapsed() >= cfg.max_minutes * 60:
             return "max_minutes"
         return None
 
@@ -252,14 +247,10 @@ class Trainer:
 
     def fit(self) -> TrainResult:
         cfg = self.config
-        start, elapsed0 = time.monotonic(), self.elapsed
-
-        def elapsed() -> float:
-            return elapsed0 + time.monotonic() - start
-
+        elapsed = elapsed_clock(self.elapsed)
         log = StepLog(cfg.resolved_log_every, cfg.max_steps, cfg.max_minutes, self.callbacks.on_step)
         self.probes.measure_memory(self.batcher)
-        while (reason := self._agreed(self._stop_reason(start, elapsed0))) is None:
+        while (reason := self._agreed(self._stop_reason(elapsed))) is None:
             started = elapsed()
             batches = [self._next_batch() for _ in range(cfg.grad_accum_steps * self.world_size)]
             self.step += 1
@@ -269,7 +260,7 @@ class Trainer:
             lr = self.schedule.lr(self.step)
             log.add(self.step, lr, self.batcher.epoch, self._step(batches, lr), started)
             self.elapsed = elapsed()
-            checkpoint_due = self.checkpoint_root is not None and self.step % cfg.checkpoint_every == 0
+            checkpoint_due = self.checkpoints.due(self.step)
             evaluate_due = (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable()
             if log.due or evaluate_due or checkpoint_due:
                 log.flush(elapsed)  # before evaluating or saving: a diverged step fails the run first
@@ -278,30 +269,31 @@ class Trainer:
             if checkpoint_due:
                 self._checkpoint()
         log.flush(elapsed)
-        self.elapsed = elapsed0 + time.monotonic() - start
+        self.elapsed = elapsed()
         averaged = None
         if reason == "preempted":
-            if self.checkpoint_root is not None and self._last_checkpoint_step != self.step:
+            if self.checkpoints.lacks(self.step):
                 self._checkpoint()
         elif reason != "cancelled" and self.step > 0:
             if self.last_eval_step != self.step:
                 self._evaluate()
-            if self.checkpoint_root is not None and self._last_checkpoint_step != self.step:
+            if self.checkpoints.lacks(self.step):
                 self._checkpoint()
-            averaged = self._average()
+            averaged = self.checkpoints.average(self.step, self._validate, self.device)
         logger.info("training stopped at step %d: %s", self.step, reason)
+        best, last = self.checkpoints.best, self.checkpoints.last
         return TrainResult(
-            reason,
-            self.step,
-            self.elapsed,
-            dict(self.metrics),
-            self.best_valid_loss,
-            self.best_step,
-            self.last_checkpoint,
-            self.best_checkpoint,
-            averaged,
-            averaged or self.best_checkpoint or self.last_checkpoint,
-            log.losses,
+            stop_reason=reason,
+            step=self.step,
+            elapsed=self.elapsed,
+            metrics=dict(self.metrics),
+            best_valid_loss=self.best_valid_loss,
+            best_step=self.best_step,
+            last_checkpoint=last,
+            best_checkpoint=best,
+            averaged_checkpoint=averaged,
+            model_checkpoint=averaged or best or last,
+            losses=log.losses,
         )
 
     def _eval_affordable(self) -> bool:
@@ -316,12 +308,8 @@ class Trainer:
         if not self.is_main:
             return
         t0 = time.monotonic()
-        self.metrics = eager_on_failure(  # the validation decoding runs compiled layers too
-            self.model,
-            lambda: evaluate(
-                self.model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
-            ),
-        )
+        # The validation decoding runs compiled layers too.
+        self.metrics = eager_on_failure(self.model, lambda: self._validate(self.model))
         self.probes.at_evaluation(self.step)
         self._last_eval_seconds = time.monotonic() - t0
         self.eval_seconds += self._last_eval_seconds
@@ -341,60 +329,12 @@ class Trainer:
         if self.callbacks.on_eval is not None:
             self.callbacks.on_eval(self.step, dict(self.metrics))
 
+    def _validate(self, model: Transformer) -> dict[str, float]:
+        return evaluate(model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision)
+
     def _checkpoint(self) -> None:
-        assert self.checkpoint_root is not None
-        path = step_dir(self.checkpoint_root, self.step)
-        if self.best_step == self.step:
-            self.best_checkpoint = str(path)
-        save_checkpoint(
-            path,
-            self.model,
-            self.tokenizer,
-            self.objective,
-            step=self.step,
-            metrics=self.metrics,
-            optimizer=self.optimizer,
-            trainer_state=self.state_dict(),
-            extra_meta={"train_config": self.config.to_dict(), **self.meta},
-        )
-        self.last_checkpoint, self._last_checkpoint_step = str(path), self.step
-        self._rotate()
-        self._report_checkpoint(path, self.metrics, "step")
+        self.checkpoints.write(self.step, self.metrics, best=self.best_step == self.step, trainer_state=self.state_dict)
         self.probes.at_checkpoint(self.step)
-
-    def _report_checkpoint(self, path: Path, metrics: dict[str, float], kind: str) -> None:
-        if self.callbacks.on_checkpoint is not None:
-            size = sum(f.stat().st_size for f in path.iterdir() if f.is_file())
-            self.callbacks.on_checkpoint(
-                CheckpointInfo(self.step, str(path), checkpoint_sha256(path), size, dict(metrics), kind)
-            )
-
-    def _rotate(self) -> None:
-        """Delete the oldest step checkpoints beyond keep_checkpoints; the best one is always kept."""
-        if self.config.keep_checkpoints is None or self.checkpoint_root is None:
-            return
-        rotate_checkpoints(self.checkpoint_root, self.config.keep_checkpoints, keep=self.best_checkpoint)
-
-    def _average(self) -> str | None:
-        n = self.config.average_last
-        if n < 2 or self.checkpoint_root is None:
-            return None
-        dirs = list_checkpoints(self.checkpoint_root)[-n:]
-        if len(dirs) < 2:
-            return None
-        measured: dict[str, float] = {}
-
-        def score(averaged: Transformer) -> dict[str, float]:
-            measured.update(
-                evaluate(
-                    averaged, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision
-                )
-            )
-            return measured
-
-        path = write_averaged_checkpoint(dirs, self.checkpoint_root / f"averaged-{self.step:08d}", score, self.device)
-        self._report_checkpoint(path, measured, "averaged")
-        return str(path)
 
 
 def train(
