@@ -5,10 +5,9 @@ Three kinds, all without <unk> (every string, emoji included, maps to tokens):
   becomes the piece mark "▁" and, with prefix_space, every sentence starts with one, so a word is the same
   token first in a sentence and elsewhere; characters never seen in training fall back to byte pieces
   <0x00>..<0xFF> (ids 5..260), as SentencePiece's byte_fallback.
-- "byte_bpe" (the default): GPT-2/RoBERTa byte-level BPE; decode(encode(text)) == text for every text. On 54k
-  English-French software messages it cuts a sentence into 8% more pieces than "bpe" (9.87 against 9.17) and
-  splits printf placeholders, yet trained the better model there (bench/quality.py, 5 minutes: 17.2 BLEU
-  against 13.3, one seed).
+- "byte_bpe" (the default): GPT-2/RoBERTa byte-level BPE; decode(encode(text)) == text for every text. It
+  cuts a sentence into more pieces than "bpe" and splits printf placeholders, yet trained the better model in
+  the one comparison so far (docs/learning-efficiency.md, "Tokenizer").
 
 Special tokens have fixed ids 0..4 across the project.
 """

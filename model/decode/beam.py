@@ -91,9 +91,8 @@ def beam_search(
 
 def cache_capacity(device: torch.device, positions: int) -> int | None:
     """Positions to preallocate in the decoder's self-attention caches: all of them on a GPU (no reallocation
-    per step), none on a CPU, where growing the caches by concatenation measured faster
-    (bench/decode_throughput.py fixed workload, 3 rounds: 86.6 against 82.6 sentences/s), as the reorder
-    after each step copies the whole buffer."""
+    per step), none on a CPU, where growing the caches by concatenation is faster, as the reorder after each
+    step copies the whole buffer (docs/gpu.md)."""
     return positions if device.type == "cuda" else None
 
 

@@ -90,9 +90,8 @@ class MultiHeadAttention(nn.Module):
     q_proj, k_proj, v_proj, out_proj are W_Q, W_K, W_V, W_O for all heads at once (with biases, as in HF Marian).
     They stay separate parameters under the names Marian and CTranslate2 use (checkpoints and exports keep
     them); on a GPU they run fused: self-attention projects Q, K and V with one matrix multiplication,
-    cross-attention K and V with one (see _project). On a CPU the fused product measured slower
-    (bench/train_throughput.py, ratio to MarianMTModel 1.37 and 1.33 fused against 1.39 and 1.46 apart: the
-    concatenated weights are copied on every call), so there they run apart. fuse_projections overrides.
+    cross-attention K and V with one (see _project). On a CPU they run apart: there the copy of the concatenated
+    weights that every call makes cost more than the one product saved (docs/gpu.md). fuse_projections overrides.
     """
 
     fuse_projections: bool | None = None  # None: fused on a GPU only

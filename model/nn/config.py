@@ -19,9 +19,8 @@ INITS = ("normal", "xavier")
 # tokenizer, so a preset is a partial config.
 PRESETS: dict[str, dict[str, Any]] = {
     # Learns copy/reverse toy tasks in seconds on a laptop CPU; no dropout because toy data does not overfit.
-    # init xavier: at d_model 64, N(0, 0.02) is too small a start for Adam at the paper's rate (with 50 warm-up
-    # steps the peak is 1.8e-2): the numbers task stalled at loss 3.9 (0% exact) where xavier reached 80%, and
-    # the reverse task at peak 3e-3 stayed at 0% exact where xavier reached 97%.
+    # init xavier: at d_model 64, N(0, 0.02) is too small a start for Adam at the paper's rate, which a short
+    # warm-up makes high at that width: the toy tasks stalled with it (docs/learning-efficiency.md).
     "tiny": dict(d_model=64, n_heads=4, n_encoder_layers=2, n_decoder_layers=2, d_ff=256, dropout=0.0, init="xavier"),
     "small": dict(d_model=256, n_heads=4, n_encoder_layers=3, n_decoder_layers=3, d_ff=1024, dropout=0.1),
     "base": dict(d_model=512, n_heads=8, n_encoder_layers=6, n_decoder_layers=6, d_ff=2048, dropout=0.1),
@@ -43,7 +42,7 @@ class ModelConfig:
     attention_dropout: float = 0.0  # on the softmax weights; the paper does not use it
     activation: str = "relu"  # "relu" as in Eq. 2; "gelu" and "swish" (SiLU, Marian's default) also work
     # "normal" trains the paper's post-norm model at the paper's rate with a short warm-up; "xavier" at that rate
-    # stalls (small, 54k en-fr messages, 5 minutes: 3.9 BLEU against 17.2; bench/quality.py).
+    # stalls (docs/learning-efficiency.md, "Initialisation").
     init: str = "normal"
     norm_first: bool = False  # False: post-norm LayerNorm(x + Sublayer(x)) as in Sec. 3.1; True: pre-norm
     share_embeddings: bool = True  # one matrix for source/target embeddings and pre-softmax projection (Sec. 3.4)

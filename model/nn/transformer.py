@@ -124,7 +124,8 @@ class Decoder(_Stack):
 class Transformer(nn.Module):
     """Encoder, decoder and the pre-softmax linear projection (Figure 1).
 
-    Search (greedy, beam) lives outside, in model.decode.greedy; the model exposes encode, decode and project.
+    The model exposes encode, decode and project; the searches are outside it, greedy in model/decode/greedy.py
+    and beam search in model/decode/beam.py.
     """
 
     def __init__(self, config: ModelConfig) -> None:
@@ -147,12 +148,12 @@ class Transformer(nn.Module):
         self._init_weights()
 
     def _init_weights(self) -> None:
-        """config.init "normal": linear and embedding weights N(0, 0.02), biases zero, as Marian and BART. With
-        d_model 256 each sublayer then starts with outputs of std ~0.1 beside a residual of std ~1, attention
-        logits near 0 and a loss near ln V, so the paper's peak rate (3.1e-3 for small with 400 warm-up steps)
-        trains stably. "xavier" (fairseq): Xavier-uniform linears, embeddings N(0, d_model^-0.5) so that,
-        scaled by sqrt(d_model), they have unit variance like the positional encodings; sublayer outputs start
-        at std 0.6-0.8, and the post-norm model needs a lower peak rate, except at toy widths (see PRESETS).
+        """config.init "normal": linear and embedding weights N(0, 0.02), biases zero, as Marian and BART. Each
+        sublayer then starts with outputs small beside the residual, attention logits near 0 and a loss near
+        ln V, so the post-norm model trains stably at the paper's peak rate. "xavier" (fairseq): Xavier-uniform
+        linears, embeddings N(0, d_model^-0.5) so that, scaled by sqrt(d_model), they have unit variance like the
+        positional encodings; sublayer outputs start nearly as large as the residual, and the post-norm model
+        needs a lower peak rate, except at toy widths (see PRESETS; docs/learning-efficiency.md has the runs).
         Embeddings last: when tied, lm_head.weight is the embedding matrix and keeps their initialisation."""
         normal = self.config.init == "normal"
         for module in self.modules():

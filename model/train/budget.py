@@ -4,21 +4,17 @@
 Pure and torch-free: the worker measures the corpus and its own throughput (model/train/throughput.py) and passes
 the numbers in, so the same corpus, budget and throughput always give the same choice.
 
-The rules, and the measurements behind them (docs/learning-efficiency.md; `small`, 54k en-fr pairs, 2 CPU
-cores, bench/quality.py):
-- Vocabulary by corpus size. Small corpora train better with small vocabularies (Ding et al., 2019, "A Call
-  for Prudent Choice of Subword Merge Operations"; Sennrich and Zhang, 2019): 4,000 at 54k pairs trained
-  the 42-BLEU model in 20 minutes.
+The rules below; the runs that set their constants are in docs/learning-efficiency.md ("Settings from a time
+budget"):
+- Vocabulary by corpus size: small corpora train better with small vocabularies (Ding et al., 2019, "A Call
+  for Prudent Choice of Subword Merge Operations"; Sennrich and Zhang, 2019).
 - Batch size and number of updates both grow as the square root of the batch tokens the budget affords
-  (the gradient noise scale, hence the useful batch, grows as the loss falls: McCandlish et al., 2018). The
-  constant puts the 20-minute CPU run where it was measured best: ~3.1M batch tokens -> 1,536-token
-  batches, ~2,000 updates (42.1 BLEU); 4,096-token batches made 362 updates in 10 minutes (21.8 BLEU).
-- Batches of at least 1,536 tokens, warmed up over at least 600k batch tokens (400 updates of 1,536, where the
-  paper's rate peaks at 3.1e-3 for `small`). A smaller batch wants a lower peak (the square-root rule: Krizhevsky,
-  2014; Hoffer et al., 2017), and the paper's rate peaks lower the longer the warm-up, so the floor is in tokens.
-  Measured at 10 minutes: 1,024-token batches with 250 warm-up updates (peak 4.0e-3) stalled at a training loss
-  of 4.6 and 2.5 BLEU, where 1,500 tokens and 400 updates (peak 3.1e-3) gave 17.2 BLEU in 5 minutes.
-- Warm-up a fifth of the expected updates (400 of ~2,000 in that run), within [100, 4000] (the paper: 4000).
+  (the gradient noise scale, hence the useful batch, grows as the loss falls: McCandlish et al., 2018).
+  BATCH_CONSTANT puts the batch where a 20-minute run of `small` on a CPU trained best.
+- Batches of at least MIN_BATCH_TOKENS, warmed up over at least MIN_WARMUP_TOKENS batch tokens. A smaller batch
+  wants a lower peak (the square-root rule: Krizhevsky, 2014; Hoffer et al., 2017), and the paper's rate peaks
+  lower the longer the warm-up, so the floor is in tokens. Below both floors a short run stalled.
+- Warm-up a fifth of the expected updates, within [MIN_WARMUP, MAX_WARMUP] (the paper: 4000).
 - The step limit out of the way: the time budget binds.
 """
 
@@ -45,7 +41,7 @@ VOCABULARY_BY_PAIRS: tuple[tuple[int, int], ...] = (
 )
 LARGEST_VOCABULARY = 32_000
 BATCH_CONSTANT = 0.75  # batch tokens = sqrt(BATCH_CONSTANT x batch tokens in the budget)
-MIN_BATCH_TOKENS = 1_536  # below this the paper's rate is too noisy (Popel and Bojar, 2018; 1,024 stalled here)
+MIN_BATCH_TOKENS = 1_536  # below this the paper's rate is too noisy (Popel and Bojar, 2018)
 MAX_BATCH_TOKENS = 65_536
 BATCH_MULTIPLE = 128
 WARMUP_FRACTION = 0.2

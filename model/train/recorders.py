@@ -35,8 +35,8 @@ from model.train.step import PendingStep
 logger = logging.getLogger(__name__)
 ATTENTION_PROBE_SENTENCES = 16
 # The weights' record may take at most this share of the wall-clock between two records; where it takes more (a
-# fast device, a large model), the records are spaced twice as far apart from then on. On 2 CPU cores one record
-# of `small` costs 16 ms against 25 steps of 1.9 s (0.03%, bench/results/dynamics_cost-cpu-2026-11-25.json).
+# fast device, a large model), the records are spaced twice as far apart from then on. bench/dynamics_cost.py
+# measures what a record costs (docs/api.md, "Training dynamics").
 DYNAMICS_MAX_SHARE = 0.03
 
 

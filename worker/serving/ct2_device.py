@@ -16,8 +16,7 @@ import torch
 # CT2_COMPUTE_TYPE=auto: the first one CTranslate2 supports. float16 on a GPU (what CTranslate2 recommends
 # there; int8_float16 where the GPU lacks fast float16); int8 on an Intel CPU (weights quantized when loaded).
 # On an AMD CPU float32: there int8 is either inexact (oneDNN's GEMM, see worker.serving.ct2) or, with the
-# MKL GEMM the workers choose, slower than float32 (bench/decode_throughput.py on an AMD EPYC, one thread,
-# fixed-length workload: 52.3 against 109.0 sentences/s).
+# MKL GEMM the workers choose, slower than float32 (docs/gpu.md, "Serving on a GPU").
 AUTO = {"cuda": ("float16", "int8_float16", "bfloat16", "float32"), "cpu": ("int8", "float32")}
 AUTO_AMD_CPU = ("float32",)
 
