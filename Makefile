@@ -26,7 +26,7 @@ TEST_WORKERS ?= 2
 test: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
-# ruff (lint + format) over the tree, mypy strict on model/ and app/ (settings in pyproject.toml).
+# ruff (lint + format) over the tree, mypy strict on model/, app/ and worker/ (settings in pyproject.toml).
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .

@@ -17,6 +17,8 @@ from celery.signals import (
     worker_shutdown,
     worker_shutting_down,
 )
+from celery.worker import WorkController
+from celery.worker.consumer import Consumer
 
 from app.core import logs
 from app.core.settings import get_settings
@@ -28,9 +30,10 @@ from worker import device, heartbeat
 from worker.training import job_log, lease
 
 log = logging.getLogger(__name__)
+# The signal handlers are connected by calls, not as decorators: celery ships no type information, and its
+# decorators would leave the handlers untyped.
 
 
-@setup_logging.connect
 def _configure_logging(loglevel: object = None, **_kwargs: object) -> None:
     """Celery leaves logging to us when this signal has a receiver: the service's JSON lines (app/core/logs.py), at
     the level given on the command line (`-l`), else LOG_LEVEL; and the jobs' own logs (worker/training/job_log.py)."""
@@ -43,6 +46,7 @@ def _configure_logging(loglevel: object = None, **_kwargs: object) -> None:
     job_log.install()  # what the training task logs about a job is also kept with it (GET /v1/jobs/{id}/logs)
 
 
+setup_logging.connect(_configure_logging)
 task_prerun.connect(logs.bind_task, weak=False)  # a task's lines carry its request, job or model id
 task_postrun.connect(logs.unbind_task, weak=False)
 
@@ -58,7 +62,7 @@ app.conf.include = [
 ]
 
 
-def set_torch_threads(**_kwargs) -> None:
+def set_torch_threads(**_kwargs: object) -> None:
     """On a shared CPU, fewer threads than cores is often much faster: TORCH_THREADS sets it per process."""
     if get_settings().torch_threads:
         torch.set_num_threads(get_settings().torch_threads)
@@ -68,8 +72,7 @@ set_torch_threads()
 worker_process_init.connect(set_torch_threads)
 
 
-@celeryd_after_setup.connect
-def _consume_the_device_queue(sender, instance, **_kwargs) -> None:
+def _consume_the_device_queue(sender: str, instance: WorkController, **_kwargs: object) -> None:
     """A training worker also takes the jobs that asked for its kind of device (app/core/task_names.py)."""
     queues = instance.app.amqp.queues
     if TRAINING_QUEUE not in queues.consume_from:
@@ -81,8 +84,10 @@ def _consume_the_device_queue(sender, instance, **_kwargs) -> None:
     queues.select_add(ACCELERATOR_QUEUES[kind])
 
 
-@worker_init.connect
-def _check_device(**_kwargs) -> None:
+celeryd_after_setup.connect(_consume_the_device_queue)
+
+
+def _check_device(**_kwargs: object) -> None:
     """Refuse to start on a host that lacks WORKER_DEVICE (SystemExit: Celery logs and swallows Exceptions)."""
     try:
         chosen = device.check_device()
@@ -92,19 +97,21 @@ def _check_device(**_kwargs) -> None:
     log.info("worker device %s", chosen)
 
 
+worker_init.connect(_check_device)
 worker_process_init.connect(lambda **_kwargs: device.prepare_process(), weak=False)
 # Pool processes (prefork) that get SIGTERM themselves checkpoint their training run instead of dying mid-step.
 worker_process_init.connect(lambda **_kwargs: lease.mark_pool_process(), weak=False)
 
 
-@worker_ready.connect
-def _start_heartbeat(sender, **_kwargs) -> None:
+def _start_heartbeat(sender: Consumer, **_kwargs: object) -> None:
     queues = sorted(q.name for q in sender.app.amqp.queues.consume_from.values())
     heartbeat.start(sender.app, sender.hostname, queues)
 
 
-@worker_shutting_down.connect
-def _drain(sender, sig=None, how=None, **_kwargs) -> None:
+worker_ready.connect(_start_heartbeat)
+
+
+def _drain(sender: str, sig: str | None = None, how: str | None = None, **_kwargs: object) -> None:
     """SIGTERM (a deploy, `docker stop`): Celery stops taking tasks and waits for running ones (a warm
     shutdown). Marking this worker draining makes its training jobs checkpoint their current step and go
     back to the queue within a few seconds, instead of training on until the end or until SIGKILL."""
@@ -120,6 +127,11 @@ def _drain(sender, sig=None, how=None, **_kwargs) -> None:
     threading.Thread(target=mark, name="drain").start()  # not from inside the signal handler itself
 
 
-@worker_shutdown.connect
-def _stop_heartbeat(**_kwargs) -> None:
+worker_shutting_down.connect(_drain)
+
+
+def _stop_heartbeat(**_kwargs: object) -> None:
     heartbeat.stop()
+
+
+worker_shutdown.connect(_stop_heartbeat)

@@ -118,12 +118,14 @@ def device_info(device: torch.device, run: Runner = _run, proc: Path = Path("/pr
         physical = visible[index] if index < len(visible) else str(index)
         query = ["nvidia-smi", "--query-gpu=name,memory.total,memory.free", "--format=csv,noheader,nounits"]
         try:
-            name, total, free = (f.strip() for f in run([*query, "-i", physical]).strip().split(","))
-            return DeviceInfo("cuda", name, int(total) * 2**20, int(free) * 2**20)  # nvidia-smi counts MiB
+            name, total_mib, free_mib = (f.strip() for f in run([*query, "-i", physical]).strip().split(","))
+            return DeviceInfo("cuda", name, int(total_mib) * 2**20, int(free_mib) * 2**20)  # nvidia-smi counts MiB
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
             log.warning("nvidia-smi could not describe cuda:%d (%s): %s", index, physical, exc)
             return DeviceInfo("cuda", f"cuda:{index}", None, None)
-    name, total, free = platform.machine() or "cpu", None, None
+    name = platform.machine() or "cpu"
+    total: int | None = None
+    free: int | None = None
     try:
         for line in (proc / "cpuinfo").read_text(errors="replace").splitlines():
             if line.startswith("model name"):

@@ -6,6 +6,7 @@ import logging
 import os
 import threading
 
+from celery import Celery
 from sqlalchemy import select
 
 from app.core.settings import get_settings
@@ -34,7 +35,7 @@ def beat(hostname: str, queues: list[str], starting: bool = False, info: DeviceI
             row.device_memory_total, row.device_memory_free = info.memory_total, info.memory_free
 
 
-def _loop(celery, hostname: str, queues: list[str], every: float) -> None:
+def _loop(celery: Celery, hostname: str, queues: list[str], every: float) -> None:
     starting = True
     while True:
         try:
@@ -47,7 +48,7 @@ def _loop(celery, hostname: str, queues: list[str], every: float) -> None:
             return
 
 
-def start(celery, hostname: str, queues: list[str]) -> None:
+def start(celery: Celery, hostname: str, queues: list[str]) -> None:
     _stop.clear()
     every = get_settings().worker_heartbeat_seconds
     threading.Thread(target=_loop, args=(celery, hostname, queues, every), name="heartbeat", daemon=True).start()

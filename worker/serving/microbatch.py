@@ -12,7 +12,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)  # what requests that may share a batch have in common
 
 
 @dataclass
@@ -24,23 +26,23 @@ class _Request:
     batch_size: int = 0  # items in the batch it was decoded in
 
 
-class MicroBatcher:
+class MicroBatcher(Generic[K]):
     def __init__(
         self,
-        run_batch: Callable[[Hashable, list[Any]], list[Any]],
+        run_batch: Callable[[K, list[Any]], list[Any]],
         max_batch: int = 32,
         max_wait: float = 0.005,
         on_batch: Callable[[int], None] | None = None,
     ) -> None:
         self.run_batch, self.max_batch, self.max_wait, self.on_batch = run_batch, max_batch, max_wait, on_batch
-        self._waiting: OrderedDict[Hashable, list[tuple[float, _Request]]] = OrderedDict()
+        self._waiting: OrderedDict[K, list[tuple[float, _Request]]] = OrderedDict()
         self._cond = threading.Condition()
         threading.Thread(target=self._loop, name="microbatch", daemon=True).start()
 
-    def submit(self, key: Hashable, items: Sequence[Any]) -> list[Any]:
+    def submit(self, key: K, items: Sequence[Any]) -> list[Any]:
         return self.submit_sized(key, items)[0]
 
-    def submit_sized(self, key: Hashable, items: Sequence[Any]) -> tuple[list[Any], int]:
+    def submit_sized(self, key: K, items: Sequence[Any]) -> tuple[list[Any], int]:
         """Like `submit`; also returns how many items the batch this request was decoded in held."""
         request = _Request(items)
         with self._cond:
@@ -52,7 +54,7 @@ class MicroBatcher:
         assert request.results is not None
         return request.results, request.batch_size
 
-    def _take(self) -> tuple[Hashable, list[_Request]]:
+    def _take(self) -> tuple[K, list[_Request]]:
         """Block until some key's batch is due; pop and return it."""
         with self._cond:
             while True:
@@ -65,8 +67,9 @@ class MicroBatcher:
                     wake = due if wake is None else min(wake, due)
                 self._cond.wait(None if wake is None else max(0.0, wake - now))
 
-    def _pop(self, key: Hashable) -> list[_Request]:
-        queue, taken, size = self._waiting[key], [], 0
+    def _pop(self, key: K) -> list[_Request]:
+        queue, size = self._waiting[key], 0
+        taken: list[_Request] = []
         while queue and (not taken or size + len(queue[0][1].items) <= self.max_batch):
             _, request = queue.pop(0)
             taken.append(request)

@@ -14,10 +14,11 @@ import logging
 import os
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from celery import shared_task
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.bleu import BLEU
+from sacrebleu.metrics.chrf import CHRF
 from sacrebleu.tokenizers import tokenizer_spm
 
 from app.artifacts import ArtifactStoreError, get_store
@@ -53,7 +54,9 @@ def spm_model(tokenize: str) -> tuple[str, Path] | None:
     if tokenize not in tokenizer_spm.SPM_MODELS:
         return None
     url = tokenizer_spm.SPM_MODELS[tokenize]["url"]
-    return url, Path(tokenizer_spm.SACREBLEU_DIR) / "models" / os.path.basename(url)
+    # The folder as tokenizer_spm reads it (it imports SACREBLEU_DIR from sacrebleu.utils without re-exporting it).
+    models = Path(tokenizer_spm.SACREBLEU_DIR) / "models"  # type: ignore[attr-defined]
+    return url, models / os.path.basename(url)
 
 
 def metrics(tokenize: str) -> Metrics:
@@ -100,7 +103,7 @@ def _load(evaluation_id: str) -> tuple[Evaluation, list[tuple[str, str]]] | None
         dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
         if dataset is None:
             raise RequestError(404, "its test set was deleted before it was read; ask again with another")
-        rows = read_rows(dataset)
+        rows = cast(list[tuple[str, str]], read_rows(dataset))  # pairs: the API takes only a parallel test set
         session.expunge(evaluation)
     limit = evaluation.settings.get("max_sentences")
     return evaluation, rows[:limit] if limit else rows
@@ -140,7 +143,9 @@ def _evaluate(evaluation_id: str) -> None:
     log.info("evaluation %s of model %s: %s", evaluation_id, evaluation.model_id, {k: v for k, v in scores.items()})
 
 
-@shared_task(name=EVALUATE, acks_late=True, ignore_result=True, send_events=False)
+@shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
+    name=EVALUATE, acks_late=True, ignore_result=True, send_events=False
+)
 def evaluate_task(evaluation_id: str) -> None:
     """Idempotent by id. Any problem fails the evaluation with its reason: none stays running."""
     try:

@@ -26,7 +26,7 @@ from worker.tasks.inference import INFERENCE_TASK, errors_as_results
 log = logging.getLogger(__name__)
 
 
-@shared_task(name=EXPORT, **INFERENCE_TASK)
+@shared_task(name=EXPORT, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
 def export_task(model_id: str, fmt: str, quantization: str | None = None) -> dict[str, Any]:
     with session_scope() as session:

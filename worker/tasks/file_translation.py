@@ -82,7 +82,9 @@ def _translate(translation_id: str) -> None:
     )
 
 
-@shared_task(name=TRANSLATE_FILE, acks_late=True, ignore_result=True, send_events=False)
+@shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
+    name=TRANSLATE_FILE, acks_late=True, ignore_result=True, send_events=False
+)
 def translate_file_task(translation_id: str) -> None:
     """Idempotent by id."""
     try:

@@ -13,7 +13,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 import torch
 from celery import shared_task
@@ -36,6 +36,9 @@ SENTENCE_END = re.compile(r"(?<=[.!?;:。！？])\s+")
 SPAN_DENOISING_MAX_TOKENS = 6  # longest span a <mask> of a span-denoising model is filled with
 MASK = "<mask>"
 T = TypeVar("T")
+P = ParamSpec("P")
+# What translations decoded in one batch share: model_id, beam_size, n_best, max_length, return_alignment, backend.
+BatchKey = tuple[str, int, int, int | None, bool, str]
 
 
 # Inference tasks are many and short: no per-task monitoring events (received/started/succeeded, three broker
@@ -45,7 +48,7 @@ INFERENCE_TASK = {"ignore_result": False, "acks_late": False, "send_events": Fal
 
 
 _cache: ModelCache | None = None
-_batcher: MicroBatcher | None = None
+_batcher: MicroBatcher[BatchKey] | None = None
 batch_sizes: list[int] = []  # recent micro-batch sizes, for tests and metrics
 
 
@@ -56,7 +59,7 @@ def cache() -> ModelCache:
     return _cache
 
 
-def batcher() -> MicroBatcher:
+def batcher() -> MicroBatcher[BatchKey]:
     global _batcher
     if _batcher is None:
         settings = get_settings()
@@ -115,7 +118,7 @@ def _decoding(backend: str, model_id: str, call: Callable[[], T]) -> T:
         raise _backend_failed(backend, model_id, exc) from exc
 
 
-def _translate_batch(key: tuple, texts: list[str]) -> list[dict[str, Any]]:
+def _translate_batch(key: BatchKey, texts: list[str]) -> list[dict[str, Any]]:
     """One micro-batch of pieces that translate_task checked (their length, n_best, the backend)."""
     model_id, beam_size, n_best, max_length, return_alignment, backend = key
     loaded = cache().get(model_id)
@@ -192,8 +195,8 @@ def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def errors_as_results(fn):
-    def wrapper(*args, **kwargs):
+def errors_as_results(fn: Callable[P, dict[str, Any]]) -> Callable[P, dict[str, Any]]:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
         try:
             return fn(*args, **kwargs)
         except RequestError as exc:  # ModelUnavailable too
@@ -218,7 +221,7 @@ def _translation_model(model_id: str) -> LoadedModel:
     return loaded
 
 
-@shared_task(name=TRANSLATE, **INFERENCE_TASK)
+@shared_task(name=TRANSLATE, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
 def translate_task(
     model_id: str,
@@ -275,7 +278,7 @@ def _check_fill_mask(loaded: LoadedModel, text: str, top_k: int) -> None:
         raise RequestError(422, f"found {written} {MASK!r} in the text but {found} mask tokens: {text[:80]!r}")
 
 
-@shared_task(name=FILL_MASK, **INFERENCE_TASK)
+@shared_task(name=FILL_MASK, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
 def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
     loaded = cache().get(model_id)
@@ -321,7 +324,7 @@ def _check_attention(loaded: LoadedModel, text: str, target: str | None) -> None
         raise RequestError(422, f"target has {n} tokens (with <s>), more than max_positions={limit}: {target[:60]!r}")
 
 
-@shared_task(name=ATTENTION, **INFERENCE_TASK)
+@shared_task(name=ATTENTION, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
 def attention_task(model_id: str, text: str, target: str | None = None) -> dict[str, Any]:
     loaded = cache().get(model_id)
@@ -337,7 +340,7 @@ def attention_task(model_id: str, text: str, target: str | None = None) -> dict[
     return {"model_id": model_id, **result}
 
 
-@shared_task(name=NEIGHBORS, **INFERENCE_TASK)
+@shared_task(name=NEIGHBORS, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
 def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
     loaded = cache().get(model_id)
@@ -359,7 +362,7 @@ def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
     }
 
 
-@shared_task(name=GEOMETRY, **INFERENCE_TASK)
+@shared_task(name=GEOMETRY, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
 def geometry_task(model_id: str) -> dict[str, Any]:
     """Shapes, storage and subspace overlaps of the embedding and attention projections (model/probes/geometry.py)."""

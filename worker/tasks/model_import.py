@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 UNPACKED_PER_UPLOADED = 4  # an archive may unpack to this many times MAX_UPLOAD_MB (safetensors barely compress)
 
 
-@shared_task(name=IMPORT, **INFERENCE_TASK)
+@shared_task(name=IMPORT, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
 def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -> dict[str, Any]:
     with session_scope() as session:

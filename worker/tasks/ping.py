@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from typing import Any, cast
 
-from celery import shared_task
-from sqlalchemy import update
+from celery import Task, shared_task
+from sqlalchemy import CursorResult, update
 
 from app.core.task_names import PING
 from app.db.base import utcnow
@@ -15,16 +16,17 @@ from app.db.tables import Ping
 log = logging.getLogger(__name__)
 
 
-@shared_task(name=PING, bind=True, ignore_result=True)
-def ping(self, ping_id: str) -> None:
+@shared_task(name=PING, bind=True, ignore_result=True)  # type: ignore[untyped-decorator]  # celery ships no types
+def ping(self: Task, ping_id: str) -> None:
     hostname = self.request.hostname or "unknown"
     with session_scope() as session:
         # Conditional update: a redelivered message finds the row answered and changes nothing.
-        done = session.execute(
+        result = session.execute(
             update(Ping)
             .where(Ping.id == ping_id, Ping.answered_at.is_(None))
             .values(answered_at=utcnow(), worker=hostname)
-        ).rowcount
+        )
+        done = cast("CursorResult[Any]", result).rowcount  # an UPDATE's result
     if done:
         log.info("ping %s answered by %s", ping_id, hostname)
     else:

@@ -11,7 +11,7 @@ import logging
 import os
 from pathlib import Path
 
-from celery import current_app, shared_task
+from celery import Task, current_app, shared_task
 from sqlalchemy import delete, select
 
 from app.artifacts import get_store
@@ -202,9 +202,11 @@ def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData,
     resume_from = latest_good_checkpoint(root)
     if pending(rows):  # settings left to the time budget, chosen once; a later attempt trains with them
         data = choose_settings(rows, device)
+        chosen = rows.job.auto_settings
+        assert chosen is not None  # choose_settings recorded its choice in the job
         with session_scope() as session:
             if not job_rows.record_auto_settings(
-                session, claim, rows.job.model_config, rows.job.training_config, rows.job.auto_settings
+                session, claim, rows.job.model_config, rows.job.training_config, chosen
             ):
                 raise LeaseLost(claim.job_id)
     else:
@@ -249,6 +251,7 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
             if result.model_checkpoint == result.best_checkpoint
             else f"last@{result.step}"
         )
+        assert result.model_checkpoint is not None  # a run that trained a step checkpointed it
         model = _publish_model(job, result.model_checkpoint, source)
         if not job_rows.finish(session, claim, job_rows.SUCCEEDED, step=result.step):
             session.rollback()
@@ -316,8 +319,10 @@ def _fail_or_retry(claim: job_rows.Claim, message: str, retry: bool) -> None:
         job_rows.finish(session, claim, job_rows.FAILED, error=message)
 
 
-@shared_task(name=TRAIN, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True)
-def train_job(self, job_id: str) -> None:
+@shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
+    name=TRAIN, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True
+)
+def train_job(self: Task, job_id: str) -> None:
     settings = get_settings()
     worker = f"{self.request.hostname or 'worker'}/{os.getpid()}"
     with session_scope() as session:

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -55,7 +56,7 @@ class Peers:
     def __init__(self, job_id: str, world_size: int, port: int, workdir: Path, checkpoint_root: Path) -> None:
         self.job_id, self.world_size, self.port = job_id, world_size, port
         self.workdir, self.checkpoint_root = workdir, checkpoint_root
-        self.procs: dict[int, subprocess.Popen] = {}
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._why: dict[int, str] = {}
 
     def start(self) -> None:
@@ -109,7 +110,7 @@ class Peers:
         if (why := self.failure()) is not None:
             raise PeerFailed(why)
 
-    def _describe(self, rank: int, proc: subprocess.Popen, code: int) -> str:
+    def _describe(self, rank: int, proc: subprocess.Popen[bytes], code: int) -> str:
         if rank in self._why:
             return self._why[rank]
         how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
@@ -170,7 +171,7 @@ def train_data_parallel(
     devices: int,
     checkpoint_root: Path,
     callbacks: Callbacks,
-    meta: dict,
+    meta: dict[str, Any],
 ) -> TrainResult:
     """Train as rank 0 of `devices` processes (config.device "cuda" or "cpu"); returns rank 0's TrainResult.
 

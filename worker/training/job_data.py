@@ -53,11 +53,11 @@ class JobRows:
     """A job (detached from its session) and the rows of its datasets."""
 
     job: Job
-    train_rows: list
-    valid_rows: list | None
+    train_rows: list[tuple[str, str]] | list[str]
+    valid_rows: list[tuple[str, str]] | list[str] | None
 
 
-def read_rows(dataset: Dataset) -> list:
+def read_rows(dataset: Dataset) -> list[tuple[str, str]] | list[str]:
     path = get_store().fetch(dataset.storage_key)  # a remote store: downloaded once into this host's cache
     return read_parallel(path) if dataset.kind == "parallel" else read_monolingual(path)
 

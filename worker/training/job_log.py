@@ -60,6 +60,8 @@ class _Pending:
 
 
 class JobLogHandler(logging.Handler):
+    lock: threading.RLock  # logging.Handler.__init__ creates it; emit() runs under it
+
     def __init__(self, max_lines: int = MAX_LINES, max_chars: int = MAX_CHARS) -> None:
         super().__init__(logging.INFO)
         self.max_lines, self.max_chars = max_lines, max_chars

@@ -13,6 +13,7 @@ import signal
 import threading
 import weakref
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 from app.db import dynamics_rows, job_rows, metric_rows
@@ -84,7 +85,7 @@ def untrack(state: RunState) -> None:
         _previous_handler = None
 
 
-def _on_sigterm(signum, frame) -> None:
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     """SIGTERM sent to a pool process itself (systemd's control group, a kill of the whole process group): the
     training run checkpoints and hands its job back; the process then ends when its main process tells it."""
     runs = [s for s in list(_RUNS) if not s.lease_lost]
