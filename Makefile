@@ -24,7 +24,7 @@ run: install
 # processes, the other runs. TEST_WORKERS=0 runs everything in one process.
 TEST_WORKERS ?= 2
 test: install
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # ruff (lint + format) over the tree, mypy strict on model/, app/ and worker/ (settings in pyproject.toml).
 lint: install

@@ -5,20 +5,18 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.support import services
 from tests.support.s3 import S3Server, start_s3_server
 
-ROOT = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup). Each top-level folder of tests/ is one
-# group, run whole by one worker, so a stack a package shares starts once. Each worker sends Celery tasks on Redis
-# databases of its own (gw0 from CELERY_BROKER_URL's, gw1 REDIS_DBS_PER_WORKER below it, ...): two stacks on one
-# database would take each other's tasks.
+# `make test` runs the suite on two pytest-xdist workers. Each top-level folder of tests/ goes whole to one worker
+# (FolderScheduling), in its order, so a stack a package shares starts once and tests that build on each other stay
+# in sequence. Each worker sends Celery tasks on Redis databases of its own (gw0 from CELERY_BROKER_URL's, gw1
+# REDIS_DBS_PER_WORKER below it, ...): two stacks on one database would take each other's tasks.
 REDIS_DBS_PER_WORKER = 4  # a worker's stacks use its database and the two below it (services.redis_db_below)
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _WORKER_INDEX = int(_WORKER[2:]) if _WORKER.startswith("gw") and _WORKER[2:].isdigit() else 0
@@ -28,11 +26,19 @@ if _WORKER_INDEX:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        parts = item.path.relative_to(ROOT).parts
-        item.add_marker(pytest.mark.xdist_group(parts[1] if len(parts) > 2 else "top"))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's own scope scheduling with a folder of tests/ (tests/e2e, tests/model, ...) as the scope.
+
+    Written here, not `--dist loadgroup` with a mark per folder: xdist 3.8 marks a group by rewriting `item._nodeid`,
+    which pytest 9 no longer reads, so every test went to either worker."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FolderScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            parts = nodeid.split("::", 1)[0].split("/")  # tests/e2e/test_cli.py -> tests/e2e
+            return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+
+    return FolderScheduling(config, log)
 
 
 def _require(name: str, reachable: bool, url: str) -> None:

@@ -11,7 +11,7 @@ def test_flatten_joins_nested_keys_with_dots_and_keeps_lists_and_nulls_as_leaves
     sections = {"model": {"d_model": 64, "dropout": None}, "training": {"max_tokens_per_batch": 4096, "x": [1, 2]}}
     assert flatten(sections) == {
         "model.d_model": 64,
-        "model.nn.dropout": None,
+        "model.dropout": None,
         "training.max_tokens_per_batch": 4096,
         "training.x": [1, 2],
     }

@@ -104,7 +104,7 @@ def test_config_and_anatomy_import_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
         "import model.nn.config, model.probes.anatomy\n"
-        "c = model.config.ModelConfig.from_preset('base', 37000)\n"
+        "c = model.nn.config.ModelConfig.from_preset('base', 37000)\n"
         "print(model.probes.anatomy.count_parameters(c)['total'])\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
