@@ -95,17 +95,15 @@ def ours_function(
     from model.train.config import TrainConfig
     from model.train.loop import train
     from model.train.prepare import prepare
-    from worker.training.job_data import TRAIN_CONFIG_FIELDS
 
-    spec = {
-        **TrainingSpec().model_dump(),
-        "max_steps": 10_000_000,
-        "max_minutes": minutes,
-        "seed": seed,
-        "max_tokens_per_batch": recipe["max_tokens_per_batch"],
-        "warmup_steps": recipe["warmup_steps"],
+    spec = TrainingSpec(
+        max_steps=10_000_000,
+        max_minutes=minutes,
+        seed=seed,
+        max_tokens_per_batch=recipe["max_tokens_per_batch"],
+        warmup_steps=recipe["warmup_steps"],
         **{k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("training.")},
-    }
+    )
     model_overrides = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("model.")}
     t0 = time.monotonic()
     data = prepare(
@@ -115,15 +113,12 @@ def ours_function(
         preset=PRESET,
         model_overrides=model_overrides,
         vocab_size=recipe["vocab_size"],
-        max_len=spec["max_length"],
+        settings=spec,
         seed=seed,
-        tokenizer_kind=spec["tokenizer"],
-        normalization=spec["normalization"],
-        prefix_space=spec["prefix_space"],
     )
     prepare_s = time.monotonic() - t0
     with tempfile.TemporaryDirectory(prefix="quality-") as tmp:
-        config = TrainConfig(**{k: spec[k] for k in TRAIN_CONFIG_FIELDS}, bf16=False)
+        config = TrainConfig.from_settings(spec, precision="fp32")
         result = train(data, config, Path(tmp) / "ckpt")
         model, tokenizer, _ = load_model(result.model_checkpoint)
     t0 = time.monotonic()

@@ -41,6 +41,7 @@ from model.io.checkpoint_files import checkpoint_sha256  # noqa: E402
 from model.train.config import TrainConfig  # noqa: E402
 from model.train.loop import train  # noqa: E402
 from model.train.prepare import prepare  # noqa: E402
+from model.train.settings import DataSettings  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.rows import insert_model  # noqa: E402
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
@@ -60,7 +61,14 @@ def cpu_ms(pid: int) -> float:
 
 
 def train_small_model(folder: Path, preset: str = "small") -> Path:
-    data = prepare("translation", numbers_to_words_task(900), preset=preset, vocab_size=500, max_len=40, seed=0)
+    data = prepare(
+        "translation",
+        numbers_to_words_task(900),
+        preset=preset,
+        vocab_size=500,
+        settings=DataSettings(max_length=40),
+        seed=0,
+    )
     result = train(
         data,
         TrainConfig(
@@ -70,6 +78,8 @@ def train_small_model(folder: Path, preset: str = "small") -> Path:
             checkpoint_every=60,
             max_tokens_per_batch=2048,
             eval_max_sentences=20,
+            seed=0,
+            eval_budget=None,
         ),
         folder / "ckpt",
     )

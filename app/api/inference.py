@@ -26,6 +26,7 @@ from app.schemas.inference import (
     TranslateRequest,
     TranslateResponse,
 )
+from app.schemas.jobs import TrainingSpec
 from app.services import inference_client, model_refs
 from app.services.job_submission import describe_anatomy
 from model.nn.config import ModelConfig
@@ -178,9 +179,9 @@ def anatomy(
     model = owned_model(session, model_id, key.owner_id)
     config = ModelConfig.from_dict(model.config)
     job = model.job
-    job_config = job.training_config if job else {}
+    training = TrainingSpec.stored(job.training_config if job else None)  # without a job: the defaults
     if tokens_per_batch is None:
-        tokens_per_batch = job_config.get("max_tokens_per_batch", 4096)
+        tokens_per_batch = training.max_tokens_per_batch
     ran_on_gpu = bool(job and job.device and "cuda" in job.device)  # "cuda:0", or "2x cuda" data-parallel
-    chosen: str = precision or job_config.get("precision") or ("bf16" if ran_on_gpu else "fp32")
+    chosen: str = precision or training.precision or ("bf16" if ran_on_gpu else "fp32")
     return AnatomyResponse(model_id=model.id, precision=chosen, **describe_anatomy(config, tokens_per_batch, chosen))

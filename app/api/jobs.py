@@ -71,7 +71,7 @@ def time_binds(job: Job, budget_seconds: float) -> bool:
 def progress_of(job: Job) -> Progress:
     """The fraction done of whichever budget binds: steps, or training minutes (e.g. 12 of 20 min at step 86 of
     10,000,000)."""
-    budget = 60 * ((job.training_config or {}).get("max_minutes") or 0)
+    budget = 60 * (TrainingSpec.stored(job.training_config).max_minutes or 0)
     by_time = time_binds(job, budget)
     elapsed = budget - job.eta_seconds if by_time and job.eta_seconds is not None else None
     fraction = elapsed / budget if elapsed is not None else job.step / max(1, job.total_steps)
@@ -92,7 +92,7 @@ def progress_of(job: Job) -> Progress:
 
 def waiting_for(session: Session, job: Job) -> str | None:
     """What a queued job that asked for an accelerator waits for, if no live training worker has that device."""
-    accelerator = (job.training_config or {}).get("accelerator", "any")
+    accelerator = TrainingSpec.stored(job.training_config).accelerator
     if job.status != "queued" or accelerator == "any":
         return None
     kind = "cuda" if accelerator == "gpu" else "cpu"
@@ -124,10 +124,8 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         valid_dataset_id=job.valid_dataset_id,
         test_dataset_id=job.test_dataset_id,
         init_model_id=job.init_model_id,
-        # as stored: checked when the job was submitted, against the bounds of a request. A job from an imported
-        # model keeps that model's sizes, which may lie outside them (a vocabulary under 300), and is still valid.
-        model=ModelSpec.model_construct(**job.model_config),
-        training=TrainingSpec.model_validate(job.training_config),
+        model=ModelSpec.stored(job.model_config),
+        training=TrainingSpec.stored(job.training_config),
         progress=progress_of(job),
         latest_metrics=latest,
         model_id=model_id,

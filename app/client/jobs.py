@@ -5,52 +5,129 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Annotated, Any, get_args
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from app.client import connection, watch
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, cell, print_items, print_json, table, when
 from app.client.progress import _duration
+from app.schemas.jobs import JobCreate, ModelSpec, Objective
 
 STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
-OBJECTIVES = ("translation", "denoising")
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
+PRESETS: tuple[str, ...] = get_args(ModelSpec.model_fields["preset"].annotation)
+# The flags of `submit` and the field of the request (app.schemas.jobs.JobCreate) each one sets; `--set` reaches
+# every field by the same dotted path.
+SUBMIT_FLAGS = {
+    "objective": "objective",
+    "dataset": "dataset_id",
+    "valid": "valid_dataset_id",
+    "test_dataset": "test_dataset_id",
+    "preset": "model.preset",
+    "init_model": "init_model_id",
+    "max_steps": "training.max_steps",
+    "name": "name",
+    "tag": "tags",
+    "note": "note",
+    "source_language": "source_language",
+    "target_language": "target_language",
+}
 
 
-def _parse_value(text: str) -> Any:
+class SettingError(ValueError):
+    """A --set that names no field of the request, or a value its field refuses."""
+
+
+def _field(key: str) -> FieldInfo:
+    """The field of JobCreate at a dotted key (`training.max_steps`); SettingError naming the bad key and what
+    there is instead."""
+    schema: type[BaseModel] = JobCreate
+    parts = key.split(".")
+    for depth, name in enumerate(parts):
+        where = ".".join(parts[:depth])
+        if name not in schema.model_fields:
+            raise SettingError(
+                f"no field {key!r}; {where + ' has' if where else 'a job has'}: {', '.join(_names(schema, where))}"
+            )
+        info = schema.model_fields[name]
+        section = info.annotation if isinstance(info.annotation, type) else None
+        if section is not None and issubclass(section, BaseModel):
+            if depth == len(parts) - 1:
+                raise SettingError(f"{key!r} is a section: name one of its fields, {', '.join(_names(section, key))}")
+            schema = section
+        elif depth < len(parts) - 1:
+            raise SettingError(f"{'.'.join(parts[: depth + 1])!r} has no fields: no {key!r}")
+    return info
+
+
+def _names(schema: type[BaseModel], prefix: str) -> list[str]:
+    return sorted(f"{prefix}.{name}" if prefix else name for name in schema.model_fields)
+
+
+def _check(key: str, value: Any, given: str) -> Any:
+    """The value, if the field at `key` takes it (its type and bounds, as the API checks them); else SettingError
+    naming the value as `given`. Rules across fields (average_last <= keep_checkpoints, ...) are the API's to
+    check."""
+    info = _field(key)
+    field_type = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation  # its bounds
+    adapter: TypeAdapter[Any] = TypeAdapter(field_type, config=ConfigDict(strict=True))  # type: ignore[arg-type]
     try:
-        return json.loads(text)
+        adapter.validate_python(value)
+    except ValidationError as exc:
+        message = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise SettingError(f"{key}={given}: {message}") from exc
+    return value
+
+
+def parse_setting(assignment: str) -> tuple[str, Any]:
+    """`KEY=VALUE` as (key, value): the value read as JSON (numbers, true, null, lists), else as the text itself,
+    whichever the field at KEY (a dotted path: training.max_steps) takes."""
+    key, equals, text = assignment.partition("=")
+    if not equals or not key:
+        raise SettingError(f"{assignment!r}: expected FIELD=VALUE, e.g. training.max_steps=100 or test_dataset_id=ID")
+    _field(key)
+    try:
+        candidates = [json.loads(text), text]
     except ValueError:
-        return text
+        candidates = [text]
+    errors: list[SettingError] = []
+    for value in candidates:
+        try:
+            return key, _check(key, value, text)
+        except SettingError as exc:
+            errors.append(exc)
+    raise errors[0]
+
+
+def _put(body: dict[str, Any], key: str, value: Any) -> None:
+    *sections, name = key.split(".")
+    for section in sections:
+        body = body.setdefault(section, {})
+    body[name] = value
+
+
+def submit_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The POST /v1/jobs request of `submit`'s flags (the API checks their values, as it always has), then its --set
+    assignments (a later one wins), each checked here against its field of the schema: SettingError names a bad key
+    or value. Only what was given is sent: a setting left out may be chosen from the time budget."""
+    body: dict[str, Any] = {}
+    for flag, key in SUBMIT_FLAGS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            _put(body, key, value)
+    for assignment in args.set or []:
+        _put(body, *parse_setting(assignment))
+    return body
 
 
 def cmd_submit(args: argparse.Namespace) -> None:
-    body: dict[str, Any] = {
-        "objective": args.objective,
-        "dataset_id": args.dataset,
-        "model": {"preset": args.preset},
-        "training": {},
-    }
-    if args.valid:
-        body["valid_dataset_id"] = args.valid
-    if args.init_model:
-        body["init_model_id"] = args.init_model
-    if args.max_steps:
-        body["training"]["max_steps"] = args.max_steps
-    if args.name is not None:
-        body["name"] = args.name
-    if args.tag:
-        body["tags"] = args.tag
-    if args.note is not None:
-        body["note"] = args.note
-    for side in ("source", "target"):
-        if language := getattr(args, f"{side}_language"):
-            body[f"{side}_language"] = language
-    for assignment in args.set or []:
-        name, _, value = assignment.partition("=")
-        section, _, field = name.partition(".")
-        if section not in ("model", "training") or not field or not _:
-            sys.exit(f"error: --set {assignment!r}: expected model.FIELD=VALUE or training.FIELD=VALUE")
-        body[section][field] = _parse_value(value)
+    try:
+        body = submit_body(args)
+    except SettingError as exc:
+        sys.exit(f"error: {exc}")
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
     with connection.open_client(args) as client:
         job = check(client.post("/v1/jobs", json=body, headers=headers))
@@ -141,17 +218,21 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("submit", help="submit a training job; prints its id")
-    p.add_argument("--dataset", required=True)
-    p.add_argument("--valid")
+    p.add_argument("--dataset", required=True, metavar="ID")
+    p.add_argument("--valid", metavar="ID", help="a validation dataset (default: held out of --dataset)")
+    p.add_argument(
+        "--test-dataset", metavar="ID", help="a parallel dataset the trained model is evaluated on if the job succeeds"
+    )
     p.add_argument("--objective", choices=OBJECTIVES, default="translation")
-    p.add_argument("--preset", choices=("tiny", "small", "base", "big"), default="tiny")
+    p.add_argument("--preset", choices=PRESETS, help="the model's size (default: tiny)")
     p.add_argument("--init-model", metavar="MODEL", help="start from this model's weights and tokenizer (fine-tuning)")
     p.add_argument("--max-steps", type=int)
     p.add_argument(
         "--set",
         action="append",
-        metavar="SECTION.FIELD=VALUE",
-        help="any model or training field, e.g. --set training.warmup_steps=100 --set model.vocab_size=2000",
+        metavar="FIELD=VALUE",
+        help="any field of the job by its dotted path, e.g. --set training.warmup_steps=100 "
+        "--set model.vocab_size=2000 --set test_dataset_id=ID (values are read as JSON, else as text; repeatable)",
     )
     p.add_argument("--name", help="a name for the job, shown by `jobs` and the dashboard")
     p.add_argument("--tag", action="append", metavar="TAG", help="a tag (repeat for several); `jobs --tag` filters")

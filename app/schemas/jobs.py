@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from uuid import UUID
 
-from pydantic import AfterValidator, Field, StringConstraints, WithJsonSchema
+from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema
 
 from app.schemas.common import Input, Language, Output
+from model.train.settings import DataSettings, TrainSettings
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 Objective = Literal["translation", "denoising"]
@@ -41,14 +42,22 @@ class ModelSpec(Input):
     max_positions: int | None = Field(None, ge=16, le=65536)
 
     def overrides(self) -> dict[str, Any]:
+        """The fields given besides preset and vocab_size: ModelConfig.from_preset's overrides."""
         return self.model_dump(exclude={"preset", "vocab_size"}, exclude_none=True)
 
+    @classmethod
+    def stored(cls, config: dict[str, Any] | None) -> ModelSpec:
+        """A job's stored model_config, as stored: checked when the job was submitted, against the bounds of a
+        request. A job from an imported model keeps that model's sizes, which may lie outside them (a vocabulary
+        under 300), and is still valid. A field it lacks gets its default."""
+        return cls.model_construct(**(config or {}))
 
-class TrainingSpec(Input):
-    max_steps: int = Field(2000, ge=1, le=10_000_000)
-    max_minutes: float | None = Field(None, gt=0, le=60 * 24 * 30)
-    max_tokens_per_batch: int = Field(4096, ge=32, le=4_000_000)
-    grad_accum_steps: int = Field(1, ge=1, le=1024)
+
+class TrainingSpec(Input, DataSettings, TrainSettings):
+    """A job's `training` section: the trainer's settings and the data's (model/train/settings.py, where each
+    field, its bounds and its default are declared once), plus where the job may run. Stored as dumped, defaults
+    filled; read back with `stored`."""
+
     devices: int = Field(
         1,
         ge=1,
@@ -61,78 +70,16 @@ class TrainingSpec(Input):
         "any",
         description="which workers may train it: any, only GPU workers (the job waits for one), or only CPU ones",
     )
-    precision: Literal["fp32", "bf16"] | None = Field(
-        None,
-        description="bf16: mixed precision (bf16 autocast, fp32 weights and optimizer); fp32: none. "
-        "Default (null): bf16 on a GPU worker, fp32 on a CPU worker",
-    )
-    compile: bool = Field(
-        False,
-        description="torch.compile the encoder and decoder layers (worth it on a GPU; the first steps are slower "
-        "while it compiles); a compiler failure falls back to eager, logged",
-    )
-    log_every: int | None = Field(
-        None,
-        ge=1,
-        le=1000,
-        description="steps whose loss and gradient norm are read from the device together (every step is still "
-        "recorded, once its interval is read). Default (null): 10 on a GPU worker, 1 on a CPU worker",
-    )
-    dynamics_every: int | None = Field(
-        25,
-        ge=1,
-        le=1_000_000,
-        description="updates between records of the per-component training dynamics (gradient, weight and update "
-        "norms of every W_Q, W_K, W_V, W_O, W_1, W_2, LayerNorm and the embedding, per layer; "
-        "GET /v1/jobs/{id}/dynamics), step 1 always included; null: none. 25 costs 0.03% of step time on 2 CPU "
-        "cores; where a record takes over 3% of the time since the last, the worker doubles the spacing",
-    )
-    probe_tokens: list[Annotated[str, StringConstraints(min_length=1, max_length=50)]] | None = Field(
-        None,
-        max_length=20,
-        description="tokens whose nearest neighbours in the embedding matrix are recorded at each checkpoint "
-        "(GET /v1/jobs/{id}/embeddings); default (null): the most frequent words of the corpus",
-    )
-    warmup_steps: int = Field(400, ge=0, le=1_000_000)
-    lr_scale: float | None = Field(
-        None,
-        gt=0,
-        le=100,
-        description="multiplies the paper's rate d_model^-0.5 * min(...). Default (null): 1.0, or 0.25 for a job "
-        "that starts from a model (init_model_id), whose trained weights the paper's peak rate would wreck",
-    )
-    label_smoothing: float = Field(0.1, ge=0, lt=1)
-    clip_norm: float | None = Field(1.0, gt=0)
-    seed: int = Field(1, ge=0, le=2**31 - 1)
-    eval_every: int = Field(200, ge=1)
-    eval_budget: float | None = Field(
-        0.05,
-        gt=0,
-        le=1,
-        description="most of the wall-clock time validation may "
-        "take; an evaluation that would exceed it is skipped (null: every eval_every)",
-    )
-    checkpoint_every: int = Field(500, ge=1)
-    early_stopping_patience: int | None = Field(None, ge=1, description="evaluations without improvement")
-    keep_checkpoints: int = Field(3, ge=1, le=100)
-    average_last: int = Field(1, ge=1, le=20, description="average the last N checkpoints into the model")
-    max_length: int = Field(128, ge=4, le=16384, description="longest sentence in tokens; longer ones are dropped")
-    tokenizer: Literal["bpe", "unigram", "byte_bpe"] = Field(
-        "byte_bpe",
-        description="subword model trained on the job's data: GPT-2 byte-level BPE (the default: it "
-        "trained the better model in bench/quality.py) or SentencePiece-style BPE or unigram (byte fallback, no <unk>)",
-    )
-    normalization: Literal["nfkc", "nfc", "none"] = Field("nfkc", description="Unicode normalisation (bpe, unigram)")
-    prefix_space: bool = Field(
-        True,
-        description="bpe, unigram: a sentence starts with the word mark, so its first "
-        "word is the same token as elsewhere",
-    )
-    valid_fraction: float = Field(0.05, gt=0, lt=0.5, description="held out when no validation dataset is given")
-    noise: Literal["span", "token"] = Field(
-        "span", description="denoising: a <mask> replaces a span (BART infilling) or exactly one token"
-    )
-    mask_ratio: float = Field(0.15, gt=0, lt=1, description="denoising: fraction of tokens masked")
+
+    @classmethod
+    def stored(cls, config: dict[str, Any] | None) -> TrainingSpec:
+        """A job's stored training_config: a field it lacks (stored before the field existed) gets its default.
+        Checked when the job was submitted; one that a bound tightened since refuses is read as it is (the trainer's
+        TrainConfig, built from it, then names the field)."""
+        try:
+            return cls.model_validate(config or {})
+        except ValidationError:
+            return cls.model_construct(**(config or {}))
 
 
 TAG_PATTERN = re.compile(r"[A-Za-z0-9\-_.:/]{1,64}")

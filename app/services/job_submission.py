@@ -145,7 +145,9 @@ def describe_anatomy(config: ModelConfig, tokens_per_batch: int, precision: str 
 
 
 def validate(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> ModelConfig:
-    """Everything that can be known before queueing; raises InvalidField (422) naming the field."""
+    """Everything that can be known before queueing; raises InvalidField (422) naming the field. A section's own
+    rules were checked when the request was parsed (its schema: app/schemas/jobs.py, model/train/settings.py); these
+    are the rules across sections, the datasets, the model's size and the service's limits."""
     _dataset(session, owner_id, str(body.dataset_id), "dataset_id", body.objective)
     if body.valid_dataset_id is not None:
         _dataset(session, owner_id, str(body.valid_dataset_id), "valid_dataset_id", body.objective)
@@ -172,12 +174,6 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
             "training.max_tokens_per_batch",
             f"max_tokens_per_batch={training.max_tokens_per_batch} cannot hold one sentence of "
             f"max_length={training.max_length} tokens",
-        )
-    if training.average_last > training.keep_checkpoints:
-        raise InvalidField(
-            "training.average_last",
-            f"average_last={training.average_last} needs keep_checkpoints "
-            f">= {training.average_last}, got {training.keep_checkpoints}",
         )
     if training.devices > settings.max_devices_per_job:
         raise InvalidField(

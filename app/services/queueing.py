@@ -18,6 +18,7 @@ from app.db import task_rows
 from app.db.job_rows import mark_dispatched
 from app.db.session import session_scope
 from app.db.tables import Job
+from app.schemas.jobs import TrainingSpec
 
 # A task sent while handling a request carries the request's id (its lines in the worker carry it too).
 before_task_publish.connect(logs.publish_request_id, weak=False)
@@ -90,7 +91,7 @@ def dispatch_training(job_id: str, celery: Celery | None = None) -> None:
     (a worker's), else the API's sender."""
     with session_scope() as session:
         job = session.get(Job, job_id)
-        accelerator = (job.training_config or {}).get("accelerator", "any") if job is not None else "any"
+        accelerator = TrainingSpec.stored(job.training_config if job is not None else None).accelerator
     (celery or get_sender()).send_task(TRAIN, args=[job_id], queue=ACCELERATOR_QUEUES[accelerator])
     with session_scope() as session:
         mark_dispatched(session, job_id)

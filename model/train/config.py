@@ -1,17 +1,19 @@
 """The settings of one training run (TrainConfig) and the error a user can fix (TrainingError).
 
-Torch-free apart from the schedule it builds, and shared by every part of training: data preparation, the
+TrainConfig is a job's TrainSettings (model/train/settings.py: each field and its default declared once, for the
+API and the trainer alike) plus the fields only the trainer sets. Torch-free apart from the schedule it builds
+(the API imports model/train/settings.py, not this), and shared by every part of training: data preparation, the
 optimizer step, evaluation and the loop.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
 from model.train.schedule import InverseSqrtSchedule
+from model.train.settings import MAX_KEEP_CHECKPOINTS, Precision, TrainSettings
 
 # preempted: the worker is shutting down; a checkpoint of the current step is written so another resumes it.
 StopReason = Literal["max_steps", "max_minutes", "early_stopping", "cancelled", "preempted"]
@@ -21,102 +23,43 @@ class TrainingError(ValueError):
     """A problem the user can fix (too little data, sequences too long, a diverging learning rate, ...)."""
 
 
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+Beta = Annotated[float, Field(ge=0, lt=1)]
 
 
-@dataclass
-class TrainConfig:
-    """Hyper-parameters of one training run; paper defaults (Sec. 5.3, 5.4) unless noted."""
+def _tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value  # a JSON round trip gives a list
 
-    max_steps: int = 100_000  # optimizer updates (the paper trains base for 100k)
-    max_minutes: float | None = None  # wall-clock budget for training steps, summed over resumed attempts
-    max_tokens_per_batch: int = 4096  # padded tokens per micro-batch (the paper: ~25k source + 25k target)
-    grad_accum_steps: int = 1  # micro-batches per update: effective batch = max_tokens_per_batch * this
-    warmup_steps: int = 4000
-    lr_scale: float | None = None  # Eq. 3 multiplier; None = 1.0 (the paper) unless peak_lr is given
-    peak_lr: float | None = None  # alternative: the rate reached at step warmup_steps
-    label_smoothing: float = 0.1
-    clip_norm: float | None = 1.0  # max global grad norm; None = no clipping (the norm is still reported)
-    adam_betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-9
-    weight_decay: float = 0.0
-    seed: int = 0
-    eval_every: int = 1000  # steps; the last step is always evaluated, and checkpoints are when the budget allows
-    # Most of wall-clock time evaluation may take (0.05 = 5%): an evaluation due by eval_every is skipped while
-    # the evaluations so far plus one more would exceed it. None = evaluate every eval_every steps and at every
-    # checkpoint, whatever it costs.
-    eval_budget: float | None = None
-    checkpoint_every: int = 1000
-    early_stopping_patience: int | None = None  # evaluations without a lower validation loss before stopping
-    keep_checkpoints: int | None = 5  # newest step checkpoints kept (plus the best); None = keep all
-    average_last: int = 0  # average the last N checkpoints at the end (Sec. 6.1 uses 5); 0 or 1 = off
-    device: str = "cpu"
-    # "bf16": bf16 autocast (weights, optimizer and loss stay fp32), on a GPU and on a CPU alike; "fp32": none.
-    # None: bf16 on a GPU, fp32 on a CPU (see resolved_precision).
-    precision: str | None = None
-    compile: bool = False  # torch.compile the encoder and decoder layers (model/nn/compile.py); eager if that fails
-    # Steps whose loss, NLL and gradient norm are read from the device together, in one wait (every step is still
-    # reported, once its interval is read). None: 10 on a GPU, 1 on a CPU, where a read waits for nothing.
-    log_every: int | None = None
-    # Updates between records of the per-component dynamics (model/probes/dynamics.py: gradient, weight and update
-    # norms of every W_Q, W_K, ... per layer), sent to Callbacks.on_dynamics; step 1 is always recorded. None: none.
-    # Its cost is measured by bench/dynamics_cost.py (the goal: under 3% of step time).
-    dynamics_every: int | None = 25
-    # Tokens whose nearest neighbours in the embedding matrix are recorded at each checkpoint (with the 2-D map of
-    # the most frequent tokens, model/probes/embeddings.py); None: the most frequent words. Off with dynamics_every.
-    probe_tokens: list[str] | None = None
-    eval_max_sentences: int = 200  # validation sentences greedy-decoded for BLEU/chrF (decoding is slow)
 
-    def __post_init__(self) -> None:
-        # a JSON round trip gives a list; the length is checked below
-        self.adam_betas = cast(tuple[float, float], tuple(self.adam_betas))
-        _positive_int(
-            self,
-            "max_steps",
-            "max_tokens_per_batch",
-            "grad_accum_steps",
-            "warmup_steps",
-            "eval_every",
-            "checkpoint_every",
-            "eval_max_sentences",
-        )
-        _int(self, "seed", "average_last")
-        if self.average_last < 0:
-            raise ValueError(f"average_last={self.average_last} must be >= 0")
-        for name in ("early_stopping_patience", "keep_checkpoints", "log_every", "dynamics_every"):
-            if getattr(self, name) is not None:
-                _positive_int(self, name)
-        if self.probe_tokens is not None and not (
-            isinstance(self.probe_tokens, list) and all(isinstance(t, str) and t for t in self.probe_tokens)
-        ):
-            raise ValueError(f"probe_tokens={self.probe_tokens!r} must be a list of non-empty strings or None")
-        if self.eval_budget is not None and not (_number(self.eval_budget) and 0 < self.eval_budget <= 1):
-            raise ValueError(f"eval_budget={self.eval_budget!r} must be a fraction in (0, 1] or None")
-        for name in ("max_minutes", "lr_scale", "peak_lr", "clip_norm"):
-            value = getattr(self, name)
-            if value is not None and not (_number(value) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name}={value!r} must be a positive number or None")
-        if self.lr_scale is not None and self.peak_lr is not None:
-            raise ValueError(f"give lr_scale={self.lr_scale} or peak_lr={self.peak_lr}, not both")
-        if not (_number(self.label_smoothing) and 0.0 <= self.label_smoothing < 1.0):
-            raise ValueError(f"label_smoothing={self.label_smoothing!r} must be in [0, 1)")
-        if len(self.adam_betas) != 2 or not all(_number(b) and 0.0 <= b < 1.0 for b in self.adam_betas):
-            raise ValueError(f"adam_betas={self.adam_betas!r} must be two numbers in [0, 1)")
-        if not (_number(self.adam_eps) and self.adam_eps > 0):
-            raise ValueError(f"adam_eps={self.adam_eps!r} must be a positive number")
-        if not (_number(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(f"weight_decay={self.weight_decay!r} must be a number >= 0")
-        if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
-            raise ValueError(f"device={self.device!r} must be 'cpu', 'cuda', 'cuda:N' or 'mps'")
-        if self.precision is not None and self.precision not in PRECISIONS:
-            raise ValueError(f"precision={self.precision!r} must be one of {list(PRECISIONS)} or None")
-        if not isinstance(self.compile, bool):
-            raise ValueError(f"compile={self.compile!r} must be a bool")
-        if self.keep_checkpoints is not None and self.average_last > self.keep_checkpoints:
-            raise ValueError(
-                f"average_last={self.average_last} needs keep_checkpoints >= {self.average_last}, "
-                f"got {self.keep_checkpoints}"
-            )
+class TrainConfig(TrainSettings):
+    """Everything one training run needs: a job's settings (TrainSettings, whose fields and defaults are the
+    product's: model/train/settings.py) plus what a job cannot set. Validated when built (pydantic: a bad value
+    raises a ValueError naming the field); model_copy(update=...) does not validate, so build a new one instead."""
+
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
+    peak_lr: float | None = Field(
+        None, gt=0, allow_inf_nan=False, description="instead of lr_scale: the rate reached at step warmup_steps"
+    )
+    adam_betas: Annotated[tuple[Beta, Beta], BeforeValidator(_tuple)] = (0.9, 0.98)
+    adam_eps: float = Field(1e-9, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    eval_max_sentences: int = Field(
+        200, ge=1, description="validation sentences greedy-decoded for BLEU/chrF (decoding is slow)"
+    )
+
+    @field_validator("peak_lr")
+    @classmethod
+    def _one_rate(cls, peak_lr: float | None, info: ValidationInfo) -> float | None:
+        lr_scale = info.data.get("lr_scale")
+        if lr_scale is not None and peak_lr is not None:
+            raise ValueError(f"give lr_scale={lr_scale} or peak_lr={peak_lr}, not both")
+        return peak_lr
+
+    @classmethod
+    def from_settings(cls, settings: TrainSettings, **trainer: Any) -> TrainConfig:
+        """The config of a job's settings (TrainSettings or a schema that extends it, such as the API's), with
+        `trainer`'s fields on top (device=..., or a setting replaced)."""
+        return cls(**{**{name: getattr(settings, name) for name in TrainSettings.model_fields}, **trainer})
 
     def schedule(self, d_model: int) -> InverseSqrtSchedule:
         if self.peak_lr is not None:
@@ -138,34 +81,21 @@ class TrainConfig:
         return 10 if self.device.startswith("cuda") else 1
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
-        """Inverse of to_dict; unknown keys are refused."""
+        """Inverse of to_dict, also of the dicts of older versions (checkpoints store one); unknown keys are
+        refused. A key saved before its field existed is missing and gets today's default."""
         d = dict(d)
         if "bf16" in d:  # configs saved before `precision`: bf16=True meant "bf16 on a GPU", False "fp32"
             legacy = d.pop("bf16")
             d.setdefault("precision", None if legacy else "fp32")
-        unknown = sorted(set(d) - {f.name for f in fields(cls)})
+        if d.get("average_last") == 0:  # before average_last >= 1: 0 and 1 both meant "no averaging"
+            d["average_last"] = 1
+        if "keep_checkpoints" in d and d["keep_checkpoints"] is None:  # before the bound: None kept every one
+            d["keep_checkpoints"] = MAX_KEEP_CHECKPOINTS
+        unknown = sorted(set(d) - set(cls.model_fields))
         if unknown:
             raise ValueError(f"unknown TrainConfig key(s) {unknown}")
-        return cls(**d)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _int(obj: Any, *names: str) -> None:
-    for name in names:
-        value = getattr(obj, name)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{name}={value!r} must be an int")
-
-
-def _positive_int(obj: Any, *names: str) -> None:
-    _int(obj, *names)
-    for name in names:
-        if getattr(obj, name) < 1:
-            raise ValueError(f"{name}={getattr(obj, name)} must be >= 1")
+        return cls.model_validate(d)

@@ -12,12 +12,13 @@ from typing import Any, cast
 from torch import Tensor
 
 from model.data.batching import Example, Overlong
-from model.data.objectives import MaskMode, encode_sentences, make_translation_examples, noise_examples, renoising
-from model.data.tokenizer import MIN_VOCAB_SIZE, Tokenizer, TokenizerKind
+from model.data.objectives import encode_sentences, make_translation_examples, noise_examples, renoising
+from model.data.tokenizer import MIN_VOCAB_SIZE, Tokenizer
 from model.io.checkpoint import OBJECTIVES
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from model.train.config import TrainingError
+from model.train.settings import DataSettings
 
 
 @dataclass
@@ -70,46 +71,36 @@ def prepare(
     preset: str = "small",
     model_overrides: dict[str, Any] | None = None,
     vocab_size: int = 8000,
-    max_len: int = 128,
+    settings: DataSettings | None = None,
     seed: int = 0,
-    valid_fraction: float = 0.05,
     max_valid_rows: int = 1000,
     tokenizer: Tokenizer | None = None,
-    noise: MaskMode = "span",
-    mask_ratio: float = 0.15,
     mean_span: float = 3.0,
     overlong: Overlong = "drop",
     min_frequency: int = 2,
-    tokenizer_kind: str = "byte_bpe",
-    normalization: str = "nfkc",
-    prefix_space: bool = True,
 ) -> PreparedData:
     """Tokenizer, model config and examples from raw rows: (source, target) pairs for "translation",
-    sentences for "denoising" (BART-style infilling: `noise` "span" or "token" masks, redrawn every epoch).
+    sentences for "denoising" (BART-style infilling: settings.noise "span" or "token" masks, redrawn every epoch).
 
-    Without valid_rows, a validation set is held out of train_rows (deterministic by seed). The tokenizer is
-    trained on the training rows only, unless one is given (pass the checkpoint's when resuming): tokenizer_kind,
-    normalization and prefix_space as in Tokenizer.train. Sequences
-    longer than max_len tokens are dropped or truncated (`overlong`). User errors raise TrainingError.
+    settings: a job's DataSettings (model/train/settings.py; None: their defaults), read under their own names.
+    Without valid_rows, a validation set of settings.valid_fraction is held out of train_rows (deterministic by
+    seed). The tokenizer (settings.tokenizer, normalization, prefix_space as in Tokenizer.train) is trained on the
+    training rows only, unless one is given (pass the checkpoint's when resuming). Sequences longer than
+    settings.max_length tokens are dropped or truncated (`overlong`). User errors raise TrainingError.
     """
+    settings = settings if settings is not None else DataSettings()
+    max_length, noise, mask_ratio = settings.max_length, settings.noise, settings.mask_ratio
     if objective not in OBJECTIVES:
         raise TrainingError(f"objective={objective!r} must be one of {OBJECTIVES}")
     _check_rows(objective, train_rows, "train_rows")
     if valid_rows is None:
-        if not 0.0 < valid_fraction < 1.0 or max_valid_rows < 1:
-            raise TrainingError(
-                f"need 0 < valid_fraction={valid_fraction} < 1 and max_valid_rows={max_valid_rows} >= 1"
-            )
-        train_rows, valid_rows = split_validation(train_rows, valid_fraction, max_valid_rows, seed)
+        if max_valid_rows < 1:
+            raise TrainingError(f"need max_valid_rows={max_valid_rows} >= 1")
+        train_rows, valid_rows = split_validation(train_rows, settings.valid_fraction, max_valid_rows, seed)
     else:
         _check_rows(objective, valid_rows, "valid_rows")
-    if not isinstance(max_len, int) or max_len < 1:
-        raise TrainingError(f"max_len={max_len!r} must be an int >= 1")
-    if objective == "denoising":
-        if noise not in ("span", "token"):
-            raise TrainingError(f"noise={noise!r} must be 'span' or 'token'")
-        if not 0.0 < mask_ratio <= 1.0 or mean_span <= 0:
-            raise TrainingError(f"need 0 < mask_ratio={mask_ratio} <= 1 and mean_span={mean_span} > 0")
+    if objective == "denoising" and mean_span <= 0:
+        raise TrainingError(f"need mean_span={mean_span} > 0")
     if tokenizer is None:
         if vocab_size < MIN_VOCAB_SIZE:
             raise TrainingError(f"vocab_size={vocab_size} is below the minimum {MIN_VOCAB_SIZE}")
@@ -118,30 +109,33 @@ def prepare(
             if objective == "translation"
             else list(cast(Sequence[str], train_rows))
         )
-        kind = cast(TokenizerKind, tokenizer_kind)  # Tokenizer.train rejects other kinds with ValueError
         try:
-            tokenizer = Tokenizer.train(texts, vocab_size, min_frequency, kind, normalization, prefix_space)
+            tokenizer = Tokenizer.train(
+                texts, vocab_size, min_frequency, settings.tokenizer, settings.normalization, settings.prefix_space
+            )
         except ValueError as e:
             raise TrainingError(f"invalid tokenizer settings: {e}") from e
     try:
         config = ModelConfig.from_preset(preset, tokenizer.vocab_size, **(model_overrides or {}))
     except ValueError as e:
         raise TrainingError(f"invalid model config: {e}") from e
-    if max_len + 1 > config.max_positions:
-        raise TrainingError(f"max_len={max_len} needs max_positions >= {max_len + 1}, got {config.max_positions}")
+    if max_length + 1 > config.max_positions:
+        raise TrainingError(
+            f"max_length={max_length} needs max_positions >= {max_length + 1}, got {config.max_positions}"
+        )
 
     # _check_rows made the rows (source, target) pairs for translation and sentences otherwise
     if objective == "translation":
         pairs, valid_pairs = cast(Sequence[tuple[str, str]], train_rows), cast(Sequence[tuple[str, str]], valid_rows)
-        train, report = make_translation_examples(pairs, tokenizer, max_len, overlong)
-        valid, valid_report = make_translation_examples(valid_pairs, tokenizer, max_len, overlong)
+        train, report = make_translation_examples(pairs, tokenizer, max_length, overlong)
+        valid, valid_report = make_translation_examples(valid_pairs, tokenizer, max_length, overlong)
         n_train: int = len(train)
         empty = valid_empty = 0  # _check_rows refused an empty source or target
         train_examples: list[Example] | Callable[[int], list[Example]] = train
     else:
         sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
-        ids, report = encode_sentences(sentences, tokenizer, max_len, overlong)
-        valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_len, overlong)
+        ids, report = encode_sentences(sentences, tokenizer, max_length, overlong)
+        valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_length, overlong)
         kept, valid_kept = [t for t in ids if t], [t for t in valid_ids if t]  # nothing left to mask in an empty one
         empty, valid_empty = len(ids) - len(kept), len(valid_ids) - len(valid_kept)
         ids, valid_ids = kept, valid_kept
@@ -149,8 +143,8 @@ def prepare(
         train_examples = renoising(ids, seed, noise, mask_ratio, mean_span)
         # Validation noise is drawn once (epoch -1 never occurs in training), so every evaluation is comparable.
         valid = noise_examples(valid_ids, seed, -1, noise, mask_ratio, mean_span)
-    _require_examples("training", n_train, len(train_rows), report.dropped, max_len)
-    _require_examples("validation", len(valid), len(valid_rows), valid_report.dropped, max_len)
+    _require_examples("training", n_train, len(train_rows), report.dropped, max_length)
+    _require_examples("validation", len(valid), len(valid_rows), valid_report.dropped, max_length)
     stats = {
         "train_examples": n_train,
         "valid_examples": len(valid),
@@ -164,11 +158,11 @@ def prepare(
     return PreparedData(objective, tokenizer, config, train_examples, valid, stats)
 
 
-def _require_examples(what: str, n: int, n_rows: int, dropped: int, max_len: int) -> None:
+def _require_examples(what: str, n: int, n_rows: int, dropped: int, max_length: int) -> None:
     if n == 0:
         raise TrainingError(
-            f"no {what} examples left: {dropped} of {n_rows} rows are longer than max_len={max_len} "
-            f"tokens; raise max_len or use overlong='truncate'"
+            f"no {what} examples left: {dropped} of {n_rows} rows are longer than max_length={max_length} "
+            f"tokens; raise max_length or use overlong='truncate'"
         )
 
 

@@ -104,6 +104,61 @@ def test_submit_labels_the_job_with_its_name_tags_and_note(cli, alice, client, p
     assert code == 1 and "error 422" in err and "'no spaces'" in err
 
 
+def test_submit_reaches_every_field_of_a_job_by_its_dotted_key(cli, alice, client, parallel_id):
+    key = _key(alice)
+    code, out, err = cli(
+        "submit", "--dataset", parallel_id, "--test-dataset", parallel_id, "--preset", "small",
+        "--set", "training.max_steps=100", "--set", "model.vocab_size=2000", "--set", "name=123",
+        "--set", 'training.probe_tokens=["the"]', "--set", "training.precision=bf16", "--set", "model.dropout=null",
+        "--key", key,
+    )  # fmt: skip
+    assert code == 0, err
+    job = client.get(f"/v1/jobs/{out.strip()}", headers=alice).json()
+    assert job["test_dataset_id"] == parallel_id and job["name"] == "123"  # JSON 123 is no name: read as text
+    assert (job["model"]["preset"], job["model"]["vocab_size"], job["model"]["dropout"]) == ("small", 2000, None)
+    assert (job["training"]["max_steps"], job["training"]["probe_tokens"], job["training"]["precision"]) == (
+        100, ["the"], "bf16",
+    )  # fmt: skip
+    code, out, err = cli(
+        "submit", "--dataset", parallel_id, "--set", f"test_dataset_id={parallel_id}", "--max-steps", "9",
+        "--set", "training.max_steps=10", "--key", key,
+    )  # fmt: skip
+    job = client.get(f"/v1/jobs/{out.strip()}", headers=alice).json()
+    assert job["test_dataset_id"] == parallel_id and job["training"]["max_steps"] == 10  # --set after the flags
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("training.learning_rate=1", "no field 'training.learning_rate'; training has: training.accelerator, "),
+        ("colour=red", "no field 'colour'; a job has: dataset_id, "),
+        ("training=1", "'training' is a section: name one of its fields, training.accelerator, "),
+        ("training.max_steps.x=1", "'training.max_steps' has no fields"),
+        ("training.max_steps=0", "training.max_steps=0: Input should be greater than or equal to 1"),
+        ("training.max_steps=many", "training.max_steps=many: Input should be a valid integer"),
+        ("model.preset=huge", "model.preset=huge: Input should be 'tiny', 'small', 'base' or 'big'"),
+        ("test_dataset_id=nope", "test_dataset_id=nope: Input should be a valid UUID"),
+        ("training.max_steps", "'training.max_steps': expected FIELD=VALUE"),
+    ],
+)
+def test_submit_refuses_a_bad_setting_naming_it_before_sending(cli, alice, client, parallel_id, assignment, message):
+    code, _, err = cli("submit", "--dataset", parallel_id, "--set", assignment, "--key", _key(alice))
+    assert code == 1 and f"error: {message}" in err, err
+    assert client.get("/v1/jobs", headers=alice).json()["total"] == 0
+
+
+def test_every_submit_flag_sets_a_field_of_the_request():
+    from app.client.jobs import SUBMIT_FLAGS, _field
+
+    for key in SUBMIT_FLAGS.values():
+        _field(key)  # SettingError for a key that names no field, or a section
+
+
+def test_a_rule_across_fields_is_the_apis_to_check_and_its_422_is_shown(cli, alice, parallel_id):
+    code, _, err = cli("submit", "--dataset", parallel_id, "--set", "training.average_last=5", "--key", _key(alice))
+    assert code == 1 and "error 422" in err and "average_last=5 needs keep_checkpoints >= 5, got 3" in err, err
+
+
 def test_cancel_a_queued_job_and_a_finished_one_is_an_error_naming_it(cli, alice, client):
     queued = job_rows("alice", 2)
     done = job_rows("alice", 1, status="succeeded")[0]

@@ -32,6 +32,25 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
     assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["id"] == job["id"]
 
 
+def test_the_job_stores_every_training_setting_and_an_older_one_reads_with_the_defaults(client, alice, parallel_id):
+    """The stored section is the resolved one (defaults filled, lr_scale chosen); a row stored before a field
+    existed reads with its default, and one a bound tightened since refuses reads as it is."""
+    from app.db.session import session_scope
+    from app.db.tables import Job
+    from app.schemas.jobs import TrainingSpec
+    from tests.api.test_job_labels import job_rows
+
+    defaults = TrainingSpec().model_dump(mode="json")
+    job_id = client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 50, "seed": 7}), headers=alice)
+    with session_scope() as session:
+        stored = session.get(Job, job_id.json()["id"]).training_config
+    assert stored == {**defaults, "max_steps": 50, "seed": 7, "lr_scale": 1.0}
+    old = job_rows("alice", 1, training_config={"max_steps": 10})[0]
+    assert client.get(f"/v1/jobs/{old}", headers=alice).json()["training"] == {**defaults, "max_steps": 10}
+    loose = job_rows("alice", 1, training_config={"max_steps": 10, "warmup_steps": 0})[0]
+    assert client.get(f"/v1/jobs/{loose}", headers=alice).json()["training"]["warmup_steps"] == 0
+
+
 def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice, parallel_id):
     """With max_minutes, the vocabulary, batch, warm-up and step limit the request left out are marked for the
     worker to choose (model/train/budget.py); those given stay the user's, and without max_minutes nothing is chosen."""
@@ -119,6 +138,8 @@ def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, pa
         ({"training": {"eval_budget": 0}}, ["body", "training", "eval_budget"], "greater than 0"),
         ({"training": {"precision": "fp16"}}, ["body", "training", "precision"], "'fp32' or 'bf16'"),
         ({"training": {"log_every": 0}}, ["body", "training", "log_every"], "greater than or equal to 1"),
+        ({"training": {"warmup_steps": 0}}, ["body", "training", "warmup_steps"], "greater than or equal to 1"),
+        ({"training": {"keep_checkpoints": None}}, ["body", "training", "keep_checkpoints"], "valid integer"),
         ({"model": {"init": "kaiming"}}, ["body", "model", "init"], "'normal' or 'xavier'"),
         ({"status": "succeeded"}, ["body", "status"], "Extra inputs are not permitted"),
         ({"owner": "bob"}, ["body", "owner"], "Extra inputs are not permitted"),

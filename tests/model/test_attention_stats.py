@@ -15,6 +15,7 @@ from model.probes.attention_stats import ATTENTION_STATS, attention_stats
 from model.train.events import Callbacks
 from model.train.loop import train
 from model.train.prepare import prepare
+from model.train.settings import DataSettings
 from tests.model.test_training import quick_config
 
 
@@ -84,7 +85,7 @@ def test_padding_is_neither_a_query_nor_a_key():
 
 def test_training_records_attention_at_every_evaluation():
     data = prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
-                   vocab_size=300, max_len=16, seed=0)  # fmt: skip
+                   vocab_size=300, settings=DataSettings(max_length=16), seed=0)  # fmt: skip
     records = []
     config = quick_config(max_steps=12, eval_every=5, eval_max_sentences=4, dynamics_every=100)
     train(data, config, callbacks=Callbacks(on_dynamics=records.append))

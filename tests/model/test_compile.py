@@ -16,18 +16,34 @@ from model.nn import compile as compilation
 from model.train.config import TrainConfig
 from model.train.loop import train
 from model.train.prepare import prepare
+from model.train.settings import DataSettings
 
 
 @pytest.fixture(scope="module")
 def data():
     rows = reverse_task(120, vocab=12, min_len=2, max_len=8, seed=0)
     overrides = {"dropout": 0.0, "attention_dropout": 0.0}  # same losses with and without compile
-    return prepare("translation", rows, preset="tiny", model_overrides=overrides, vocab_size=300, max_len=16, seed=0)
+    return prepare(
+        "translation",
+        rows,
+        preset="tiny",
+        model_overrides=overrides,
+        vocab_size=300,
+        settings=DataSettings(max_length=16),
+        seed=0,
+    )
 
 
 def _config(**overrides) -> TrainConfig:
     base = dict(
-        max_steps=3, max_tokens_per_batch=128, warmup_steps=2, peak_lr=1e-3, eval_every=100, checkpoint_every=100
+        max_steps=3,
+        max_tokens_per_batch=128,
+        warmup_steps=2,
+        peak_lr=1e-3,
+        eval_every=100,
+        checkpoint_every=100,
+        seed=0,
+        eval_budget=None,
     )
     return TrainConfig(**{**base, **overrides})
 

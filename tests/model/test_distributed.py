@@ -29,6 +29,7 @@ from model.train.distributed import DistributedError, destroy_process_group, ini
 from model.train.events import Callbacks
 from model.train.loop import train
 from model.train.prepare import PreparedData, prepare
+from model.train.settings import MAX_KEEP_CHECKPOINTS, DataSettings
 
 WORLD = 2
 REL = 1e-4
@@ -42,7 +43,7 @@ def _data(tokenizer: Tokenizer | None = None) -> PreparedData:
         preset="tiny",
         model_overrides={"dropout": 0.0, "attention_dropout": 0.0},
         vocab_size=300,
-        max_len=16,
+        settings=DataSettings(max_length=16),
         seed=0,
         tokenizer=tokenizer,
     )
@@ -59,8 +60,9 @@ def _config(grad_accum_steps: int, **overrides) -> TrainConfig:
         eval_every=3,
         checkpoint_every=3,
         eval_max_sentences=4,
-        keep_checkpoints=None,
+        keep_checkpoints=MAX_KEEP_CHECKPOINTS,  # every checkpoint these short runs write
         seed=0,
+        eval_budget=None,  # every due evaluation runs, however long it takes
     )
     return TrainConfig(**{**base, **overrides})
 

@@ -16,6 +16,7 @@ from model.train.config import TrainConfig
 from model.train.events import Callbacks
 from model.train.loop import train
 from model.train.prepare import prepare
+from model.train.settings import DataSettings
 from model.train.step import accumulate_gradients, build_optimizer, update_on_device
 from tests.model.test_training import quick_config
 
@@ -85,7 +86,7 @@ def test_update_ratio_is_a_hand_computed_first_adam_step(clip_norm):
 
 def test_training_records_dynamics_at_step_1_and_every_n():
     data = prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
-                   vocab_size=300, max_len=16, seed=0)  # fmt: skip
+                   vocab_size=300, settings=DataSettings(max_length=16), seed=0)  # fmt: skip
     records = []
     config = quick_config(max_steps=12, eval_every=1000, eval_max_sentences=4, dynamics_every=5)
     train(data, config, callbacks=Callbacks(on_dynamics=records.append))

@@ -15,12 +15,13 @@ from model.train.config import TrainConfig
 from model.train.events import Callbacks
 from model.train.loop import train
 from model.train.prepare import prepare
+from model.train.settings import MAX_KEEP_CHECKPOINTS, DataSettings
 
 
 @pytest.fixture(scope="module")
 def data():
     return prepare("translation", reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
-                   vocab_size=300, max_len=16, seed=0)  # fmt: skip
+                   vocab_size=300, settings=DataSettings(max_length=16), seed=0)  # fmt: skip
 
 
 def test_frequent_ids_rank_by_count_without_specials(data):
@@ -67,7 +68,8 @@ def test_training_records_embeddings_at_each_checkpoint_with_chosen_tokens(data,
     token = data.tokenizer.id_to_token(frequent_ids(data.train_examples, 1, False, data.tokenizer)[0])
     config = TrainConfig(
         max_steps=8, max_tokens_per_batch=256, warmup_steps=4, peak_lr=1e-3, eval_every=1000, checkpoint_every=4,
-        eval_max_sentences=4, keep_checkpoints=None, dynamics_every=100, probe_tokens=[token, "no-such-token-xyz"],
+        eval_max_sentences=4, keep_checkpoints=MAX_KEEP_CHECKPOINTS, dynamics_every=100,
+        probe_tokens=[token, "no-such-token-xyz"], seed=0, eval_budget=None,
     )  # fmt: skip
     records = []
     train(data, config, tmp_path, callbacks=Callbacks(on_dynamics=records.append))

@@ -105,13 +105,14 @@ def test_a_step_reads_loss_nll_and_gradient_norm_in_one_transfer(monkeypatch):
 def reverse_data():
     from model.data.demo import reverse_task
     from model.train.prepare import prepare
+    from model.train.settings import DataSettings
 
     return prepare(
         "translation",
         reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0),
         preset="tiny",
         vocab_size=300,
-        max_len=16,
+        settings=DataSettings(max_length=16),
         seed=0,
     )
 
@@ -132,6 +133,8 @@ def _train(data, **settings):
         peak_lr=1e-3,
         eval_every=1000,
         checkpoint_every=1000,
+        seed=0,
+        eval_budget=None,
         **settings,
     )
     infos: list = []

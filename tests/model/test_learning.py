@@ -18,6 +18,7 @@ from model.nn.transformer import Transformer
 from model.train.config import TrainConfig
 from model.train.loop import train
 from model.train.prepare import prepare
+from model.train.settings import DataSettings
 from model.train.validation import translate_examples
 
 pytestmark = pytest.mark.slow
@@ -52,6 +53,9 @@ def toy_config(max_steps: int, **overrides) -> TrainConfig:
                 eval_every=10_000,
                 checkpoint_every=10_000,
                 eval_max_sentences=50,
+                seed=0,
+                eval_budget=None,
+                keep_checkpoints=5,
             ),
             **overrides,
         }
@@ -62,7 +66,7 @@ def test_tiny_model_learns_to_reverse_held_out_sequences(tmp_path):
     pairs = reverse_task(4000, vocab=20, min_len=3, max_len=10, seed=0)
     seen = {src for src, _ in pairs}
     held_out = [p for p in reverse_task(400, vocab=20, min_len=3, max_len=10, seed=1) if p[0] not in seen][:200]
-    data = prepare("translation", pairs, preset="tiny", vocab_size=300, max_len=16, seed=0)
+    data = prepare("translation", pairs, preset="tiny", vocab_size=300, settings=DataSettings(max_length=16), seed=0)
     result = train(data, toy_config(1600), tmp_path)
     model, tokenizer, _ = load_model(result.model_checkpoint)
     accuracy = exact_match(model, tokenizer, held_out)
@@ -74,7 +78,7 @@ def test_tiny_model_translates_held_out_english_numbers_to_german(tmp_path):
     pairs = numbers_to_words_task(len(train_numbers), seed=0, numbers=train_numbers)
     held_out = numbers_to_words_task(len(held_out_numbers), seed=0, numbers=held_out_numbers)
     assert {s for s, _ in pairs}.isdisjoint(s for s, _ in held_out)
-    data = prepare("translation", pairs, preset="tiny", vocab_size=400, max_len=32, seed=0)
+    data = prepare("translation", pairs, preset="tiny", vocab_size=400, settings=DataSettings(max_length=32), seed=0)
     result = train(data, toy_config(300), tmp_path)
     model, tokenizer, _ = load_model(result.model_checkpoint)
     accuracy = exact_match(model, tokenizer, held_out)
@@ -87,7 +91,7 @@ def test_bf16_mixed_precision_learns_numbers_as_well_as_fp32(tmp_path):
     train_numbers, held_out_numbers = split_numbers(0, 999, held_out=0.1, seed=0)
     pairs = numbers_to_words_task(len(train_numbers), seed=0, numbers=train_numbers)
     held_out = numbers_to_words_task(len(held_out_numbers), seed=0, numbers=held_out_numbers)
-    data = prepare("translation", pairs, preset="tiny", vocab_size=400, max_len=32, seed=0)
+    data = prepare("translation", pairs, preset="tiny", vocab_size=400, settings=DataSettings(max_length=32), seed=0)
     result = train(data, toy_config(300, precision="bf16"), tmp_path)
     model, tokenizer, _ = load_model(result.model_checkpoint)
     assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
@@ -117,10 +121,8 @@ def test_tiny_denoising_model_fills_masked_words_of_the_grammar(tmp_path):
         grammar_sentences(2000, seed=0),
         preset="tiny",
         vocab_size=500,
-        max_len=32,
+        settings=DataSettings(max_length=32, noise="token", mask_ratio=0.15),
         seed=0,
-        noise="token",
-        mask_ratio=0.15,
     )
     result = train(data, toy_config(300), tmp_path)
     model, tokenizer, meta = load_model(result.model_checkpoint)

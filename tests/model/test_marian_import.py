@@ -95,6 +95,7 @@ def test_an_imported_marian_archive_is_fine_tuned_and_exported_again(marian_fold
     from model.train.config import TrainConfig
     from model.train.loop import train
     from model.train.prepare import prepare, start_from
+    from model.train.settings import DataSettings
 
     archive = tmp_path / "opus.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -102,8 +103,10 @@ def test_an_imported_marian_archive_is_fine_tuned_and_exported_again(marian_fold
     model, tokenizer, meta = load_archive_folder(safe_extract(archive, tmp_path / "x", 50 * 1024 * 1024))
     assert meta["objective"] == "translation"
     checkpoint = save_checkpoint(tmp_path / "imported", model, tokenizer, "translation")
-    data = prepare("translation", numbers_to_words_task(60, seed=3), tokenizer=tokenizer, max_len=32)
-    tuned = train(start_from(data, model), TrainConfig(max_steps=2, warmup_steps=1, max_tokens_per_batch=256))
+    data = prepare(
+        "translation", numbers_to_words_task(60, seed=3), tokenizer=tokenizer, settings=DataSettings(max_length=32)
+    )
+    tuned = train(start_from(data, model), TrainConfig(max_steps=2, warmup_steps=1, max_tokens_per_batch=256, seed=0))
     assert tuned.step == 2
     out = build_export(checkpoint, "huggingface", tmp_path / "hf.tar.gz", "hf")
     with tarfile.open(out) as tar:

@@ -18,6 +18,7 @@ from model.train.events import Callbacks
 from model.train.loop import train
 from model.train.memory_profile import CpuPeak, CudaPeak, measure_step, memory_report
 from model.train.prepare import prepare
+from model.train.settings import DataSettings
 
 
 @pytest.fixture(autouse=True)
@@ -139,8 +140,16 @@ def test_measuring_leaves_the_random_state_and_the_model_as_they_were():
 
 def test_the_trainer_reports_the_memory_once_before_the_first_update_and_an_error_without_failing(monkeypatch):
     data = prepare("translation", reverse_task(60, vocab=12, min_len=2, max_len=8, seed=0), preset="tiny",
-                   vocab_size=300, max_len=16, seed=0)  # fmt: skip
-    config = TrainConfig(max_steps=2, max_tokens_per_batch=64, warmup_steps=1, eval_every=100, eval_max_sentences=2)
+                   vocab_size=300, settings=DataSettings(max_length=16), seed=0)  # fmt: skip
+    config = TrainConfig(
+        max_steps=2,
+        max_tokens_per_batch=64,
+        warmup_steps=1,
+        eval_every=100,
+        eval_max_sentences=2,
+        seed=0,
+        eval_budget=None,
+    )
     reports: list[dict] = []
     trainer_config = []
     monkeypatch.setattr("model.train.recorders.memory_report", lambda *a: trainer_config.append(a) or memory_report(*a))

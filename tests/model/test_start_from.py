@@ -12,11 +12,18 @@ from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
 from model.train.loop import train
 from model.train.prepare import prepare, start_from
+from model.train.settings import DataSettings
 
 
 def _config(steps: int) -> TrainConfig:
     return TrainConfig(
-        max_steps=steps, max_tokens_per_batch=512, warmup_steps=5, eval_every=1000, checkpoint_every=1000
+        max_steps=steps,
+        max_tokens_per_batch=512,
+        warmup_steps=5,
+        eval_every=1000,
+        checkpoint_every=1000,
+        seed=0,
+        eval_budget=None,
     )
 
 
@@ -27,7 +34,13 @@ def _trained(data, steps: int, root) -> Transformer:
 
 @pytest.fixture(scope="module")
 def parent(tmp_path_factory):
-    data = prepare("translation", numbers_to_words_task(200, seed=0), preset="tiny", vocab_size=300, max_len=32)
+    data = prepare(
+        "translation",
+        numbers_to_words_task(200, seed=0),
+        preset="tiny",
+        vocab_size=300,
+        settings=DataSettings(max_length=32),
+    )
     return _trained(data, 3, tmp_path_factory.mktemp("parent")), data.tokenizer
 
 
@@ -35,7 +48,10 @@ def test_training_starts_from_the_parent_weights_and_leaves_them_untouched(paren
     model, tokenizer = parent
     before = {k: v.clone() for k, v in model.state_dict().items()}
     data = prepare(
-        "translation", numbers_to_words_task(50, seed=1, low=1000, high=1999), tokenizer=tokenizer, max_len=32
+        "translation",
+        numbers_to_words_task(50, seed=1, low=1000, high=1999),
+        tokenizer=tokenizer,
+        settings=DataSettings(max_length=32),
     )
     child = start_from(data, model, dropout=0.3)
     assert child.model_config == ModelConfig(**{**model.config.__dict__, "dropout": 0.3})
@@ -49,10 +65,20 @@ def test_training_starts_from_the_parent_weights_and_leaves_them_untouched(paren
 
 def test_another_tokenizer_or_an_architecture_change_is_refused(parent):
     model, _ = parent
-    own_vocab = prepare("translation", numbers_to_words_task(50, seed=1), preset="tiny", vocab_size=280, max_len=32)
+    own_vocab = prepare(
+        "translation",
+        numbers_to_words_task(50, seed=1),
+        preset="tiny",
+        vocab_size=280,
+        settings=DataSettings(max_length=32),
+    )
     with pytest.raises(TrainingError, match="the model's own tokenizer"):
         start_from(own_vocab, model)
     with pytest.raises(TrainingError, match=r"only dropout and attention_dropout may change, not \['d_model'\]"):
         start_from(
-            prepare("translation", numbers_to_words_task(50), tokenizer=parent[1], max_len=32), model, d_model=32
+            prepare(
+                "translation", numbers_to_words_task(50), tokenizer=parent[1], settings=DataSettings(max_length=32)
+            ),
+            model,
+            d_model=32,
         )

@@ -9,6 +9,7 @@ from model.data.demo import reverse_task
 from model.train.config import TrainConfig
 from model.train.loop import train
 from model.train.prepare import prepare
+from model.train.settings import MAX_KEEP_CHECKPOINTS, DataSettings
 from model.train.throughput import measure_throughput
 
 
@@ -19,7 +20,7 @@ def data():
         reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0),
         preset="tiny",
         vocab_size=300,
-        max_len=16,
+        settings=DataSettings(max_length=16),
         seed=0,
     )
 
@@ -34,7 +35,9 @@ def _config(**overrides) -> TrainConfig:
                 eval_every=1000,
                 checkpoint_every=1000,
                 eval_max_sentences=8,
-                keep_checkpoints=None,
+                keep_checkpoints=MAX_KEEP_CHECKPOINTS,  # every checkpoint these short runs write
+                seed=0,
+                eval_budget=None,
             ),
             **overrides,
         }

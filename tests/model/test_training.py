@@ -4,7 +4,7 @@ import json
 import math
 import random
 import shutil
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import pytest
 import torch
@@ -27,6 +27,7 @@ from model.train.loop import train
 from model.train.loss import label_smoothed_loss
 from model.train.prepare import PreparedData, prepare, split_validation
 from model.train.schedule import InverseSqrtSchedule, lambda_lr
+from model.train.settings import MAX_KEEP_CHECKPOINTS, DataSettings
 from model.train.step import accumulate_gradients, autocast_for, enable_tf32
 from model.train.validation import masked_positions
 
@@ -47,7 +48,7 @@ def reverse_data() -> PreparedData:
         reverse_task(300, vocab=12, min_len=2, max_len=8, seed=0),
         preset="tiny",
         vocab_size=300,
-        max_len=16,
+        settings=DataSettings(max_length=16),
         seed=0,
     )
 
@@ -61,7 +62,9 @@ def quick_config(**overrides) -> TrainConfig:
         eval_every=1000,
         checkpoint_every=1000,
         eval_max_sentences=8,
-        keep_checkpoints=None,
+        keep_checkpoints=MAX_KEEP_CHECKPOINTS,  # every checkpoint these short runs write
+        seed=0,
+        eval_budget=None,  # every due evaluation runs, however long it takes
     )
     return TrainConfig(**{**base, **overrides})
 
@@ -148,7 +151,7 @@ def test_train_config_round_trips_through_json_and_refuses_unknown_keys():
 
 
 def test_default_schedule_is_the_papers():
-    assert TrainConfig().schedule(512) == InverseSqrtSchedule(512, 4000, 1.0)
+    assert TrainConfig(warmup_steps=4000).schedule(512) == InverseSqrtSchedule(512, 4000, 1.0)
     assert TrainConfig(peak_lr=1e-3, warmup_steps=10).schedule(64).peak_lr == pytest.approx(1e-3)
 
 
@@ -213,6 +216,34 @@ def test_configs_saved_with_the_old_bf16_flag_still_load():
     assert TrainConfig.from_dict({"bf16": True}).precision is None  # "bf16 on a GPU": today's default
     assert TrainConfig.from_dict({"bf16": False}).precision == "fp32"
     assert TrainConfig.from_dict({"bf16": True, "precision": "fp32"}).precision == "fp32"
+
+
+def test_a_config_saved_by_the_old_trainer_with_its_paper_defaults_still_loads():
+    """What a checkpoint of TrainConfig() held before the trainer took the product's defaults (model/train/settings.py):
+    every value is kept; average_last 0 and keep_checkpoints None, outside today's bounds, keep their meaning."""
+    old = {
+        "max_steps": 100_000, "max_minutes": None, "max_tokens_per_batch": 4096, "grad_accum_steps": 1,
+        "warmup_steps": 4000, "lr_scale": None, "peak_lr": None, "label_smoothing": 0.1, "clip_norm": 1.0,
+        "adam_betas": [0.9, 0.98], "adam_eps": 1e-9, "weight_decay": 0.0, "seed": 0, "eval_every": 1000,
+        "eval_budget": None, "checkpoint_every": 1000, "early_stopping_patience": None, "keep_checkpoints": None,
+        "average_last": 0, "device": "cpu", "bf16": True, "eval_max_sentences": 200,
+    }  # fmt: skip
+    config = TrainConfig.from_dict(old)
+    assert (config.max_steps, config.warmup_steps, config.seed, config.eval_every, config.checkpoint_every) == (
+        100_000, 4000, 0, 1000, 1000,
+    )  # fmt: skip
+    assert config.eval_budget is None and config.precision is None and config.adam_betas == (0.9, 0.98)
+    assert config.average_last == 1  # 0 and 1 both meant "no averaging"
+    assert config.keep_checkpoints == MAX_KEEP_CHECKPOINTS  # None kept every one
+    assert config.dynamics_every == 25 and config.compile is False  # saved before they existed: the defaults
+
+
+def test_the_trainer_defaults_are_the_products():
+    """One set of defaults: a TrainConfig built without arguments trains as a job that leaves every field out."""
+    from model.train.settings import TrainSettings
+
+    assert {name: getattr(TrainConfig(), name) for name in TrainSettings.model_fields} == TrainSettings().model_dump()
+    assert (TrainConfig().max_steps, TrainConfig().warmup_steps, TrainConfig().seed) == (2000, 400, 1)
 
 
 def test_tf32_is_enabled_for_gpus_only():
@@ -328,7 +359,12 @@ def test_without_a_budget_every_due_evaluation_runs(reverse_data, monkeypatch):
 
 def test_denoising_evaluation_reports_masked_token_accuracy():
     data = prepare(
-        "denoising", grammar_sentences(200, seed=0), preset="tiny", vocab_size=450, max_len=16, seed=0, noise="token"
+        "denoising",
+        grammar_sentences(200, seed=0),
+        preset="tiny",
+        vocab_size=450,
+        settings=DataSettings(max_length=16, noise="token"),
+        seed=0,
     )
     evals: list[dict] = []
     train(data, quick_config(max_steps=2, eval_every=2), callbacks=Callbacks(on_eval=lambda s, m: evals.append(m)))
@@ -426,7 +462,12 @@ def test_prepare_trains_the_tokenizer_and_sizes_the_model(reverse_data):
         ("translation", [], {}, "train_rows is empty"),
         ("translation", [("a", "")] * 5, {}, r"train_rows\[0\] must be a \(source, target\) pair"),
         ("denoising", [("a", "b")] * 5, {}, r"train_rows\[0\] must be a non-empty string"),
-        ("translation", [("a b c d e f g h", "x")] * 10, {"max_len": 3}, "no training examples left.*max_len=3"),
+        (
+            "translation",
+            [("a b c d e f g h", "x")] * 10,
+            {"settings": DataSettings(max_length=4)},
+            "no training examples left.*max_length=4",
+        ),
         ("translation", [("a", "b")] * 10, {"vocab_size": 100}, "vocab_size=100"),
         ("translation", [("a", "b")] * 10, {"model_overrides": {"d_model": 30}}, "invalid model config.*d_model=30"),
         ("summarize", [("a", "b")] * 10, {}, "objective"),
@@ -438,8 +479,9 @@ def test_prepare_refuses_bad_data_with_a_readable_message(objective, rows, kwarg
 
 
 def test_a_batch_limit_smaller_than_one_example_is_a_training_error(reverse_data):
-    with pytest.raises(TrainingError, match="max_tokens_per_batch=4"):
-        train(reverse_data, quick_config(max_tokens_per_batch=4))
+    long = Example(list(range(5, 45)), list(range(5, 45)))  # 41 padded tokens: more than the smallest limit, 32
+    with pytest.raises(TrainingError, match="max_tokens_per_batch=32"):
+        train(replace(reverse_data, train_examples=[long] * 4), quick_config(max_tokens_per_batch=32))
 
 
 def test_masked_positions_recover_token_and_span_noise():
@@ -478,7 +520,7 @@ def test_resumed_training_is_identical_to_an_uninterrupted_run(objective, tmp_pa
             preset="tiny",
             model_overrides=overrides,
             vocab_size=300,
-            max_len=40,
+            settings=DataSettings(max_length=40),
             seed=1,
             tokenizer=tokenizer,
         )
@@ -514,7 +556,7 @@ def test_preemption_checkpoints_the_current_step_and_the_resumed_run_loses_no_st
             preset="tiny",
             model_overrides={"dropout": 0.2},
             vocab_size=300,
-            max_len=40,
+            settings=DataSettings(max_length=40),
             seed=1,
             tokenizer=tokenizer,
         )
@@ -559,20 +601,12 @@ def test_prepare_trains_the_tokenizer_kind_asked_for(kind):
         reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0),
         preset="tiny",
         vocab_size=300,
-        max_len=16,
+        settings=DataSettings(max_length=16, tokenizer=kind),
         seed=0,
-        tokenizer_kind=kind,
     )
     assert data.tokenizer.kind == kind and data.model_config.vocab_size == data.tokenizer.vocab_size
 
 
-def test_prepare_refuses_an_unknown_tokenizer_kind_as_a_user_error():
-    with pytest.raises(TrainingError, match="kind='sentencepiece'"):
-        prepare(
-            "translation",
-            reverse_task(50, vocab=12, seed=0),
-            preset="tiny",
-            vocab_size=300,
-            max_len=16,
-            tokenizer_kind="sentencepiece",
-        )
+def test_an_unknown_tokenizer_kind_is_refused_naming_the_field():
+    with pytest.raises(ValueError, match="tokenizer"):
+        DataSettings(max_length=16, tokenizer="sentencepiece")

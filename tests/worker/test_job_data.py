@@ -1,9 +1,12 @@
-"""How a job's training section becomes the TrainConfig its worker trains with."""
+"""How a job's training section becomes the TrainConfig its worker trains with, and its data settings prepare()'s."""
 
 from __future__ import annotations
 
 from app.db.tables import Job
-from worker.training.job_data import dropped_line, train_config
+from app.schemas.jobs import TrainingSpec
+from model.train.settings import DataSettings, TrainSettings
+from worker.training import job_data
+from worker.training.job_data import JobRows, dropped_line, train_config
 
 
 def test_precision_follows_the_job_or_else_the_worker_device():
@@ -32,6 +35,40 @@ def test_the_watched_tokens_reach_the_training_config():
     assert train_config(Job(training_config={}), "cpu").probe_tokens is None  # the most frequent words
 
 
+def test_every_training_setting_reaches_the_trainer_under_its_own_name():
+    stored = TrainingSpec(
+        max_steps=7, warmup_steps=3, seed=9, eval_budget=None, keep_checkpoints=4, average_last=2, probe_tokens=["x"]
+    ).model_dump(mode="json")
+    config = train_config(Job(training_config=stored), "cuda:1")
+    assert {name: getattr(config, name) for name in TrainSettings.model_fields} == {
+        name: stored[name] for name in TrainSettings.model_fields
+    }
+    assert config.device == "cuda:1"
+
+
+def test_a_job_stored_before_a_field_existed_gets_its_default():
+    config = train_config(Job(training_config={"max_steps": 5}), "cpu")
+    defaults = TrainSettings().model_dump()
+    assert {name: getattr(config, name) for name in TrainSettings.model_fields} == {**defaults, "max_steps": 5}
+
+
+def test_the_data_settings_and_model_overrides_reach_prepare(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(job_data, "prepare", lambda *args, **kwargs: seen.update(kwargs))
+    training = {"max_length": 40, "tokenizer": "unigram", "noise": "token", "mask_ratio": 0.3, "seed": 4}
+    model = {"preset": "small", "vocab_size": 900, "d_model": 128, "dropout": None}
+    job = Job(objective="denoising", training_config=training, model_config=model)
+    job_data._prepare(JobRows(job, ["a sentence"], None), None)
+    settings = seen["settings"]
+    assert isinstance(settings, DataSettings)
+    assert {name: getattr(settings, name) for name in DataSettings.model_fields} == {
+        **DataSettings().model_dump(),
+        **{k: v for k, v in training.items() if k != "seed"},
+    }
+    assert (seen["preset"], seen["vocab_size"], seen["seed"]) == ("small", 900, 4)
+    assert seen["model_overrides"] == {"d_model": 128}  # ModelSpec.overrides(): the fields given, null left out
+
+
 def test_dropped_sentences_get_a_line_of_their_own_with_how_many_and_why():
     stats = {"dropped": 3, "valid_dropped": 1, "truncated": 0, "empty": 2, "valid_empty": 0}
     assert dropped_line("job-1", "denoising", stats, 64) == (
@@ -48,10 +85,18 @@ def test_dropped_sentences_get_a_line_of_their_own_with_how_many_and_why():
 
 def test_the_dropped_count_is_what_prepare_dropped():
     from model.train.prepare import prepare
+    from model.train.settings import DataSettings
 
     short = [f"sentence number {n} is short" for n in range(40)]
     long = [" ".join(f"word{n}" for n in range(60))] * 5
-    data = prepare("denoising", short + long, short[:8] + long[:2], preset="tiny", vocab_size=300, max_len=24)
+    data = prepare(
+        "denoising",
+        short + long,
+        short[:8] + long[:2],
+        preset="tiny",
+        vocab_size=300,
+        settings=DataSettings(max_length=24),
+    )
     assert (data.stats["dropped"], data.stats["valid_dropped"], data.stats["empty"]) == (5, 2, 0)
     line = dropped_line("job-4", data.objective, data.stats, 24)
     assert (

@@ -18,6 +18,7 @@ from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
 from app.core.settings import Settings, get_settings
 from app.db.session import session_scope
 from app.db.tables import Job, TrainedModel
+from app.schemas.jobs import TrainingSpec
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import load_model
 from model.io.checkpoint_files import CheckpointError
@@ -64,7 +65,7 @@ def _load(model_id: str) -> LoadedModel:
         if row is None:
             raise ModelUnavailable(404, f"model {model_id} not found")
         job = session.get(Job, row.job_id) if row.job_id else None  # an imported model has no job
-        noise = (job.training_config or {}).get("noise") if job else None
+        noise = TrainingSpec.stored(job.training_config).noise if job else None
         storage_key, sha256, objective = row.storage_key, row.sha256, row.objective
     try:
         device = worker_device()

@@ -23,6 +23,7 @@ from app.db.base import new_id
 from app.db.session import session_scope
 from app.db.tables import Job, JobCheckpoint, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
+from app.schemas.jobs import TrainingSpec
 from app.services import evaluations
 from app.services.queueing import dispatch_training
 from model.data.corpus import DataError
@@ -165,7 +166,7 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
         metrics=ckpt.meta.get("metrics", {}),
         kind="model",
         # noise: how a denoising model fills a <mask> (one token or a span), kept with the weights for an import
-        extra_meta={"job_id": job.id, "source": source, "noise": job.training_config.get("noise", "span")},
+        extra_meta={"job_id": job.id, "source": source, "noise": TrainingSpec.stored(job.training_config).noise},
     )
     store.push(target, key)
     size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
@@ -230,7 +231,7 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
         result = _train(job, data, device, root, _callbacks(state, job.id, root, settings.job_lease_seconds), state)
     finally:
         keeper.stop()
-    spec = job.training_config
+    spec = TrainingSpec.stored(job.training_config)
     flush(state, settings.job_lease_seconds)
     if state.lease_lost:
         raise LeaseLost(job.id)
@@ -245,7 +246,7 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
             job_rows.finish(session, claim, job_rows.CANCELLED, step=result.step)
             return
         source = (
-            f"average of last {spec['average_last']}"
+            f"average of last {spec.average_last}"
             if result.averaged_checkpoint
             else f"best@{result.best_step}"
             if result.model_checkpoint == result.best_checkpoint
@@ -282,7 +283,7 @@ def _evaluate_on_test_set(job: Job, model_id: str) -> None:
 
 def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Callbacks, state: RunState) -> TrainResult:
     """Train here, or with training.devices = N > 1 as rank 0 of N data-parallel processes (training/ddp_peer.py)."""
-    devices = int(job.training_config.get("devices", 1))
+    devices = TrainingSpec.stored(job.training_config).devices
     if devices == 1:
         return train(data, train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
     from worker.training.ddp_peer import train_data_parallel  # only data-parallel jobs need it

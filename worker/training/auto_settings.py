@@ -12,6 +12,7 @@ import time
 import torch
 
 from app.core.settings import get_settings
+from app.schemas.jobs import TrainingSpec
 from model.probes.anatomy import estimate_memory
 from model.train.budget import AUTO_FIELDS, BudgetInputs, choose, choose_vocabulary, largest_batch
 from model.train.prepare import PreparedData
@@ -56,17 +57,19 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         probe_seconds = round(time.monotonic() - t0, 2)
     else:
         tokens_per_second = 0.0
+    training = TrainingSpec.stored(spec)
+    assert training.max_minutes is not None  # a job leaves settings to the budget only with max_minutes
     inputs = BudgetInputs(
-        max_minutes=spec["max_minutes"],
+        max_minutes=training.max_minutes,
         training_pairs=pairs,
         longest_example=longest,
         tokens_per_second=round(tokens_per_second, 1),
-        devices=spec.get("devices", 1),
-        grad_accum_steps=spec.get("grad_accum_steps", 1),
-        eval_budget=spec.get("eval_budget"),
+        devices=training.devices,
+        grad_accum_steps=training.grad_accum_steps,
+        eval_budget=training.eval_budget,
         max_batch_tokens=fits,
     )
-    choice = choose(fields, inputs, fixed={"max_tokens_per_batch": spec["max_tokens_per_batch"]})
+    choice = choose(fields, inputs, fixed={"max_tokens_per_batch": training.max_tokens_per_batch})
     for name, value in choice.chosen.items():
         (model_spec if AUTO_FIELDS[name] == "model" else spec)[name] = value
     job.training_config = spec
@@ -81,7 +84,7 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         "%.0f tokens/s %s)",
         job.id,
         choice.chosen,
-        spec["max_minutes"],
+        training.max_minutes,
         pairs,
         longest,
         fits,

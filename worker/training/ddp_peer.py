@@ -21,7 +21,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -185,7 +184,7 @@ def train_data_parallel(
         )
     if device_type not in ("cuda", "cpu"):
         raise TrainingError(f"training.devices={devices} needs CUDA GPUs or the CPU, not {config.device!r}")
-    config = replace(config, device=str(device_for(0, device_type)))
+    config = config.model_copy(update={"device": str(device_for(0, device_type))})
     with tempfile.TemporaryDirectory(prefix=f"ddp-{job_id[:8]}-") as tmp:
         workdir = Path(tmp)
         data.tokenizer.save(workdir)
@@ -250,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare_job(load_job(args.job_id), Tokenizer.load(args.workdir))  # rank 0's tokenizer
     rank0_config = TrainConfig.from_dict(json.loads((args.workdir / "train_config.json").read_text()))
     device_type = torch.device(rank0_config.device).type
-    config = replace(rank0_config, device=str(device_for(rank, device_type)))
+    config = rank0_config.model_copy(update={"device": str(device_for(rank, device_type))})
     ctx = init_process_group(
         rank, world_size, device_type, master_addr=os.environ["MASTER_ADDR"], master_port=int(os.environ["MASTER_PORT"])
     )

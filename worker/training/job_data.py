@@ -1,7 +1,8 @@
-"""A job's row and datasets turned into training input: the one place that maps a job spec onto prepare().
+"""A job's row and datasets turned into training input: its stored sections read through the schema's types
+(ModelSpec, TrainingSpec: model/train/settings.py declares the training fields once), then prepare() and TrainConfig.
 
 Rank 0 (worker/tasks/training.py) and the data-parallel peers (worker/training/ddp_peer.py) both read a job through
-here, so adding a training option touches the schema and this module only.
+here. Nothing here names a training option: a new one reaches the trainer by its field alone.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from sqlalchemy import select
 from app.artifacts import ArtifactNotFound, get_store
 from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel
+from app.schemas.jobs import ModelSpec, TrainingSpec
+from app.services.job_submission import INIT_MODEL_MAY_CHANGE
 from model.data.corpus import read_monolingual, read_parallel
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import load_model
@@ -23,29 +26,6 @@ from model.train.config import TrainConfig, TrainingError
 from model.train.prepare import PreparedData, prepare, start_from
 
 log = logging.getLogger(__name__)
-
-TRAIN_CONFIG_FIELDS = (
-    "max_steps",
-    "max_minutes",
-    "max_tokens_per_batch",
-    "grad_accum_steps",
-    "precision",
-    "compile",
-    "log_every",
-    "dynamics_every",
-    "probe_tokens",
-    "warmup_steps",
-    "lr_scale",
-    "label_smoothing",
-    "clip_norm",
-    "seed",
-    "eval_every",
-    "eval_budget",
-    "checkpoint_every",
-    "early_stopping_patience",
-    "keep_checkpoints",
-    "average_last",
-)
 
 
 @dataclass
@@ -121,16 +101,17 @@ def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedDa
     log_statistics(rows, data, source)
     if init is None:
         return data
-    changes = {k: job.model_config[k] for k in ("dropout", "attention_dropout") if job.model_config.get(k) is not None}
+    model = ModelSpec.stored(job.model_config)
+    changes = {name: getattr(model, name) for name in INIT_MODEL_MAY_CHANGE if getattr(model, name) is not None}
     return start_from(data, init[0], **changes)
 
 
 def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> None:
     """One line of what prepare() made of the rows: examples, what was dropped and why, tokenizer, lengths."""
-    stats, spec = data.stats, rows.job.training_config
+    stats, spec = data.stats, TrainingSpec.stored(rows.job.training_config)
     examples = data.valid_examples + (data.train_examples if isinstance(data.train_examples, list) else [])
     sizes = [e.size for e in examples] or [0]
-    held_out = "" if rows.valid_rows is not None else f", held out of the training rows ({spec['valid_fraction']:g})"
+    held_out = "" if rows.valid_rows is not None else f", held out of the training rows ({spec.valid_fraction:g})"
     log.info(
         "job %s: %d training and %d validation examples%s; longer than max_length=%d tokens: %d training and %d "
         "validation rows dropped, %d truncated; tokenizer %s (%s), vocabulary %d; example length in tokens: "
@@ -139,17 +120,17 @@ def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> 
         stats["train_examples"],
         stats["valid_examples"],
         held_out,
-        spec["max_length"],
+        spec.max_length,
         stats["dropped"],
         stats["valid_dropped"],
         stats["truncated"],
-        spec.get("tokenizer", "byte_bpe"),
+        spec.tokenizer,
         tokenizer_source,
         stats["vocab_size"],
         sum(sizes) / len(sizes),
         max(sizes),
     )
-    dropped = dropped_line(rows.job.id, data.objective, stats, spec["max_length"])
+    dropped = dropped_line(rows.job.id, data.objective, stats, spec.max_length)
     if dropped is not None:
         log.warning("%s", dropped)
 
@@ -171,31 +152,20 @@ def dropped_line(job_id: str, objective: str, stats: dict[str, int], max_length:
 
 def _prepare(rows: JobRows, tokenizer: Tokenizer | None) -> PreparedData:
     job = rows.job
-    spec, model_spec = job.training_config, job.model_config
-    # A job submitted before a field existed lacks it and gets the behaviour of that time.
+    training, model = TrainingSpec.stored(job.training_config), ModelSpec.stored(job.model_config)
     return prepare(
         job.objective,
         rows.train_rows,
         rows.valid_rows,
-        preset=model_spec["preset"],
-        model_overrides={k: v for k, v in model_spec.items() if k not in ("preset", "vocab_size") and v is not None},
-        vocab_size=model_spec["vocab_size"],
-        max_len=spec["max_length"],
-        seed=spec["seed"],
-        valid_fraction=spec["valid_fraction"],
+        preset=model.preset,
+        model_overrides=model.overrides(),
+        vocab_size=model.vocab_size,
+        settings=training,
+        seed=training.seed,
         tokenizer=tokenizer,
-        noise=spec["noise"],
-        mask_ratio=spec["mask_ratio"],
-        tokenizer_kind=spec.get("tokenizer", "byte_bpe"),
-        normalization=spec.get("normalization", "nfkc"),
-        prefix_space=spec.get("prefix_space", True),
     )
 
 
 def train_config(job: Job, device: str) -> TrainConfig:
-    spec = job.training_config
-    # A job submitted before a field existed lacks it and gets TrainConfig's default.
-    return TrainConfig(
-        **{name: spec[name] for name in TRAIN_CONFIG_FIELDS if name in spec},
-        device=device,
-    )
+    """The job's TrainConfig on this device; a field the stored job lacks gets its default."""
+    return TrainConfig.from_settings(TrainingSpec.stored(job.training_config), device=device)
