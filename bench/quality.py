@@ -96,14 +96,15 @@ def ours_function(
     from model.train.loop import train
     from model.train.prepare import prepare
 
-    spec = TrainingSpec(
-        max_steps=10_000_000,
-        max_minutes=minutes,
-        seed=seed,
-        max_tokens_per_batch=recipe["max_tokens_per_batch"],
-        warmup_steps=recipe["warmup_steps"],
-        **{k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("training.")},
-    )
+    settings: dict[str, Any] = {
+        "max_steps": 10_000_000,
+        "max_minutes": minutes,
+        "seed": seed,
+        "max_tokens_per_batch": recipe["max_tokens_per_batch"],
+        "warmup_steps": recipe["warmup_steps"],
+    }
+    settings |= {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("training.")}  # --set wins
+    spec = TrainingSpec(**settings)
     model_overrides = {k.split(".", 1)[1]: v for k, v in overrides.items() if k.startswith("model.")}
     t0 = time.monotonic()
     data = prepare(
