@@ -10,11 +10,15 @@ is done. This is HF generate's early_stopping=True. Finished hypotheses are rank
 log P(y | x) / lp(y), lp(y) = ((5 + |y|) / 6)^alpha, with |y| counting the </s>.
 
 Cost: the source is encoded once per sentence, and the first step runs once per sentence (its beams would
-all be <s>), which also projects the cross-attention keys and values once per sentence before they are
-copied to its beams. Each later step feeds only the newest token of each hypothesis (the self-attention
-cache holds the rest); a hypothesis that extends its own beam keeps its cache row, so following the beams
-copies only the rows of the others (DecoderCache.reorder done in place). Sentences that are done leave
-the batch, so a batch costs what its live sentences cost.
+all be <s>), which also projects the cross-attention keys and values (and builds their mask) once per sentence
+before they are copied to its beams. Each later step feeds only the newest token of each hypothesis (the
+self-attention cache holds the rest).
+
+The search state lives on the device (model/decode/beam_state.py): a step reads nothing back, and whether every
+sentence is done is read once every `check_every` steps. A sentence that is done keeps its rows, ignored, so
+shapes stay static; on a GPU the step is then replayed as a CUDA graph (model/decode/step_graph.py). On a CPU,
+where a read waits for nothing, the check runs every step and the sentences that are done leave the batch
+(fewer rows to compute). The hypotheses become Python objects once, at the end.
 """
 
 from __future__ import annotations
@@ -22,11 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from model.decode.beam_state import BeamState, Consts, Finished, step
+from model.decode.fused_weights import compiled, fused_weights
 from model.decode.greedy import eval_mode, never_emitted
-from model.nn.transformer import DecoderCache, Transformer
+from model.decode.step_graph import StepRunner, use_graph
+from model.nn.transformer import Transformer
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,9 @@ def max_target_len(src_len: int, max_len_a: float, max_len_b: int, max_positions
     return max(1, min(int(max_len_a * src_len + max_len_b), max_positions))
 
 
-def _check(model: Transformer, src_ids: Tensor, beam_size: int, n_best: int, alpha: float) -> None:
+def _check(
+    model: Transformer, src_ids: Tensor, beam_size: int, n_best: int, alpha: float, check_every: int | None
+) -> None:
     if src_ids.dim() != 2:
         raise ValueError(f"src_ids must be (batch, length), got shape {tuple(src_ids.shape)}")
     if not 1 <= beam_size <= model.config.vocab_size // 2:
@@ -59,6 +67,8 @@ def _check(model: Transformer, src_ids: Tensor, beam_size: int, n_best: int, alp
         raise ValueError(f"n_best={n_best} must be in [1, beam_size={beam_size}]")
     if alpha < 0:
         raise ValueError(f"alpha={alpha} must be >= 0")
+    if check_every is not None and check_every < 1:
+        raise ValueError(f"check_every={check_every} must be >= 1")
     if src_ids.size(1) > model.config.max_positions:
         raise ValueError(f"source length {src_ids.size(1)} exceeds max_positions={model.config.max_positions}")
 
@@ -74,26 +84,45 @@ def beam_search(
     max_len_b: int = 10,
     min_len: int = 0,
     use_cache: bool = True,
+    check_every: int | None = None,
+    cuda_graphs: bool = True,
 ) -> list[list[Hypothesis]]:
     """The n_best best hypotheses, best first, for each sentence of src_ids (B, S), right-padded with pad_id.
 
     A sentence's maximum length is max_target_len(its non-pad length, max_len_a, max_len_b), so a batch gives
     the same results as its sentences one by one, and beam_size=1 is greedy_decode. min_len forbids </s>
     before that many tokens. use_cache=False recomputes every prefix: slower, the reference the cache must
-    match. The model is put in eval mode for the call and restored afterwards.
+    match. The model is put in eval mode for the call and restored afterwards. check_every: steps between two
+    reads of whether every sentence is done (default check_interval(device)); cuda_graphs: replay the step as a
+    CUDA graph on a GPU (model/decode/step_graph.py).
     """
-    _check(model, src_ids, beam_size, n_best, alpha)
+    _check(model, src_ids, beam_size, n_best, alpha, check_every)
     if src_ids.size(0) == 0:
         return []
     with eval_mode(model):
-        return _search(model, src_ids, beam_size, n_best, alpha, max_len_a, max_len_b, min_len, use_cache)
+        return _search(
+            model, src_ids, beam_size, n_best, alpha, max_len_a, max_len_b, min_len, use_cache, check_every, cuda_graphs
+        )
 
 
 def cache_capacity(device: torch.device, positions: int) -> int | None:
-    """Positions to preallocate in the decoder's self-attention caches: all of them on a GPU (no reallocation
-    per step), none on a CPU, where growing the caches by concatenation is faster, as the reorder after each
-    step copies the whole buffer (docs/gpu.md)."""
+    """Positions to preallocate in the decoder's self-attention caches: all of them on a GPU (a static cache,
+    written in place, that a CUDA graph can replay), none on a CPU, where growing the caches by concatenation
+    is faster, as each step attends over the written positions only (docs/gpu.md)."""
     return positions if device.type == "cuda" else None
+
+
+def check_interval(device: torch.device) -> int:
+    """Steps between two reads of whether every sentence is done: on a GPU a read waits for every step queued
+    before it, so every 8 steps (a search runs up to 7 steps past its end); on a CPU it waits for nothing and
+    a step saved is worth more, so every step."""
+    return 8 if device.type == "cuda" else 1
+
+
+def compacts(device: torch.device) -> bool:
+    """Whether sentences that are done leave the batch at the checks: on a CPU (fewer rows computed); never
+    on a GPU, where shapes stay static for the graph."""
+    return device.type != "cuda"
 
 
 def _search(
@@ -106,146 +135,86 @@ def _search(
     max_len_b: int,
     min_len: int,
     use_cache: bool,
+    check_every: int | None,
+    cuda_graphs: bool,
 ) -> list[list[Hypothesis]]:
     cfg, device = model.config, src_ids.device
-    B, V = src_ids.size(0), cfg.vocab_size
-    src_key_padding_mask: Tensor | None  # None further down when no sentence has padding
-    src_key_padding_mask = src_ids == cfg.pad_id  # (B, S)
-    src_lens = (~src_key_padding_mask).sum(dim=1).tolist()
-    max_lens = [max_target_len(n, max_len_a, max_len_b, cfg.max_positions) for n in src_lens]
-    memory = model.encode(src_ids, src_key_padding_mask)  # (B, S, d_model)
-    if min(src_lens) == src_ids.size(1):
-        src_key_padding_mask = None  # nothing to hide: the cross-attention runs without a mask (a faster kernel)
-    cache = model.new_cache(cache_capacity(device, max(max_lens) + 1)) if use_cache else None  # + 1: <s>
+    B, S = src_ids.shape
+    every = check_every or check_interval(device)
+    pad = src_ids == cfg.pad_id  # (B, S)
+    memory = model.encode(src_ids, pad)  # (B, S, d_model)
+    # nothing to hide: the cross-attention runs without a mask (a faster kernel); one read per search
+    src_key_padding_mask = pad if bool(pad.any()) else None
+    src_lens = S - pad.sum(dim=1)  # (B,)
+    # max_target_len on the device; the padded width bounds every sentence's limit without a read
+    max_lens = (src_lens.double() * max_len_a + max_len_b).long().clamp(min=1, max=cfg.max_positions)  # (B,)
+    L = max_target_len(S, max_len_a, max_len_b, cfg.max_positions)
+    capacity = cache_capacity(device, L + 1) if use_cache else None  # + 1: <s>
+    cache = model.new_cache(capacity) if use_cache else None
 
-    # The live batch holds b sentences (ids in `alive`) with k hypotheses each, row = sentence * k + beam.
-    # k is 1 on the first step, where all beams would be the same <s>, and K afterwards.
-    alive, k = list(range(B)), 1
-    tokens = torch.full((B, 1), cfg.bos_id, dtype=torch.long, device=device)  # (b * k, t): <s> + generated
-    scores = torch.zeros(B, 1, device=device)  # (b, k) summed log-probs of the live hypotheses
+    st = BeamState(
+        tokens=torch.full((B, L + 1), cfg.pad_id, dtype=torch.long, device=device).index_fill_(
+            1, torch.zeros(1, dtype=torch.long, device=device), cfg.bos_id
+        ),
+        scores=torch.zeros(B, 1, device=device),
+        t=torch.zeros(1, dtype=torch.long, device=device),
+        max_lens=max_lens,
+        done=torch.zeros(B, dtype=torch.bool, device=device),
+        sentence=torch.arange(B, device=device),
+        finished=Finished.empty(B, K, L, device),
+        memory=memory,
+        src_key_padding_mask=src_key_padding_mask,
+        cache=cache,
+    )
+    bias = torch.zeros(cfg.vocab_size, device=device)
+    bias[never_emitted(cfg)] = float("-inf")
+    bias_no_eos = bias.clone()
+    bias_no_eos[cfg.eos_id] = float("-inf")
+    consts = Consts(K, cfg.eos_id, min_len, bias, bias_no_eos, torch.arange(2 * K, device=device))
+    graphs = use_graph(device, cuda_graphs, capacity is not None, compiled(model))
+    runner = StepRunner(lambda: step(model, st, consts, first=False), device, graphs)
+    compact = compacts(device) and not graphs
+    retired: list[Finished] = []  # sentences that left the batch
+    retired_ids: list[Tensor] = []
+
+    with fused_weights(model, device):
+        for t in range(L):
+            if t == 0:
+                step(model, st, consts, first=True, prefix_len=None if use_cache else 1)
+            elif use_cache:
+                runner()
+            else:
+                step(model, st, consts, first=False, prefix_len=t + 1)
+            if (t + 1) % every or t + 1 == L:  # after the last step every sentence is done
+                continue
+            if not compact:
+                if bool(st.done.all()):  # the one read of a check
+                    break
+                continue
+            n_done = int(st.done.sum())  # the one read of a check
+            if n_done == st.done.numel():
+                break
+            if n_done:  # the sentences that are done leave the batch
+                gone, keep = st.done.nonzero().squeeze(1), (~st.done).nonzero().squeeze(1)
+                retired.append(st.finished.select(gone))
+                retired_ids.append(st.sentence.index_select(0, gone))
+                st.select(keep)
+    return _hypotheses(B, retired + [st.finished], retired_ids + [st.sentence], n_best, alpha)
+
+
+def _hypotheses(
+    B: int, parts: list[Finished], sentence_ids: list[Tensor], n_best: int, alpha: float
+) -> list[list[Hypothesis]]:
+    """The finished slots as Hypothesis lists, best first: the search's one conversion to Python objects."""
     done: list[list[Hypothesis]] = [[] for _ in range(B)]
-    rank = torch.arange(2 * K, device=device)  # (2K,)
-
-    for step in range(max(max_lens)):
-        step_ids = tokens[:, -1:] if use_cache else tokens  # the cache already holds the earlier positions
-        hidden = model.decode(step_ids, memory, src_key_padding_mask, cache=cache)  # (b * k, T, d_model)
-        logp = torch.log_softmax(model.project(hidden[:, -1]).float(), dim=-1)  # (b * k, V)
-        logp[:, never_emitted(cfg)] = float("-inf")
-        if step < min_len:
-            logp[:, cfg.eos_id] = float("-inf")
-        b = len(alive)
-        cand = (scores.view(b * k, 1) + logp).view(b, k * V)  # (b, k * V)
-        top_scores, top_idx = cand.topk(min(2 * K, k * V), dim=1)  # (b, 2K), best first
-        top_beam, top_tok = top_idx // V, top_idx % V  # (b, 2K) each
-        is_eos = top_tok == cfg.eos_id  # (b, 2K)
-
-        # Live hypotheses of the next step: the first K candidates that do not end in </s>.
-        keep = torch.topk(is_eos.long() * (2 * K) + rank[: is_eos.size(1)], K, dim=1, largest=False).indices
-        parents = top_beam.gather(1, keep)  # (b, K) beam each live hypothesis extends
-        if k == K:  # put them in slots that keep most cache rows where they are (see _assign_slots)
-            by_slot = _assign_slots(parents).argsort(dim=1)  # (b, K): hypothesis for each slot
-            keep, parents = keep.gather(1, by_slot), parents.gather(1, by_slot)
-        new_scores, new_tok = top_scores.gather(1, keep), top_tok.gather(1, keep)  # (b, K) each
-
-        rows = tokens[:, 1:].view(b, k, tokens.size(1) - 1)  # (b, k, t - 1): what the hypotheses generated
-        _finish_ended(done, alive, rows, top_scores[:, :K], top_beam[:, :K], is_eos[:, :K], K, step + 1, alpha)
-        ended = [i for i, s in enumerate(alive) if len(done[s]) >= K or step + 1 >= max_lens[s]]
-        cut = [i for i in ended if len(done[alive[i]]) < K]
-        if cut:  # at its maximum length a sentence keeps its live hypotheses, unfinished
-            _finish_cut(done, alive, cut, rows, new_scores, parents, new_tok, step + 1, alpha)
-        if len(ended) == b:
-            break
-
-        src_rows = parents + torch.arange(b, device=device)[:, None] * k  # (b, K): row each one extends
-        if ended:  # sentences that are done leave the batch
-            ended_set = set(ended)
-            still = [i for i in range(b) if i not in ended_set]
-            alive = [alive[i] for i in still]
-            sel = torch.tensor(still, device=device)
-            new_scores, new_tok, src_rows = new_scores[sel], new_tok[sel], src_rows[sel]
-        src_rows = src_rows.view(-1)  # (b' * K,)
-        tokens = torch.cat([tokens[src_rows], new_tok.view(-1, 1)], dim=1)  # (b' * K, t + 1)
-        scores = new_scores
-        if k == 1 or ended:  # beams appear or sentences leave: every row-aligned tensor follows
-            memory = memory.index_select(0, src_rows)
-            if src_key_padding_mask is not None:
-                src_key_padding_mask = src_key_padding_mask.index_select(0, src_rows)
-            if cache is not None:
-                cache.reorder(src_rows)
-        elif cache is not None:
-            _follow_beams(cache, src_rows)
-        k = K
-
+    for part, ids in zip(parts, sentence_ids):
+        tokens, log_probs, lengths = part.tokens.tolist(), part.log_prob.tolist(), part.length.tolist()
+        ended, counts = part.ended.tolist(), part.count.tolist()
+        for i, s in enumerate(ids.tolist()):
+            for j in range(counts[i]):
+                n = lengths[i][j] - ended[i][j]  # tokens, without the </s>
+                done[s].append(_hypothesis(tokens[i][j][:n], log_probs[i][j], lengths[i][j], alpha, ended[i][j]))
     return [sorted(hyps, key=lambda h: h.score, reverse=True)[:n_best] for hyps in done]
-
-
-def _finish_ended(
-    done: list[list[Hypothesis]],
-    alive: list[int],
-    rows: Tensor,
-    scores: Tensor,
-    beams: Tensor,
-    is_eos: Tensor,
-    K: int,
-    length: int,
-    alpha: float,
-) -> None:
-    """Add the candidates ending in </s> among each sentence's first K to its finished list (up to K)."""
-    hits = is_eos & (scores > float("-inf"))  # (b, K)
-    if not bool(hits.any()):
-        return
-    scores_l, beams_l = scores.tolist(), beams.tolist()
-    for i, r in hits.nonzero().tolist():
-        if len(done[alive[i]]) < K:
-            done[alive[i]].append(_hypothesis(rows[i, beams_l[i][r]].tolist(), scores_l[i][r], length, alpha, True))
-
-
-def _finish_cut(
-    done: list[list[Hypothesis]],
-    alive: list[int],
-    cut: list[int],
-    rows: Tensor,
-    scores: Tensor,
-    parents: Tensor,
-    new_tok: Tensor,
-    length: int,
-    alpha: float,
-) -> None:
-    """Add the live hypotheses of the sentences in `cut` (batch positions) to their lists, unfinished."""
-    scores_l, parents_l, tok_l = scores.tolist(), parents.tolist(), new_tok.tolist()
-    for i in cut:
-        for score, parent, tok in zip(scores_l[i], parents_l[i], tok_l[i]):
-            if score > float("-inf"):
-                done[alive[i]].append(_hypothesis(rows[i, parent].tolist() + [tok], score, length, alpha, False))
-
-
-def _follow_beams(cache: DecoderCache, src_rows: Tensor) -> None:
-    """DecoderCache.reorder(src_rows) for beams that stay in their sentences, in place and only where needed.
-
-    Rows of one sentence share its memory, so their cross-attention caches are equal and stay. In the
-    self-attention caches only the rows whose hypothesis moved are copied (_assign_slots keeps them few).
-    """
-    moved = (src_rows != torch.arange(src_rows.numel(), device=src_rows.device)).nonzero().squeeze(1)
-    if moved.numel() == 0:
-        return
-    from_rows = src_rows[moved]
-    for c in cache.self_attn:
-        assert c.key is not None and c.value is not None  # filled by the first step
-        c.key.index_copy_(0, moved, c.key.index_select(0, from_rows))  # the read is a copy: safe in place
-        c.value.index_copy_(0, moved, c.value.index_select(0, from_rows))
-
-
-def _assign_slots(parents: Tensor) -> Tensor:
-    """Slot (row within its sentence) for each new live hypothesis, given the beam it extends: (b, K) -> (b, K),
-    a permutation per sentence. Each parent's first child takes the parent's own slot, the other children
-    the slots whose parents had none; so a beam that simply goes on never moves in the cache."""
-    K = parents.size(1)
-    onehot = F.one_hot(parents, K)  # (b, K children, K parents)
-    first = (onehot.cumsum(dim=1) * onehot).sum(dim=-1) == 1  # (b, K): child is its parent's first
-    taken = (onehot * first[..., None]).sum(dim=1) > 0  # (b, K slots): kept by a first child
-    free = taken.to(torch.uint8).argsort(dim=1, stable=True)  # (b, K): the free slots first, ascending
-    need = (~first).long().cumsum(dim=1) - 1  # (b, K): rank among the children without a slot
-    return torch.where(first, parents, free.gather(1, need.clamp(min=0)))
 
 
 def _hypothesis(tokens: list[int], log_prob: float, length: int, alpha: float, finished: bool) -> Hypothesis:

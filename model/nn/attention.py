@@ -14,52 +14,62 @@ from torch import Tensor, nn
 class KVCache:
     """Keys and values one attention module has already computed, for incremental decoding.
 
-    Self-attention appends the new step's keys/values on every call; cross-attention fills it once from the
-    encoder output (memory) and reuses it afterwards. With a capacity, self-attention writes into buffers of
-    that many positions allocated on the first call, instead of concatenating (a copy of the whole past) at
-    every step; key and value are then views of the filled part.
+    Self-attention adds the new step's keys/values on every call; cross-attention fills it once from the
+    encoder output (memory), with its mask, and reuses both afterwards.
+
+    Two ways to hold the self-attention's past:
+    - grown (capacity None): each step concatenates (a copy of the whole past); key and value hold exactly
+      the positions decoded, so no mask is needed. Faster on a CPU (docs/gpu.md).
+    - static (capacity and position set, by DecoderCache): zeroed buffers of `capacity` positions, allocated
+      on the first call; each call writes one position in place, at the device tensor `position`, and the
+      attention runs over all `capacity` positions with the not yet written ones masked (DecoderCache's
+      length mask). Shapes and addresses never change from step to step, and no step needs the host to know
+      the position: what a CUDA graph needs. Zeros, not empty memory: a NaN behind the mask would still
+      reach the output (0 * NaN).
     """
 
-    key: Tensor | None = None  # (B, n_heads, T_past, d_k)
-    value: Tensor | None = None  # (B, n_heads, T_past, d_k)
-    capacity: int | None = None  # positions to preallocate for appends; None: grow by concatenation
-    _buffers: tuple[Tensor, Tensor] | None = None  # (B, n_heads, capacity, d_k) each
+    key: Tensor | None = None  # (B, n_heads, T_past or capacity, d_k)
+    value: Tensor | None = None  # (B, n_heads, T_past or capacity, d_k)
+    capacity: int | None = None  # static: positions preallocated; None: grow by concatenation
+    position: Tensor | None = None  # static: (1,) long on the device, the position the next call writes
+    mask: Tensor | None = None  # cross-attention: keep-mask (B, 1, 1, T_k) built with the keys, reused
 
     @property
     def length(self) -> int:
+        """Positions held (grown cache); a static cache holds its capacity, written or not."""
         return 0 if self.key is None else self.key.size(2)
 
     def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Add T_new positions (B, n_heads, T_new, d_k) after the cached ones; returns all keys and values."""
-        past = self.length
-        if self.capacity is None or past + k.size(2) > self.capacity:
+        """Add T_new positions (B, n_heads, T_new, d_k) after the cached ones; returns all keys and values
+        ((B, n_heads, capacity, d_k) each for a static cache, whose caller masks the unwritten positions)."""
+        if self.position is None or self.capacity is None:
             if self.key is not None:
                 assert self.value is not None  # key and value are set together
                 k = torch.cat([self.key, k], dim=2)  # (B, n_heads, T_past + T_new, d_k)
                 v = torch.cat([self.value, v], dim=2)
-            self.key, self.value, self._buffers = k, v, None
+            self.key, self.value = k, v
             return k, v
-        if self._buffers is None:
-            shape = (k.size(0), k.size(1), self.capacity, k.size(3))
-            self._buffers = (k.new_empty(shape), v.new_empty(shape))
-            if self.key is not None:  # positions cached before the buffers existed
-                assert self.value is not None
-                self._buffers[0][:, :, :past], self._buffers[1][:, :, :past] = self.key, self.value
-        key_buffer, value_buffer = self._buffers
-        end = past + k.size(2)
-        key_buffer[:, :, past:end], value_buffer[:, :, past:end] = k, v  # in place: no copy of the past
-        self.key, self.value = key_buffer[:, :, :end], value_buffer[:, :, :end]  # views
+        if k.size(2) != 1:
+            raise ValueError(f"a static KV cache takes one position per call, got {k.size(2)}")
+        if self.key is None or self.key.shape[:2] != k.shape[:2] or self.key.dtype != k.dtype:
+            shape = (k.size(0), k.size(1), self.capacity, k.size(3))  # (B, n_heads, capacity, d_k)
+            self.key, self.value = k.new_zeros(shape), v.new_zeros(shape)
+        assert self.value is not None  # key and value are set together
+        self.key.index_copy_(2, self.position, k)  # in place, at the device's position: no host read
+        self.value.index_copy_(2, self.position, v)
         return self.key, self.value
 
     def reorder(self, index: Tensor) -> None:
-        """Keep rows `index` of the batch (beam search: follow the surviving hypotheses)."""
+        """Keep rows `index` of the batch (beam search: follow the surviving hypotheses). A static cache
+        keeping its number of rows is reordered in place, so its buffers keep their addresses."""
+        if self.mask is not None and self.mask.size(0) > 1:
+            self.mask = self.mask.index_select(0, index)
         if self.key is None:
             return
         assert self.value is not None  # key and value are set together
-        if self._buffers is not None:
-            end = self.length
-            self._buffers = (self._buffers[0].index_select(0, index), self._buffers[1].index_select(0, index))
-            self.key, self.value = self._buffers[0][:, :, :end], self._buffers[1][:, :, :end]
+        if self.position is not None and index.numel() == self.key.size(0):
+            self.key.copy_(self.key.index_select(0, index))  # the read is a copy: safe in place
+            self.value.copy_(self.value.index_select(0, index))
         else:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
@@ -95,6 +105,9 @@ class MultiHeadAttention(nn.Module):
     """
 
     fuse_projections: bool | None = None  # None: fused on a GPU only
+    # The concatenated weights and biases, by number of projections (3: Q/K/V, 2: K/V), when built once for a
+    # whole decode (model.decode.fused_weights) rather than at every call; None outside one.
+    fused_weights: dict[int, tuple[Tensor, Tensor]] | None = None
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -112,10 +125,14 @@ class MultiHeadAttention(nn.Module):
         """x through several of the projections as one matrix multiplication: their weights concatenated,
         (n * d_model, d_model), so one GEMM (one kernel launch, a larger and more efficient product) replaces n.
         Returns one (B, T, d_model) view per projection."""
-        if not (x.is_cuda if self.fuse_projections is None else self.fuse_projections):
+        fused = self.fused_weights.get(len(projections)) if self.fused_weights is not None else None
+        if fused is not None:  # built once for this decode
+            weight, bias = fused
+        elif not (x.is_cuda if self.fuse_projections is None else self.fuse_projections):
             return tuple(p(x) for p in projections)
-        weight = torch.cat([p.weight for p in projections])  # (n * d_model, d_model)
-        bias = torch.cat([p.bias for p in projections])  # (n * d_model,)
+        else:
+            weight = torch.cat([p.weight for p in projections])  # (n * d_model, d_model)
+            bias = torch.cat([p.bias for p in projections])  # (n * d_model,)
         return F.linear(x, weight, bias).chunk(len(projections), dim=-1)  # n x (B, T, d_model)
 
     def _split_heads(self, x: Tensor) -> Tensor:
@@ -159,7 +176,13 @@ class MultiHeadAttention(nn.Module):
         """
         B, T_q, _ = hidden_states.shape
         q, k, v = self._queries_keys_values(hidden_states, key_value_states, cache)  # (B, n_heads, T, d_k) each
-        mask = attention_mask(T_q, k.size(2), key_padding_mask, causal, q.device)
+        cross_cache = cache if key_value_states is not None and cache is not None else None
+        if cross_cache is not None and cross_cache.mask is not None:
+            mask: Tensor | None = cross_cache.mask  # built on the first step, with the keys
+        else:
+            mask = attention_mask(T_q, k.size(2), key_padding_mask, causal, q.device)
+            if cross_cache is not None:
+                cross_cache.mask = mask
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:  # Eq. 1 written out, so the weights can be returned
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)  # (B, n_heads, T_q, T_k)

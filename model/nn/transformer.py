@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import cast
 
+import torch
 from torch import Tensor, nn
 
 from model.nn.attention import KVCache
@@ -16,20 +17,45 @@ from model.nn.layers import DecoderLayer, EncoderLayer, SinusoidalPositionalEnco
 
 @dataclass
 class DecoderCache:
-    """Per-decoder-layer KV caches for step-by-step decoding; create with Transformer.new_cache()."""
+    """Per-decoder-layer KV caches for step-by-step decoding; create with Transformer.new_cache().
+
+    With a capacity the self-attention caches are static (see KVCache): the decoder reads the position of the
+    step from the device tensor `position` (for the positional encoding, the cache writes and the length
+    mask) and advances it itself, so a step never asks the host where it is and can be replayed as a graph.
+    Static caches take one new token per call.
+    """
 
     self_attn: list[KVCache] = field(default_factory=list)
     encoder_attn: list[KVCache] = field(default_factory=list)
+    capacity: int | None = None  # static: target positions preallocated (the decoding limit)
+    position: Tensor | None = None  # static: (1,) long on the device, created by the first step
 
     @classmethod
     def empty(cls, n_layers: int, capacity: int | None = None) -> DecoderCache:
         """capacity: target positions to preallocate in the self-attention caches (the decoding limit)."""
-        return cls([KVCache(capacity=capacity) for _ in range(n_layers)], [KVCache() for _ in range(n_layers)])
+        return cls(
+            [KVCache(capacity=capacity) for _ in range(n_layers)], [KVCache() for _ in range(n_layers)], capacity
+        )
 
     @property
     def length(self) -> int:
-        """Number of target positions already decoded (the position of the next token)."""
+        """Number of target positions already decoded (the position of the next token); grown caches only."""
+        if self.capacity is not None:
+            raise ValueError("a static cache keeps its length on the device (DecoderCache.position)")
         return self.self_attn[0].length if self.self_attn else 0
+
+    def step_position(self, device: torch.device) -> Tensor:
+        """The static cache's position tensor, (1,) long, created at 0 and shared by every layer's cache."""
+        if self.position is None:
+            self.position = torch.zeros(1, dtype=torch.long, device=device)
+            for c in self.self_attn:
+                c.position = self.position
+        return self.position
+
+    def unwritten(self, position: Tensor) -> Tensor:
+        """Static cache: key padding mask (1, capacity), True = a position after `position`, not written yet."""
+        assert self.capacity is not None  # static caches only
+        return torch.arange(self.capacity, device=position.device)[None, :] > position  # (1, capacity)
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` in every layer's cache (beam search)."""
@@ -57,9 +83,14 @@ class _Stack(nn.Module):
         self.embed_scale = math.sqrt(config.d_model)
         self.dropout = Dropout(config.dropout)
 
-    def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
+    def embed(self, ids: Tensor, offset: int | Tensor = 0) -> Tensor:
+        """offset: the first position, a host int, or a (1,) device tensor for one token (a static cache)."""
         x = self.embed_tokens(ids) * self.embed_scale  # (B, T, d_model)
-        return cast(Tensor, self.dropout(x + self.embed_positions(ids.size(1), offset)))
+        if isinstance(offset, Tensor):
+            positions = self.embed_positions.weight.index_select(0, offset)  # (1, d_model): no host read
+        else:
+            positions = self.embed_positions(ids.size(1), offset)  # (T, d_model)
+        return cast(Tensor, self.dropout(x + positions))
 
 
 class Encoder(_Stack):
@@ -101,9 +132,18 @@ class Decoder(_Stack):
     ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
         """tgt_ids (B, T) -> hidden (B, T, d_model), self- and cross-attention weights per layer (if asked).
 
-        With a cache, tgt_ids are only the new tokens; they are placed after the cache.length cached ones.
+        With a cache, tgt_ids are only the new tokens; they are placed after the cache.length cached ones (a
+        static cache: one token, at cache.position, which the call advances).
         """
-        x = self.embed(tgt_ids, offset=cache.length if cache is not None else 0)
+        position = None
+        if cache is not None and cache.capacity is not None:
+            if tgt_ids.size(1) != 1:
+                raise ValueError(f"a static cache takes one token per call, got {tgt_ids.size(1)}")
+            position = cache.step_position(tgt_ids.device)
+            tgt_key_padding_mask = cache.unwritten(position)  # (1, capacity): the positions not written yet
+            x = self.embed(tgt_ids, offset=position)
+        else:
+            x = self.embed(tgt_ids, offset=cache.length if cache is not None else 0)
         self_weights, cross_weights = [], []
         for i, layer in enumerate(self.layers):
             x, sw, cw = layer(
@@ -118,6 +158,8 @@ class Decoder(_Stack):
             if need_weights:
                 self_weights.append(sw)
                 cross_weights.append(cw)
+        if position is not None:
+            position += 1  # in place: the next call writes the next position
         return (self.layer_norm(x) if self.layer_norm is not None else x), self_weights, cross_weights
 
 

@@ -43,22 +43,27 @@ def test_fused_projections_compute_what_the_separate_ones_do(cross):
     ]
 
 
-def test_a_preallocated_cache_appends_in_place_and_matches_concatenation():
-    """The GPU's cache (model.decode.beam.cache_capacity): appends write into one buffer, reorders follow the rows."""
+def test_a_static_cache_writes_in_place_at_the_device_position_and_matches_concatenation():
+    """The GPU's cache (model.decode.beam.cache_capacity): each append writes one position of fixed buffers at the
+    position tensor; the written positions equal the grown cache's, the others stay zero; reorders keep the
+    buffers' addresses."""
     torch.manual_seed(0)
-    steps = [(torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)) for _ in range(5)]
-    grown, prealloc = KVCache(), KVCache(capacity=4)
+    steps = [(torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)) for _ in range(4)]
+    position = torch.zeros(1, dtype=torch.long)
+    grown, static = KVCache(), KVCache(capacity=6, position=position)
     pointers = set()
     for i, (k, v) in enumerate(steps):
         expected = grown.append(k, v)
-        got = prealloc.append(k, v)
-        torch.testing.assert_close(got[0], expected[0])
-        torch.testing.assert_close(got[1], expected[1])
-        if i < 4:
-            pointers.add(got[0].data_ptr())
+        got = static.append(k, v)
+        position += 1
+        assert got[0].shape == (3, 2, 6, 4)
+        torch.testing.assert_close(got[0][:, :, : i + 1], expected[0])
+        torch.testing.assert_close(got[1][:, :, : i + 1], expected[1])
+        assert not got[0][:, :, i + 1 :].any() and not got[1][:, :, i + 1 :].any()
+        pointers.add(got[0].data_ptr())
         if i == 1:  # beam search following its hypotheses: rows reordered, in step with the plain cache
             index = torch.tensor([2, 0, 0])
-            grown.reorder(index), prealloc.reorder(index)
-            pointers = {prealloc.key.data_ptr()}
-    assert len(pointers) == 1  # within its capacity the buffer is written in place, never reallocated
-    assert prealloc.length == grown.length == 5  # the fifth position overflowed: concatenated, still right
+            grown.reorder(index), static.reorder(index)
+    assert len(pointers) == 1  # written and reordered in place, never reallocated
+    with pytest.raises(ValueError, match="one position per call, got 2"):
+        static.append(torch.randn(3, 2, 2, 4), torch.randn(3, 2, 2, 4))
