@@ -14,11 +14,12 @@ all be <s>), which also projects the cross-attention keys and values (and builds
 before they are copied to its beams. Each later step feeds only the newest token of each hypothesis (the
 self-attention cache holds the rest).
 
-The search state lives on the device (model/decode/beam_state.py): a step reads nothing back, and whether every
-sentence is done is read once every `check_every` steps. A sentence that is done keeps its rows, ignored, so
-shapes stay static; on a GPU the step is then replayed as a CUDA graph (model/decode/step_graph.py). On a CPU,
-where a read waits for nothing, the check runs every step and the sentences that are done leave the batch
-(fewer rows to compute). The hypotheses become Python objects once, at the end.
+The search state lives on the device (model/decode/beam_state.py): a step reads nothing back. A sentence that
+is done keeps its rows, ignored, so shapes stay static; on a GPU the step is then replayed as a CUDA graph
+(model/decode/step_graph.py), and whether every sentence is done comes back without waiting for the device
+(model/decode/done_watch.py). On a CPU, where a read waits for nothing, it is read after every step and the
+sentences that are done leave the batch (fewer rows to compute). check_every=N reads it once every N steps
+instead, anywhere. The hypotheses become Python objects once, at the end.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import torch
 from torch import Tensor
 
 from model.decode.beam_state import BeamState, Consts, Finished, step
+from model.decode.done_watch import done_watch
 from model.decode.fused_weights import compiled, fused_weights
 from model.decode.greedy import eval_mode, never_emitted
 from model.decode.step_graph import StepRunner, use_graph
@@ -93,13 +95,14 @@ def beam_search(
     the same results as its sentences one by one, and beam_size=1 is greedy_decode. min_len forbids </s>
     before that many tokens. use_cache=False recomputes every prefix: slower, the reference the cache must
     match. The model is put in eval mode for the call and restored afterwards. check_every: steps between two
-    reads of whether every sentence is done (default check_interval(device)); cuda_graphs: replay the step as a
+    reads of whether every sentence is done (default: every step on a CPU, without waiting on a GPU, see
+    model/decode/done_watch.py); cuda_graphs: replay the step as a
     CUDA graph on a GPU (model/decode/step_graph.py).
     """
     _check(model, src_ids, beam_size, n_best, alpha, check_every)
     if src_ids.size(0) == 0:
         return []
-    with eval_mode(model):
+    with eval_mode(model), fused_weights(model, src_ids.device):
         return _search(
             model, src_ids, beam_size, n_best, alpha, max_len_a, max_len_b, min_len, use_cache, check_every, cuda_graphs
         )
@@ -110,13 +113,6 @@ def cache_capacity(device: torch.device, positions: int) -> int | None:
     written in place, that a CUDA graph can replay), none on a CPU, where growing the caches by concatenation
     is faster, as each step attends over the written positions only (docs/gpu.md)."""
     return positions if device.type == "cuda" else None
-
-
-def check_interval(device: torch.device) -> int:
-    """Steps between two reads of whether every sentence is done: on a GPU a read waits for every step queued
-    before it, so every 8 steps (a search runs up to 7 steps past its end); on a CPU it waits for nothing and
-    a step saved is worth more, so every step."""
-    return 8 if device.type == "cuda" else 1
 
 
 def compacts(device: torch.device) -> bool:
@@ -140,7 +136,6 @@ def _search(
 ) -> list[list[Hypothesis]]:
     cfg, device = model.config, src_ids.device
     B, S = src_ids.shape
-    every = check_every or check_interval(device)
     pad = src_ids == cfg.pad_id  # (B, S)
     memory = model.encode(src_ids, pad)  # (B, S, d_model)
     # nothing to hide: the cross-attention runs without a mask (a faster kernel); one read per search
@@ -174,40 +169,43 @@ def _search(
     graphs = use_graph(device, cuda_graphs, capacity is not None, compiled(model))
     runner = StepRunner(lambda: step(model, st, consts, first=False), device, graphs)
     compact = compacts(device) and not graphs
-    retired: list[Finished] = []  # sentences that left the batch
-    retired_ids: list[Tensor] = []
+    watch = done_watch(device, check_every)
+    retired: list[tuple[Finished, Tensor]] = []  # sentences that left the batch, with their indices
 
-    with fused_weights(model, device):
-        for t in range(L):
-            if t == 0:
-                step(model, st, consts, first=True, prefix_len=None if use_cache else 1)
-            elif use_cache:
-                runner()
-            else:
-                step(model, st, consts, first=False, prefix_len=t + 1)
-            if (t + 1) % every or t + 1 == L:  # after the last step every sentence is done
-                continue
-            if not compact:
-                if bool(st.done.all()):  # the one read of a check
-                    break
-                continue
-            n_done = int(st.done.sum())  # the one read of a check
-            if n_done == st.done.numel():
+    for t in range(L):
+        if t == 0:
+            step(model, st, consts, first=True, prefix_len=None if use_cache else 1)
+        elif use_cache:
+            runner()
+        else:
+            step(model, st, consts, first=False, prefix_len=t + 1)
+        if t + 1 == L:  # after the last step every sentence is done
+            break
+        if compact:
+            if (t + 1) % (check_every or 1) == 0 and _compact(st, retired):
                 break
-            if n_done:  # the sentences that are done leave the batch
-                gone, keep = st.done.nonzero().squeeze(1), (~st.done).nonzero().squeeze(1)
-                retired.append(st.finished.select(gone))
-                retired_ids.append(st.sentence.index_select(0, gone))
-                st.select(keep)
-    return _hypotheses(B, retired + [st.finished], retired_ids + [st.sentence], n_best, alpha)
+        elif watch.all_done(t + 1, st.done):
+            break
+    return _hypotheses(B, retired + [(st.finished, st.sentence)], n_best, alpha)
 
 
-def _hypotheses(
-    B: int, parts: list[Finished], sentence_ids: list[Tensor], n_best: int, alpha: float
-) -> list[list[Hypothesis]]:
+def _compact(st: BeamState, retired: list[tuple[Finished, Tensor]]) -> bool:
+    """The sentences that are done leave the batch (their finished hypotheses go to `retired`); True when
+    every one is done. One read, and two nonzero when some sentence left."""
+    n_done = int(st.done.sum())
+    if n_done == st.done.numel():
+        return True
+    if n_done:
+        gone, keep = st.done.nonzero().squeeze(1), (~st.done).nonzero().squeeze(1)
+        retired.append((st.finished.select(gone), st.sentence.index_select(0, gone)))
+        st.select(keep)
+    return False
+
+
+def _hypotheses(B: int, parts: list[tuple[Finished, Tensor]], n_best: int, alpha: float) -> list[list[Hypothesis]]:
     """The finished slots as Hypothesis lists, best first: the search's one conversion to Python objects."""
     done: list[list[Hypothesis]] = [[] for _ in range(B)]
-    for part, ids in zip(parts, sentence_ids):
+    for part, ids in parts:
         tokens, log_probs, lengths = part.tokens.tolist(), part.log_prob.tolist(), part.length.tolist()
         ended, counts = part.ended.tolist(), part.count.tolist()
         for i, s in enumerate(ids.tolist()):
