@@ -147,10 +147,10 @@ def _search(
     capacity = cache_capacity(device, L + 1) if use_cache else None  # + 1: <s>
     cache = model.new_cache(capacity) if use_cache else None
 
+    tokens = torch.full((B, L + 1), cfg.pad_id, dtype=torch.long, device=device)  # (B, L + 1)
+    tokens[:, 0] = cfg.bos_id
     st = BeamState(
-        tokens=torch.full((B, L + 1), cfg.pad_id, dtype=torch.long, device=device).index_fill_(
-            1, torch.zeros(1, dtype=torch.long, device=device), cfg.bos_id
-        ),
+        tokens=tokens,
         scores=torch.zeros(B, 1, device=device),
         t=torch.zeros(1, dtype=torch.long, device=device),
         max_lens=max_lens,
@@ -161,11 +161,7 @@ def _search(
         src_key_padding_mask=src_key_padding_mask,
         cache=cache,
     )
-    bias = torch.zeros(cfg.vocab_size, device=device)
-    bias[never_emitted(cfg)] = float("-inf")
-    bias_no_eos = bias.clone()
-    bias_no_eos[cfg.eos_id] = float("-inf")
-    consts = Consts(K, cfg.eos_id, min_len, bias, bias_no_eos, torch.arange(2 * K, device=device))
+    consts = Consts.build(cfg, K, min_len, never_emitted(cfg), device)
     graphs = use_graph(device, cuda_graphs, capacity is not None, compiled(model))
     runner = StepRunner(lambda: step(model, st, consts, first=False), device, graphs)
     compact = compacts(device) and not graphs

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from model.nn.config import ModelConfig
 from model.nn.transformer import DecoderCache, Transformer
 
 
@@ -71,6 +72,14 @@ class Consts:
     bias: Tensor  # (V,) float32: -inf on the ids never emitted, 0 elsewhere
     bias_no_eos: Tensor  # (V,) the same, </s> forbidden too (before min_len tokens)
     rank: Tensor  # (2K,) long
+
+    @classmethod
+    def build(cls, cfg: ModelConfig, K: int, min_len: int, banned: list[int], device: torch.device) -> Consts:
+        bias = torch.zeros(cfg.vocab_size, device=device)  # (V,)
+        bias[banned] = float("-inf")
+        bias_no_eos = bias.clone()
+        bias_no_eos[cfg.eos_id] = float("-inf")
+        return cls(K, cfg.eos_id, min_len, bias, bias_no_eos, torch.arange(2 * K, device=device))
 
 
 @dataclass
@@ -157,7 +166,7 @@ def step(model: Transformer, st: BeamState, c: Consts, first: bool, prefix_len: 
             st.cache.reorder(src_rows)
     elif st.cache is not None:  # beams stay within their sentence, whose memory they share
         for cache in st.cache.self_attn:
-            cache.reorder(src_rows)
+            cache.reorder(src_rows, at_append=True)  # a grown cache: in the next step's append, one copy
 
     # A sentence is done once K hypotheses ended, or at its maximum length, where the live ones are kept, cut.
     ended = live & ((st.finished.count >= K) | (length >= st.max_lens))  # (b,)

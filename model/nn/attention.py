@@ -33,6 +33,7 @@ class KVCache:
     capacity: int | None = None  # static: positions preallocated; None: grow by concatenation
     position: Tensor | None = None  # static: (1,) long on the device, the position the next call writes
     mask: Tensor | None = None  # cross-attention: keep-mask (B, 1, 1, T_k) built with the keys, reused
+    _order: Tensor | None = None  # grown cache: rows to take at the next append (reorder(at_append=True))
 
     @property
     def length(self) -> int:
@@ -45,8 +46,8 @@ class KVCache:
         if self.position is None or self.capacity is None:
             if self.key is not None:
                 assert self.value is not None  # key and value are set together
-                k = torch.cat([self.key, k], dim=2)  # (B, n_heads, T_past + T_new, d_k)
-                v = torch.cat([self.value, v], dim=2)
+                k, v = self._grow(self.key, k), self._grow(self.value, v)  # (B, n_heads, T_past + T_new, d_k)
+                self._order = None
             self.key, self.value = k, v
             return k, v
         if k.size(2) != 1:
@@ -59,14 +60,31 @@ class KVCache:
         self.value.index_copy_(2, self.position, v)
         return self.key, self.value
 
-    def reorder(self, index: Tensor) -> None:
+    def _grow(self, past: Tensor, new: Tensor) -> Tensor:
+        """past's rows (self._order, if any) followed by new along the positions, in one copy."""
+        if self._order is None:
+            return torch.cat([past, new], dim=2)
+        T = past.size(2)
+        out = new.new_empty(self._order.numel(), new.size(1), T + new.size(2), new.size(3))
+        torch.index_select(past, 0, self._order, out=out[:, :, :T])  # written in place, strided
+        out[:, :, T:] = new
+        return out
+
+    def reorder(self, index: Tensor, at_append: bool = False) -> None:
         """Keep rows `index` of the batch (beam search: follow the surviving hypotheses). A static cache
-        keeping its number of rows is reordered in place, so its buffers keep their addresses."""
+        keeping its number of rows is reordered in place, so its buffers keep their addresses. at_append: a
+        grown cache takes the rows at its next append, in the same copy (key and value are stale until then);
+        for self-attention caches only, which the next call appends to."""
         if self.mask is not None and self.mask.size(0) > 1:
             self.mask = self.mask.index_select(0, index)
         if self.key is None:
             return
         assert self.value is not None  # key and value are set together
+        if self._order is not None:  # a reorder still pending: compose the two
+            index, self._order = self._order.index_select(0, index), None
+        if at_append and self.position is None:
+            self._order = index
+            return
         if self.position is not None and index.numel() == self.key.size(0):
             self.key.copy_(self.key.index_select(0, index))  # the read is a copy: safe in place
             self.value.copy_(self.value.index_select(0, index))

@@ -67,3 +67,18 @@ def test_a_static_cache_writes_in_place_at_the_device_position_and_matches_conca
     assert len(pointers) == 1  # written and reordered in place, never reallocated
     with pytest.raises(ValueError, match="one position per call, got 2"):
         static.append(torch.randn(3, 2, 2, 4), torch.randn(3, 2, 2, 4))
+
+
+def test_a_reorder_taken_at_the_next_append_equals_one_made_at_once():
+    """The CPU's grown cache follows the beams inside the next step's concatenation (one copy, not two);
+    two reorders before an append compose."""
+    torch.manual_seed(0)
+    past, new = (torch.randn(3, 2, 4, 4), torch.randn(3, 2, 4, 4)), (torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4))
+    at_once, deferred = KVCache(*past), KVCache(*past)
+    for index in (torch.tensor([2, 0, 0]), torch.tensor([1, 2, 1])):
+        at_once.reorder(index)
+        deferred.reorder(index, at_append=True)
+    assert torch.equal(deferred.key, past[0])  # nothing copied yet
+    for a, b in zip(at_once.append(*new), deferred.append(*new)):
+        assert torch.equal(a, b)
+    assert deferred._order is None
