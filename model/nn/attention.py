@@ -120,6 +120,7 @@ class MultiHeadAttention(nn.Module):
     them); on a GPU they run fused: self-attention projects Q, K and V with one matrix multiplication,
     cross-attention K and V with one (see _project). On a CPU they run apart: there the copy of the concatenated
     weights that every call makes cost more than the one product saved (docs/gpu.md). fuse_projections overrides.
+    A decode concatenates them once instead (fused_weights, set by model/decode/fused_weights.py).
     """
 
     fuse_projections: bool | None = None  # None: fused on a GPU only
