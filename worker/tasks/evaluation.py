@@ -28,8 +28,9 @@ from app.db.session import session_scope
 from app.db.tables import Dataset, Evaluation
 from app.services.evaluations import hypotheses_key
 from model.data.corpus import DataError
-from model.decode.queries import translate
 from worker.serving.errors import RequestError
+from worker.serving.model_cache import LoadedModel
+from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
 from worker.tasks.inference import cache
 from worker.training.job_data import read_rows
 
@@ -116,31 +117,58 @@ def _evaluate(evaluation_id: str) -> None:
     evaluation, rows = loaded
     settings = evaluation.settings
     scorers = metrics(settings["tokenize"])  # before translating: a tokenizer the workers lack fails at once
+    backend = resolve(settings.get("backend", AUTO))  # rows from before the setting: as a request leaving it open
     with session_scope() as session:
         if not task_rows.claim(session, Evaluation, evaluation_id, sentences=len(rows)):
             return
     model = cache().get(evaluation.model_id)
-    limit = model.model.config.max_positions
-    sources = [source for source, _ in rows]
-    # A source longer than the model takes gets an empty hypothesis (and costs it its share of the score).
-    fits = [len(model.tokenizer.encode(s)) + 1 <= limit for s in sources]
-    hypotheses: list[str] = []
-    for start in range(0, len(sources), CHUNK):
-        chunk = [s for s, ok in zip(sources[start : start + CHUNK], fits[start : start + CHUNK]) if ok]
-        decoded = iter(
-            translate(model.model, model.tokenizer, chunk, beam_size=settings["beam_size"], alpha=settings["alpha"])
-        )
-        hypotheses += [next(decoded)["text"] if ok else "" for ok in fits[start : start + CHUNK]]
-        with session_scope() as session:
-            if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
-                return  # deleted meanwhile
+    options = Options(beam_size=settings["beam_size"], alpha=settings["alpha"])
+    translated = _hypotheses(evaluation_id, model, [source for source, _ in rows], options, backend)
+    if translated is None:
+        return  # deleted meanwhile
+    hypotheses, answered, too_long = translated
     scores = score(scorers, hypotheses, [target for _, target in rows])
-    scores["too_long"] = fits.count(False)
+    scores["too_long"] = too_long
     key = hypotheses_key(evaluation.model_id, evaluation_id)
     get_store().write_bytes(key, "".join(h.replace("\n", " ") + "\n" for h in hypotheses).encode())
     with session_scope() as session:
-        task_rows.succeed(session, Evaluation, evaluation_id, scores=scores, hypotheses_key=key)
-    log.info("evaluation %s of model %s: %s", evaluation_id, evaluation.model_id, {k: v for k, v in scores.items()})
+        task_rows.succeed(session, Evaluation, evaluation_id, scores=scores, hypotheses_key=key, backend=answered)
+    log.info(
+        "evaluation %s of model %s by %s: %s",
+        evaluation_id,
+        evaluation.model_id,
+        answered,
+        {k: v for k, v in scores.items()},
+    )
+
+
+def _hypotheses(
+    evaluation_id: str, model: LoadedModel, sources: list[str], options: Options, backend: str
+) -> tuple[list[str], str | None, int] | None:
+    """The sources' translations, all by one backend, with that backend and how many sources were too long (their
+    hypothesis is empty, which costs the score its share); progress is written after every CHUNK. Under auto a
+    CTranslate2 that fails part-way (the rest then by PyTorch) starts them over on PyTorch, so that the scores are
+    one backend's. None if the evaluation was deleted meanwhile."""
+    limit = model.model.config.max_positions
+    fits = [len(model.tokenizer.encode(s)) + 1 <= limit for s in sources]
+    while True:
+        hypotheses: list[str] = []
+        answered: set[str] = set()
+        for start in range(0, len(sources), CHUNK):
+            chunk = [s for s, ok in zip(sources[start : start + CHUNK], fits[start : start + CHUNK]) if ok]
+            results, by = translate(model, chunk, options, backend) if chunk else ([], None)
+            answered |= {by} if by else set()
+            if len(answered) > 1:
+                break
+            decoded = iter(results)
+            hypotheses += [next(decoded)["text"] if ok else "" for ok in fits[start : start + CHUNK]]
+            with session_scope() as session:
+                if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
+                    return None
+        else:
+            return hypotheses, next(iter(answered), None), fits.count(False)
+        log.warning("evaluation %s: CTranslate2 failed part-way; translating it again with PyTorch", evaluation_id)
+        backend = PYTORCH
 
 
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
