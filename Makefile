@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format migrate key bench clean
+.PHONY: install install-gpu run test lint format migrate key bench clean
 
 install: $(STAMP)
 
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[worker,dev]'
 	touch $(STAMP)
+
+# A GPU inference host: also cuBLAS for CUDA 12, which CTranslate2 needs on a GPU (docs/gpu.md).
+install-gpu: install
+	$(PY) -m pip install --quiet -e '.[worker,gpu]'
 
 run: install
 	$(PY) -m app.cli serve
