@@ -211,6 +211,7 @@ def test_the_command_line_evaluates_with_the_beam_and_alpha_asked_for(client, al
     assert calls == [{"texts": ["one", "two"], "beam_size": 2, "alpha": 1.5, "backend": "auto"}]
     printed = capsys.readouterr().out
     assert printed.startswith("bleu") and "tok:13a" in printed and "chrf++" in printed, printed
+    assert printed.splitlines()[-1] == "backend ctranslate2"  # what auto was answered by
     row = client.get(f"/v1/models/{model}/evaluations", headers=alice).json()["data"][0]
     assert (row["settings"]["beam_size"], row["settings"]["alpha"]) == (2, 1.5)
 
