@@ -16,6 +16,7 @@ ours GNMT's; int8 and float16 round differently), so evaluations record theirs.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,13 +33,16 @@ from worker.serving.model_cache import LoadedModel
 log = logging.getLogger(__name__)
 PYTORCH, CTRANSLATE2, AUTO = "pytorch", "ctranslate2", "auto"
 _ct2_models: Ct2Models | None = None
+_ct2_models_lock = threading.Lock()
 
 
 def ct2_models() -> Ct2Models:
+    """The process's CTranslate2 translators, as many models as INFERENCE_CACHE_MODELS (beside the PyTorch ones)."""
     global _ct2_models
-    if _ct2_models is None:
-        _ct2_models = Ct2Models(get_settings().inference_cache_models)
-    return _ct2_models
+    with _ct2_models_lock:
+        if _ct2_models is None:
+            _ct2_models = Ct2Models(get_settings().inference_cache_models)
+        return _ct2_models
 
 
 @dataclass(frozen=True)
