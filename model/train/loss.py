@@ -40,6 +40,15 @@ def _compute_dtype(logits: Tensor) -> torch.dtype:
     return torch.promote_types(logits.dtype, torch.float32)
 
 
+def _row_chunks(n: int, chunk: int) -> list[slice]:
+    """The chunks' rows. Inside torch.compile, one: the row count can be symbolic (a Python loop over it would
+    fix it), and inductor fuses the float32 upcast into the reductions and the gradient's pointwise kernel, so no
+    float32 (N, V) buffer is written there either."""
+    if torch.compiler.is_compiling():
+        return [slice(None)]
+    return [slice(start, start + chunk) for start in range(0, n, chunk)]
+
+
 class _SmoothedCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(
@@ -50,8 +59,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         nll_rows = logits.new_empty(n, dtype=compute)  # (N,) -log p(gold)
         smooth_rows = logits.new_empty(n, dtype=compute)  # (N,) -sum_v log p(v) / V
         lprobs = logits
-        for start in range(0, n, chunk):
-            rows = slice(start, start + chunk)
+        chunks = _row_chunks(n, chunk)
+        for rows in chunks:
             lprobs = logits[rows].to(compute).log_softmax(dim=-1)  # (n_chunk, V): the one float32 buffer
             nll_rows[rows] = -lprobs.gather(1, target[rows, None]).squeeze(1)
             smooth_rows[rows] = -lprobs.sum(dim=-1) / vocab
@@ -60,7 +69,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         nll = nll_rows.sum()
         # One chunk of float32 logits (the CPU path): keep the log-probabilities, no larger than the logits, so
         # the backward's softmax is one exp (12% faster on the CPU than a softmax from the logits: 4000 x 8000).
-        ctx.saved_lprobs = n <= chunk and logits.dtype == compute
+        ctx.saved_lprobs = len(chunks) == 1 and logits.dtype == compute
         ctx.save_for_backward(lprobs if ctx.saved_lprobs else logits, target, weight)
         ctx.smoothing, ctx.chunk = smoothing, chunk
         ctx.mark_non_differentiable(target)
@@ -78,16 +87,20 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         onehot = grad_loss * (1.0 - eps) + grad_nll
         if n == 0:
             return torch.zeros_like(logits), None, None, None, None
-        grad = None if n <= chunk else torch.empty_like(logits)  # one chunk: its buffer is the gradient
-        for start in range(0, n, chunk):
-            rows = slice(start, start + chunk)
+        chunks = _row_chunks(n, chunk)
+        grad = None if len(chunks) == 1 else torch.empty_like(logits)  # one chunk: its buffer is the gradient
+        for rows in chunks:
             g = logits.exp() if ctx.saved_lprobs else logits[rows].to(compute).softmax(dim=-1)  # (n_chunk, V)
-            g.mul_(softmax_scale)
-            if eps:
-                g.sub_(uniform)
-            g.scatter_add_(1, target[rows, None], -onehot.expand(g.size(0), 1))
+            if torch.compiler.is_compiling():  # pointwise, so inductor fuses it all into one kernel
+                gold = torch.arange(vocab, device=g.device) == target[rows, None]  # (n_chunk, V)
+                g = g * softmax_scale - uniform - torch.where(gold, onehot, 0.0)
+            else:  # in place on the one buffer
+                g.mul_(softmax_scale)
+                if eps:
+                    g.sub_(uniform)
+                g.scatter_add_(1, target[rows, None], -onehot.expand(g.size(0), 1))
             if weight is not None:
-                g.mul_(weight[rows, None])
+                g = g * weight[rows, None] if torch.compiler.is_compiling() else g.mul_(weight[rows, None])
             if grad is None:
                 return g.to(logits.dtype), None, None, None, None
             grad[rows] = g  # cast to the logits' dtype
