@@ -46,6 +46,7 @@ from model.train.step import (
     enable_tf32,
     update_on_device,
 )
+from model.train.step_graph import StepGraph, compile_step, run_or_eager
 from model.train.step_log import StepLog
 from model.train.validation import evaluate
 
@@ -106,7 +107,12 @@ class Trainer:
         )
         self.schedule = config.schedule(model.config.d_model)
         self.precision = config.resolved_precision
-        if config.compile:
+        # training.compile: each micro-batch as one compiled graph; data-parallel, each layer compiled (DDP's
+        # gradient buckets would split the whole graph). The validation decoding runs compiled layers only then.
+        self.step_graph: StepGraph | None = None
+        if config.compile and dist is None:
+            self.step_graph = compile_step(self.model, config.label_smoothing, self.precision)
+        elif config.compile:
             compile_layers(self.model)
         enable_tf32(self.device)
         self.autocast = autocast_for(self.device, self.precision)
@@ -233,15 +239,18 @@ class Trainer:
         return reason if self.dist is None else self.dist.agree(reason, self.STOP_ORDER)
 
     def _step(self, batches: list[Batch], lr: float) -> PendingStep:
-        """One update; with compiled layers, a compiler failure (at any step: shapes can be new) falls back to
-        eager layers and the same update again."""
+        """One update; with a compiled step graph or compiled layers, a compiler failure (at any step: shapes can
+        be new) falls back to eager and the same update again."""
         model = self.ddp if self.ddp is not None else self.model
         weights_before = self.probes.before_update(self.step)
-        pending = eager_on_failure(
-            self.model,
-            lambda: update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist),
-            keep=(TrainingError,),
-        )
+
+        def update(graph: StepGraph | None) -> PendingStep:
+            return update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist, graph)
+
+        if self.step_graph is not None:
+            pending, self.step_graph = run_or_eager(self.step_graph, update, keep=(TrainingError,))
+        else:
+            pending = eager_on_failure(self.model, lambda: update(None), keep=(TrainingError,))
         self.probes.after_update(self.step, weights_before, pending)
         return pending
 
@@ -308,7 +317,7 @@ class Trainer:
         if not self.is_main:
             return
         t0 = time.monotonic()
-        # The validation decoding runs compiled layers too.
+        # The validation decoding runs compiled layers too (data-parallel training compiles them).
         self.metrics = eager_on_failure(self.model, lambda: self._validate(self.model))
         self.probes.at_evaluation(self.step)
         self._last_eval_seconds = time.monotonic() - t0
