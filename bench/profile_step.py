@@ -42,6 +42,7 @@ from model.nn.compile import compile_layers  # noqa: E402
 from model.nn.transformer import Transformer  # noqa: E402
 from model.train.config import TrainConfig  # noqa: E402
 from model.train.step import build_optimizer, train_step  # noqa: E402
+from model.train.step_graph import compile_step  # noqa: E402
 
 TOP = 15
 # First match wins. GPU kernel names (cuBLAS/CUTLASS "sm90_xmma_gemm_...", "nvjet_...", triton's "triton_mm"...)
@@ -148,16 +149,20 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     torch.manual_seed(args.seed)
     model = Transformer(config).to(device).train()
     optimizer = build_optimizer(model, cfg)
-    if args.compile:
-        compile_layers(model)
+    graph = None
+    if args.compile:  # as training.compile runs a step (--compile-ours layers: layer by layer)
+        if args.compile_ours == "step":
+            graph = compile_step(model, cfg.label_smoothing, precision, backend=args.compile_backend)
+        else:
+            compile_layers(model)
     for batch in batches[: own.warmup]:
-        train_step(model, optimizer, [batch], 1e-4, cfg, autocast)
+        train_step(model, optimizer, [batch], 1e-4, cfg, autocast, step_graph=graph)
     probe.synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     with profile(activities=activities) as prof:
         start = time.perf_counter()
         for batch in batches[own.warmup :]:
-            train_step(model, optimizer, [batch], 1e-4, cfg, autocast)
+            train_step(model, optimizer, [batch], 1e-4, cfg, autocast, step_graph=graph)
         probe.synchronize()
         wall_us = (time.perf_counter() - start) * 1e6
     spans = spans_of(prof, on_gpu)
@@ -176,7 +181,7 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
         vocab=config.vocab_size,
         batch_tokens=args.batch_tokens,
         precision=precision,
-        compile=args.compile,
+        compile=args.compile and args.compile_ours,
         profiled_steps=own.profile_steps,
         **environment(args.device, info),
     )

@@ -12,8 +12,10 @@ warm-up and not counted; the median round decides. On a GPU the device is synchr
 every timed round, and the peak of torch.cuda.max_memory_allocated during each side's rounds is reported
 (both models and their optimizer states stay on the device throughout, so each peak includes the other's).
 
---compile applies torch.compile to every encoder and decoder layer of both models (the warm-up round then
-includes compilation). MFU: model FLOPs per step (bench/flops.py: 6 per weight per token plus attention,
+--compile runs ours as `training.compile` does (model/train/step_graph.py: a micro-batch's forward, loss and
+backward as one graph per length bucket) and compiles MarianMTModel's layers one by one (--compile-ours layers
+compiles ours that way too); the warm-up round then includes compilation. MFU: model FLOPs per step
+(bench/flops.py: 6 per weight per token plus attention,
 real tokens only) per second, over the GPU's bf16 dense peak (bench/gpu_info.py, or --peak-tflops); it is
 null on a CPU or an unlisted GPU without --peak-tflops, and is against the bf16 peak even for --precision fp32.
 
@@ -55,6 +57,7 @@ from model.probes.anatomy import estimate_memory  # noqa: E402
 from model.train.budget import BudgetInputs, choose, largest_batch  # noqa: E402
 from model.train.config import TrainConfig  # noqa: E402
 from model.train.step import build_optimizer, train_step  # noqa: E402
+from model.train.step_graph import compile_step  # noqa: E402
 
 BENCH = "train_throughput"
 # As a worker times its throughput for the budget rule (worker/training/auto_settings.py): not imported, as that
@@ -85,7 +88,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16 on a GPU, fp32 on a CPU")
-    p.add_argument("--compile", action="store_true", help="torch.compile every encoder and decoder layer")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="ours as training.compile runs it (each micro-batch's forward, loss and backward one graph), Marian's "
+        "layers compiled one by one",
+    )
+    p.add_argument(
+        "--compile-ours",
+        choices=("step", "layers"),
+        default="step",
+        help="with --compile: ours as one graph a micro-batch (training.compile) or layer by layer (as Marian)",
+    )
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (with --compile)")
     p.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak, instead of the built-in table")
     p.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
@@ -177,12 +191,16 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     model = Transformer(config).to(device).train()
     optimizer = build_optimizer(model, cfg)
     peer = marian_model(config).to(device).train()
+    graph = None
     if args.compile:
-        compile_layers([*model.encoder.layers, *model.decoder.layers], args.compile_backend)
+        if args.compile_ours == "step":
+            graph = compile_step(model, cfg.label_smoothing, precision, backend=args.compile_backend)
+        else:
+            compile_layers([*model.encoder.layers, *model.decoder.layers], args.compile_backend)
         compile_layers(marian_layers(peer), args.compile_backend)
 
     def ours_step(batch: Batch) -> None:
-        train_step(model, optimizer, [batch], 1e-4, cfg, autocast)
+        train_step(model, optimizer, [batch], 1e-4, cfg, autocast, step_graph=graph)
 
     sides: dict[str, tuple[torch.nn.Module, Step]] = {
         "ours": (model, ours_step),
@@ -239,7 +257,7 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
         vocab=config.vocab_size,
         dropout=config.dropout,
         precision=precision,
-        compile=args.compile,
+        compile=args.compile and args.compile_ours,
         batch_tokens=args.batch_tokens,
         batch_rule=batch_rule,
         steps_per_round=args.steps,
