@@ -17,6 +17,7 @@ from model.data.batching import Batch
 from model.nn.out_of_memory import is_out_of_memory
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
+from model.train.loader import pin_for, to_device
 from model.train.loss import label_smoothed_loss
 from model.train.step_graph import StepGraph
 
@@ -92,8 +93,9 @@ def accumulate_gradients(
     nll_sum = torch.zeros((), dtype=torch.float64, device=device)
     # with dist, model is dist.wrap(...) (DDP around batch_logits); without, the bare Transformer
     ddp = cast("DistributedDataParallel", model)
+    pin = pin_for(device)
     for i, b in enumerate(micro_batches):
-        b = b.to(device)
+        b = to_device(b, device, pin)  # the trainer's come on the device already (model/train/loader.py)
         last = i == len(micro_batches) - 1  # DDP all-reduces the gradients during the last backward only
         with dist.gradient_sync(ddp, last) if dist is not None else contextlib.nullcontext():
             if step_graph is not None:
