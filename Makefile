@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install install-gpu run test lint format migrate key bench clean
+.PHONY: install install-gpu run test lint format migrate key bench bench-gpu clean
 
 install: $(STAMP)
 
@@ -49,6 +49,10 @@ key: install
 
 bench: install
 	$(PY) bench/train_throughput.py
+
+# Every GPU figure within 8 minutes, on a GPU host, with that host's own Python and PyTorch (docs/gpu.md).
+bench-gpu:
+	bash bench/gpu_suite.sh
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

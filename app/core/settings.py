@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     # Batch tokens per second that settings chosen from a job's time budget assume (model/train/budget.py); 0: measured
     # by a few timed steps at the job's start. Pin it to make those choices the same on every host.
     worker_tokens_per_second: float = Field(0.0, ge=0)
+    # Where that measurement times several batch sizes (a curve, whose knee the batch is at least): on a GPU, whose
+    # throughput grows steeply with the batch; always; or never (one batch size, as on a CPU).
+    worker_throughput_curve: Literal["gpu", "always", "never"] = "gpu"
 
     # Request limits.
     max_upload_mb: int = Field(100, ge=1, le=10_000)

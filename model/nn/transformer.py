@@ -11,7 +11,7 @@ from torch import Tensor, nn
 from model.nn.attention import KVCache
 from model.nn.config import ModelConfig
 from model.nn.dropout import Dropout
-from model.nn.layers import DecoderLayer, EncoderLayer, SinusoidalPositionalEncoding
+from model.nn.layers import DecoderLayer, EncoderLayer, SinusoidalPositionalEncoding, to_residual_dtype
 
 
 @dataclass
@@ -59,7 +59,7 @@ class _Stack(nn.Module):
 
     def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
         x = self.embed_tokens(ids) * self.embed_scale  # (B, T, d_model)
-        return cast(Tensor, self.dropout(x + self.embed_positions(ids.size(1), offset)))
+        return cast(Tensor, self.dropout(to_residual_dtype(x + self.embed_positions(ids.size(1), offset))))
 
 
 class Encoder(_Stack):
