@@ -1,7 +1,8 @@
 # syntax=docker/dockerfile:1
-# Two images from one file:
+# Three images from one file:
 #   docker build --target api -t transformer-service-api .      (FastAPI; no torch, small)
 #   docker build --target worker -t transformer-service-worker . (Celery + PyTorch; CUDA wheels from PyPI)
+#   docker build --target worker-gpu -t transformer-service-worker-gpu . (and cuBLAS 12 for CTranslate2 on a GPU)
 
 FROM python:3.11-slim AS source
 WORKDIR /srv
@@ -32,3 +33,10 @@ COPY --from=source /srv /srv
 RUN pip install '.[worker]'
 USER service
 CMD ["celery", "-A", "worker.celery_app", "worker", "-Q", "training", "-c", "1", "--loglevel", "INFO"]
+
+FROM worker AS worker-gpu
+# cuBLAS for CUDA 12: the CTranslate2 wheel opens libcublas.so.12 at its first translation on a GPU, and a host
+# with CUDA 13 alone has none (worker/serving/cuda_libs.py loads it from site-packages).
+USER root
+RUN pip install '.[worker,gpu]'
+USER service

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint format migrate key bench clean
+.PHONY: install install-gpu run test lint format migrate key bench bench-gpu clean
 
 install: $(STAMP)
 
@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet torch==2.13.0
 	$(PY) -m pip install --quiet -e '.[worker,dev]'
 	touch $(STAMP)
+
+# A GPU inference host: also cuBLAS for CUDA 12, which CTranslate2 needs on a GPU (docs/gpu.md).
+install-gpu: install
+	$(PY) -m pip install --quiet -e '.[worker,gpu]'
 
 run: install
 	$(PY) -m app.cli serve
@@ -45,6 +49,10 @@ key: install
 
 bench: install
 	$(PY) bench/train_throughput.py
+
+# Every GPU figure within 8 minutes, on a GPU host, with that host's own Python and PyTorch (docs/gpu.md).
+bench-gpu:
+	bash bench/gpu_suite.sh
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/decode_throughput.py [--threads 1] [--sentences 256] [--rounds 5] [--train-steps 300]
     .venv/bin/python bench/decode_throughput.py --device cuda [--precision bf16|fp16] [--batch-size 128]
+    .venv/bin/python bench/decode_throughput.py --device cuda --weights bf16 --workloads fixed --preset base
 
 Each model is exported with model.io.export to a MarianMTModel directory (what transformers loads) and
 converted from there to CTranslate2: float32 and int8 on a CPU, float16 on a GPU (bench/ct2_compute.py,
 from ctranslate2.get_supported_compute_types). Ours and transformers run in --precision: fp32 by default on
-a CPU, bf16 autocast by default on a GPU (fp16 on request). On a GPU the device is synchronized around
+a CPU, bf16 autocast by default on a GPU (fp16 on request); --weights bf16 instead casts their weights to
+bf16, as an inference worker loads a model on a GPU (SERVING_DTYPE). On a GPU the device is synchronized around
 every timed run and the peak torch.cuda.max_memory_allocated of ours and of transformers is reported
 (CTranslate2 allocates outside torch, so it has none). Every engine decodes the same English
 sources of the numbers task (model.data.demo.numbers_to_words_task), already tokenized and sorted by length, in
@@ -82,6 +84,7 @@ class Run:
     precision: str  # a key of AUTOCAST_DTYPES
     probe: DeviceProbe
     ct2: Ct2Plan
+    weights: str = "fp32"  # a key of AUTOCAST_DTYPES: the dtype the weights of ours and transformers are cast to
 
     def autocast(self) -> contextlib.AbstractContextManager[object]:
         dtype = AUTOCAST_DTYPES[self.precision]
@@ -127,8 +130,9 @@ def measure(
     import transformers
 
     marian_dir = export_marian(model.cpu(), tokenizer, workdir / "marian")
-    model.to(run.device)
-    hf = transformers.MarianMTModel.from_pretrained(str(marian_dir)).to(run.device).eval()
+    dtype = AUTOCAST_DTYPES[run.weights] or torch.float32  # as an inference worker loads them (SERVING_DTYPE)
+    model.to(run.device, dtype)
+    hf = transformers.MarianMTModel.from_pretrained(str(marian_dir)).to(run.device, dtype).eval()
     translators = {
         q: ctranslate2.Translator(
             str(convert_to_ctranslate2(marian_dir, workdir / f"ct2-{q}", quantization=q)),
@@ -264,7 +268,14 @@ def main(
     parser.add_argument(
         "--precision",
         choices=sorted(AUTOCAST_DTYPES),
-        help="ours and transformers; default bf16 on a GPU, fp32 on a CPU",
+        help="autocast of ours and transformers; default bf16 on a GPU (fp32 with --weights), fp32 on a CPU",
+    )
+    parser.add_argument(
+        "--weights",
+        choices=sorted(AUTOCAST_DTYPES),
+        default="fp32",
+        help="cast the weights of ours and transformers to this dtype, as the inference workers load them "
+        "(SERVING_DTYPE: bf16 on a GPU); the autocast is then off unless --precision asks",
     )
     parser.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
     args = parser.parse_args(argv)
@@ -277,12 +288,8 @@ def main(
     device = torch.device(args.device)
     probe = probe or probe_for(device)
     info = probe.describe()
-    run = Run(
-        device,
-        args.precision or ("bf16" if info.device_kind == "cuda" else "fp32"),
-        probe,
-        ct2 or ct2_plan(device.type),
-    )
+    autocast_default = "bf16" if info.device_kind == "cuda" and args.weights == "fp32" else "fp32"
+    run = Run(device, args.precision or autocast_default, probe, ct2 or ct2_plan(device.type), args.weights)
     if run.ct2.skipped:
         print(f"CTranslate2 left out: {run.ct2.skipped}")
     torch.set_num_threads(args.threads)
@@ -299,7 +306,7 @@ def main(
     print(
         f"preset {args.preset}: {n_params / 1e6:.1f}M parameters, vocabulary {tokenizer.vocab_size}; "
         f"{len(sources)} sentences in batches of {args.batch_size}, beam {BEAM}, {args.threads} thread(s), "
-        f"{args.rounds} rounds; {args.device} ({info.device_name}), {run.precision}, "
+        f"{args.rounds} rounds; {args.device} ({info.device_name}), autocast {run.precision}, weights {run.weights}, "
         f"CTranslate2 {', '.join(run.ct2.compute_types) or 'none'}"
     )
 
@@ -329,6 +336,7 @@ def main(
         summary["fixed_length"] = results["fixed"]
     summary.update(
         precision=run.precision,
+        weights=run.weights,
         ct2_compute_types=list(run.ct2.compute_types),
         ct2_skipped=run.ct2.skipped,
         threads=args.threads,

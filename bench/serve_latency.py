@@ -1,18 +1,21 @@
-"""Latency and throughput of POST /v1/models/{id}/translate against a direct in-process call.
+"""Latency and throughput of POST /v1/models/{id}/translate, backend against backend, and against a direct call.
 
 Starts the real service (uvicorn + one inference worker with a thread pool) on this machine's PostgreSQL
 and Redis, with a `small` model trained for a minute on the demo numbers task (quality is irrelevant; the
-same sentence is decoded on both sides). Measures, alternating rounds:
+same sentence is decoded throughout). Measures, in alternating rounds, for each backend of --backends
+(default `pytorch,auto`: before, PyTorch; after, the default, CTranslate2 where it serves the model):
 
-  direct      translate() in this process, one sentence, beam 4
-  http        the same sentence through HTTP -> API -> Redis -> worker -> Redis -> API, sequentially
-  concurrent  32 clients at once (each sends its requests back to back), sentences/second
+  direct      translate() in this process, one sentence, beam 4 (PyTorch)
+  http        the same sentence through HTTP -> API -> Redis -> worker -> Redis -> API, 1 client, sequentially
+  concurrent  --clients clients at once (each sends its requests back to back), sentences/second
 
-Prints human lines, then one JSON object as the last line: p50/p95 of each, the overhead
-(http p50 - direct p50), the CPU the API and the worker processes used per sequential request, and
-`ratio` = concurrent throughput / sequential throughput (higher is better; the goal is >= 3, from micro-batching).
+Prints human lines, then one JSON object as the last line: per backend (`backends`) p50/p95, sentences/s at 1
+and --clients clients, the backend that answered, the CPU the API and the worker used per sequential request
+and `batching_ratio` (concurrent / sequential, the goal >= 3 from micro-batching); `ratio` = after / before in
+sentences/s at --clients clients (`ratio_1_client` at 1), higher is better. With one backend, `ratio` is that
+backend's batching ratio. The first backend's figures also stand at the top level, as before.
 
-    .venv/bin/python bench/serve_latency.py [--requests 200] [--clients 32]
+    .venv/bin/python bench/serve_latency.py [--requests 200] [--clients 32] [--backends pytorch,auto]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import torch
@@ -96,13 +100,49 @@ def register_model(database_url: str, owner: str, model_dir: Path, artifacts: Pa
     return insert_model(database_url, owner, key, checkpoint_sha256(model_dir))
 
 
+def measure(
+    client: httpx.Client, model_id: str, backend: str, requests: int, clients: int, pids: dict[str, int]
+) -> dict[str, Any]:
+    """One round for one backend: `requests` sequential requests (and the CPU each process in `pids` spent on
+    them), then clients x 4 concurrent ones."""
+    body = {"texts": [SENTENCE], "beam_size": 4, "backend": backend}
+    answered: set[str] = set()
+
+    def once() -> float:
+        t0 = time.perf_counter()
+        response = client.post(f"/v1/models/{model_id}/translate", json=body)
+        response.raise_for_status()
+        answered.add(response.json()["backend"])
+        return (time.perf_counter() - t0) * 1000
+
+    before = {name: cpu_ms(pid) for name, pid in pids.items()}
+    t0 = time.perf_counter()
+    latencies = [once() for _ in range(requests)]
+    sequential = len(latencies) / (time.perf_counter() - t0)
+    cpu = {name: cpu_ms(pid) - before[name] for name, pid in pids.items()}
+    n = clients * 4
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(lambda _: once(), range(n)))
+    return {"latencies": latencies, "sequential": sequential, "concurrent": n / (time.perf_counter() - t0),
+            "answered": answered, "cpu": cpu}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--preset", default="small", help="model size served (tiny, small, base)")
+    parser.add_argument(
+        "--backends",
+        default="pytorch,auto",
+        help="backends compared, before first and after last (auto, pytorch, ctranslate2); one measures it alone",
+    )
     args = parser.parse_args()
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if not backends or set(backends) - {"auto", "pytorch", "ctranslate2"}:
+        parser.error(f"--backends {args.backends!r}: name auto, pytorch or ctranslate2")
     torch.set_num_threads(1)
 
     tmp = Path(tempfile.mkdtemp(prefix="serve-bench-"))
@@ -136,69 +176,87 @@ def main() -> None:
             timeout=60,
             limits=httpx.Limits(max_connections=args.clients * 2),
         )
-        body = {"texts": [SENTENCE], "beam_size": 4}
-        client.post(f"/v1/models/{model_id}/translate", json=body).raise_for_status()  # load the model
-
-        def http_once() -> float:
-            t0 = time.perf_counter()
-            client.post(f"/v1/models/{model_id}/translate", json=body).raise_for_status()
-            return (time.perf_counter() - t0) * 1000
+        for backend in backends:  # the first request of each converts or loads the model
+            client.post(
+                f"/v1/models/{model_id}/translate", json={"texts": [SENTENCE], "beam_size": 4, "backend": backend}
+            ).raise_for_status()
 
         def direct_once() -> float:
             t0 = time.perf_counter()
             translate(model, tokenizer, [SENTENCE], beam_size=4)
             return (time.perf_counter() - t0) * 1000
 
-        direct, http, sequential_rates, concurrent_rates = [], [], [], []
+        direct: list[float] = []
         pids = {"api": processes.children["api"].pid, "worker": worker.pid}
-        cpu = dict.fromkeys(pids, 0.0)  # CPU the service spent on the sequential requests
+        runs: dict[str, dict[str, Any]] = {
+            b: {"http": [], "sequential": [], "concurrent": [], "answered": set(), "cpu": dict.fromkeys(pids, 0.0)}
+            for b in backends
+        }
+        per_round = args.requests // args.rounds
         for _ in range(args.rounds):
-            direct += [direct_once() for _ in range(args.requests // args.rounds)]
-            before = {name: cpu_ms(pid) for name, pid in pids.items()}
-            t0 = time.perf_counter()
-            latencies = [http_once() for _ in range(args.requests // args.rounds)]
-            sequential_rates.append(len(latencies) / (time.perf_counter() - t0))
-            for name, pid in pids.items():
-                cpu[name] += cpu_ms(pid) - before[name]
-            http += latencies
-            n = args.clients * 4
-            t0 = time.perf_counter()
-            with ThreadPoolExecutor(args.clients) as pool:
-                list(pool.map(lambda _: http_once(), range(n)))
-            concurrent_rates.append(n / (time.perf_counter() - t0))
+            direct += [direct_once() for _ in range(per_round)]
+            for backend in backends:  # alternating, so that drifts of a shared machine hit every backend
+                run = runs[backend]
+                measured = measure(client, model_id, backend, per_round, args.clients, pids)
+                for name in pids:
+                    run["cpu"][name] += measured["cpu"][name]
+                run["http"] += measured["latencies"]
+                run["sequential"].append(measured["sequential"])
+                run["concurrent"].append(measured["concurrent"])
+                run["answered"] |= measured["answered"]
     finally:
         processes.stop()
         services.drop_database(admin, name)
 
-    result = {
-        "direct_p50_ms": round(statistics.median(direct), 2),
+    direct_p50 = statistics.median(direct)
+    by_backend = {}
+    for backend, run in runs.items():
+        http = run["http"]
+        figures = {
+            "answered_by": sorted(run["answered"]),
+            "http_p50_ms": round(statistics.median(http), 2),
+            "http_p95_ms": round(percentile(http, 0.95), 2),
+            "sequential_sent_per_s": round(statistics.median(run["sequential"]), 1),
+            "concurrent_sent_per_s": round(statistics.median(run["concurrent"]), 1),
+            "api_cpu_ms_per_request": round(run["cpu"]["api"] / len(http), 2),
+            "worker_cpu_ms_per_request": round(run["cpu"]["worker"] / len(http), 2),
+        }
+        if backend == "pytorch":  # the direct call is PyTorch's: HTTP, Redis and the worker on top of it
+            figures["overhead_p50_ms"] = round(statistics.median(http) - direct_p50, 2)
+        figures["batching_ratio"] = round(figures["concurrent_sent_per_s"] / figures["sequential_sent_per_s"], 2)
+        by_backend[backend] = figures
+    before, after = by_backend[backends[0]], by_backend[backends[-1]]
+    result: dict[str, Any] = {
+        "direct_p50_ms": round(direct_p50, 2),
         "direct_p95_ms": round(percentile(direct, 0.95), 2),
-        "http_p50_ms": round(statistics.median(http), 2),
-        "http_p95_ms": round(percentile(http, 0.95), 2),
-        "overhead_p50_ms": round(statistics.median(http) - statistics.median(direct), 2),
-        "sequential_sent_per_s": round(statistics.median(sequential_rates), 1),
-        "concurrent_sent_per_s": round(statistics.median(concurrent_rates), 1),
-        "api_cpu_ms_per_request": round(cpu["api"] / len(http), 2),
-        "worker_cpu_ms_per_request": round(cpu["worker"] / len(http), 2),
+        **{k: v for k, v in before.items() if k != "answered_by"},
+        "backends": by_backend,
+        "before": backends[0],
+        "after": backends[-1],
         "clients": args.clients,
         "requests": args.requests,
+        "rounds": args.rounds,
         "threads": 1,
         "preset": args.preset,
     }
-    result["ratio"] = round(result["concurrent_sent_per_s"] / result["sequential_sent_per_s"], 2)
-    print(f"direct call     p50 {result['direct_p50_ms']} ms  p95 {result['direct_p95_ms']} ms")
-    print(
-        f"HTTP + Celery   p50 {result['http_p50_ms']} ms  p95 {result['http_p95_ms']} ms  "
-        f"(overhead p50 {result['overhead_p50_ms']} ms)"
-    )
-    print(
-        f"CPU a request   API {result['api_cpu_ms_per_request']} ms, worker {result['worker_cpu_ms_per_request']} ms "
-        f"(decoding included)"
-    )
-    print(
-        f"throughput      sequential {result['sequential_sent_per_s']}/s, {args.clients} clients "
-        f"{result['concurrent_sent_per_s']}/s  -> x{result['ratio']}"
-    )
+    if len(backends) > 1:
+        result["ratio"] = round(after["concurrent_sent_per_s"] / before["concurrent_sent_per_s"], 2)
+        result["ratio_1_client"] = round(after["sequential_sent_per_s"] / before["sequential_sent_per_s"], 2)
+    else:
+        result["ratio"] = before["batching_ratio"]
+    print(f"direct call     p50 {result['direct_p50_ms']} ms  p95 {result['direct_p95_ms']} ms  (PyTorch in process)")
+    for backend, figures in by_backend.items():
+        print(
+            f"{backend:<12} by {'+'.join(figures['answered_by'])}: HTTP p50 {figures['http_p50_ms']} ms "
+            f"p95 {figures['http_p95_ms']} ms; 1 client {figures['sequential_sent_per_s']}/s, {args.clients} clients "
+            f"{figures['concurrent_sent_per_s']}/s (x{figures['batching_ratio']}); CPU a request API "
+            f"{figures['api_cpu_ms_per_request']} ms, worker {figures['worker_cpu_ms_per_request']} ms"
+        )
+    if len(backends) > 1:
+        print(
+            f"{backends[-1]} / {backends[0]}: x{result['ratio']} at {args.clients} clients, "
+            f"x{result['ratio_1_client']} at 1"
+        )
     print(json.dumps(result))
 
 

@@ -2,6 +2,7 @@
 
     python bench/train_throughput.py [--preset small] [--d-model 256 --layers 3 ...] [--vocab 8000]
     python bench/train_throughput.py --device cuda --preset base [--precision bf16] [--compile]
+    python bench/train_throughput.py --device cuda --preset base --batch-tokens auto [--auto-minutes 60]
 
 Both models get the same batches (the same padded token tensors), the same label-smoothed loss, gradient
 clipping and Adam (0.9, 0.98, 1e-9), the same precision (bf16 autocast, or fp32) and the same number of
@@ -11,10 +12,17 @@ warm-up and not counted; the median round decides. On a GPU the device is synchr
 every timed round, and the peak of torch.cuda.max_memory_allocated during each side's rounds is reported
 (both models and their optimizer states stay on the device throughout, so each peak includes the other's).
 
---compile applies torch.compile to every encoder and decoder layer of both models (the warm-up round then
-includes compilation). MFU: model FLOPs per step (bench/flops.py: 6 per weight per token plus attention,
+--compile runs ours as `training.compile` does (model/train/step_graph.py: a micro-batch's forward, loss and
+backward as one graph per length bucket) and compiles MarianMTModel's layers one by one (--compile-ours layers
+compiles ours that way too); the warm-up round then includes compilation. MFU: model FLOPs per step
+(bench/flops.py: 6 per weight per token plus attention,
 real tokens only) per second, over the GPU's bf16 dense peak (bench/gpu_info.py, or --peak-tflops); it is
 null on a CPU or an unlisted GPU without --peak-tflops, and is against the bf16 peak even for --precision fp32.
+
+--batch-tokens auto times the batch a job of --auto-minutes that leaves max_tokens_per_batch to its budget gets on
+this device: our step is timed as the worker times it (worker/training/auto_settings.py: at 2,048 tokens, and on a
+GPU also 4 and 16 times that, within the device's memory) and model/train/budget.py chooses from those figures;
+the curve, the choice and its reason are in `batch_rule`.
 
 Prints human-readable lines, then as the last line one JSON object with both rates and the ratio (ours /
 Marian); the same JSON goes to --out, by default bench/results/train_throughput-cuda-<date>.json on a GPU.
@@ -39,16 +47,22 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.flops import mfu, train_flops  # noqa: E402
-from bench.gpu_info import DeviceProbe, peak_bf16_tflops, probe_for  # noqa: E402
+from bench.gpu_info import DeviceInfo, DeviceProbe, peak_bf16_tflops, probe_for  # noqa: E402
 from bench.marian_peer import marian_layers, marian_model, marian_train_step  # noqa: E402
 from bench.run_record import environment, result_path, write_result  # noqa: E402
 from model.data.batching import Batch, Example, TokenBatcher  # noqa: E402
 from model.nn.config import PRESETS, ModelConfig  # noqa: E402
 from model.nn.transformer import Transformer  # noqa: E402
+from model.probes.anatomy import estimate_memory  # noqa: E402
+from model.train.budget import BudgetInputs, choose, largest_batch  # noqa: E402
 from model.train.config import TrainConfig  # noqa: E402
 from model.train.step import build_optimizer, train_step  # noqa: E402
+from model.train.step_graph import compile_step  # noqa: E402
 
 BENCH = "train_throughput"
+# As a worker times its throughput for the budget rule (worker/training/auto_settings.py): not imported, as that
+# module reads the service's settings.
+PROBE_TOKENS, CURVE_FACTORS, PROBE_STEPS = 2048, (1, 4, 16), 3
 Step = Callable[[Batch], None]
 
 
@@ -61,7 +75,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--d-ff", type=int, help="overrides the preset")
     p.add_argument("--dropout", type=float, help="overrides the preset")
     p.add_argument("--vocab", type=int, default=8000)
-    p.add_argument("--batch-tokens", type=int, help="padded tokens per batch; default 4000 on a CPU, 16384 on a GPU")
+    p.add_argument(
+        "--batch-tokens",
+        type=lambda v: v if v == "auto" else int(v),
+        help="padded tokens per batch, or 'auto': the time-budget rule's choice; default 4000 on a CPU, 16384 on a GPU",
+    )
+    p.add_argument("--auto-minutes", type=float, default=60.0, help="the job's max_minutes for --batch-tokens auto")
     p.add_argument("--min-len", type=int, default=8)
     p.add_argument("--max-len", type=int, default=48)
     p.add_argument("--rounds", type=int, default=6, help="timed rounds per side, after one warm-up round")
@@ -69,7 +88,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     p.add_argument("--precision", choices=("fp32", "bf16"), help="default: bf16 on a GPU, fp32 on a CPU")
-    p.add_argument("--compile", action="store_true", help="torch.compile every encoder and decoder layer")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="ours as training.compile runs it (each micro-batch's forward, loss and backward one graph), Marian's "
+        "layers compiled one by one",
+    )
+    p.add_argument(
+        "--compile-ours",
+        choices=("step", "layers"),
+        default="step",
+        help="with --compile: ours as one graph a micro-batch (training.compile) or layer by layer (as Marian)",
+    )
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (with --compile)")
     p.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak, instead of the built-in table")
     p.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
@@ -142,11 +172,15 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     info = probe.describe()
     on_gpu = info.device_kind == "cuda"
     precision = args.precision or ("bf16" if on_gpu else "fp32")
-    args.batch_tokens = args.batch_tokens or (16384 if on_gpu else 4000)
     torch.set_num_threads(args.threads)
     config = model_config(args)
     cfg = TrainConfig(device=args.device)  # loss, clipping and Adam settings; precision is the autocast below
     autocast = autocast_for(device, precision)
+    batch_rule = None
+    if args.batch_tokens == "auto":
+        batch_rule = budget_batch(args, config, cfg, autocast, info, precision)
+        args.batch_tokens = batch_rule["chosen"]
+    args.batch_tokens = args.batch_tokens or (16384 if on_gpu else 4000)
     batches = make_batches(args, args.steps)
     padded = sum(b.tgt_out.numel() for b in batches)
     real = sum(b.n_tgt_tokens for b in batches)
@@ -157,12 +191,16 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     model = Transformer(config).to(device).train()
     optimizer = build_optimizer(model, cfg)
     peer = marian_model(config).to(device).train()
+    graph = None
     if args.compile:
-        compile_layers([*model.encoder.layers, *model.decoder.layers], args.compile_backend)
+        if args.compile_ours == "step":
+            graph = compile_step(model, cfg.label_smoothing, precision, backend=args.compile_backend)
+        else:
+            compile_layers([*model.encoder.layers, *model.decoder.layers], args.compile_backend)
         compile_layers(marian_layers(peer), args.compile_backend)
 
     def ours_step(batch: Batch) -> None:
-        train_step(model, optimizer, [batch], 1e-4, cfg, autocast)
+        train_step(model, optimizer, [batch], 1e-4, cfg, autocast, step_graph=graph)
 
     sides: dict[str, tuple[torch.nn.Module, Step]] = {
         "ours": (model, ours_step),
@@ -219,8 +257,9 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
         vocab=config.vocab_size,
         dropout=config.dropout,
         precision=precision,
-        compile=args.compile,
+        compile=args.compile and args.compile_ours,
         batch_tokens=args.batch_tokens,
+        batch_rule=batch_rule,
         steps_per_round=args.steps,
         rounds=args.rounds,
         threads=args.threads,
@@ -235,6 +274,60 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     write_result(result, result_path(BENCH, info.device_kind, args.out))
     print(json.dumps(result))
     return result
+
+
+def budget_batch(
+    args: argparse.Namespace,
+    config: ModelConfig,
+    cfg: TrainConfig,
+    autocast: contextlib.AbstractContextManager[object],
+    info: DeviceInfo,
+    precision: str,
+) -> dict[str, Any]:
+    """The max_tokens_per_batch the time-budget rule gives a job of args.auto_minutes on this device, from our own
+    step timed at the sizes a worker times (one warm-up step, then the median of PROBE_STEPS)."""
+    on_gpu = info.device_kind == "cuda"
+
+    def fits(tokens: int) -> bool:
+        if info.device_memory_total is None:
+            return True
+        return estimate_memory(config, tokens, precision=precision)["training_total_bytes"] <= info.device_memory_total
+
+    largest = largest_batch(fits)
+    sizes = sorted({min(PROBE_TOKENS * f, largest) for f in (CURVE_FACTORS if on_gpu else (1,))})
+    torch.manual_seed(args.seed)
+    model = Transformer(config).to(args.device).train()
+    optimizer = build_optimizer(model, cfg)
+    curve = []
+    for size in sizes:
+        batches = make_batches(argparse.Namespace(**{**vars(args), "batch_tokens": size}), PROBE_STEPS + 1)
+        seconds = []
+        for batch in batches:
+            t0 = time.perf_counter()
+            train_step(model, optimizer, [batch], 1e-4, cfg, autocast)
+            if on_gpu:
+                torch.cuda.synchronize(args.device)
+            seconds.append(time.perf_counter() - t0)
+        curve.append((size, round(size / statistics.median(seconds[1:]), 1)))
+    del model, optimizer
+    inputs = BudgetInputs(
+        max_minutes=args.auto_minutes,
+        training_pairs=1_000_000,
+        longest_example=args.max_len + 1,
+        tokens_per_second=curve[0][1],
+        max_batch_tokens=largest,
+        throughput_curve=tuple(curve) if len(curve) > 1 else (),
+    )
+    choice = choose(["max_tokens_per_batch"], inputs)
+    chosen = choice.chosen["max_tokens_per_batch"]
+    print(f"--batch-tokens auto: {chosen:,} ({choice.reasons['max_tokens_per_batch']})")
+    return {
+        "minutes": args.auto_minutes,
+        "curve": curve,
+        "chosen": chosen,
+        "reason": choice.reasons["max_tokens_per_batch"],
+        "expected_updates": choice.expected_updates,
+    }
 
 
 def summary(rates: dict[str, list[float]], flops_per_token: float, peak: float | None) -> dict[str, Any]:

@@ -139,6 +139,18 @@ def test_dockerfile_api_target_has_no_torch_and_worker_target_does():
     assert "torch==2.13.0" in stages["worker"] and "'.[worker]'" in stages["worker"]
 
 
+def test_the_gpu_inference_worker_has_cublas_12_for_ctranslate2(compose):
+    """The CTranslate2 wheel opens libcublas.so.12 at its first GPU translation; a CUDA 13 host has none, so the
+    GPU inference image installs the pinned wheel of the `gpu` extra (worker/serving/cuda_libs.py loads it)."""
+    import tomllib
+
+    assert compose["services"]["worker-inference-gpu"]["build"]["target"] == "worker-gpu"
+    stage = (ROOT / "Dockerfile").read_text().split("AS worker-gpu", 1)[1]
+    assert "FROM worker AS worker-gpu" in (ROOT / "Dockerfile").read_text() and "'.[worker,gpu]'" in stage
+    gpu = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["gpu"]
+    assert any(re.fullmatch(r"nvidia-cublas-cu12==12\.[\d.]+", requirement) for requirement in gpu), gpu
+
+
 LONG_RUNNING = SERVICE_NAMES - {"migrate"}
 SECRETS = ("POSTGRES_PASSWORD", "MINIO_ROOT_USER", "MINIO_ROOT_PASSWORD", "FLOWER_BASIC_AUTH")
 

@@ -36,6 +36,7 @@ def public(evaluation: Evaluation) -> EvaluationPublic:
         translated=evaluation.translated,
         progress=1.0 if done else evaluation.translated / max(evaluation.sentences, 1),
         scores=evaluation.scores,
+        backend=evaluation.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker
         hypotheses_url=(f"/v1/models/{evaluation.model_id}/evaluations/{evaluation.id}/hypotheses" if done else None),
         created_at=evaluation.created_at,
         started_at=evaluation.started_at,

@@ -22,10 +22,11 @@ from app.db.base import new_id
 from app.db.tables import FileTranslation
 from app.schemas.common import NUL_MESSAGE, Page, holds_nul
 from app.schemas.file_translations import FileTranslationPublic
+from app.schemas.inference import BACKEND_DESCRIPTION, Backend
 from app.services.file_translations import dispatch, source_key
 
 router = APIRouter(prefix="/v1/models", tags=["file translations"])
-FORM_FIELDS = {"file", "beam_size", "language"}
+FORM_FIELDS = {"file", "beam_size", "language", "backend"}
 
 
 def public(t: FileTranslation) -> FileTranslationPublic:
@@ -42,6 +43,7 @@ def public(t: FileTranslation) -> FileTranslationPublic:
         translated=t.translated,
         progress=1.0 if done else t.translated / t.sentences if t.sentences else 0.0,
         result_url=f"/v1/models/{t.model_id}/translations/{t.id}/result" if done else None,
+        backend=t.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker
         created_at=t.created_at,
         started_at=t.started_at,
         finished_at=t.finished_at,
@@ -85,6 +87,7 @@ def translate_file(
     language: Annotated[
         str, Form(min_length=2, max_length=20, description="the source's, for sentence splitting")
     ] = "en",
+    backend: Annotated[Backend, Form(description=BACKEND_DESCRIPTION)] = "auto",
 ) -> FileTranslationPublic:
     """Translate a text file in the background: poll the answer's URL for progress, then GET its result_url."""
     if holds_nul(language):  # a form field: app.schemas.common.Input does this for JSON bodies
@@ -108,7 +111,7 @@ def translate_file(
         owner_id=key.owner_id,
         model_id=model.id,
         filename=(file.filename or "text.txt")[:255],
-        settings={"beam_size": beam_size, "language": language},
+        settings={"beam_size": beam_size, "language": language, "backend": backend},
         lines=text.count("\n") + (0 if text.endswith("\n") else 1),
         source_key="",
     )

@@ -106,7 +106,7 @@ def translate(
     return TranslateResponse(
         translations=answer["translations"],
         model_id=model_id,
-        backend=body.backend,
+        backend=answer["backend"],  # the one that answered: "auto" asks the worker to choose
         elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
     )
 

@@ -76,7 +76,10 @@ def cmd_export(args: argparse.Namespace) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> None:
     """Score a model on a parallel dataset and print BLEU, chrF and chrF++ with their sacrebleu signatures; with
     -o, also write the hypotheses (one line per row)."""
-    body = {"dataset_id": args.dataset, "beam_size": args.beam_size, "alpha": args.alpha, "tokenize": args.tokenize}
+    body = {
+        "dataset_id": args.dataset, "beam_size": args.beam_size, "alpha": args.alpha, "tokenize": args.tokenize,
+        "backend": args.backend,
+    }  # fmt: skip
     with connection.open_client(args) as client:
         evaluation: dict[str, Any] = check(client.post(path("models", args.model, "evaluations"), json=body))
         url = path("models", args.model, "evaluations", evaluation["id"])
@@ -91,6 +94,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         for name, value in evaluation["scores"].items():
             if isinstance(value, dict):
                 print(f"{name:7} {value['score']:7.2f}  {value['signature']}")
+        print(f"backend {evaluation['backend']}")  # scores compare within one backend
         if args.output:
             response = client.get(f"{url}/hypotheses")
             if response.status_code >= 400:
@@ -139,6 +143,12 @@ def register(
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty exponent, 0 to 2 (as /translate)")
     p.add_argument("--tokenize", default="13a", help="sacrebleu's BLEU tokenizer: 13a, intl, zh, ja-mecab, ...")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "pytorch", "ctranslate2"),
+        default="auto",
+        help="the decoder (default auto: CTranslate2 where it serves the model, else PyTorch)",
+    )
     p.add_argument("-o", "--output", help="also write the hypotheses to this file")
     p.add_argument("--interval", type=float, default=2.0)
     p.set_defaults(func=cmd_evaluate)

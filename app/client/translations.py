@@ -42,7 +42,7 @@ def translate_file(client: httpx.Client, args: argparse.Namespace) -> None:
             client.post(
                 path("models", args.model, "translations"),
                 files={"file": (file.name, f)},
-                data={"beam_size": str(args.beam_size), "language": args.language},
+                data={"beam_size": str(args.beam_size), "language": args.language, "backend": args.backend or "auto"},
                 timeout=300,
             )
         )
@@ -64,9 +64,11 @@ def translate_file(client: httpx.Client, args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     if (args.file is None) == (not args.text):
         connection.fail("give either a FILE or one or more --text, not both" if args.text else "give FILE or --text")
-    texts_only = [n for n in ("n_best", "max_length", "backend", "json") if getattr(args, n) not in (None, 1, False)]
+    texts_only = [n for n in ("n_best", "max_length", "json") if getattr(args, n) not in (None, 1, False)]
     if args.file and texts_only:
-        connection.fail(f"--{texts_only[0].replace('_', '-')} is for --text; a FILE is translated with --beam-size")
+        connection.fail(
+            f"--{texts_only[0].replace('_', '-')} is for --text; a FILE is translated with --beam-size and --backend"
+        )
     with connection.open_client(args) as client:
         (translate_texts if args.text else translate_file)(client, args)
 
@@ -81,7 +83,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--beam-size", type=int, default=4)
     p.add_argument("--n-best", type=int, default=1, help="--text: the N best translations of each text, scored")
     p.add_argument("--max-length", type=int, help="--text: most target tokens (default 2 x source + 10)")
-    p.add_argument("--backend", choices=("pytorch", "ctranslate2"), help="--text: the decoder (default pytorch)")
+    p.add_argument(
+        "--backend",
+        choices=("auto", "pytorch", "ctranslate2"),
+        help="the decoder (default auto: CTranslate2 where it serves the model, else PyTorch)",
+    )
     p.add_argument("--json", action="store_true", help="--text: one JSON object a line, as the API gives it")
     p.add_argument(
         "-o", "--output", help="FILE: where to write (default: FILE with the model's short id before the suffix)"

@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     # Batch tokens per second that settings chosen from a job's time budget assume (model/train/budget.py); 0: measured
     # by a few timed steps at the job's start. Pin it to make those choices the same on every host.
     worker_tokens_per_second: float = Field(0.0, ge=0)
+    # Where that measurement times several batch sizes (a curve, whose knee the batch is at least): on a GPU, whose
+    # throughput grows steeply with the batch; always; or never (one batch size, as on a CPU).
+    worker_throughput_curve: Literal["gpu", "always", "never"] = "gpu"
 
     # Request limits.
     max_upload_mb: int = Field(100, ge=1, le=10_000)
@@ -89,6 +92,9 @@ class Settings(BaseSettings):
     inference_timeout_seconds: float = Field(30.0, gt=0)
     # How long GET /v1/models/{id}/export waits for a worker to build an export before answering 202 (retry).
     export_timeout_seconds: float = Field(120.0, gt=0)
+    # Which backend translates when a request (or an evaluation, a file translation) leaves it to the service: auto =
+    # CTranslate2 wherever it is installed and the model converts, PyTorch otherwise (worker/serving/translation.py).
+    serving_backend: Literal["auto", "pytorch", "ctranslate2"] = "auto"
     # CTranslate2 backend's compute type: auto (float16 on a GPU, int8 on an Intel CPU, float32 on an AMD one),
     # default (float32, as converted), or any type CTranslate2 names (int8_float16, bfloat16, ...).
     ct2_compute_type: str = "auto"

@@ -2,7 +2,7 @@
 // ask for one, live progress while an inference worker translates, and the hypotheses to download.
 
 import { api, download } from "./api.js";
-import { errorBox, field, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
+import { backendName, errorBox, field, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TOKENIZERS = ["13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores101", "flores200"];
 
@@ -22,7 +22,7 @@ function row(e) {
     h("td", { "data-label": "BLEU" }, score(e, "bleu")),
     h("td", { "data-label": "chrF" }, score(e, "chrf")),
     h("td", { "data-label": "chrF++" }, score(e, "chrf++")),
-    h("td", { "data-label": "Settings" }, `beam ${e.settings.beam_size}, alpha ${e.settings.alpha}, tok ${e.settings.tokenize}`),
+    h("td", { "data-label": "Settings" }, `beam ${e.settings.beam_size}, alpha ${e.settings.alpha}, tok ${e.settings.tokenize}` + (e.backend ? `, ${backendName(e.backend)}` : "")),
     h("td", { "data-label": "Created" }, fmtTime(e.created_at)),
     h("td", {}, hyp));
 }

@@ -2,7 +2,7 @@
 // (same lines, blank lines and spacing).
 
 import { api, download } from "./api.js";
-import { errorBox, field, h, progressBar } from "./ui.js";
+import { backendName, errorBox, field, h, progressBar } from "./ui.js";
 
 export function fileTranslationPanel(modelId, signal) {
   const file = h("input", { id: "translate-file", type: "file", accept: ".txt,text/plain" });
@@ -19,7 +19,8 @@ export function fileTranslationPanel(modelId, signal) {
       const link = h("button", { type: "button", id: "file-translation-download" }, `Download (${row.lines} lines)`);
       link.addEventListener("click", () => download(row.result_url).catch((err) => out.replaceChildren(errorBox(err.message))));
       const how = `${row.settings.language}, beam ${row.settings.beam_size}`;
-      out.replaceChildren(h("p", { class: "ok" }, `Translated ${row.filename} (${how}): ${row.sentences} sentences. `), link);
+      const by = row.backend ? ` by ${backendName(row.backend)}` : "";
+      out.replaceChildren(h("p", { class: "ok" }, `Translated ${row.filename} (${how})${by}: ${row.sentences} sentences. `), link);
     } else if (row.status === "failed") {
       out.replaceChildren(errorBox(`Not translated: ${row.error}`));
     } else {

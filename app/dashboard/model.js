@@ -8,7 +8,7 @@ import { evaluationsPanel } from "./evaluations.js";
 import { fileTranslationPanel } from "./files.js";
 import { modelRef, registryCard, registryChips } from "./registry.js";
 import { alignmentView, anatomyBars, bars, heatmap } from "./charts.js";
-import { clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
+import { BACKENDS, backendName, clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
 
 /** Upload a model archive: a native export of this service, or an OPUS-MT (Marian) folder as a .tar.gz. */
 function importCard() {
@@ -78,14 +78,18 @@ function translatePanel(modelId) {
   const beam = h("input", { id: "beam-size", type: "number", min: 1, max: 16, value: 4 });
   const nBest = h("input", { id: "n-best", type: "number", min: 1, max: 16, value: 3 });
   const align = h("input", { id: "return-alignment", type: "checkbox", checked: true });
+  const backend = h("select", { id: "translate-backend", title: "auto: CTranslate2 where it serves the model, else PyTorch" },
+    BACKENDS.map(([value, label]) => h("option", { value }, label)));
   const out = h("div", { id: "translate-result", "aria-live": "polite" });
   const form = actionForm({ id: "translate-form", label: "Translate", out,
     fields: [field("Text", text), h("div", { class: "inline" }, field("Beam size", beam), field("n-best", nBest),
+             field("Backend", backend),
              h("div", { class: "field check" }, align, h("label", { for: "return-alignment" }, "show alignment")))],
     action: async () => {
       const texts = text.value.split("\n").map((t) => t.trim()).filter(Boolean);
       const r = await api(`/v1/models/${modelId}/translate`, { method: "POST",
-        json: { texts, beam_size: Number(beam.value), n_best: Number(nBest.value), return_alignment: align.checked } });
+        json: { texts, beam_size: Number(beam.value), n_best: Number(nBest.value), return_alignment: align.checked,
+                backend: backend.value } });
       clear(out, r.translations.map((tr, i) => h("div", { class: "translation" },
         h("p", { class: "muted" }, texts[i] ?? ""),
         h("p", { class: "translation-text" }, tr.text, " ", h("span", { class: "muted" }, `score ${fmtNumber(tr.score)}`),
@@ -94,7 +98,7 @@ function translatePanel(modelId) {
           tr.alternatives.map((a) => h("li", {}, a.text, " ", h("span", { class: "muted" }, fmtNumber(a.score))))) : null,
         tr.alignment ? h("details", { open: i === 0 }, h("summary", {}, "Alignment (most attended source token)"),
           alignmentView(tr.alignment)) : null)),
-        h("p", { class: "muted" }, `${fmtNumber(r.elapsed_ms)} ms`));
+        h("p", { class: "muted", id: "translate-backend-used" }, `${fmtNumber(r.elapsed_ms)} ms, by ${backendName(r.backend)}`));
     } });
   return h("section", { class: "card", id: "playground" }, h("h2", {}, "Translate"), form, out);
 }

@@ -107,3 +107,7 @@ export function newId() {
   if (crypto.randomUUID) return crypto.randomUUID();
   return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
 }
+
+// What a translation may ask for (the API's `backend`); answers and records name the one that translated.
+export const BACKENDS = [["auto", "auto"], ["ctranslate2", "CTranslate2"], ["pytorch", "PyTorch"]];
+export const backendName = (backend) => Object.fromEntries(BACKENDS)[backend] ?? backend;

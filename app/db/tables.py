@@ -310,13 +310,15 @@ class Evaluation(Base):
     # SET NULL: the dataset may be deleted afterwards; the scores stay.
     dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
     job_id: Mapped[str | None] = mapped_column(String(36), nullable=True)  # the job that asked for it, if one did
-    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, alpha, max_len_a/b, tokenize, batch_size
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, alpha, tokenize, max_sentences, backend
     status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     sentences: Mapped[int] = mapped_column(default=0)
     translated: Mapped[int] = mapped_column(default=0)  # progress
     scores: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # {"bleu": {score, signature}, ...}
     hypotheses_key: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    # The backend that translated it ("pytorch", "ctranslate2"), set when it succeeds: scores compare within one.
+    backend: Mapped[str | None] = mapped_column(String(20), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -334,7 +336,7 @@ class FileTranslation(Base):
     owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
     filename: Mapped[str] = mapped_column(String(255))
-    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, language (of the sentence splitter)
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON)  # beam_size, language (of the splitter), backend asked
     status: Mapped[str] = mapped_column(String(20), default="queued", index=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     lines: Mapped[int] = mapped_column(default=0)
@@ -342,6 +344,7 @@ class FileTranslation(Base):
     translated: Mapped[int] = mapped_column(default=0)  # sentences so far
     source_key: Mapped[str] = mapped_column(String(500))
     result_key: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    backend: Mapped[str | None] = mapped_column(String(20), nullable=True)  # the one that translated it, once done
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)

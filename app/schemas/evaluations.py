@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import Field
 
 from app.schemas.common import Input, Output
+from app.schemas.inference import BACKEND_DESCRIPTION, AnsweringBackend, Backend
 
 # sacrebleu's BLEU tokenizers (sacrebleu.metrics.bleu.BLEU.TOKENIZERS). ja-mecab and ko-mecab need sacrebleu's
 # extras (sacrebleu[ja], sacrebleu[ko]) on the inference workers, flores101 and flores200 their SentencePiece model
@@ -26,6 +27,9 @@ class EvaluationCreate(Input):
     alpha: float = Field(0.6, ge=0, le=2, strict=False, description="GNMT length penalty exponent, as /translate")
     tokenize: BleuTokenize = Field("13a", description="sacrebleu's BLEU tokenizer: 13a (WMT), intl, zh, ja-mecab, ...")
     max_sentences: int | None = Field(None, ge=1, description="score the first N rows only")
+    backend: Backend = Field(
+        "auto", description=BACKEND_DESCRIPTION + "; compare scores of the same backend (the record's `backend`)"
+    )
 
 
 class EvaluationPublic(Output):
@@ -41,6 +45,9 @@ class EvaluationPublic(Output):
     progress: float
     # {"bleu": {"score", "signature"}, "chrf": {...}, "chrf++": {...}} once succeeded
     scores: dict[str, Any] | None
+    # Which backend translated the test set, once succeeded (one backend for all its sentences); the one asked for
+    # is settings.backend.
+    backend: AnsweringBackend | None = None
     hypotheses_url: str | None
     created_at: datetime
     started_at: datetime | None

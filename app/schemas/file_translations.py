@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from app.schemas.common import Output
+from app.schemas.inference import AnsweringBackend
 
 FileTranslationStatus = Literal["queued", "running", "succeeded", "failed"]
 
@@ -22,6 +23,7 @@ class FileTranslationPublic(Output):
     translated: int
     progress: float
     result_url: str | None  # once succeeded
+    backend: AnsweringBackend | None = None  # which translated the file, once succeeded (asked for: settings.backend)
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -186,7 +186,9 @@ class AutoSettings(Output):
     )
     expected_updates: int | None = None
     throughput: Literal["measured", "pinned"] | None = Field(
-        None, description="batch tokens/s timed on a few steps of this job, or pinned by WORKER_TOKENS_PER_SECOND"
+        None,
+        description="batch tokens/s timed on a few steps of this job (on a GPU at several batch sizes: "
+        "inputs.throughput_curve), or pinned by WORKER_TOKENS_PER_SECOND",
     )
     probe_seconds: float | None = Field(None, description="how long the timed steps took")
 

@@ -44,7 +44,7 @@ class _MaskedScale(torch.autograd.Function):
 def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or not 0.0 < p < 1.0:
+    if x.device.type != "cpu" or not 0.0 < p < 1.0 or torch.compiler.is_compiling():  # compiled: inductor's own
         return F.dropout(x, p, training)
     # apply returns forward's tensor; torch leaves Function.apply unannotated
     keep, scale = keep_mask(x.shape, p), 1.0 / (1.0 - p)

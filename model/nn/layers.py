@@ -16,6 +16,21 @@ from model.nn.dropout import Dropout
 ACTIVATION_FNS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
 Attended = tuple[Tensor, Tensor | None]  # an attention's output and its weights (None unless asked for)
 
+# Under bf16 autocast, the residual stream (embeddings, layer norm outputs, residual sums) stays bf16, as in
+# Megatron with bf16 parameters or fairseq --bf16; weights and Adam stay fp32. Autocast alone keeps it fp32: on
+# CUDA layer_norm is an fp32 op, so each residual add then reads and writes fp32 and each linear casts its input
+# again. tests/model/test_residual_precision.py trains a model both ways and compares the losses.
+BF16_RESIDUAL = True
+
+
+def to_residual_dtype(x: Tensor) -> Tensor:
+    """x in bf16 when bf16 autocast is on for its device (and BF16_RESIDUAL); else x as it is. The layer norms
+    still compute in fp32 inside (autocast's policy on CUDA, opmath on the CPU)."""
+    device = x.device.type
+    if BF16_RESIDUAL and torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16:
+        return x.to(torch.bfloat16)
+    return x
+
 
 class PositionWiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position separately (Sec. 3.3, Eq. 2)."""
@@ -70,6 +85,10 @@ class _ResidualLayer(nn.Module):
         self.norm_first = config.norm_first
         self.dropout = Dropout(config.dropout)
 
+    @staticmethod
+    def norm(layer_norm: nn.LayerNorm, x: Tensor) -> Tensor:
+        return to_residual_dtype(layer_norm(x))
+
 
 class EncoderLayer(_ResidualLayer):
     """Self-attention, then the position-wise FFN (Sec. 3.1, "Encoder")."""
@@ -91,13 +110,13 @@ class EncoderLayer(_ResidualLayer):
             return cast(Attended, self.self_attn(h, key_padding_mask=src_key_padding_mask, need_weights=need_weights))
 
         if self.norm_first:
-            attended, weights = self_attention(self.self_attn_layer_norm(x))
+            attended, weights = self_attention(self.norm(self.self_attn_layer_norm, x))
             x = x + self.dropout(attended)
-            x = x + self.dropout(self.ffn(self.final_layer_norm(x)))
+            x = x + self.dropout(self.ffn(self.norm(self.final_layer_norm, x)))
         else:
             attended, weights = self_attention(x)
-            x = self.self_attn_layer_norm(x + self.dropout(attended))
-            x = self.final_layer_norm(x + self.dropout(self.ffn(x)))
+            x = self.norm(self.self_attn_layer_norm, x + self.dropout(attended))
+            x = self.norm(self.final_layer_norm, x + self.dropout(self.ffn(x)))
         return x, weights
 
 
@@ -139,15 +158,15 @@ class DecoderLayer(_ResidualLayer):
             return cast(Attended, result)
 
         if self.norm_first:
-            attended, self_weights = self_attention(self.self_attn_layer_norm(x))
+            attended, self_weights = self_attention(self.norm(self.self_attn_layer_norm, x))
             x = x + self.dropout(attended)
-            attended, cross_weights = cross_attention(self.encoder_attn_layer_norm(x))
+            attended, cross_weights = cross_attention(self.norm(self.encoder_attn_layer_norm, x))
             x = x + self.dropout(attended)
-            x = x + self.dropout(self.ffn(self.final_layer_norm(x)))
+            x = x + self.dropout(self.ffn(self.norm(self.final_layer_norm, x)))
         else:
             attended, self_weights = self_attention(x)
-            x = self.self_attn_layer_norm(x + self.dropout(attended))
+            x = self.norm(self.self_attn_layer_norm, x + self.dropout(attended))
             attended, cross_weights = cross_attention(x)
-            x = self.encoder_attn_layer_norm(x + self.dropout(attended))
-            x = self.final_layer_norm(x + self.dropout(self.ffn(x)))
+            x = self.norm(self.encoder_attn_layer_norm, x + self.dropout(attended))
+            x = self.norm(self.final_layer_norm, x + self.dropout(self.ffn(x)))
         return x, self_weights, cross_weights

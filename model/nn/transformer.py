@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from model.nn.attention import KVCache
 from model.nn.config import ModelConfig
 from model.nn.dropout import Dropout
-from model.nn.layers import DecoderLayer, EncoderLayer, SinusoidalPositionalEncoding
+from model.nn.layers import DecoderLayer, EncoderLayer, SinusoidalPositionalEncoding, to_residual_dtype
 
 
 @dataclass
@@ -90,7 +90,7 @@ class _Stack(nn.Module):
             positions = self.embed_positions.weight.index_select(0, offset)  # (1, d_model): no host read
         else:
             positions = self.embed_positions(ids.size(1), offset)  # (T, d_model)
-        return cast(Tensor, self.dropout(x + positions))
+        return cast(Tensor, self.dropout(to_residual_dtype(x + positions)))
 
 
 class Encoder(_Stack):

@@ -28,6 +28,21 @@ class StepInfo:
     nll_loss: float = 0.0  # training cross entropy without smoothing (compare with the validation loss)
     tokens: int = 0  # target tokens in this update
     epoch: int = 0
+    # The positions the model computed on, padding included (0: not counted): padded_tokens of the decoder, against
+    # `tokens`; src_tokens real and padded_src_tokens of the encoder.
+    padded_tokens: int = 0
+    src_tokens: int = 0
+    padded_src_tokens: int = 0
+
+    @property
+    def target_padding(self) -> float | None:
+        """The share of the decoder's positions that are padding (None when not counted)."""
+        return 1 - self.tokens / self.padded_tokens if self.padded_tokens else None
+
+    @property
+    def source_padding(self) -> float | None:
+        """The share of the encoder's positions that are padding (None when not counted)."""
+        return 1 - self.src_tokens / self.padded_src_tokens if self.padded_src_tokens else None
 
 
 @dataclass

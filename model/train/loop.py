@@ -1,11 +1,11 @@
 """The training loop as in the paper (Sec. 5): updates until a step, time or early-stopping limit, with
 validation loss and BLEU/chrF, checkpoints and checkpoint averaging (Sec. 6.1).
 
-The pieces it runs are elsewhere: one update in model/train/step.py (Adam, the schedule of Eq. 3, label
-smoothing, accumulation, clipping), evaluation in model/train/validation.py, the run's checkpoints in
-model/train/checkpointing.py. Trainer only decides when to stop, evaluate and checkpoint; progress leaves through
-Callbacks with plain dataclasses (model/train/events.py), so a caller (the Celery worker) can write them to a
-database. Typical use:
+The pieces it runs are elsewhere: the batches, made ready ahead in a thread, in model/train/loader.py; one update
+in model/train/step.py (Adam, the schedule of Eq. 3, label smoothing, accumulation, clipping), evaluation in
+model/train/validation.py, the run's checkpoints in model/train/checkpointing.py. Trainer only decides when to
+stop, evaluate and checkpoint; progress leaves through Callbacks with plain dataclasses (model/train/events.py),
+so a caller (the Celery worker) can write them to a database. Typical use:
 
     data = prepare("translation", pairs, preset="small", vocab_size=8000)
     result = train(data, TrainConfig(max_steps=20000), checkpoint_root, Callbacks(on_step=...))
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ from model.nn.transformer import Transformer
 from model.train.checkpointing import Checkpoints, resumable_state
 from model.train.config import StopReason, TrainConfig, TrainingError
 from model.train.events import Callbacks, TrainResult
+from model.train.loader import Loader, pin_for
 from model.train.prepare import PreparedData
 from model.train.recorders import TrainingProbes
 from model.train.rng_state import capture_rng_state, restore_rng_state
@@ -46,6 +47,7 @@ from model.train.step import (
     enable_tf32,
     update_on_device,
 )
+from model.train.step_graph import StepGraph, compile_step, run_or_eager
 from model.train.step_log import StepLog
 from model.train.validation import evaluate
 
@@ -106,7 +108,12 @@ class Trainer:
         )
         self.schedule = config.schedule(model.config.d_model)
         self.precision = config.resolved_precision
-        if config.compile:
+        # training.compile: each micro-batch as one compiled graph; data-parallel, each layer compiled (DDP's
+        # gradient buckets would split the whole graph). The validation decoding runs compiled layers only then.
+        self.step_graph: StepGraph | None = None
+        if config.compile and dist is None:
+            self.step_graph = compile_step(self.model, config.label_smoothing, self.precision)
+        elif config.compile:
             compile_layers(self.model)
         enable_tf32(self.device)
         self.autocast = autocast_for(self.device, self.precision)
@@ -137,7 +144,6 @@ class Trainer:
         self.eval_seconds = 0.0  # wall-clock spent evaluating, summed over resumed attempts (part of elapsed)
         self._last_eval_seconds: float | None = None
         self.metrics: dict[str, float] = {}
-        self._iterator: Iterator[Batch] | None = None
         self.ddp: DistributedDataParallel | None = None
         self.probes = TrainingProbes(
             self.model, tokenizer, config, self.callbacks, lambda: self.batcher.examples(0), self.valid_examples
@@ -195,21 +201,10 @@ class Trainer:
         self.eval_seconds = float(state.get("eval_seconds", 0.0))  # absent in checkpoints of older versions
         self.metrics = dict(state["metrics"])
         self.checkpoints.resumed(ckpt.path, self.step, state["best_checkpoint"])
-        self._iterator = None
         restore_rng_state(state["rng"])
         logger.info("resumed from %s at step %d", ckpt.path, self.step)
 
     # -- loop -------------------------------------------------------------------------------------------------
-    def _next_batch(self) -> Batch:
-        for _ in range(2):  # at most one epoch boundary per batch
-            if self._iterator is None:
-                self._iterator = iter(self.batcher)
-            try:
-                return next(self._iterator)
-            except StopIteration:
-                self._iterator = None
-        raise TrainingError("the training data yields no batches")
-
     STOP_ORDER: tuple[StopReason, ...] = ("early_stopping", "max_steps", "cancelled", "preempted", "max_minutes")
 
     def _stop_reason(self, elapsed: Callable[[], float]) -> StopReason | None:
@@ -233,15 +228,18 @@ class Trainer:
         return reason if self.dist is None else self.dist.agree(reason, self.STOP_ORDER)
 
     def _step(self, batches: list[Batch], lr: float) -> PendingStep:
-        """One update; with compiled layers, a compiler failure (at any step: shapes can be new) falls back to
-        eager layers and the same update again."""
+        """One update; with a compiled step graph or compiled layers, a compiler failure (at any step: shapes can
+        be new) falls back to eager and the same update again."""
         model = self.ddp if self.ddp is not None else self.model
         weights_before = self.probes.before_update(self.step)
-        pending = eager_on_failure(
-            self.model,
-            lambda: update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist),
-            keep=(TrainingError,),
-        )
+
+        def update(graph: StepGraph | None) -> PendingStep:
+            return update_on_device(model, self.optimizer, batches, lr, self.config, self.autocast, self.dist, graph)
+
+        if self.step_graph is not None:
+            pending, self.step_graph = run_or_eager(self.step_graph, update, keep=(TrainingError,))
+        else:
+            pending = eager_on_failure(self.model, lambda: update(None), keep=(TrainingError,))
         self.probes.after_update(self.step, weights_before, pending)
         return pending
 
@@ -250,24 +248,8 @@ class Trainer:
         elapsed = elapsed_clock(self.elapsed)
         log = StepLog(cfg.resolved_log_every, cfg.max_steps, cfg.max_minutes, self.callbacks.on_step)
         self.probes.measure_memory(self.batcher)
-        while (reason := self._agreed(self._stop_reason(elapsed))) is None:
-            started = elapsed()
-            batches = [self._next_batch() for _ in range(cfg.grad_accum_steps * self.world_size)]
-            self.step += 1
-            if self.dist is not None:  # rank r takes micro-batches r, r + N, ...: one process's global batch
-                batches = self.dist.shard(batches)
-                self.dist.seed_step(cfg.seed, self.step)
-            lr = self.schedule.lr(self.step)
-            log.add(self.step, lr, self.batcher.epoch, self._step(batches, lr), started)
-            self.elapsed = elapsed()
-            checkpoint_due = self.checkpoints.due(self.step)
-            evaluate_due = (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable()
-            if log.due or evaluate_due or checkpoint_due:
-                log.flush(elapsed)  # before evaluating or saving: a diverged step fails the run first
-            if evaluate_due:
-                self._evaluate()
-            if checkpoint_due:
-                self._checkpoint()
+        with self._loader() as loader:
+            reason = self._run_updates(loader, log, elapsed)
         log.flush(elapsed)
         self.elapsed = elapsed()
         averaged = None
@@ -296,6 +278,38 @@ class Trainer:
             losses=log.losses,
         )
 
+    def _loader(self) -> Loader:
+        """The next updates' micro-batches, prepared on the host and copied to the device ahead of the step."""
+        return Loader(
+            self.batcher,
+            self.config.grad_accum_steps * self.world_size,
+            self.device,
+            self.dist.shard if self.dist is not None else None,
+            pin_for(self.device),
+        )
+
+    def _run_updates(self, loader: Loader, log: StepLog, elapsed: Callable[[], float]) -> StopReason:
+        """Updates, with the evaluations and checkpoints due, until a reason to stop."""
+        cfg = self.config
+        while (reason := self._agreed(self._stop_reason(elapsed))) is None:
+            started = elapsed()
+            update = loader.next()
+            self.step += 1
+            if self.dist is not None:
+                self.dist.seed_step(cfg.seed, self.step)
+            lr = self.schedule.lr(self.step)
+            log.add(self.step, lr, self.batcher.epoch, self._step(update.batches, lr), started, update.counts)
+            self.elapsed = elapsed()
+            checkpoint_due = self.checkpoints.due(self.step)
+            evaluate_due = (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable()
+            if log.due or evaluate_due or checkpoint_due:
+                log.flush(elapsed)  # before evaluating or saving: a diverged step fails the run first
+            if evaluate_due:
+                self._evaluate()
+            if checkpoint_due:
+                self._checkpoint()
+        return reason
+
     def _eval_affordable(self) -> bool:
         """Whether one more evaluation, as long as the last one, keeps evaluation within eval_budget of the
         wall-clock time (always true without a budget, and before the first evaluation)."""
@@ -308,7 +322,7 @@ class Trainer:
         if not self.is_main:
             return
         t0 = time.monotonic()
-        # The validation decoding runs compiled layers too.
+        # The validation decoding runs compiled layers too (data-parallel training compiles them).
         self.metrics = eager_on_failure(self.model, lambda: self._validate(self.model))
         self.probes.at_evaluation(self.step)
         self._last_eval_seconds = time.monotonic() - t0

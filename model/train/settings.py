@@ -62,8 +62,9 @@ class TrainSettings(Settings):
     )
     compile: bool = Field(
         False,
-        description="torch.compile the encoder and decoder layers (worth it on a GPU; the first steps are slower "
-        "while it compiles); a compiler failure falls back to eager, logged",
+        description="torch.compile each micro-batch's forward, loss and backward as one graph, a graph per bucket "
+        "of padded lengths (data-parallel: each encoder and decoder layer); worth it on a GPU, the first steps of "
+        "each bucket are slower while it compiles; a compiler failure falls back to eager, logged",
     )
     log_every: int | None = Field(
         None,

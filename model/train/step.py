@@ -17,7 +17,9 @@ from model.data.batching import Batch
 from model.nn.out_of_memory import is_out_of_memory
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
+from model.train.loader import pin_for, to_device
 from model.train.loss import label_smoothed_loss
+from model.train.step_graph import StepGraph
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ def accumulate_gradients(
     smoothing: float,
     autocast: contextlib.AbstractContextManager[object] | None = None,
     dist: DistContext | None = None,
+    step_graph: StepGraph | None = None,
 ) -> tuple[Tensor, Tensor, int]:
     """Backward over micro-batches, each scaled by the total target tokens of all of them, so the gradient
     equals that of one batch holding them all. Returns (smoothed loss sum, NLL sum, target tokens), the sums as
@@ -77,7 +80,10 @@ def accumulate_gradients(
 
     Data-parallel (dist, and model = dist.wrap(...)): micro_batches are this rank's share of the update; the token
     count and the sums are over all ranks, and as DDP averages the ranks' gradients each loss is scaled by
-    world_size / tokens, so the gradient is again the one per target token of the whole update."""
+    world_size / tokens, so the gradient is again the one per target token of the whole update.
+
+    step_graph (training.compile, without dist): each micro-batch's forward, loss and backward run as its one
+    compiled graph instead."""
     n_tokens = sum(b.n_tgt_tokens for b in micro_batches)
     if dist is not None:
         n_tokens = int(dist.all_reduce_sum([n_tokens])[0])
@@ -87,13 +93,17 @@ def accumulate_gradients(
     nll_sum = torch.zeros((), dtype=torch.float64, device=device)
     # with dist, model is dist.wrap(...) (DDP around batch_logits); without, the bare Transformer
     ddp = cast("DistributedDataParallel", model)
+    pin = pin_for(device)
     for i, b in enumerate(micro_batches):
-        b = b.to(device)
+        b = to_device(b, device, pin)  # the trainer's come on the device already (model/train/loader.py)
         last = i == len(micro_batches) - 1  # DDP all-reduces the gradients during the last backward only
         with dist.gradient_sync(ddp, last) if dist is not None else contextlib.nullcontext():
-            with autocast if autocast is not None else contextlib.nullcontext():
-                logits, target = model(b) if dist is not None else batch_logits(cast(Transformer, model), b)
-            loss, nll = label_smoothed_loss(logits, target, smoothing)
+            if step_graph is not None:
+                loss, nll = step_graph(b)
+            else:
+                with autocast if autocast is not None else contextlib.nullcontext():
+                    logits, target = model(b) if dist is not None else batch_logits(cast(Transformer, model), b)
+                loss, nll = label_smoothed_loss(logits, target, smoothing)
             (loss / scale).backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         loss_sum = loss_sum + loss.detach().double()
         nll_sum = nll_sum + nll.detach().double()
@@ -162,9 +172,10 @@ def train_step(
     config: TrainConfig,
     autocast: contextlib.AbstractContextManager[object] | None = None,
     dist: DistContext | None = None,
+    step_graph: StepGraph | None = None,
 ) -> StepResult:
     """One optimizer update (update_on_device), its loss, NLL and gradient norm read back at once."""
-    return read_steps([update_on_device(model, optimizer, micro_batches, lr, config, autocast, dist)])[0]
+    return read_steps([update_on_device(model, optimizer, micro_batches, lr, config, autocast, dist, step_graph)])[0]
 
 
 def update_on_device(
@@ -175,6 +186,7 @@ def update_on_device(
     config: TrainConfig,
     autocast: contextlib.AbstractContextManager[object] | None = None,
     dist: DistContext | None = None,
+    step_graph: StepGraph | None = None,
 ) -> PendingStep:
     """One optimizer update: accumulate gradients over micro_batches, clip, Adam step at learning rate lr.
     Nothing is read back from the device: the sums stay there (PendingStep) for read_steps.
@@ -187,7 +199,9 @@ def update_on_device(
     for splits in range(MAX_OOM_SPLITS + 1):
         optimizer.zero_grad(set_to_none=True)
         try:
-            loss_sum, nll_sum, n_tokens = accumulate_gradients(model, batches, config.label_smoothing, autocast, dist)
+            loss_sum, nll_sum, n_tokens = accumulate_gradients(
+                model, batches, config.label_smoothing, autocast, dist, step_graph
+            )
             break
         except Exception as exc:  # the traceback holds the activations: leave this block before retrying
             if not is_out_of_memory(exc):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from model.train.config import TrainingError
 from model.train.events import StepInfo
+from model.train.loader import TokenCounts
 from model.train.step import PendingStep, read_steps
 
 
@@ -23,6 +24,7 @@ class _Queued:
     lr: float
     epoch: int
     sums: PendingStep
+    counts: TokenCounts | None
 
 
 class StepLog:
@@ -42,11 +44,13 @@ class StepLog:
         self.tokens_per_second: float | None = None
         self.losses: list[float] = []  # every step's training loss, in order
 
-    def add(self, step: int, lr: float, epoch: int, sums: PendingStep, started: float) -> None:
-        """Queue one update that began at `started` (elapsed seconds)."""
+    def add(
+        self, step: int, lr: float, epoch: int, sums: PendingStep, started: float, counts: TokenCounts | None = None
+    ) -> None:
+        """Queue one update that began at `started` (elapsed seconds); counts: its real and padded positions."""
         if not self.pending:
             self.interval_start = started
-        self.pending.append(_Queued(step, lr, epoch, sums))
+        self.pending.append(_Queued(step, lr, epoch, sums, counts))
 
     @property
     def due(self) -> bool:
@@ -90,5 +94,8 @@ class StepLog:
                         result.nll_loss,
                         result.n_tokens,
                         q.epoch,
+                        q.counts.padded_tgt if q.counts is not None else 0,
+                        q.counts.src if q.counts is not None else 0,
+                        q.counts.padded_src if q.counts is not None else 0,
                     )
                 )

@@ -15,8 +15,10 @@ def test_an_evaluation_is_queued_listed_and_read(client, alice, parallel_id):
     assert response.status_code == 202, response.text
     evaluation = response.json()
     assert (evaluation["status"], evaluation["sentences"], evaluation["progress"]) == ("queued", 2, 0.0)
-    assert evaluation["settings"] == {"beam_size": 2, "alpha": 0.6, "tokenize": "intl", "max_sentences": None}
-    assert evaluation["scores"] is None and evaluation["hypotheses_url"] is None
+    assert evaluation["settings"] == {
+        "beam_size": 2, "alpha": 0.6, "tokenize": "intl", "max_sentences": None, "backend": "auto"
+    }  # fmt: skip
+    assert evaluation["scores"] is None and evaluation["hypotheses_url"] is None and evaluation["backend"] is None
     listed = client.get(f"/v1/models/{model}/evaluations", headers=alice).json()
     assert listed["total"] == 1 and listed["data"][0]["id"] == evaluation["id"]
     read = client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice)
@@ -103,9 +105,10 @@ class _Words:
         return text.split()
 
 
-def fake_decoder(monkeypatch, module, reply=str.upper, max_positions: int = 64) -> list[dict]:
+def fake_decoder(monkeypatch, module, reply=str.upper, max_positions: int = 64, answered=None) -> list[dict]:
     """Serve every model to the task module `module` as a stand-in whose "translation" of a text is reply(text),
-    with max_positions - 1 words at most; returns the decoder's calls ({"texts", "beam_size", "alpha"})."""
+    with max_positions - 1 words at most; returns the decoder's calls ({"texts", "beam_size", "alpha", "backend"}).
+    PyTorch answers when asked for; otherwise answered(call) when given, else CTranslate2."""
     from types import SimpleNamespace
 
     calls: list[dict] = []
@@ -115,10 +118,11 @@ def fake_decoder(monkeypatch, module, reply=str.upper, max_positions: int = 64) 
         tokenizer=_Words(),
     )
 
-    def translate(model, tokenizer, texts, beam_size=4, alpha=0.6, **options):
-        assert all(len(tokenizer.encode(t)) + 1 <= max_positions for t in texts), texts  # as source_ids checks
-        calls.append({"texts": list(texts), "beam_size": beam_size, "alpha": alpha})
-        return [{"text": reply(t)} for t in texts]
+    def translate(model, texts, options, backend):
+        assert all(len(model.tokenizer.encode(t)) + 1 <= max_positions for t in texts), texts  # as source_ids checks
+        calls.append({"texts": list(texts), "beam_size": options.beam_size, "alpha": options.alpha, "backend": backend})
+        by = "pytorch" if backend == "pytorch" else answered(calls[-1]) if answered else "ctranslate2"
+        return [{"text": reply(t)} for t in texts], by
 
     monkeypatch.setattr(module, "cache", lambda: SimpleNamespace(get=lambda model_id: loaded))
     monkeypatch.setattr(module, "translate", translate)
@@ -136,10 +140,45 @@ def test_alpha_is_recorded_and_reaches_the_decoder(client, alice, parallel_id, m
     task.evaluate_task.run(evaluation["id"])
     done = client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice).json()
     assert done["status"] == "succeeded", done["error"]
-    assert calls == [{"texts": ["one", "two"], "beam_size": 3, "alpha": 1.25}]
+    assert calls == [{"texts": ["one", "two"], "beam_size": 3, "alpha": 1.25, "backend": "auto"}]
     assert done["settings"]["alpha"] == 1.25 and "tok:13a" in done["scores"]["bleu"]["signature"]
+    assert done["backend"] == "ctranslate2"  # what the default, auto, was answered by
     hypotheses = client.get(done["hypotheses_url"], headers=alice).text
     assert hypotheses == "ONE\nTWO\n"
+
+
+def test_an_evaluation_asking_for_pytorch_is_translated_and_recorded_so(client, alice, parallel_id, monkeypatch):
+    import worker.tasks.evaluation as task
+
+    calls = fake_decoder(monkeypatch, task)
+    model = _model_row("alice")
+    body = {"dataset_id": parallel_id, "backend": "pytorch"}
+    evaluation = client.post(f"/v1/models/{model}/evaluations", json=body, headers=alice).json()
+    task.evaluate_task.run(evaluation["id"])
+    done = client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice).json()
+    assert (done["status"], done["backend"], done["settings"]["backend"]) == ("succeeded", "pytorch", "pytorch")
+    assert [c["backend"] for c in calls] == ["pytorch"]
+    bad = client.post(f"/v1/models/{model}/evaluations", json={**body, "backend": "marian"}, headers=alice)
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"][-1] == "backend"
+
+
+def test_ctranslate2_failing_part_way_starts_the_evaluation_over_on_pytorch(client, alice, parallel_id, monkeypatch):
+    """Fault: under auto, CTranslate2 answers the first chunk, then fails and PyTorch answers the second. Pass: the
+    whole test set is translated again with PyTorch, so the scores are one backend's, and recorded as PyTorch's."""
+    import worker.tasks.evaluation as task
+
+    monkeypatch.setattr(task, "CHUNK", 1)  # the test set's two rows in two chunks
+    calls = fake_decoder(
+        monkeypatch, task, answered=lambda call: "ctranslate2" if call["texts"] == ["one"] else "pytorch"
+    )
+    model = _model_row("alice")
+    evaluation = client.post(f"/v1/models/{model}/evaluations", json={"dataset_id": parallel_id}, headers=alice).json()
+    task.evaluate_task.run(evaluation["id"])
+    done = client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice).json()
+    assert (done["status"], done["backend"], done["translated"]) == ("succeeded", "pytorch", 2), done
+    assert [(c["texts"], c["backend"]) for c in calls] == [
+        (["one"], "auto"), (["two"], "auto"), (["one"], "pytorch"), (["two"], "pytorch")
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("alpha", "message"), [(-0.1, "greater than or equal to 0"), (2.5, "less than or equal to 2")])
@@ -169,9 +208,10 @@ def test_the_command_line_evaluates_with_the_beam_and_alpha_asked_for(client, al
     model = _model_row("alice")
     argv = ["evaluate", model, "--dataset", parallel_id, "--beam-size", "2", "--alpha", "1.5", "--interval", "0"]
     main(argv)
-    assert calls == [{"texts": ["one", "two"], "beam_size": 2, "alpha": 1.5}]
+    assert calls == [{"texts": ["one", "two"], "beam_size": 2, "alpha": 1.5, "backend": "auto"}]
     printed = capsys.readouterr().out
     assert printed.startswith("bleu") and "tok:13a" in printed and "chrf++" in printed, printed
+    assert printed.splitlines()[-1] == "backend ctranslate2"  # what auto was answered by
     row = client.get(f"/v1/models/{model}/evaluations", headers=alice).json()["data"][0]
     assert (row["settings"]["beam_size"], row["settings"]["alpha"]) == (2, 1.5)
 

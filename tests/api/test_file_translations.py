@@ -21,7 +21,8 @@ def test_a_file_is_queued_listed_and_read(client, alice):
     assert response.status_code == 202, response.text
     row = response.json()
     assert (row["status"], row["lines"], row["filename"], row["progress"]) == ("queued", 3, "doc.txt", 0.0)
-    assert row["settings"] == {"beam_size": 2, "language": "en"} and row["result_url"] is None
+    assert row["settings"] == {"beam_size": 2, "language": "en", "backend": "auto"} and row["result_url"] is None
+    assert row["backend"] is None  # until a worker has translated it
     listed = client.get(f"/v1/models/{model}/translations", headers=alice).json()
     assert listed["total"] == 1 and listed["data"][0]["id"] == row["id"]
     early = client.get(f"/v1/models/{model}/translations/{row['id']}/result", headers=alice)
@@ -35,6 +36,7 @@ def test_a_file_is_queued_listed_and_read(client, alice):
         (b" \n\n", {}, "file", "the file is empty"),
         (TEXT.encode(), {"beam_size": "99"}, "beam_size", "exceeds MAX_BEAM_SIZE"),
         (TEXT.encode(), {"owner": "bob"}, "owner", "unknown form field"),
+        (TEXT.encode(), {"backend": "marian"}, "backend", "Input should be 'auto', 'pytorch' or 'ctranslate2'"),
     ],
 )
 def test_a_bad_upload_is_422_naming_the_problem_and_leaves_nothing(
@@ -105,7 +107,8 @@ def test_the_task_cuts_a_sentence_too_long_and_keeps_the_files_lines_when_a_tran
         "w10 w11.",
         "nine",
     ]
-    assert {call["beam_size"] for call in calls} == {3}
+    assert {(call["beam_size"], call["backend"]) for call in calls} == {(3, "auto")}
+    assert done["backend"] == "ctranslate2"
     result = client.get(done["result_url"], headers=alice).text
     assert result.split("\n") == [
         "SHORT ONE. (2) W0 W1 W2 W3 W4 (2) W5 W6 W7 W8 W9 (2) W10 W11. (2)",
@@ -114,3 +117,33 @@ def test_the_task_cuts_a_sentence_too_long_and_keeps_the_files_lines_when_a_tran
         "",
     ]
     assert len(result.split("\n")) == len(text.split("\n"))
+
+
+def test_a_file_asking_for_pytorch_is_translated_by_it_and_says_so(client, alice, monkeypatch):
+    import worker.tasks.file_translation as task
+    from tests.api.test_evaluations import fake_decoder
+
+    calls = fake_decoder(monkeypatch, task)
+    model = _model_row("alice")
+    row = _post(client, alice, model, backend="pytorch").json()
+    task.translate_file_task.run(row["id"])
+    done = client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json()
+    assert (done["status"], done["backend"], done["settings"]["backend"]) == ("succeeded", "pytorch", "pytorch")
+    assert {c["backend"] for c in calls} == {"pytorch"}
+
+
+def test_ctranslate2_failing_part_way_translates_the_file_again_on_pytorch(client, alice, monkeypatch):
+    """Fault: under auto, CTranslate2 answers the first chunk and PyTorch (after a CTranslate2 failure) the
+    second. Pass: the file is translated again by PyTorch alone, and says so."""
+    import worker.tasks.file_translation as task
+    from tests.api.test_evaluations import fake_decoder
+
+    monkeypatch.setattr(task, "CHUNK", 2)
+    calls = fake_decoder(monkeypatch, task, answered=lambda call: "ctranslate2" if len(calls) == 1 else "pytorch")
+    model = _model_row("alice")
+    row = _post(client, alice, model).json()  # three sentences: two chunks
+    task.translate_file_task.run(row["id"])
+    done = client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json()
+    assert (done["status"], done["backend"]) == ("succeeded", "pytorch"), done
+    assert [c["backend"] for c in calls] == ["auto", "auto", "pytorch", "pytorch"]
+    assert client.get(done["result_url"], headers=alice).text == TEXT.upper()

@@ -39,7 +39,7 @@ def worker_echo(monkeypatch):
     class Sender:
         def send_task(self, _task: str, args: list[Any], **_kwargs: Any) -> Result:
             model_id, texts = args
-            return Result({"translations": [{"text": model_id, "score": 0.0} for _ in texts]})
+            return Result({"translations": [{"text": model_id, "score": 0.0} for _ in texts], "backend": "pytorch"})
 
     monkeypatch.setattr(inference_client, "queue_depth", lambda: 0)
     monkeypatch.setattr(inference_client, "get_sender", Sender)

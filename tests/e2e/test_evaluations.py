@@ -41,6 +41,7 @@ def test_a_model_is_scored_on_a_test_set_as_sacrebleu_scores_its_hypotheses(serv
         f"/v1/models/{model_id}/translate", json={"texts": [s for s, _ in pairs[:8]], "beam_size": 4}
     ).json()
     assert [t["text"] for t in first["translations"]] == hypotheses[:8]
+    assert done["backend"] == first["backend"] == "ctranslate2"  # both left it to the service
     references = [[t for _, t in pairs]]
     assert round(BLEU(tokenize="intl").corpus_score(hypotheses, references).score, 4) == scores["bleu"]["score"]
     assert round(CHRF().corpus_score(hypotheses, references).score, 4) == scores["chrf"]["score"]

@@ -25,6 +25,7 @@ def test_translate_spells_held_out_numbers(served):
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["model_id"] == model_id and body["elapsed_ms"] > 0
+    assert body["backend"] == "ctranslate2"  # the default where the model converts
     correct = sum(t["text"] == num2words(n, lang="de") for t, n in zip(body["translations"], numbers))
     assert correct >= 6, body["translations"]
 
@@ -46,10 +47,10 @@ def test_translate_gives_alternatives_and_alignments_when_asked(served):
     assert plain.get("alternatives") is None and plain.get("alignment") is None
 
 
-def test_a_broken_backend_is_a_503_naming_it_and_the_other_backend_still_serves(served):
-    """Fault: the CTranslate2 files an inference worker converted for a model are corrupt (a disk fault, a
-    crash mid-write). Pass: that backend answers 503 naming it, with Retry-After, never a 500; PyTorch still
-    serves the same model."""
+def test_a_broken_backend_is_a_503_naming_it_and_the_default_falls_back_to_the_other(served):
+    """Fault: an inference worker cannot put a model's CTranslate2 conversion in place (something that is not a
+    folder holds its place on the worker's disk). Pass: a request naming CTranslate2 answers 503 naming it, with
+    Retry-After, never a 500; one leaving the backend to the service is answered by PyTorch, and says so."""
     from sqlalchemy import create_engine, text
 
     api, trained = served["api"], served["models"]["translation"]
@@ -57,15 +58,40 @@ def test_a_broken_backend_is_a_503_naming_it_and_the_other_backend_still_serves(
         key, sha = c.execute(text("SELECT storage_key, sha256 FROM models WHERE id = :m"), {"m": trained}).one()
     model_id = insert_model(served["env"]["DATABASE_URL"], "alice", key, sha)  # the same files, another model
     converted = Path(served["env"]["DATA_DIR"]) / "ctranslate2" / f"{model_id}-{sha[:12]}"
-    converted.mkdir(parents=True)
-    (converted / "model.bin").write_bytes(b"not a CTranslate2 model")
+    converted.parent.mkdir(parents=True, exist_ok=True)
+    converted.write_text("not a CTranslate2 model")
     body = {"texts": ["seven"], "backend": "ctranslate2"}
     response = api.http.post(f"/v1/models/{model_id}/translate", json=body)
     assert response.status_code == 503, response.text
     assert response.json()["detail"].startswith(f"inference backend 'ctranslate2' failed on model {model_id}: ")
     assert response.headers["retry-after"] == "10"
+    default = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": ["seven"]})
+    assert default.status_code == 200 and default.json()["backend"] == "pytorch", default.text
     body["backend"] = "pytorch"
     assert api.http.post(f"/v1/models/{model_id}/translate", json=body).status_code == 200
+
+
+def test_a_corrupt_cached_conversion_is_converted_again(served):
+    """Fault: a model's CTranslate2 conversion cached on the inference worker is corrupt, its stamp intact (a disk
+    fault). Pass: the worker converts it again, and CTranslate2 answers."""
+    import shutil
+
+    from sqlalchemy import create_engine, text
+
+    api, trained = served["api"], served["models"]["translation"]
+    with create_engine(served["env"]["DATABASE_URL"]).connect() as c:
+        key, sha = c.execute(text("SELECT storage_key, sha256 FROM models WHERE id = :m"), {"m": trained}).one()
+    assert (
+        api.http.post(f"/v1/models/{trained}/translate", json={"texts": ["seven"]}).json()["backend"] == "ctranslate2"
+    )
+    model_id = insert_model(served["env"]["DATABASE_URL"], "alice", key, sha)  # the same files, another model
+    folder = Path(served["env"]["DATA_DIR"]) / "ctranslate2"
+    converted = folder / f"{model_id}-{sha[:12]}"
+    shutil.copytree(folder / f"{trained}-{sha[:12]}", converted)  # a cached conversion of the same weights
+    (converted / "model.bin").write_bytes(b"not a CTranslate2 model")
+    response = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": ["seven"]})
+    assert response.status_code == 200 and response.json()["backend"] == "ctranslate2", response.text
+    assert (converted / "model.bin").read_bytes() != b"not a CTranslate2 model"
 
 
 def test_ctranslate2_backend_translates_like_pytorch(served):

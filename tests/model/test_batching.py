@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 import torch
 
-from model.data.batching import Example, LengthReport, TokenBatcher, collate, fit_length
+from model.data.batching import Example, LengthReport, TokenBatcher, collate, fit_length, plan_batches
 from model.data.objectives import (
     encode_sentences,
     make_translation_examples,
@@ -45,6 +45,19 @@ def test_collate_adds_bos_eos_and_pads_with_zero():
     assert (batch.n_src_tokens, batch.n_tgt_tokens) == (6, 8)
 
 
+def test_collate_fills_rows_of_any_length_and_finds_the_target_positions():
+    examples = [Example([], [6, 7, 8]), Example([5, 5, 5, 5], []), Example([9], [10])]
+    batch = collate(examples)
+    assert batch.src.tolist() == [[EOS_ID, 0, 0, 0, 0], [5, 5, 5, 5, EOS_ID], [9, EOS_ID, 0, 0, 0]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 6, 7, 8], [BOS_ID, 0, 0, 0], [BOS_ID, 10, 0, 0]]
+    assert batch.tgt_out.tolist() == [[6, 7, 8, EOS_ID], [EOS_ID, 0, 0, 0], [10, EOS_ID, 0, 0]]
+    assert batch.target_positions.tolist() == (batch.tgt_out.flatten() != PAD_ID).nonzero().squeeze(1).tolist()
+    assert (
+        (batch.n_src_tokens, batch.n_tgt_tokens) == (8, 7) == (int((batch.src != 0).sum()), len(batch.target_positions))
+    )
+    assert batch.target_positions.dtype == batch.tgt_out.dtype == torch.long
+
+
 # -- token batching -----------------------------------------------------------------------------------------
 
 
@@ -71,6 +84,57 @@ def test_length_bucketing_keeps_padding_low():
     real = sum(len(e.tgt_ids) + 1 for e in examples)
     padded = sum(b.tgt_out.numel() for b in TokenBatcher(examples, max_tokens=500, seed=0))
     assert padded < 1.5 * real  # unsorted batches pad to ~1.8x here; bucketing gives ~1.3x
+
+
+def _padding(batches: list) -> tuple[float, float]:
+    """Shares of the target and source positions that are padding."""
+    tgt = 1 - sum(b.n_tgt_tokens for b in batches) / sum(b.padded_tgt_tokens for b in batches)
+    src = 1 - sum(b.n_src_tokens for b in batches) / sum(b.padded_src_tokens for b in batches)
+    return tgt, src
+
+
+def test_padding_falls_when_sizes_tie_by_target_then_source_length():
+    """Source and target lengths drawn apart (1 to 40 each): sorted by size alone, a quarter of both sides was
+    padding (0.247 and 0.248 for this corpus); sorting each size's examples by target then source length halves it.
+    Every example is still in exactly one batch of each epoch."""
+    examples = _examples(3000, seed=0)
+    batcher = TokenBatcher(examples, max_tokens=500, seed=0)
+    for epoch in range(2):
+        batches = list(batcher)
+        tgt, src = _padding(batches)
+        assert tgt < 0.16 and src < 0.16, (epoch, tgt, src)
+        assert sorted(i for b in batches for i in b.indices) == list(range(len(examples)))
+
+
+def test_a_bucket_is_sorted_by_size_then_target_then_source_length():
+    examples = _examples(500, seed=2)
+    key = [(e.size, len(e.tgt_ids), len(e.src_ids)) for e in examples]
+    batches = plan_batches(examples, max_tokens=200, rng=None, bucket_batches=10**6)  # one bucket, file order
+    order = [i for batch in batches for i in batch]
+    assert sorted(order) == list(range(500))
+    assert [key[i] for i in order] == sorted(key)
+    assert all(len(b) * max(key[i][0] for i in b) <= 200 for b in batches)
+
+
+def test_buckets_hold_about_bucket_batches_batches():
+    """Examples are sorted within buckets of bucket_batches x max_tokens summed sizes (in shuffled order), so
+    small buckets pad more than large ones, and a bucket's batches never mix with another's."""
+    examples = _examples(3000, seed=0)
+    small = TokenBatcher(examples, max_tokens=500, seed=0, bucket_batches=2)
+    large = TokenBatcher(examples, max_tokens=500, seed=0)
+    assert sum(_padding(list(small))) > sum(_padding(list(large))) + 0.1
+    unshuffled = plan_batches(examples, max_tokens=500, rng=None, bucket_batches=4)
+    flat = [i for batch in unshuffled for i in batch]
+    bounds, total = [0], 0
+    for i in range(len(examples)):  # file order: the buckets are runs of about 4 x 500 positions
+        total += examples[i].size
+        if total >= 4 * 500:
+            bounds.append(i + 1)
+            total = 0
+    for start, end in zip(bounds, bounds[1:]):
+        assert sorted(flat[start:end]) == list(range(start, end))
+    with pytest.raises(ValueError, match="bucket_batches=0"):
+        TokenBatcher(examples, max_tokens=500, bucket_batches=0)
 
 
 def test_same_seed_same_batches_and_epochs_differ():

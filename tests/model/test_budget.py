@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
+from dataclasses import asdict
+
 import pytest
 
 from model.train.budget import (
@@ -12,7 +16,10 @@ from model.train.budget import (
     BudgetInputs,
     choose,
     choose_vocabulary,
+    choose_warmup,
+    knee,
     largest_batch,
+    training_seconds,
 )
 
 ALL = list(AUTO_FIELDS)
@@ -126,3 +133,104 @@ def test_ten_minutes_warm_up_over_600k_batch_tokens_not_a_fifth_of_the_updates()
     grown = choose(ALL, BudgetInputs(**{**MEASURED.__dict__, "max_minutes": 60}))
     assert grown.chosen["warmup_steps"] == round(grown.expected_updates / 5 / 50) * 50  # a fifth binds there
     assert choose(["warmup_steps"], MEASURED, fixed={"max_tokens_per_batch": 1024}).chosen["warmup_steps"] == 600
+
+
+# A GPU's curve, injected: tokens/s grows 3.5 times from 2,048 to 8,192 tokens (+87% a doubling), then 14% more at
+# 32,768 (+7% a doubling): the knee is 8,192.
+CURVE = ((2048, 20_000.0), (8192, 70_000.0), (32768, 80_000.0))
+GPU = BudgetInputs(
+    max_minutes=10, training_pairs=54_249, longest_example=90, tokens_per_second=20_000, throughput_curve=CURVE
+)
+
+
+def _with(inputs: BudgetInputs, **changes) -> BudgetInputs:
+    return BudgetInputs(**{**asdict(inputs), **changes})
+
+
+def test_the_knee_is_where_tokens_per_second_stops_growing_by_15_percent_a_doubling():
+    assert knee(CURVE) == 8192
+    assert knee(((2048, 1.0), (8192, 4.0), (32768, 16.0))) == 32768  # still growing: the largest measured
+    assert knee(((2048, 1.0), (8192, 1.3), (32768, 5.0))) == 2048  # +14% a doubling at once: the first stops it
+    assert knee(((2048, 1.0), (8192, 0.9))) == 2048  # a dip is a stop
+    assert knee(((2048, 1.0),)) == 2048
+
+
+def test_on_a_gpu_curve_the_batch_is_at_least_the_knee_and_updates_use_its_throughput():
+    choice = choose(ALL, GPU)
+    square_root_only = choose(ALL, _with(GPU, throughput_curve=(), tokens_per_second=70_000))
+    assert square_root_only.chosen["max_tokens_per_batch"] < 8192  # the rule alone would idle the device
+    assert choice.chosen["max_tokens_per_batch"] == 8192
+    assert choice.expected_updates == int(70_000 * training_seconds(GPU) / 8192)
+    why = choice.reasons["max_tokens_per_batch"]
+    assert "knee" in why and "2,048 tokens: 20,000/s" in why and "32,768: 80,000/s (+7% a doubling)" in why
+    assert choice.inputs["throughput_curve"] == CURVE
+
+
+def test_the_knee_is_capped_by_memory():
+    capped = _with(GPU, max_batch_tokens=6144)
+    choice = choose(ALL, capped)
+    assert choice.chosen["max_tokens_per_batch"] == 6144
+    assert choice.expected_updates == int(capped.throughput_at(6144) * training_seconds(capped) / 6144)
+    assert "memory" in choice.reasons["max_tokens_per_batch"]
+
+
+def test_a_flat_curve_has_its_knee_at_the_smallest_batch_and_leaves_the_square_root_rule_alone():
+    flat = ((2048, 50_000.0), (8192, 50_000.0), (32768, 50_000.0))
+    assert knee(flat) == 2048
+    for minutes in (0.2, 10, 120):
+        on_curve = _with(GPU, max_minutes=minutes, throughput_curve=flat, tokens_per_second=50_000)
+        one_rate = _with(on_curve, throughput_curve=())
+        assert choose(ALL, on_curve).chosen == choose(ALL, one_rate).chosen
+    short = choose(ALL, _with(GPU, max_minutes=0.2, throughput_curve=flat, tokens_per_second=50_000))
+    assert short.chosen["max_tokens_per_batch"] == MIN_BATCH_TOKENS  # below the knee at 2,048: not raised to it
+
+
+def test_the_square_root_rule_wins_when_its_batch_is_larger_than_the_knee():
+    long = _with(GPU, max_minutes=600)
+    choice = choose(ALL, long)
+    batch = choice.chosen["max_tokens_per_batch"]
+    # Past the last point the throughput is taken as flat: sqrt(0.75 x 80,000 tokens/s x the seconds).
+    assert batch == round(math.sqrt(0.75 * 80_000 * training_seconds(long)) / 128) * 128 > 8192
+    assert choice.expected_updates == int(80_000 * training_seconds(long) / batch)
+    assert "knee of the measured curve, 8,192, is smaller" in choice.reasons["max_tokens_per_batch"]
+
+
+def test_the_warm_up_follows_the_knee_and_the_peak_rate_grows_as_the_root_of_the_batch():
+    at_knee = choose(ALL, GPU)
+    square_root_only = choose(ALL, _with(GPU, throughput_curve=(), tokens_per_second=70_000))
+    batch, warmup = at_knee.chosen["max_tokens_per_batch"], at_knee.chosen["warmup_steps"]
+    assert warmup == choose_warmup(at_knee.expected_updates, batch)[0]
+    smaller, its_warmup = square_root_only.chosen["max_tokens_per_batch"], square_root_only.chosen["warmup_steps"]
+    assert warmup < its_warmup
+    # Eq. 3 peaks at d_model^-0.5 x warmup^-0.5: the larger batch's peak is higher by about sqrt(batch ratio).
+    peak_ratio = math.sqrt(its_warmup / warmup)
+    assert peak_ratio == pytest.approx(math.sqrt(batch / smaller), rel=0.03)
+
+
+def test_a_chosen_warm_up_for_a_given_batch_reads_the_curve_at_that_batch():
+    choice = choose(["warmup_steps"], GPU, fixed={"max_tokens_per_batch": 32768})
+    expected = int(80_000 * training_seconds(GPU) / 32768)
+    assert choice.expected_updates == expected
+    assert choice.chosen["warmup_steps"] == choose_warmup(expected, 32768)[0]
+
+
+def test_throughput_between_measured_batches_is_a_power_law_and_flat_past_the_ends():
+    assert GPU.throughput_at(2048) == 20_000 and GPU.throughput_at(8192) == 70_000
+    assert GPU.throughput_at(4096) == pytest.approx(math.sqrt(20_000 * 70_000))  # halfway in log
+    assert GPU.throughput_at(1024) == 20_000 and GPU.throughput_at(65_536) == 80_000
+    assert MEASURED.throughput_at(65_536) == MEASURED.tokens_per_second  # no curve: one rate
+
+
+def test_a_recorded_curve_reads_back_to_the_same_choice():
+    recorded = json.loads(json.dumps(choose(ALL, GPU).to_dict()))
+    again = BudgetInputs(**recorded["inputs"])
+    assert again == GPU
+    assert choose(ALL, again).to_dict() == choose(ALL, GPU).to_dict()
+
+
+@pytest.mark.parametrize(
+    "curve", [((8192, 1.0), (2048, 2.0)), ((2048, 1.0), (2048, 2.0)), ((2048, 0.0), (8192, 1.0)), ((0, 1.0),)]
+)
+def test_a_curve_needs_positive_rates_at_ascending_batches(curve):
+    with pytest.raises(ValueError, match="throughput_curve"):
+        BudgetInputs(max_minutes=1, training_pairs=10, throughput_curve=curve)

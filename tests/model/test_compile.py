@@ -1,22 +1,30 @@
-"""training.compile and SERVING_COMPILE: the encoder and decoder layers run through torch.compile, and any
-compiler failure, when compiling or at a later call (a training step, a validation or served beam search),
-falls back to eager layers with the reason logged and the same result."""
+"""training.compile and SERVING_COMPILE: a training micro-batch runs as one compiled graph (model/train/step_graph.py)
+and served models' encoder and decoder layers run through torch.compile; any compiler failure, when compiling or
+at a later call (a training step, a validation or served beam search), falls back to eager with the reason logged
+and the same result."""
 
 from __future__ import annotations
 
 import logging
+import random
 
 import pytest
 import torch
+from torch._dynamo.testing import CompileCounterWithBackend
 
-from model.data.batching import pad_sequences
+from model.data.batching import Example, collate, pad_sequences
 from model.data.demo import reverse_task
 from model.decode.beam import beam_search
 from model.nn import compile as compilation
+from model.nn.config import ModelConfig
+from model.nn.transformer import Transformer
+from model.train import step_graph
 from model.train.config import TrainConfig
 from model.train.loop import train
+from model.train.loss import label_smoothed_loss
 from model.train.prepare import prepare
 from model.train.settings import DataSettings
+from model.train.step import autocast_for, batch_logits
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +68,9 @@ def test_a_compiler_that_fails_when_called_falls_back_to_the_same_eager_training
         return compiled
 
     monkeypatch.setattr(torch, "compile", broken_compile)
-    with caplog.at_level(logging.WARNING, logger="model.nn.compile"):
+    with caplog.at_level(logging.WARNING, logger="model.train.step_graph"):
         result = train(data, _config(compile=True))
-    assert calls and calls[0] == {"dynamic": True}  # it was used, then dropped
+    assert len(calls) == 1 and calls[0]["fullgraph"] is True  # it was used once, then dropped
     assert "torch.compile failed, running without it: RuntimeError: InductorError: no working C compiler" in caplog.text
     assert result.losses == pytest.approx(eager, rel=1e-6)
 
@@ -149,3 +157,82 @@ def test_compiled_layers_decode_like_eager_ones(data):
     assert [[h.tokens for h in hyps] for hyps in compiled] == [[h.tokens for h in hyps] for hyps in eager]
     for a, b in zip(compiled, eager):
         assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("length", "bucket"), [(1, 8), (8, 8), (9, 16), (64, 64), (65, 80), (129, 160), (256, 256), (257, 320)]
+)
+def test_lengths_pad_up_to_buckets_at_most_a_quarter_longer(length, bucket):
+    assert step_graph.bucket_length(length) == bucket
+
+
+def _tiny_model() -> Transformer:
+    torch.manual_seed(0)
+    config = ModelConfig(
+        vocab_size=40, d_model=16, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_ff=32, dropout=0.0
+    )
+    return Transformer(config)
+
+
+def _batches() -> list:
+    """Batches of several shapes: 1 to 6 rows, source and target lengths from 2 to 15 (buckets 8 and 16)."""
+    rng = random.Random(0)
+
+    def batch(rows: int, lo: int, hi: int):
+        def ids():
+            return [rng.randrange(5, 40) for _ in range(rng.randint(lo, hi))]
+
+        return collate([Example(ids(), ids()) for _ in range(rows)])
+
+    return [batch(3, 2, 6), batch(5, 3, 7), batch(1, 4, 5), batch(4, 9, 12), batch(6, 10, 14), batch(2, 12, 14)]
+
+
+def _eager(model, b, precision):
+    model.zero_grad()
+    with autocast_for(torch.device("cpu"), precision):
+        logits, target = batch_logits(model, b)
+    loss, nll = label_smoothed_loss(logits, target, 0.1)
+    loss.backward()
+    return loss.item(), nll.item(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_the_step_graph_compiles_once_per_bucket_and_gives_the_eager_loss_and_gradients(precision):
+    """fullgraph=True raises at any graph break; the counting backend sees one compilation per bucket of lengths
+    (rows vary freely, a 1-row batch included), and the padded, weighted loss is the eager one over the non-pad
+    targets (AOTAutograd's backward, aot_eager: the same graphs inductor gets, run by torch's kernels)."""
+    model = _tiny_model()
+    counter = CompileCounterWithBackend("aot_eager")
+    graph = step_graph.StepGraph(model, 0.1, precision, backend=counter)
+    tol = {"fp32": 1e-5, "bf16": 2e-2}[precision]
+    buckets = set()
+    for b in _batches():
+        loss, nll, grads = _eager(model, b, precision)
+        model.zero_grad()
+        compiled_loss, compiled_nll = graph(b)
+        compiled_loss.backward()
+        buckets.add(graph.shapes(b)[1])
+        assert compiled_loss.item() == pytest.approx(loss, rel=tol)
+        assert compiled_nll.item() == pytest.approx(nll, rel=tol)
+        scale = max(g.abs().max().item() for g in grads)  # k_proj.bias's gradient is 0 up to rounding: no rtol
+        for p, g in zip(model.parameters(), grads):
+            assert torch.allclose(p.grad, g, rtol=tol, atol=tol * scale)
+    assert buckets == {8, 16}
+    assert counter.frame_count == len(buckets)
+
+
+@pytest.mark.slow
+def test_the_step_graph_under_inductor_gives_the_eager_loss_and_gradients():
+    """The real compiler on this CPU (about 30 s for one bucket)."""
+    model = _tiny_model()
+    graph = step_graph.StepGraph(model, 0.1, "fp32")
+    for b in _batches()[:3]:  # one bucket
+        loss, nll, grads = _eager(model, b, "fp32")
+        model.zero_grad()
+        compiled_loss, compiled_nll = graph(b)
+        compiled_loss.backward()
+        assert compiled_loss.item() == pytest.approx(loss, rel=1e-5)
+        assert compiled_nll.item() == pytest.approx(nll, rel=1e-5)
+        scale = max(g.abs().max().item() for g in grads)
+        for p, g in zip(model.parameters(), grads):
+            assert torch.allclose(p.grad, g, rtol=1e-4, atol=1e-5 * scale)

@@ -1,6 +1,7 @@
 """A training step reads values back from the device once (model.train.step.to_host), not once per micro-batch and
 value, and training reads them once per log_every steps: on a GPU each read waits for the device to finish
-everything queued before it."""
+everything queued before it. Nor does the host wait on its copies of the batches to the device: they are made
+from pinned memory with non_blocking=True (model/train/loader.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from model.nn.transformer import Transformer
 from model.train import step, step_log
 from model.train.config import TrainConfig, TrainingError
 from model.train.events import Callbacks
+from model.train.loader import to_device
 from model.train.loop import train
 
 
@@ -49,6 +51,32 @@ class DeviceWaits(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+class SynchronousCopies(TorchDispatchMode):
+    """Counts the copies from the host to another device that the host waits for: aten._to_copy and aten.copy_
+    without non_blocking. (From pageable memory a copy waits even when it asks not to: the loader pins first.)"""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+        self.asynchronous = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.ops.aten._to_copy.default:
+            src, dst, non_blocking = args[0].device, kwargs.get("device", args[0].device), kwargs.get("non_blocking")
+        elif func is torch.ops.aten.copy_.default:
+            src, dst = args[1].device, args[0].device
+            non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking")
+        else:
+            return func(*args, **kwargs)
+        if src.type == "cpu" and dst.type != "cpu":
+            if non_blocking:
+                self.asynchronous += 1
+            else:
+                self.count += 1
+        return func(*args, **kwargs)
+
+
 def _batches(n: int) -> list:
     rows = [Example([5 + i % 30, 6 + i % 20, 7 + i], [8 + i, 9, 10 + i % 25][: 1 + i % 3]) for i in range(16)]
     return [collate(rows[i::n]) for i in range(n)]
@@ -70,9 +98,36 @@ def test_a_micro_batch_never_waits_for_the_device():
     torch.manual_seed(0)
     model = Transformer(ModelConfig.from_preset("tiny", 48, dropout=0.0))
     batches = _batches(4)
-    with DeviceWaits() as waits:
+    with DeviceWaits() as waits, SynchronousCopies() as copies:
         step.accumulate_gradients(model, batches, smoothing=0.1)
-    assert waits.ops == []
+    assert waits.ops == [] and copies.count == 0
+
+
+def test_the_copy_counter_sees_a_copy_the_host_waits_for():
+    """The counter's own check, on the "meta" device (no data, but a device other than the host's)."""
+    t = torch.arange(6)
+    with SynchronousCopies() as copies:
+        t.to("meta")
+        torch.empty(6, dtype=torch.long, device="meta").copy_(t)
+        t.to("meta", non_blocking=True)
+        torch.empty(6, dtype=torch.long, device="meta").copy_(t, non_blocking=True)
+        t.to("cpu")
+    assert (copies.count, copies.asynchronous) == (2, 2)
+
+
+def test_a_batch_goes_to_the_device_without_a_wait_once_pinned():
+    """A device that pins (CUDA): the 4 tensors of a micro-batch are copied with non_blocking=True. Without
+    pinning (what Batch.to did for every micro-batch), each of the 4 copies makes the host wait."""
+    batch = _batches(1)[0]
+    meta = torch.device("meta")
+    pinned: list[torch.Tensor] = []
+    with SynchronousCopies() as copies:
+        on_device = to_device(batch, meta, lambda t: pinned.append(t) or t)
+    assert (copies.count, copies.asynchronous, len(pinned)) == (0, 4, 4)
+    assert on_device.src.device == on_device.target_positions.device == meta
+    with SynchronousCopies() as copies:
+        to_device(batch, meta, None)
+    assert (copies.count, copies.asynchronous) == (4, 0)
 
 
 def test_target_positions_select_the_same_logits_as_a_mask():
@@ -159,6 +214,11 @@ def test_with_log_every_the_steps_are_read_once_per_interval_and_all_reported_al
     for a, b in zip(grouped, each):
         assert (a.loss, a.nll_loss, a.grad_norm, a.lr, a.tokens, a.epoch) == pytest.approx(
             (b.loss, b.nll_loss, b.grad_norm, b.lr, b.tokens, b.epoch), rel=1e-6
+        )
+        assert (a.padded_tokens, a.src_tokens, a.padded_src_tokens) == (
+            b.padded_tokens,
+            b.src_tokens,
+            b.padded_src_tokens,
         )
     assert result.losses == pytest.approx([i.loss for i in each], rel=1e-6)
     assert all(i.elapsed > 0 and i.tokens_per_second > 0 for i in grouped)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from app.core.settings import get_settings
 from app.db.tables import Job
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from model.data.demo import numbers_to_words_task, split_numbers
+from model.probes.anatomy import estimate_memory
+from model.train.budget import BudgetInputs, choose_warmup, training_seconds
+from worker.training import auto_settings
 from worker.training.auto_settings import choose_settings, pending
-from worker.training.job_data import JobRows
+from worker.training.job_data import JobRows, prepare_job
 
 ALL = ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"]
 
@@ -71,3 +76,86 @@ def test_without_a_pinned_throughput_the_worker_measures_its_own(corpus, worker_
     assert set(auto["chosen"]) == {"max_tokens_per_batch", "warmup_steps"}
     assert rows.job.model_config["vocab_size"] == ModelSpec().vocab_size  # given (by default), not chosen
     assert rows.job.training_config["max_steps"] == TrainingSpec().max_steps
+
+
+# A GPU's tokens/s, injected: a step costs a fixed 7.5 ms plus tokens at 200,000/s, so tokens/s at b is
+# 200,000 x b / (b + 1,500): +21% a doubling from 2,048 to 8,192, +10% a doubling past it.
+def _gpu_rate(tokens: int) -> float:
+    return 200_000 * tokens / (tokens + 1_500)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """A CUDA device to auto_settings: its memory and its throughput at each batch size, without a GPU."""
+    timed: list[tuple[str, int]] = []
+
+    def measure(data, config, max_tokens, steps=3):
+        timed.append((config.device, max_tokens))
+        return _gpu_rate(max_tokens)
+
+    monkeypatch.setattr(auto_settings, "measure_throughput", measure)
+    monkeypatch.setattr(auto_settings, "memory_limit_bytes", lambda device: 80 * 1024**3)
+    return timed
+
+
+@pytest.fixture(scope="module")
+def larger_corpus(corpus):
+    """Enough tokens (8,000 pairs drawn from the training numbers) for batches of 8,192 tokens and more."""
+    train, _ = split_numbers(0, 999, held_out=0.1, seed=0)
+    return numbers_to_words_task(8000, numbers=train), corpus[1]
+
+
+def test_a_gpu_worker_times_a_curve_and_chooses_at_least_its_knee(larger_corpus, worker_env, fake_gpu):
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    rows = _rows(larger_corpus, ["max_tokens_per_batch", "warmup_steps"])
+    data = choose_settings(rows, "cuda")
+    corpus_share = sum(e.size for e in data.train_examples) // 4 // 128 * 128  # four batches an epoch
+    assert 8192 < corpus_share < 32768  # the 16x probe is bounded by the corpus, not by the 80 GB
+    assert fake_gpu == [("cuda", 2048), ("cuda", 8192), ("cuda", corpus_share)]
+    auto = json.loads(json.dumps(rows.job.auto_settings))  # as the job's JSON column keeps it
+    curve = [[size, round(_gpu_rate(size), 1)] for size in (2048, 8192, corpus_share)]
+    assert auto["inputs"]["throughput_curve"] == curve
+    assert auto["throughput"] == "measured" and auto["inputs"]["tokens_per_second"] == curve[0][1]
+    # The square-root rule alone gives about 3,700 tokens at 2 minutes; the knee is 8,192.
+    assert auto["chosen"]["max_tokens_per_batch"] == rows.job.training_config["max_tokens_per_batch"] == 8192
+    assert auto["expected_updates"] == int(curve[1][1] * training_seconds(BudgetInputs(**auto["inputs"])) / 8192)
+    assert "knee" in auto["reasons"]["max_tokens_per_batch"]
+    assert auto["chosen"]["warmup_steps"] == choose_warmup(auto["expected_updates"], 8192)[0]
+
+
+def test_a_gpu_curve_stays_within_the_gpu_memory(larger_corpus, worker_env, fake_gpu, monkeypatch):
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    rows = _rows(larger_corpus, ["max_tokens_per_batch"])
+    config = prepare_job(_rows(larger_corpus, [])).model_config
+    limit = estimate_memory(config, 5120, precision="bf16")["training_total_bytes"]  # 5,120 tokens fit, no more
+    monkeypatch.setattr(auto_settings, "memory_limit_bytes", lambda device: limit)
+    choose_settings(rows, "cuda")
+    assert fake_gpu == [("cuda", 2048), ("cuda", 5120)]
+    assert rows.job.auto_settings["chosen"]["max_tokens_per_batch"] == 5120
+    assert rows.job.auto_settings["inputs"]["max_batch_tokens"] == 5120
+
+
+def test_a_cpu_worker_times_one_batch_size_unless_asked_for_a_curve(larger_corpus, worker_env, fake_gpu):
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    rows = _rows(larger_corpus, ["max_tokens_per_batch"])
+    choose_settings(rows, "cpu")
+    assert fake_gpu == [("cpu", 2048)]
+    assert rows.job.auto_settings["inputs"]["throughput_curve"] == ()
+    fake_gpu.clear()
+    worker_env(WORKER_TOKENS_PER_SECOND="0", WORKER_THROUGHPUT_CURVE="always")
+    choose_settings(rows := _rows(larger_corpus, ["max_tokens_per_batch"]), "cpu")
+    assert [size for _, size in fake_gpu][:2] == [2048, 8192]
+    assert len(rows.job.auto_settings["inputs"]["throughput_curve"]) == 3
+
+
+def test_a_pinned_throughput_is_used_on_a_gpu_too(larger_corpus, worker_env, fake_gpu):
+    worker_env(WORKER_TOKENS_PER_SECOND="3000")
+    rows = _rows(larger_corpus, ["max_tokens_per_batch", "warmup_steps"])
+    choose_settings(rows, "cuda")
+    auto = rows.job.auto_settings
+    assert fake_gpu == []  # nothing timed
+    assert (auto["throughput"], auto["inputs"]["tokens_per_second"], auto["inputs"]["throughput_curve"]) == (
+        "pinned",
+        3000,
+        (),
+    )

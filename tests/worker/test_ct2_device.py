@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 import torch
 
 from worker.serving import ct2
@@ -87,17 +88,20 @@ def translator_on_a_gpu_host(monkeypatch, tmp_path, settings_env, load_fails=Non
     monkeypatch.setattr(ctranslate2, "get_supported_compute_types", types)
     monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
     monkeypatch.setattr(ct2, "amd_cpu", lambda: False)  # an Intel host: int8 on its CPU
-    loads: list[FakeTranslator] = []
+    loads: list[FakeTranslator | str] = []
 
     def translator(path: str, **kwargs):
+        if kwargs["device"] == "cuda":
+            assert loads[-1:] == ["cuBLAS preloaded"], "loaded on the GPU before cuBLAS 12 was preloaded"
         if kwargs["device"] == "cuda" and load_fails:
             raise RuntimeError(load_fails)
         loads.append(FakeTranslator(kwargs, translate_fails if kwargs["device"] == "cuda" else None))
         return loads[-1]
 
     monkeypatch.setattr(ctranslate2, "Translator", translator)
+    monkeypatch.setattr(ct2, "preload_cublas_once", lambda: loads.append("cuBLAS preloaded"))
     loaded = LoadedModel("m-1", "translation", None, None, "span", {"sha256": "0" * 64})  # type: ignore[arg-type]
-    return ct2.CT2Translator(loaded), loads
+    return ct2.CT2Translator(loaded), [t for t in loads if isinstance(t, FakeTranslator)]
 
 
 def test_a_model_that_fails_to_load_on_the_gpu_is_served_from_the_cpu(monkeypatch, tmp_path, caplog, settings_env):
@@ -135,3 +139,18 @@ def test_a_gpu_that_translates_keeps_the_model(monkeypatch, tmp_path, settings_e
     backend, loads = translator_on_a_gpu_host(monkeypatch, tmp_path, settings_env)
     assert [(t.kwargs["device"], t.kwargs["compute_type"]) for t in loads] == [("cuda", "float16")]
     assert backend.translator is loads[0] and backend.placement == Ct2Placement("cuda", 0, "float16", None)
+
+
+def test_a_cpu_host_never_preloads_cublas(monkeypatch, tmp_path, settings_env):
+    """cuBLAS 12 is loaded only where CTranslate2 will run on a GPU: a CPU worker, or a GPU worker whose
+    CTranslate2 sees no GPU, leaves it alone."""
+    import ctranslate2
+
+    settings_env(WORKER_DEVICE="cpu")
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
+    monkeypatch.setattr(ctranslate2, "get_supported_compute_types", types)
+    monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
+    monkeypatch.setattr(ctranslate2, "Translator", lambda path, **kwargs: FakeTranslator(kwargs, None))
+    monkeypatch.setattr(ct2, "preload_cublas_once", lambda: pytest.fail("cuBLAS preloaded for a CPU"))
+    loaded = LoadedModel("m-1", "translation", None, None, "span", {"sha256": "0" * 64})  # type: ignore[arg-type]
+    assert ct2.CT2Translator(loaded).placement.device == "cpu"

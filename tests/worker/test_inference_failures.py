@@ -1,6 +1,8 @@
 """Inference tasks, called as an inference worker runs them, on a tiny untrained model: a fault of the request is a
-4xx naming it, found before decoding; whatever a backend (PyTorch, CTranslate2) raises while decoding, a ValueError
-too, is a 503 naming the backend and logged with its traceback. The failures are injected mid-decode."""
+4xx naming it, found before decoding; whatever a backend named by the request (PyTorch, CTranslate2) raises while
+decoding, a ValueError too, is a 503 naming the backend and logged with its traceback. A request leaving the
+backend to the service gets CTranslate2, and PyTorch where CTranslate2 cannot answer. The failures are injected
+mid-decode."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import model.decode.queries
 from model.data.tokenizer import Tokenizer
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
-from worker.serving import ct2
+from worker.serving import ct2, translation
+from worker.serving.ct2_models import Ct2Models
 from worker.serving.model_cache import LoadedModel
 from worker.tasks import inference
 
@@ -48,7 +51,7 @@ def served(monkeypatch, settings_env, tiny) -> dict[str, LoadedModel]:
         "d-1": LoadedModel("d-1", "denoising", net, tokenizer, "span", {"sha256": "2" * 64}),
     }
     monkeypatch.setattr(inference, "cache", lambda: Cache(models))
-    monkeypatch.setattr(inference, "_ct2", {})
+    monkeypatch.setattr(translation, "_ct2_models", Ct2Models(4))
     return models
 
 
@@ -63,13 +66,16 @@ def _logged_with_traceback(caplog, backend: str, model_id: str) -> bool:
     return any(
         r.levelno == logging.ERROR and r.exc_info and f"backend {backend!r} failed" in r.getMessage()
         for r in caplog.records
-        if r.name == "worker.tasks.inference" and model_id in r.getMessage()
+        if r.name == "worker.serving.errors" and model_id in r.getMessage()
     )
 
 
 def test_every_task_answers_on_the_tiny_model(served):
-    """The checks before decoding let good requests through."""
-    assert "translations" in inference.translate_task("t-1", ["the dog barks"], beam_size=2, n_best=2)
+    """The checks before decoding let good requests through; translations go to CTranslate2 by default (the model
+    really converted), or to PyTorch when asked."""
+    answer = inference.translate_task("t-1", ["the dog barks"], beam_size=2, n_best=2)
+    assert "translations" in answer and answer["backend"] == "ctranslate2", answer
+    assert inference.translate_task("t-1", ["the dog barks"], backend="pytorch")["backend"] == "pytorch"
     assert "masks" in inference.fill_mask_task("d-1", "the <mask> barks", top_k=3)
     assert "cross" in inference.attention_task("t-1", "the dog barks")
     assert "neighbors" in inference.neighbors_task("t-1", "dog", 3)
@@ -81,7 +87,7 @@ def test_every_task_answers_on_the_tiny_model(served):
 )
 def test_a_pytorch_failure_mid_decode_is_a_503_naming_the_backend(served, monkeypatch, caplog, failure):
     monkeypatch.setattr(model.decode.queries, "beam_search", _raise(failure))  # after translate() checked its input
-    answer = inference.translate_task("t-1", ["the dog barks"])
+    answer = inference.translate_task("t-1", ["the dog barks"], backend="pytorch")
     assert answer == {
         "error": {
             "status": 503,
@@ -96,6 +102,19 @@ def test_a_pytorch_failure_mid_decode_is_a_503_naming_the_backend(served, monkey
 )
 def test_a_ctranslate2_failure_mid_decode_is_a_503_naming_the_backend(served, monkeypatch, caplog, tmp_path, failure):
     """The real CT2Translator loads (a stand-in for ctranslate2.Translator), then its translate_batch raises."""
+    decoded = _ct2_that_fails(monkeypatch, tmp_path, failure)
+    answer = inference.translate_task("t-1", ["the dog barks"], backend="ctranslate2")
+    assert decoded, "the backend never started decoding"
+    assert answer["error"]["status"] == 503
+    assert answer["error"]["detail"] == (
+        f"inference backend 'ctranslate2' failed on model t-1: {type(failure).__name__}: {failure}"
+    )
+    assert _logged_with_traceback(caplog, "ctranslate2", "t-1")
+
+
+def _ct2_that_fails(monkeypatch, tmp_path, failure: Exception) -> list[list[list[str]]]:
+    """ctranslate2.Translator replaced by one that loads and whose translate_batch raises `failure`; returns the
+    batches it was given."""
     import ctranslate2
 
     decoded: list[list[list[str]]] = []
@@ -111,13 +130,67 @@ def test_a_ctranslate2_failure_mid_decode_is_a_503_naming_the_backend(served, mo
     monkeypatch.setattr(ct2, "available", lambda: True)
     monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
     monkeypatch.setattr(ctranslate2, "Translator", Translator)
-    answer = inference.translate_task("t-1", ["the dog barks"], backend="ctranslate2")
-    assert decoded, "the backend never started decoding"
-    assert answer["error"]["status"] == 503
-    assert answer["error"]["detail"] == (
-        f"inference backend 'ctranslate2' failed on model t-1: {type(failure).__name__}: {failure}"
+    return decoded
+
+
+def test_by_default_a_ctranslate2_failure_mid_decode_is_answered_by_pytorch(served, monkeypatch, caplog, tmp_path):
+    """Fault: CTranslate2 raises mid-decode on a request that left the backend to the service. Pass: PyTorch
+    answers it, the answer says so, and the failure is logged with its traceback; the next request tries
+    CTranslate2 again (a failure may be the input's alone)."""
+    decoded = _ct2_that_fails(monkeypatch, tmp_path, RuntimeError("CUDA error: an illegal memory access"))
+    answer = inference.translate_task("t-1", ["the dog barks"], beam_size=2)
+    assert answer["backend"] == "pytorch" and len(answer["translations"]) == 1, answer
+    assert len(decoded) == 1  # CTranslate2 was asked first
+    assert any(
+        r.levelno == logging.ERROR and r.exc_info and "backend 'ctranslate2' failed mid-decode" in r.getMessage()
+        for r in caplog.records
     )
-    assert _logged_with_traceback(caplog, "ctranslate2", "t-1")
+    assert inference.translate_task("t-1", ["the dog sleeps"], beam_size=2)["backend"] == "pytorch"
+    assert len(decoded) == 2
+
+
+def test_by_default_a_model_ctranslate2_cannot_convert_is_served_by_pytorch(served, monkeypatch, caplog):
+    """Fault: the conversion fails (a model the export does not take, a full disk). Pass: PyTorch answers, the
+    reason is logged once, and later requests do not convert again; one naming CTranslate2 gets the 503."""
+    tries: list[str] = []
+
+    def cannot_convert(loaded: LoadedModel) -> Any:
+        tries.append(loaded.model_id)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ct2, "_converted_dir", cannot_convert)
+    with caplog.at_level(logging.WARNING):
+        first = inference.translate_task("t-1", ["the dog barks"])
+        second = inference.translate_task("t-1", ["the cat sleeps"])
+    assert (first["backend"], second["backend"]) == ("pytorch", "pytorch") and tries == ["t-1"]
+    assert "model t-1: CTranslate2 cannot serve it (OSError: [Errno 28] No space left on device)" in caplog.text
+    named = inference.translate_task("t-1", ["the dog barks"], backend="ctranslate2")
+    assert named["error"]["status"] == 503 and "No space left on device" in named["error"]["detail"]
+    assert tries == ["t-1", "t-1"]
+
+
+def test_serving_backend_sets_what_auto_means(served, monkeypatch, settings_env, tmp_path):
+    """SERVING_BACKEND=pytorch: auto never touches CTranslate2. SERVING_BACKEND=ctranslate2: auto is CTranslate2
+    named, so its failure mid-decode is a 503."""
+    decoded = _ct2_that_fails(monkeypatch, tmp_path, ValueError("No position encodings are defined"))
+    settings_env(SERVING_BACKEND="pytorch")
+    assert inference.translate_task("t-1", ["the dog barks"])["backend"] == "pytorch" and decoded == []
+    settings_env(SERVING_BACKEND="ctranslate2")
+    answer = inference.translate_task("t-1", ["the dog barks"])
+    assert answer["error"]["status"] == 503 and "backend 'ctranslate2' failed" in answer["error"]["detail"]
+
+
+def test_without_ctranslate2_installed_auto_is_pytorch_and_naming_it_is_a_422(served, monkeypatch):
+    monkeypatch.setattr(ct2, "available", lambda: False)
+    monkeypatch.setattr(ct2, "_converted_dir", _raise(AssertionError("converted without CTranslate2")))
+    assert inference.translate_task("t-1", ["the dog barks"])["backend"] == "pytorch"
+    named = inference.translate_task("t-1", ["the dog barks"], backend="ctranslate2")
+    assert named["error"]["status"] == 422 and "not installed on the inference workers" in named["error"]["detail"]
+    unknown = inference.translate_task("t-1", ["the dog barks"], backend="marian")
+    assert unknown["error"] == {
+        "status": 422,
+        "detail": "backend='marian' is not one of 'auto', 'pytorch', 'ctranslate2'",
+    }
 
 
 @pytest.mark.parametrize(
@@ -179,6 +252,6 @@ def test_a_model_that_cannot_be_loaded_keeps_its_own_status(served, monkeypatch)
     from worker.serving.errors import ModelUnavailable
 
     monkeypatch.setattr(model.decode.queries, "beam_search", _raise(ModelUnavailable(404, "model t-1 not found")))
-    assert inference.translate_task("t-1", ["the dog barks"]) == {
+    assert inference.translate_task("t-1", ["the dog barks"], backend="pytorch") == {
         "error": {"status": 404, "detail": "model t-1 not found"}
     }

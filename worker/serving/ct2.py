@@ -9,6 +9,7 @@ there is exact only with Intel MKL's int8 GEMM, see `prefer_exact_int8_gemm`).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import platform
@@ -26,6 +27,7 @@ from model.decode.queries import align
 from model.io.export import convert_to_ctranslate2, export_marian
 from worker.device import worker_device
 from worker.serving.ct2_device import Ct2Placement, place
+from worker.serving.cuda_libs import preload_cublas_once
 from worker.serving.model_cache import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -63,17 +65,52 @@ def available() -> bool:
     return True
 
 
+# Bumped when the export or the conversion changes what they write: conversions cached before are made again.
+CONVERSION = 1
+STAMP = "converted.json"  # what a cached conversion was made from and by; it is reused only while that still holds
+
+
+def conversion_dir(loaded: LoadedModel) -> Path:
+    """<DATA_DIR>/ctranslate2/<model id>-<sha256 prefix>: where the model's conversion is cached on this host."""
+    return get_settings().data_dir.resolve() / "ctranslate2" / f"{loaded.model_id}-{loaded.meta['sha256'][:12]}"
+
+
+def _stamp(loaded: LoadedModel) -> dict[str, Any]:
+    import ctranslate2
+
+    return {"sha256": loaded.meta["sha256"], "ctranslate2": ctranslate2.__version__, "conversion": CONVERSION}
+
+
+def cached(target: Path, loaded: LoadedModel) -> bool:
+    """Whether `target` holds a whole conversion of these weights by this CTranslate2 and this conversion code."""
+    try:
+        stamp = json.loads((target / STAMP).read_text())
+    except (OSError, ValueError):
+        return False
+    return stamp == _stamp(loaded) and (target / "model.bin").is_file()
+
+
 def _converted_dir(loaded: LoadedModel) -> Path:
-    """<DATA_DIR>/ctranslate2/<model id>-<sha256 prefix>: converted on first use, reused after."""
-    target = get_settings().data_dir.resolve() / "ctranslate2" / f"{loaded.model_id}-{loaded.meta['sha256'][:12]}"
-    if (target / "model.bin").exists():
+    """The model converted to CTranslate2: cached (see `cached`) or converted now. The conversion is written in a
+    temporary folder and renamed into place, so a crash leaves no half-written model; a stale one (other weights,
+    another CTranslate2, an older conversion) is replaced. Of two processes converting at once, the first rename
+    wins and the other uses it."""
+    target = conversion_dir(loaded)
+    if cached(target, loaded):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         marian = export_marian(loaded.model, loaded.tokenizer, Path(tmp) / "marian")
         converted = convert_to_ctranslate2(marian, Path(tmp) / "ct2")
+        (converted / STAMP).write_text(json.dumps(_stamp(loaded)))
+        if cached(target, loaded):
+            return target  # another worker process converted it meanwhile
         shutil.rmtree(target, ignore_errors=True)
-        converted.rename(target)
+        try:
+            converted.rename(target)
+        except OSError:
+            if not cached(target, loaded):
+                raise
     log.info("converted model %s to CTranslate2 in %s", loaded.model_id, target)
     return target
 
@@ -86,6 +123,33 @@ class CT2Translator:
         import ctranslate2
 
         self.loaded = loaded
+        reused = cached(conversion_dir(loaded), loaded)
+        path = _converted_dir(loaded)
+        try:
+            self._open(ctranslate2, path)
+        except Exception as exc:
+            if not reused:
+                raise
+            # A cached conversion that no longer loads (a disk fault, a file changed by hand): made again, once.
+            log.warning(
+                "model %s: the CTranslate2 conversion cached in %s did not load (%s: %s); converting it again",
+                loaded.model_id, path, type(exc).__name__, exc,
+            )  # fmt: skip
+            shutil.rmtree(path, ignore_errors=True)
+            self._open(ctranslate2, _converted_dir(loaded))
+        if self.placement.fallback:
+            log.warning("model %s on CTranslate2: %s", loaded.model_id, self.placement.fallback)
+        log.info(
+            "model %s on CTranslate2 %s:%d in %s",
+            loaded.model_id,
+            self.placement.device,
+            self.placement.device_index,
+            self.placement.compute_type,
+        )
+
+    def _open(self, ctranslate2: Any, path: Path) -> None:
+        """Load the converted model on the worker's GPU where CTranslate2 can translate there (cuBLAS 12 preloaded,
+        then probed), else on the CPU with the reason in placement.fallback."""
         settings = get_settings()
         self.placement = place(
             worker_device(),
@@ -95,10 +159,11 @@ class CT2Translator:
             amd_cpu=amd_cpu(),
         )
         threads = settings.torch_threads or torch.get_num_threads()
-        path = str(_converted_dir(loaded))
         what = "loading"
         try:
-            self.translator = self._load(ctranslate2, path, self.placement, threads)
+            if self.placement.device == "cuda":
+                preload_cublas_once()  # before CTranslate2's first matrix product on the GPU opens libcublas.so.12
+            self.translator = self._load(ctranslate2, str(path), self.placement, threads)
             if self.placement.device == "cuda":
                 what = "translating"
                 self._probe(self.translator)
@@ -114,16 +179,7 @@ class CT2Translator:
                 amd_cpu=amd_cpu(),
             )
             self.placement = Ct2Placement("cpu", 0, on_cpu.compute_type, f"{why}; serving on the CPU")
-            self.translator = self._load(ctranslate2, path, self.placement, threads)
-        if self.placement.fallback:
-            log.warning("model %s on CTranslate2: %s", loaded.model_id, self.placement.fallback)
-        log.info(
-            "model %s on CTranslate2 %s:%d in %s",
-            loaded.model_id,
-            self.placement.device,
-            self.placement.device_index,
-            self.placement.compute_type,
-        )
+            self.translator = self._load(ctranslate2, str(path), self.placement, threads)
 
     @staticmethod
     def _probe(translator: Any) -> None:
@@ -147,9 +203,16 @@ class CT2Translator:
         )
 
     def translate(
-        self, texts: list[str], beam_size: int, n_best: int, max_length: int | None, return_alignment: bool
+        self,
+        texts: list[str],
+        beam_size: int,
+        n_best: int,
+        max_length: int | None,
+        return_alignment: bool,
+        alpha: float = 0.6,
     ) -> list[dict[str, Any]]:
-        """The same result dicts as model.decode.queries.translate."""
+        """The same result dicts as model.decode.queries.translate; alpha is CTranslate2's length penalty exponent
+        (len^alpha, where ours is GNMT's ((5 + len) / 6)^alpha)."""
         tokenizer, config = self.loaded.tokenizer, self.loaded.model.config
         sources = [tokenizer.encode(t) + [tokenizer.eos_id] for t in texts]
         longest = max(len(s) for s in sources)
@@ -158,7 +221,7 @@ class CT2Translator:
             [[tokenizer.id_to_token(i) for i in s] for s in sources],
             beam_size=beam_size,
             num_hypotheses=n_best,
-            length_penalty=0.6,
+            length_penalty=alpha,
             max_decoding_length=limit,
             return_scores=True,
             suppress_sequences=[[tokenizer.id_to_token(i)] for i in never_emitted(config)],  # as our decoders

@@ -28,8 +28,9 @@ from app.db.session import session_scope
 from app.db.tables import Dataset, Evaluation
 from app.services.evaluations import hypotheses_key
 from model.data.corpus import DataError
-from model.decode.queries import translate
 from worker.serving.errors import RequestError
+from worker.serving.model_cache import LoadedModel
+from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
 from worker.tasks.inference import cache
 from worker.training.job_data import read_rows
 
@@ -116,31 +117,51 @@ def _evaluate(evaluation_id: str) -> None:
     evaluation, rows = loaded
     settings = evaluation.settings
     scorers = metrics(settings["tokenize"])  # before translating: a tokenizer the workers lack fails at once
+    backend = resolve(settings.get("backend", AUTO))  # rows from before the setting: as a request leaving it open
     with session_scope() as session:
         if not task_rows.claim(session, Evaluation, evaluation_id, sentences=len(rows)):
             return
     model = cache().get(evaluation.model_id)
-    limit = model.model.config.max_positions
+    options = Options(beam_size=settings["beam_size"], alpha=settings["alpha"])
     sources = [source for source, _ in rows]
-    # A source longer than the model takes gets an empty hypothesis (and costs it its share of the score).
-    fits = [len(model.tokenizer.encode(s)) + 1 <= limit for s in sources]
-    hypotheses: list[str] = []
-    for start in range(0, len(sources), CHUNK):
-        chunk = [s for s, ok in zip(sources[start : start + CHUNK], fits[start : start + CHUNK]) if ok]
-        decoded = iter(
-            translate(model.model, model.tokenizer, chunk, beam_size=settings["beam_size"], alpha=settings["alpha"])
-        )
-        hypotheses += [next(decoded)["text"] if ok else "" for ok in fits[start : start + CHUNK]]
-        with session_scope() as session:
-            if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
-                return  # deleted meanwhile
+    fits = [len(model.tokenizer.encode(s)) + 1 <= model.model.config.max_positions for s in sources]
+    passed = _hypotheses(evaluation_id, model, sources, fits, options, backend)
+    if passed is not None and len(passed[1]) > 1:  # the scores are then PyTorch's alone
+        log.warning("evaluation %s: CTranslate2 failed part-way; translating it again with PyTorch", evaluation_id)
+        passed = _hypotheses(evaluation_id, model, sources, fits, options, PYTORCH)
+    if passed is None:
+        return  # deleted meanwhile
+    hypotheses, answered = passed
+    by = min(answered, default=None)  # one backend, or None when no source fitted the model
     scores = score(scorers, hypotheses, [target for _, target in rows])
     scores["too_long"] = fits.count(False)
     key = hypotheses_key(evaluation.model_id, evaluation_id)
     get_store().write_bytes(key, "".join(h.replace("\n", " ") + "\n" for h in hypotheses).encode())
     with session_scope() as session:
-        task_rows.succeed(session, Evaluation, evaluation_id, scores=scores, hypotheses_key=key)
-    log.info("evaluation %s of model %s: %s", evaluation_id, evaluation.model_id, {k: v for k, v in scores.items()})
+        task_rows.succeed(session, Evaluation, evaluation_id, scores=scores, hypotheses_key=key, backend=by)
+    log.info("evaluation %s of model %s by %s: %s", evaluation_id, evaluation.model_id, by, scores)
+
+
+def _hypotheses(
+    evaluation_id: str, model: LoadedModel, sources: list[str], fits: list[bool], options: Options, backend: str
+) -> tuple[list[str], set[str]] | None:
+    """The sources' translations CHUNK at a time, progress written after each, and the backends that answered;
+    it stops early once a second one did (CTranslate2 failing part-way under auto). A source that does not fit the
+    model gets an empty hypothesis, which costs the score its share. None if the evaluation was deleted meanwhile."""
+    hypotheses: list[str] = []
+    answered: set[str] = set()
+    for start in range(0, len(sources), CHUNK):
+        chunk = [s for s, ok in zip(sources[start : start + CHUNK], fits[start : start + CHUNK]) if ok]
+        results, by = translate(model, chunk, options, backend) if chunk else ([], None)
+        answered |= {by} if by else set()
+        if len(answered) > 1:
+            break
+        decoded = iter(results)
+        hypotheses += [next(decoded)["text"] if ok else "" for ok in fits[start : start + CHUNK]]
+        with session_scope() as session:
+            if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
+                return None
+    return hypotheses, answered
 
 
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types

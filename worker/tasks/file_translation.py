@@ -24,8 +24,9 @@ from app.db.session import session_scope
 from app.db.tables import FileTranslation
 from app.services.file_translations import result_key
 from model.data.segments import join_document, join_pieces, one_line, pieces_that_fit, sentences, split_document
-from model.decode.queries import translate
 from worker.serving.errors import RequestError
+from worker.serving.model_cache import LoadedModel
+from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
 from worker.tasks.inference import cache
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,38 @@ CHUNK = 32  # pieces (sentences, or parts of a long one) decoded between two pro
 
 def _decode(pieces: list[str], ok: list[bool], decode: Callable[[list[str]], list[str]]) -> list[str]:
     """The translations of pieces, each on one line; a piece that does not fit (not ok) is left as it is."""
-    decoded = iter(decode([p for p, f in zip(pieces, ok) if f]))
+    decoded = iter(decode([p for p, f in zip(pieces, ok) if f]) if any(ok) else [])
     return [one_line(next(decoded)) if f else p for p, f in zip(pieces, ok)]
+
+
+def _translate_pieces(
+    translation_id: str,
+    loaded: LoadedModel,
+    pieces: list[str],
+    ok: list[bool],
+    ends: list[int],
+    options: Options,
+    backend: str,
+) -> tuple[list[str], set[str]] | None:
+    """The pieces translated CHUNK at a time, progress written after each (in sentences: `ends`), and the backends
+    that answered; it stops early once a second one did (CTranslate2 failing part-way under auto). None if the
+    row was deleted meanwhile."""
+    answered: set[str] = set()
+
+    def decode(texts: list[str]) -> list[str]:
+        results, by = translate(loaded, texts, options, backend)
+        answered.add(by)
+        return [t["text"] for t in results]
+
+    done: list[str] = []
+    for start in range(0, len(pieces), CHUNK):
+        done += _decode(pieces[start : start + CHUNK], ok[start : start + CHUNK], decode)
+        if len(answered) > 1:
+            break
+        with session_scope() as session:
+            if not task_rows.progress(session, FileTranslation, translation_id, bisect_right(ends, len(done))):
+                return None
+    return done, answered
 
 
 def _translate(translation_id: str) -> None:
@@ -47,6 +78,7 @@ def _translate(translation_id: str) -> None:
     text = get_store().read_bytes(row.source_key).decode("utf-8")
     document = split_document(text, row.settings.get("language", "en"))
     todo = sentences(document)
+    backend = resolve(row.settings.get("backend", AUTO))  # rows from before the setting: as a request leaving it open
     with session_scope() as session:
         if not task_rows.claim(session, FileTranslation, translation_id, sentences=len(todo)):
             return
@@ -58,28 +90,29 @@ def _translate(translation_id: str) -> None:
     def fits(text: str) -> bool:
         return len(loaded.tokenizer.encode(text)) + 1 <= limit  # and </s>
 
-    def decode(texts: list[str]) -> list[str]:
-        return [t["text"] for t in translate(loaded.model, loaded.tokenizer, texts, row.settings["beam_size"])]
-
     split = [pieces_that_fit(s, fits) for s in todo]
     pieces = [p for sentence in split for p in sentence]
     ok = [fits(p) for p in pieces]  # all but a character too long for the model
     ends = list(accumulate(len(sentence) for sentence in split))  # pieces done when each sentence is
-    done: list[str] = []
-    for start in range(0, len(pieces), CHUNK):
-        done += _decode(pieces[start : start + CHUNK], ok[start : start + CHUNK], decode)
-        with session_scope() as session:
-            if not task_rows.progress(session, FileTranslation, translation_id, bisect_right(ends, len(done))):
-                return  # deleted meanwhile
+    options = Options(beam_size=row.settings["beam_size"])
+    passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, backend)
+    if passed is not None and len(passed[1]) > 1:  # the file is then PyTorch's throughout
+        log.warning("translation %s: CTranslate2 failed part-way; translating it again with PyTorch", translation_id)
+        passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, PYTORCH)
+    if passed is None:
+        return  # deleted meanwhile
+    done, answered = passed
+    by = min(answered, default=None)  # one backend, or None when no piece fitted the model
     key = result_key(row.model_id, translation_id)
     translations = join_pieces(done, [len(sentence) for sentence in split])
     get_store().write_bytes(key, join_document(document, translations).encode("utf-8"))
     settings = {**row.settings, "untranslated": ok.count(False)}
     with session_scope() as session:
-        task_rows.succeed(session, FileTranslation, translation_id, result_key=key, settings=settings)
+        task_rows.succeed(session, FileTranslation, translation_id, result_key=key, settings=settings, backend=by)
     log.info(
-        "translated %s (%d sentences, %d pieces) with model %s", row.filename, len(todo), len(pieces), row.model_id
-    )
+        "translated %s (%d sentences, %d pieces) with model %s by %s",
+        row.filename, len(todo), len(pieces), row.model_id, by,
+    )  # fmt: skip
 
 
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types

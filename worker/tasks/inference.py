@@ -3,8 +3,9 @@
 Each returns a JSON-ready dict; a problem the caller should see comes back as {"error": {"status", "detail"}}
 and the API answers with that status. A task checks the request before it decodes (a fault of the request is a
 4xx naming the bad value); whatever the backend (PyTorch or CTranslate2) raises while decoding is a 503 naming
-the backend, logged with its traceback. Translations from concurrent requests are decoded together by one
-micro-batcher per process (run this worker with a thread pool: `-P threads -c 16`).
+the backend, logged with its traceback. Translations go to CTranslate2 by default, to PyTorch where it cannot serve
+them (worker/serving/translation.py); the rest is PyTorch's alone. Translations from concurrent requests are decoded
+together by one micro-batcher per process (run this worker with a thread pool: `-P threads -c 16`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from app.core.settings import get_settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
 from model.data.tokenizer import readable_token
 from model.decode.fill_mask import fill_mask
-from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids, translate
+from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids
 from model.nn.compile import eager_on_failure
 from model.probes.geometry import weight_geometry
-from worker.serving import ct2
-from worker.serving.ct2 import CT2Translator
-from worker.serving.errors import RequestError
+from worker.serving import translation
+from worker.serving.errors import RequestError, decoding
 from worker.serving.microbatch import MicroBatcher
 from worker.serving.model_cache import LoadedModel, ModelCache
 
@@ -78,26 +78,6 @@ def _note_batch(size: int) -> None:
     del batch_sizes[:-1000]
 
 
-_ct2: dict[str, CT2Translator] = {}  # by model id and sha256, built on the batching thread only
-
-
-def _ct2_translator(loaded: LoadedModel) -> CT2Translator:
-    key = f"{loaded.model_id}:{loaded.meta['sha256']}"
-    if key not in _ct2:
-        _ct2.clear()  # keep one converted model loaded; the PyTorch cache bounds the rest
-        try:
-            _ct2[key] = CT2Translator(loaded)
-        except Exception as exc:  # conversion or loading: whatever CTranslate2 raises, ValueError included
-            raise _backend_failed("ctranslate2", loaded.model_id, exc) from exc
-    return _ct2[key]
-
-
-def _backend_failed(backend: str, model_id: str, exc: Exception) -> RequestError:
-    """A decoding backend broke (not the request): 503 naming it, so clients retry or pick the other backend."""
-    log.error("model %s: backend %r failed: %s: %s", model_id, backend, type(exc).__name__, exc, exc_info=exc)
-    return RequestError(503, f"inference backend {backend!r} failed on model {model_id}: {type(exc).__name__}: {exc}")
-
-
 def _checked(check: Callable[[], T]) -> T:
     """A check of the caller's input, before decoding: a ValueError (the model library names the bad value) is
     the request's fault, a 422."""
@@ -107,52 +87,14 @@ def _checked(check: Callable[[], T]) -> T:
         raise RequestError(422, str(exc)) from exc
 
 
-def _decoding(backend: str, model_id: str, call: Callable[[], T]) -> T:
-    """call() decodes a request already checked: whatever it raises (a ValueError too) is the backend's failure,
-    a 503 naming it. A RequestError (the model unavailable, the backend failing to load) is raised as it is."""
-    try:
-        return call()
-    except RequestError:
-        raise
-    except Exception as exc:
-        raise _backend_failed(backend, model_id, exc) from exc
-
-
 def _translate_batch(key: BatchKey, texts: list[str]) -> list[dict[str, Any]]:
-    """One micro-batch of pieces that translate_task checked (their length, n_best, the backend)."""
+    """One micro-batch of pieces that translate_task checked (their length, n_best, the backend); each result
+    says which backend made it (all of a batch's are made by one)."""
     model_id, beam_size, n_best, max_length, return_alignment, backend = key
     loaded = cache().get(model_id)
-    return _decoding(
-        backend, model_id, lambda: _decode(loaded, texts, beam_size, n_best, max_length, return_alignment, backend)
-    )
-
-
-def _decode(
-    loaded: LoadedModel,
-    texts: list[str],
-    beam_size: int,
-    n_best: int,
-    max_length: int | None,
-    return_alignment: bool,
-    backend: str,
-) -> list[dict[str, Any]]:
-    if backend == "ctranslate2":
-        return _ct2_translator(loaded).translate(texts, beam_size, n_best, max_length, return_alignment)
-    with torch.inference_mode():
-        return eager_on_failure(  # SERVING_COMPILE: a compiler failure serves this request (and later ones) eagerly
-            loaded.model,
-            lambda: translate(
-                loaded.model,
-                loaded.tokenizer,
-                texts,
-                beam_size=beam_size,
-                n_best=n_best,
-                max_len_a=0.0 if max_length else 2.0,
-                max_len_b=max_length or 10,
-                return_alignment=return_alignment,
-            ),
-            keep=(RequestError,),
-        )
+    options = translation.Options(beam_size, n_best, max_length, return_alignment)
+    results, answered = translation.translate(loaded, texts, options, backend)
+    return [{**result, "backend": answered} for result in results]
 
 
 def _pieces(loaded: LoadedModel, text: str) -> list[str]:
@@ -230,15 +172,11 @@ def translate_task(
     n_best: int = 1,
     max_length: int | None = None,
     return_alignment: bool = False,
-    backend: str = "pytorch",
+    backend: str = "auto",
 ) -> dict[str, Any]:
     started = time.perf_counter()
     loaded = _translation_model(model_id)
-    if backend == "ctranslate2" and not ct2.available():
-        raise RequestError(
-            422,
-            "backend 'ctranslate2' is not installed on the inference workers (pip install ctranslate2 transformers)",
-        )
+    backend = translation.resolve(backend)
     if n_best > beam_size:
         raise RequestError(422, f"n_best={n_best} cannot exceed beam_size={beam_size}")
     _check_beam(loaded, beam_size)
@@ -259,7 +197,7 @@ def translate_task(
     return {
         "translations": translations,
         "model_id": model_id,
-        "backend": backend,
+        "backend": results[0]["backend"],  # the one that answered: a request is never split across batches
         "compute_ms": round((time.perf_counter() - started) * 1000, 2),
         "batch_size": batch_size,
     }  # for the API's metrics; not part of the public answer
@@ -298,7 +236,7 @@ def fill_mask_task(model_id: str, text: str, top_k: int = 5) -> dict[str, Any]:
                 keep=(RequestError,),
             )
 
-    per_mask = _decoding("pytorch", model_id, decode)
+    per_mask = decoding("pytorch", model_id, decode)
     return {
         "model_id": model_id,
         "masks": [
@@ -334,7 +272,7 @@ def attention_task(model_id: str, text: str, target: str | None = None) -> dict[
         with torch.inference_mode():
             return capture_attention(loaded.model, loaded.tokenizer, text, target)
 
-    result = _decoding("pytorch", model_id, decode)
+    result = decoding("pytorch", model_id, decode)
     for name in ("source_tokens", "target_tokens"):
         result[name] = [readable_token(t) for t in result[name]]
     return {"model_id": model_id, **result}
@@ -352,7 +290,7 @@ def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
         with torch.inference_mode():
             return embedding_neighbors(loaded.model, loaded.tokenizer, token, k)
 
-    found = _decoding("pytorch", model_id, search)
+    found = decoding("pytorch", model_id, search)
     return {
         "model_id": model_id,
         "token": token,
@@ -367,4 +305,4 @@ def neighbors_task(model_id: str, token: str, k: int = 10) -> dict[str, Any]:
 def geometry_task(model_id: str) -> dict[str, Any]:
     """Shapes, storage and subspace overlaps of the embedding and attention projections (model/probes/geometry.py)."""
     loaded = cache().get(model_id)
-    return {"model_id": model_id, **_decoding("pytorch", model_id, lambda: weight_geometry(loaded.model))}
+    return {"model_id": model_id, **decoding("pytorch", model_id, lambda: weight_geometry(loaded.model))}

@@ -62,16 +62,15 @@ def checkpoint_key(job_id: str) -> str:
 
 def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> Callbacks:
     def on_step(info: StepInfo) -> None:
-        state.add_metrics(
-            info.step,
-            {
-                "train_loss": info.loss,
-                "train_nll_loss": info.nll_loss,
-                "lr": info.lr,
-                "tokens_per_second": info.tokens_per_second,
-                "grad_norm": info.grad_norm,
-            },
-        )
+        values = {
+            "train_loss": info.loss,
+            "train_nll_loss": info.nll_loss,
+            "lr": info.lr,
+            "tokens_per_second": info.tokens_per_second,
+            "grad_norm": info.grad_norm,
+        }
+        padding = {"target_padding": info.target_padding, "source_padding": info.source_padding}
+        state.add_metrics(info.step, values | {name: v for name, v in padding.items() if v is not None})
         state.set_progress(
             step=info.step,
             total_steps=info.total_steps,

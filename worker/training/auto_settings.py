@@ -1,20 +1,33 @@
 """Settings a job left to its time budget, chosen by the worker that first runs it (the rule: model/train/budget.py).
 
 The worker measures what the rule needs (the corpus, the longest example, what fits in memory, its own
-throughput) and the task records the choice in the job once; a later attempt finds it and trains with it.
+throughput) and the task records the choice in the job once; a later attempt finds it and trains with it. On a GPU
+the throughput is timed at several batch sizes (CURVE_FACTORS), as it grows steeply with the batch there; on a CPU
+at one (WORKER_THROUGHPUT_CURVE changes where).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 import torch
 
 from app.core.settings import get_settings
 from app.schemas.jobs import TrainingSpec
+from model.data.batching import Example
 from model.probes.anatomy import estimate_memory
-from model.train.budget import AUTO_FIELDS, BudgetInputs, choose, choose_vocabulary, largest_batch
+from model.train.budget import (
+    AUTO_FIELDS,
+    BATCH_MULTIPLE,
+    BudgetInputs,
+    Curve,
+    choose,
+    choose_vocabulary,
+    largest_batch,
+)
+from model.train.config import TrainConfig
 from model.train.prepare import PreparedData
 from model.train.throughput import measure_throughput
 from worker.device import memory_limit_bytes
@@ -22,6 +35,27 @@ from worker.training.job_data import JobRows, prepare_job, train_config
 
 log = logging.getLogger(__name__)
 PROBE_TOKENS = 2048  # batch size of the timed steps
+CURVE_FACTORS = (1, 4, 16)  # a curve times PROBE_TOKENS and these multiples of it, each within memory and the corpus
+PROBE_STEPS = 3  # timed steps at each batch size, after one warm-up step
+
+
+def curve_sizes(probe: int, fits: int, examples: Sequence[Example]) -> list[int]:
+    """The batch sizes a curve is timed at: the probe and its CURVE_FACTORS multiples, each within memory (`fits`)
+    and within an epoch's share of the PROBE_STEPS + 1 batches (a larger nominal batch would time the whole corpus
+    and credit it the nominal size), rounded down to BATCH_MULTIPLE; never smaller than the probe."""
+    corpus_share = sum(e.size for e in examples) // (PROBE_STEPS + 1) // BATCH_MULTIPLE * BATCH_MULTIPLE
+    multiples = (probe * factor // BATCH_MULTIPLE * BATCH_MULTIPLE for factor in CURVE_FACTORS[1:])
+    return sorted({probe, *(max(probe, min(size, fits, corpus_share)) for size in multiples)})
+
+
+def measure_curve(data: PreparedData, config: TrainConfig, sizes: list[int]) -> Curve:
+    """(batch tokens, batch tokens/s) at each size, ascending."""
+    return tuple((size, measure_throughput(data, config, size, PROBE_STEPS)) for size in sizes)
+
+
+def wants_curve(device: str) -> bool:
+    setting = get_settings().worker_throughput_curve
+    return setting == "always" or (setting == "gpu" and torch.device(device).type == "cuda")
 
 
 def pending(rows: JobRows) -> list[str]:
@@ -48,12 +82,15 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         lambda tokens: estimate_memory(data.model_config, tokens, precision=precision)["training_total_bytes"] <= limit
     )
     measured, probe_seconds = 0.0, None
+    curve: Curve = ()
     if settings.worker_tokens_per_second:
         tokens_per_second = settings.worker_tokens_per_second
     elif {"max_tokens_per_batch", "warmup_steps"} & set(fields):
         t0 = time.monotonic()
         probe = min(max(PROBE_TOKENS, longest), fits)
-        tokens_per_second = measured = measure_throughput(data, train_config(job, device), probe)
+        sizes = curve_sizes(probe, fits, examples) if wants_curve(device) else [probe]
+        curve = tuple((b, round(t, 1)) for b, t in measure_curve(data, train_config(job, device), sizes))
+        tokens_per_second = measured = curve[0][1]
         probe_seconds = round(time.monotonic() - t0, 2)
     else:
         tokens_per_second = 0.0
@@ -68,6 +105,7 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         grad_accum_steps=training.grad_accum_steps,
         eval_budget=training.eval_budget,
         max_batch_tokens=fits,
+        throughput_curve=curve if len(curve) > 1 else (),
     )
     choice = choose(fields, inputs, fixed={"max_tokens_per_batch": training.max_tokens_per_batch})
     for name, value in choice.chosen.items():
@@ -81,7 +119,7 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
     }
     log.info(
         "job %s: chose %s from a budget of %g minutes (%d pairs, longest example %d tokens, batches fit %d tokens, "
-        "%.0f tokens/s %s)",
+        "%.0f tokens/s %s%s)",
         job.id,
         choice.chosen,
         training.max_minutes,
@@ -90,5 +128,6 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         fits,
         tokens_per_second,
         job.auto_settings["throughput"] or "not needed",
+        f"; (batch tokens, tokens/s): {list(inputs.throughput_curve)}" if inputs.throughput_curve else "",
     )
     return data

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Wheels of what bench/gpu_suite.sh needs and a GPU host's image lacks, downloaded into .whl/ on a machine with a
+# package registry (a GPU host without a network installs them from there):
+#   bash bench/gpu_wheels.sh            # Python 3.12, manylinux x86_64, the versions pyproject.toml pins
+# The API's dependencies and the worker's CTranslate2, num2words and sentencex, with what they pull in, less the
+# packages the image already holds (IMAGE_HAS: PyTorch, numpy, transformers, tokenizers, httpx, ...). The total must
+# stay under 60 MB: a device run carries at most 64 MiB with the repository. nvidia-cublas-cu12 (581 MB), which
+# CTranslate2's float16 needs on a CUDA 13 host, does not fit: on such a host CTranslate2 runs on the CPU and the
+# suite says so (docs/gpu.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-.venv/bin/python}
+PYVER=${GPU_PYTHON_VERSION:-3.12}
+IMAGE_HAS='torch numpy transformers tokenizers huggingface_hub safetensors sacrebleu sentencepiece protobuf httpx
+httpcore h11 anyio idna certifi sniffio click rich markdown_it_py mdurl pygments pyyaml regex requests urllib3
+charset_normalizer typing_extensions packaging filelock fsspec tqdm prometheus_client uvloop psutil six
+python_dateutil portalocker tabulate colorama lxml wrapt jinja2 markupsafe'
+pins=$($PY - <<'PY'
+import re, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+keep = ("ctranslate2", "num2words", "sentencex")
+worker = [r for r in project["optional-dependencies"]["worker"] if r.split("==")[0] in keep]
+skip = ("psycopg", "boto3")  # PostgreSQL and S3: production settings the embedded default does not import
+print(" ".join(r for r in project["dependencies"] + worker if not r.startswith(skip)))
+PY
+)
+rm -rf .whl && mkdir -p .whl
+grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
+platforms=""
+for n in 17 24 27 28 31 34; do platforms="$platforms --platform manylinux_2_${n}_x86_64"; done
+# docopt (num2words needs it) is published as source only: built here into a pure-Python wheel first.
+$PY -m pip wheel --quiet --no-deps -w .whl docopt==0.6.2 2>&1 | grep -v '^WARNING: Location' || true
+# shellcheck disable=SC2086  # word splitting of the lists is wanted
+$PY -m pip download --quiet --only-binary=:all: --python-version "$PYVER" --implementation cp --find-links .whl \
+  $platforms --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform any -d .whl $pins \
+  2> >(grep -v '^WARNING: Location' >&2)
+for name in $IMAGE_HAS; do
+  rm -f .whl/"$name"-[0-9]*.whl .whl/"$(echo "$name" | tr _ -)"-[0-9]*.whl
+done
+ls .whl
+du -sh .whl
+size=$(du -sm .whl | cut -f1)
+if [ "$size" -gt 60 ]; then echo "the wheels take ${size} MB, over the 60 MB a device run can carry" >&2; exit 1; fi
