@@ -78,19 +78,32 @@ def train(name: str, preset: str, tokens: str, vocab: str, compile_: bool, estim
     )
 
 
-# In order of what they are worth: the headline training figure, its profile, decoding, the service, then the rest.
+# In order of what they are worth: the headline training figure, decoding, the service (never run on a GPU yet),
+# the profile, then the rest. Estimates for one H100/H200; a compiled step compiles one graph per length bucket
+# its batches need (about three here, tens of seconds each for `base`: not measured yet).
 STEPS: tuple[Step, ...] = (
-    train("train-base-25k-v32k-compile", "base", "25000", "32000", True, 60),
+    train("train-base-25k-v32k-compile", "base", "25000", "32000", True, 100),
     train("train-base-25k-v32k", "base", "25000", "32000", False, 25),
+    Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 40, 180),
+    Step(
+        "service-e2e",
+        "service_e2e.py",
+        ("--device", "cuda", "--minutes", "2"),
+        ("--minutes", "0.1", "--preset", "tiny", "--pairs", "1000", "--test", "16", "--threads", "1"),
+        200,
+        420,
+    ),
     Step(
         "profile-base-25k-v32k-compile",
         "profile_step.py",
-        ("--device", "cuda", "--preset", "base", "--batch-tokens", "25000", "--vocab", "32000", "--compile"),
+        (
+            *("--device", "cuda", "--preset", "base", "--batch-tokens", "25000", "--vocab", "32000", "--compile"),
+            *("--warmup", "4", "--profile-steps", "2"),
+        ),
         (*TRAIN_SMOKE, "--warmup", "1", "--profile-steps", "1"),
-        50,
-        180,
+        80,
+        240,
     ),
-    Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 40, 180),
     Step(
         "decode-base-b128",
         "decode_throughput.py",
@@ -107,30 +120,9 @@ STEPS: tuple[Step, ...] = (
         40,
         180,
     ),
-    Step(
-        "service-e2e",
-        "service_e2e.py",
-        ("--device", "cuda", "--minutes", "2"),
-        (
-            "--device",
-            "cpu",
-            "--minutes",
-            "0.1",
-            "--preset",
-            "tiny",
-            "--pairs",
-            "1000",
-            "--test",
-            "16",
-            "--threads",
-            "1",
-        ),
-        200,
-        420,
-    ),
-    train("train-base-auto-v32k-compile", "base", "auto", "32000", True, 80),
-    train("train-big-25k-v32k-compile", "big", "25000", "32000", True, 80),
-    train("train-base-25k-v8k-compile", "base", "25000", "8000", True, 60),
+    train("train-big-25k-v32k-compile", "big", "25000", "32000", True, 110),
+    train("train-base-auto-v32k-compile", "base", "auto", "32000", True, 120),
+    train("train-base-25k-v8k-compile", "base", "25000", "8000", True, 100),
     train("train-big-25k-v32k", "big", "25000", "32000", False, 35),
     train("train-base-auto-v32k", "base", "auto", "32000", False, 40),
     train("train-base-25k-v8k", "base", "25000", "8000", False, 25),

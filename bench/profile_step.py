@@ -3,7 +3,8 @@ backward, Adam), the same step bench/train_throughput.py times.
 
     python bench/profile_step.py --device cuda --preset base --batch-tokens 25000 --vocab 32000 [--compile]
 
-After --warmup steps (compilation, allocator, cuBLAS heuristics), --steps steps run under the profiler. What is
+After --warmup steps on the same batches (compilation, allocator, cuBLAS heuristics), --profile-steps steps run
+under the profiler. What is
 reported, per step:
 - on a GPU, the kernels' time by kind (matrix products, attention kernels, copies, elementwise and reductions:
   KERNEL_KINDS, matched on the kernel's name) and the idle gaps of the device: the wall-clock time of the steps
@@ -145,7 +146,11 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     config = model_config(args)
     cfg = TrainConfig(device=args.device)
     autocast = autocast_for(device, precision)
-    batches = make_batches(args, own.warmup + own.profile_steps)
+    # The profiled batches are also the warm-up's (each at least once): with --compile every length bucket they
+    # need is compiled before the profiler starts, and no more buckets than that.
+    batches = make_batches(args, own.profile_steps)
+    if own.warmup < len(batches):
+        raise SystemExit(f"--warmup={own.warmup} must be at least --profile-steps={own.profile_steps}")
     torch.manual_seed(args.seed)
     model = Transformer(config).to(device).train()
     optimizer = build_optimizer(model, cfg)
@@ -155,13 +160,13 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
             graph = compile_step(model, cfg.label_smoothing, precision, backend=args.compile_backend)
         else:
             compile_layers(model)
-    for batch in batches[: own.warmup]:
-        train_step(model, optimizer, [batch], 1e-4, cfg, autocast, step_graph=graph)
+    for i in range(own.warmup):
+        train_step(model, optimizer, [batches[i % len(batches)]], 1e-4, cfg, autocast, step_graph=graph)
     probe.synchronize()
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
     with profile(activities=activities) as prof:
         start = time.perf_counter()
-        for batch in batches[own.warmup :]:
+        for batch in batches:
             train_step(model, optimizer, [batch], 1e-4, cfg, autocast, step_graph=graph)
         probe.synchronize()
         wall_us = (time.perf_counter() - start) * 1e6

@@ -191,7 +191,8 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     # the model keeps the last ones
     page.locator("#model-link").click()
     page.locator("#embeddings svg.emb-map").wait_for()
-    assert page.locator("#embeddings-step-label").inner_text() == "step 60"
+    # the job page's map is replaced once the model's record arrives: wait for it rather than read at once
+    expect(page.locator("#embeddings-step-label")).to_have_text("step 60")
     # the model explained with its own numbers (tiny: 2 encoder layers, 2 decoder layers of 64, d_ff 256)
     page.locator("#explain-link").click()
     page.locator("#q-projections").wait_for()

@@ -92,7 +92,9 @@ def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
             env, "app.cli", "evaluate", model_id, "--dataset", test_set, "--interval", "0.5", "-o", str(hypotheses)
         )
         assert scored.returncode == 0, scored.stderr
-        assert [line.split()[0] for line in scored.stdout.splitlines()] == ["bleu", "chrf", "chrf++"], scored.stdout
+        lines = [line.split() for line in scored.stdout.splitlines()]
+        assert [line[0] for line in lines] == ["bleu", "chrf", "chrf++", "backend"], scored.stdout
+        assert lines[-1][1] == "ctranslate2"  # the default backend, where the model converts
         assert "tok:13a" in scored.stdout and len(hypotheses.read_text().splitlines()) == 100
         child = _cli(
             env, "app.cli", "submit", "--dataset", test_set, "--init-model", model_id, "--max-steps", "5",
