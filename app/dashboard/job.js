@@ -12,6 +12,7 @@ import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progress
 
 const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
 const MIN_POINTS = 501, MAX_POINTS = 4001;  // a series' history: about 2 points (lowest, highest) a pixel column
+const FOLLOW_MS = 10_000;  // how long a page opened at a card keeps it in view while the cards above it fill in
 const WAITING_POLL_MS = 10000;  // the live events carry no waiting_for: re-read it this often while the job waits
 
 // " en→de" when the job says what it translates (either side may be unknown: "?")
@@ -212,6 +213,18 @@ export function renderJob(container, jobId, { card } = {}) {
     for (const chart of charts) chart.load(series);
   }
 
+  // The cards above the one asked for (#/jobs/ID/memory) fill in as their data arrives and push it down: scroll
+  // to it again whenever they change size, until the reader scrolls or FOLLOW_MS pass.
+  function followCard(showCard, above) {
+    if (!card || !("ResizeObserver" in window)) return;
+    const observer = new ResizeObserver(() => showCard());
+    const stop = () => observer.disconnect();
+    for (const el of above) observer.observe(el);
+    for (const type of ["wheel", "touchstart", "keydown", "mousedown"]) window.addEventListener(type, stop, { once: true, signal });
+    signal.addEventListener("abort", stop);
+    setTimeout(stop, FOLLOW_MS);
+  }
+
   async function start() {
     try {
       job = await api(`/v1/jobs/${jobId}`, { signal });
@@ -227,6 +240,7 @@ export function renderJob(container, jobId, { card } = {}) {
     dynamics.replaceChildren(dynamicsCard, embeddingsCard, memoryCard(jobId, { signal, live: () => !TERMINAL.has(job.status) }));
     const showCard = () => { if (card) document.getElementById(card)?.scrollIntoView({ block: "start" }); };
     showCard();
+    followCard(showCard, [dynamics, chartsGrid]);
     const detail = async (names, from, to, maxPoints) => (await api(`/v1/jobs/${jobId}/metrics?names=${names.join(",")}` +
       `&since_step=${from}&until_step=${to}&max_points=${maxPoints}&downsample=extremes`, { signal })).series;
     charts = chartsFor(job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));
