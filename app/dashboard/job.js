@@ -213,8 +213,8 @@ export function renderJob(container, jobId, { card } = {}) {
     for (const chart of charts) chart.load(series);
   }
 
-  // The cards above the one asked for (#/jobs/ID/memory) fill in as their data arrives and push it down: scroll
-  // to it again whenever they change size, until the reader scrolls or FOLLOW_MS pass.
+  // The cards around the one asked for (#/jobs/ID/memory) fill in as their data arrives and move it: scroll to it
+  // again whenever the page changes size, until the reader scrolls or FOLLOW_MS pass.
   function followCard(showCard, above) {
     if (!card || !("ResizeObserver" in window)) return;
     const observer = new ResizeObserver(() => showCard());
@@ -240,7 +240,7 @@ export function renderJob(container, jobId, { card } = {}) {
     dynamics.replaceChildren(dynamicsCard, embeddingsCard, memoryCard(jobId, { signal, live: () => !TERMINAL.has(job.status) }));
     const showCard = () => { if (card) document.getElementById(card)?.scrollIntoView({ block: "start" }); };
     showCard();
-    followCard(showCard, [dynamics, chartsGrid]);
+    followCard(showCard, [document.body]);
     const detail = async (names, from, to, maxPoints) => (await api(`/v1/jobs/${jobId}/metrics?names=${names.join(",")}` +
       `&since_step=${from}&until_step=${to}&max_points=${maxPoints}&downsample=extremes`, { signal })).series;
     charts = chartsFor(job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));

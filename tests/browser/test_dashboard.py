@@ -10,6 +10,7 @@ import time
 
 import httpx
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Page, new_page
@@ -223,11 +224,19 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     p.screenshot("model-explained")
     page.locator("#memory-link").click()
     page.wait_for_url(re.compile(rf".*#/jobs/{job_id}/memory$"))
-    page.wait_for_function(  # scrolled to: the card's top is in the viewport, below the page's top
+    where = (
         "() => { const r = document.getElementById('memory')?.getBoundingClientRect();"
-        " return r && window.scrollY > 0 && r.top >= 0 && r.top < window.innerHeight; }",
-        timeout=15_000,
+        " return {top: r ? r.top : null, scrollY: window.scrollY, innerHeight: window.innerHeight,"
+        " height: document.documentElement.scrollHeight, url: location.hash}; }"
     )
+    try:
+        page.wait_for_function(  # scrolled to: the card's top is in the viewport, below the page's top
+            "() => { const r = document.getElementById('memory')?.getBoundingClientRect();"
+            " return r && window.scrollY > 0 && r.top > -1 && r.top < window.innerHeight; }",  # -1: subpixel layout
+            timeout=15_000,
+        )
+    except PlaywrightTimeoutError:
+        pytest.fail(f"the memory card is not in view: {page.evaluate(where)}")
 
 
 def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(submitted):
