@@ -7,24 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from alembic import command
-from alembic.config import Config
 from fastapi.testclient import TestClient
 
 from model.train.events import StepInfo
-from tests.support.stack import ROOT
+from tests.support.api_app import migrated_client
 
 
 @pytest.fixture
 def client(settings_env) -> TestClient:
-    from app.core.settings import get_settings
-    from app.main import create_app
-
-    get_settings().ensure_dirs()
-    config = Config(str(ROOT / "alembic.ini"))
-    config.attributes["configure_logger"] = False
-    command.upgrade(config, "head")
-    with TestClient(create_app()) as test_client:
+    with migrated_client() as test_client:
         yield test_client
 
 
