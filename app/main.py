@@ -25,6 +25,7 @@ from app.api import (
     model_imports,
     models,
     pings,
+    sweeps,
     workers,
 )
 from app.api.errors import method_not_allowed
@@ -58,6 +59,7 @@ def create_app() -> FastAPI:
     app.include_router(datasets.router, **KEYED)
     app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id
     app.include_router(jobs.router, **KEYED)
+    app.include_router(sweeps.router, **KEYED)
     app.include_router(job_events.router, **KEYED)
     app.include_router(job_dynamics.router, **KEYED)
     app.include_router(job_logs.router, **KEYED)

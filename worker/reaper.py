@@ -18,6 +18,7 @@ from app.artifacts import ArtifactStore, ArtifactStoreError, get_store
 from app.core.settings import Settings, get_settings
 from app.db import job_rows
 from app.db.session import session_scope
+from app.services import sweep_runner
 from app.services.queueing import dispatch_training
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ STAGING_PREFIX = "imports"  # app/api/model_imports.py stages each upload as imp
 IMPORT_RUN_SECONDS = 3600
 STAGING_SWEEP_SECONDS = 300  # list the staging folder at most this often (a LIST request on S3, per worker)
 _next_staging_sweep = 0.0  # time.monotonic() of this process's next staging sweep
+SWEEP_ADVANCE_SECONDS = 30  # move running sweeps on at most this often (a replay of each one's study)
+_next_sweep_advance = 0.0
 
 
 def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
@@ -45,7 +48,32 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
         dispatch_training(job_id, celery)
         dispatched.append(job_id)
     sweep_staging(settings)
+    dispatched += advance_sweeps(celery, settings)
     return requeued, failed, dispatched
+
+
+def advance_sweeps(celery: Celery, settings: Settings) -> list[str]:
+    """Move every running sweep on, at most every SWEEP_ADVANCE_SECONDS in this process: a trial's end whose
+    call was lost (its worker died after the job's last write), or a restart of everything, starts the next trials
+    here. Returns the jobs it started (their messages sent)."""
+    global _next_sweep_advance
+    if time.monotonic() < _next_sweep_advance:
+        return []
+    _next_sweep_advance = time.monotonic() + SWEEP_ADVANCE_SECONDS
+    started = []
+    with session_scope() as session:
+        sweep_ids = sweep_runner.running_sweeps(session)
+    for sweep_id in sweep_ids:
+        try:
+            with session_scope() as session:
+                jobs = sweep_runner.advance(session, settings, sweep_id)
+        except Exception:
+            log.exception("sweep %s: not moved on; tried again on the next pass", sweep_id)
+            continue
+        for job_id in jobs:
+            dispatch_training(job_id, celery)
+        started += jobs
+    return started
 
 
 def staging_max_age(settings: Settings) -> timedelta:

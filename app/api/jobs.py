@@ -132,6 +132,8 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         auto_settings=None if job.auto_settings is None else AutoSettings.model_validate(job.auto_settings),
         device=job.device,
         waiting_for=waiting_for(session, job),
+        sweep_id=job.sweep_id,
+        trial_number=job.trial_number,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -186,6 +188,7 @@ def list_jobs(
     status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
     objective: Objective | None = None,
     tag: Annotated[list[Tag] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
+    sweep_id: Annotated[str | None, Query(max_length=36, description="the trials of this sweep")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobPublic]:
@@ -194,6 +197,8 @@ def list_jobs(
         query = query.where(Job.status == status_filter)
     if objective:
         query = query.where(Job.objective == objective)
+    if sweep_id:
+        query = query.where(Job.sweep_id == sweep_id)
     for wanted in tag or []:
         query = query.where(Job.tag_rows.any(JobTag.tag == wanted))
     return paginate(

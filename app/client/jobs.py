@@ -14,9 +14,9 @@ from app.client import connection, watch
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, cell, print_items, print_json, table, when
 from app.client.progress import _duration
-from app.schemas.jobs import JobCreate, ModelSpec, Objective
+from app.schemas.jobs import JobCreate, JobStatus, ModelSpec, Objective
 
-STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+STATUSES: tuple[str, ...] = get_args(JobStatus)
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
 PRESETS: tuple[str, ...] = get_args(ModelSpec.model_fields["preset"].annotation)
 # The flags of `submit` and the field of the request (app.schemas.jobs.JobCreate) each one sets; `--set` reaches

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-TERMINAL = ("succeeded", "failed", "cancelled")
+TERMINAL = ("succeeded", "failed", "cancelled", "pruned")
 
 
 def _bar(fraction: float, width: int = 30) -> str:

@@ -30,13 +30,13 @@ from sqlalchemy import func, select
 from app.core.settings import get_settings
 from app.core.task_names import QUEUES
 from app.db.base import utcnow
-from app.db.job_rows import CANCELLED, FAILED, QUEUED, RUNNING, SUCCEEDED
+from app.db.job_rows import CANCELLED, FAILED, PRUNED, QUEUED, RUNNING, SUCCEEDED
 from app.db.session import get_sessionmaker
 from app.db.tables import Job, Worker
 from app.services.queueing import read_depth  # the same reading the inference queue limit uses
 
 log = logging.getLogger(__name__)
-JOB_STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)
+JOB_STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, PRUNED)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # No `*_created` series: Prometheus does not need them and they double the output.

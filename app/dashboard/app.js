@@ -57,7 +57,7 @@ function renderSignIn(container, message) {
 function renderJobs(container) {
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   const filter = h("select", { id: "status-filter" },
-    ["", "queued", "running", "succeeded", "failed", "cancelled"].map((st) =>
+    ["", "queued", "running", "succeeded", "failed", "cancelled", "pruned"].map((st) =>
       h("option", { value: st, selected: st === (params.get("status") || "") }, st || "all")));
   const tagFilter = h("input", { id: "tag-filter", value: params.get("tag") || "", placeholder: "any", size: 12 });
   const body = h("tbody");

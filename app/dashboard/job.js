@@ -10,7 +10,7 @@ import { mountLogs } from "./logs.js";
 import { memoryCard } from "./memory.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "pruned"]);
 const MIN_POINTS = 501, MAX_POINTS = 4001;  // a series' history: about 2 points (lowest, highest) a pixel column
 const FOLLOW_MS = 10_000;  // how long a page opened at a card keeps it in view while the cards above it fill in
 const WAITING_POLL_MS = 10000;  // the live events carry no waiting_for: re-read it this often while the job waits

@@ -5,7 +5,7 @@
 import { api } from "./api.js";
 import { errorBox, h } from "./ui.js";
 
-const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
+const TERMINAL = new Set(["succeeded", "failed", "cancelled", "pruned"]);
 const POLL_MS = 2000;
 const POLLS_AFTER_END = 3;
 

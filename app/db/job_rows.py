@@ -18,8 +18,9 @@ from app.db.base import utcnow
 from app.db.tables import Job, Worker
 
 QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+PRUNED = "pruned"  # a sweep's trial stopped at an evaluation because its pruner ranked it too low (sweep_runner.py)
 ACTIVE_STATES = (QUEUED, RUNNING)
-TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED)
+TERMINAL_STATES = (SUCCEEDED, FAILED, CANCELLED, PRUNED)
 
 
 def _rowcount(result: Result[Any]) -> int:

@@ -90,6 +90,57 @@ class Dataset(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
+class Sweep(Base):
+    """A hyperparameter sweep: trials are ordinary jobs (jobs.sweep_id) sampled and pruned by an Optuna study whose
+    journal is sweep_journal. running -> succeeded | failed | cancelled (app/services/sweeps.py)."""
+
+    __tablename__ = "sweeps"
+    __table_args__ = (UniqueConstraint("owner_id", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    # The key that created it: the registry records who moved name@best (app/services/registry.py).
+    key_id: Mapped[str] = mapped_column(String(36))
+    key_prefix: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(64))  # the registry name its best model is registered under
+    objective: Mapped[str] = mapped_column(String(20))  # the trials' job objective: translation | denoising
+    job_config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the fixed job fields, as given (unset ones left out)
+    space: Mapped[dict[str, Any]] = mapped_column(JSON)  # "section.field" -> dimension
+    metric: Mapped[str] = mapped_column(String(50))
+    direction: Mapped[str] = mapped_column(String(10))  # maximize | minimize
+    budget_minutes: Mapped[float | None] = mapped_column(Float, nullable=True)  # worker minutes, all trials
+    budget_trials: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_concurrent: Mapped[int]
+    sampler: Mapped[str] = mapped_column(String(20))
+    pruner: Mapped[str] = mapped_column(String(20))
+    seed: Mapped[int]
+    resource: Mapped[str] = mapped_column(String(10))  # what a trial's reports are indexed by: seconds | steps
+    status: Mapped[str] = mapped_column(String(20), default="running", index=True)
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    stop_reason: Mapped[str | None] = mapped_column(Text, nullable=True)  # why no further trial was started
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    best_job_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    best_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    importance: Mapped[dict[str, float] | None] = mapped_column(JSON, nullable=True)
+    # Bumped by every change of the study: the UPDATE locks the row, so those who advance it take turns.
+    version: Mapped[int] = mapped_column(default=0)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    request_sha256: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class SweepJournalEntry(Base):
+    """One operation of a sweep's Optuna study, in order (app/services/sweep_journal.py replays them)."""
+
+    __tablename__ = "sweep_journal"
+
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweeps.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    entry: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
 class Job(Base):
     """A training job. The row is the truth; Celery messages carry only its id.
 
@@ -144,6 +195,11 @@ class Job(Base):
     # on them in SQL.
     name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # A trial of a sweep (app/services/sweeps.py): its number in the sweep's study; null for a job of its own.
+    sweep_id: Mapped[str | None] = mapped_column(
+        ForeignKey("sweeps.id", ondelete="SET NULL"), nullable=True, index=True
+    )
+    trial_number: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     tag_rows: Mapped[list[JobTag]] = relationship(
         order_by="JobTag.position", cascade="all, delete-orphan", passive_deletes=True

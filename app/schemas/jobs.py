@@ -12,7 +12,7 @@ from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema
 from app.schemas.common import Input, Language, Output
 from model.train.settings import DataSettings, TrainSettings
 
-JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "pruned"]
 Objective = Literal["translation", "denoising"]
 
 
@@ -220,6 +220,8 @@ class JobPublic(Output):
     # Queued for a kind of worker none of which is alive now (training.accelerator "gpu" or "cpu"): it starts
     # when one comes, e.g. "a GPU worker".
     waiting_for: str | None = None
+    sweep_id: str | None = Field(None, description="the sweep this job is a trial of (GET /v1/sweeps/{id})")
+    trial_number: int | None = None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

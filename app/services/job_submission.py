@@ -237,10 +237,28 @@ def create(
         existing = _by_idempotency_key(session, owner_id, idempotency_key)
         if existing is not None:
             return _replay(existing, digest, idempotency_key), False
+    job = new_job(session, settings, owner_id, body, idempotency_key=idempotency_key, request_sha256=digest)
+    session.add(job)
+    try:
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
+        session.rollback()
+        existing = _by_idempotency_key(session, owner_id, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        assert idempotency_key is not None  # found by it
+        return _replay(existing, digest, idempotency_key), False
+    return job, True
+
+
+def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate, **row: Any) -> Job:
+    """The job's row (status queued), validated and within the owner's quota, not yet added to the session; `row`
+    sets further columns (idempotency_key, a sweep's trial). Raises InvalidField or TooManyRequests."""
     body = default_learning_rate(inherit_model(session, owner_id, body))
     validate(session, settings, owner_id, body)
     check_active_jobs(session, settings, owner_id)  # TooManyRequests over MAX_ACTIVE_JOBS_PER_KEY
-    job = Job(
+    row.setdefault("request_sha256", request_digest(body))
+    return Job(
         owner_id=owner_id,
         dataset_id=str(body.dataset_id),
         valid_dataset_id=str(body.valid_dataset_id) if body.valid_dataset_id else None,
@@ -254,23 +272,11 @@ def create(
         max_attempts=settings.job_max_attempts,
         auto_settings={"fields": auto} if (auto := auto_fields(body)) else None,
         total_steps=body.training.max_steps,
-        idempotency_key=idempotency_key,
-        request_sha256=digest,
         name=body.name,
         note=body.note,
         tag_rows=tag_rows(body.tags),
+        **row,
     )
-    session.add(job)
-    try:
-        session.commit()
-    except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
-        session.rollback()
-        existing = _by_idempotency_key(session, owner_id, idempotency_key) if idempotency_key else None
-        if existing is None:
-            raise
-        assert idempotency_key is not None  # found by it
-        return _replay(existing, digest, idempotency_key), False
-    return job, True
 
 
 def tag_rows(tags: list[str]) -> list[JobTag]:

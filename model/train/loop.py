@@ -143,6 +143,7 @@ class Trainer:
         self.last_eval_step = 0
         self.eval_seconds = 0.0  # wall-clock spent evaluating, summed over resumed attempts (part of elapsed)
         self._last_eval_seconds: float | None = None
+        self._last_eval_elapsed = 0.0  # training seconds at the last evaluation (eval_every_minutes counts from it)
         self.metrics: dict[str, float] = {}
         self.ddp: DistributedDataParallel | None = None
         self.probes = TrainingProbes(
@@ -199,6 +200,7 @@ class Trainer:
         self.best_valid_loss, self.best_step = state["best_valid_loss"], state["best_step"]
         self.bad_evals, self.last_eval_step = int(state["bad_evals"]), int(state["last_eval_step"])
         self.eval_seconds = float(state.get("eval_seconds", 0.0))  # absent in checkpoints of older versions
+        self._last_eval_elapsed = self.elapsed  # a resumed run's clock for eval_every_minutes starts here
         self.metrics = dict(state["metrics"])
         self.checkpoints.resumed(ckpt.path, self.step, state["best_checkpoint"])
         restore_rng_state(state["rng"])
@@ -301,7 +303,9 @@ class Trainer:
             log.add(self.step, lr, self.batcher.epoch, self._step(update.batches, lr), started, update.counts)
             self.elapsed = elapsed()
             checkpoint_due = self.checkpoints.due(self.step)
-            evaluate_due = (self.step % cfg.eval_every == 0 or checkpoint_due) and self._eval_affordable()
+            evaluate_due = (
+                self.step % cfg.eval_every == 0 or checkpoint_due or self._eval_time_due()
+            ) and self._eval_affordable()
             if log.due or evaluate_due or checkpoint_due:
                 log.flush(elapsed)  # before evaluating or saving: a diverged step fails the run first
             if evaluate_due:
@@ -309,6 +313,11 @@ class Trainer:
             if checkpoint_due:
                 self._checkpoint()
         return reason
+
+    def _eval_time_due(self) -> bool:
+        """Whether eval_every_minutes of training have passed since the last evaluation (or the run's start)."""
+        minutes = self.config.eval_every_minutes
+        return minutes is not None and self.elapsed - self._last_eval_elapsed >= minutes * 60
 
     def _eval_affordable(self) -> bool:
         """Whether one more evaluation, as long as the last one, keeps evaluation within eval_budget of the
@@ -330,6 +339,7 @@ class Trainer:
         self.elapsed += self._last_eval_seconds
         self.metrics["eval_seconds"] = self.eval_seconds
         self.last_eval_step = self.step
+        self._last_eval_elapsed = self.elapsed
         loss = self.metrics["loss"]
         if not math.isfinite(loss):
             raise TrainingError(

@@ -109,6 +109,14 @@ class TrainSettings(Settings):
     eval_every: int = Field(
         200, ge=1, description="updates between evaluations; the last step is always evaluated (the paper: none)"
     )
+    eval_every_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=60 * 24,
+        description="also evaluate once this many minutes of training have passed since the last evaluation (a "
+        "time-budgeted job evaluates at fractions of its time whatever its pace; a sweep's trials default to a "
+        "ninth of max_minutes, so its pruner compares them early); null: every eval_every updates only",
+    )
     eval_budget: float | None = Field(
         0.05,
         gt=0,

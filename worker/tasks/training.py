@@ -24,7 +24,7 @@ from app.db.session import session_scope
 from app.db.tables import Job, JobCheckpoint, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
 from app.schemas.jobs import TrainingSpec
-from app.services import evaluations
+from app.services import evaluations, sweep_runner
 from app.services.queueing import dispatch_training
 from model.data.corpus import DataError
 from model.data.tokenizer import Tokenizer
@@ -60,8 +60,25 @@ def checkpoint_key(job_id: str) -> str:
     return f"jobs/{job_id}/checkpoints"
 
 
-def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> Callbacks:
+def _report_to_sweep(state: RunState, job_id: str, step: int, metrics: dict[str, float]) -> None:
+    """A trial's evaluation goes to its sweep's study; the pruner may stop it here. A failure to report is logged
+    and training goes on: the trial is then judged by its end alone."""
+    try:
+        with session_scope() as session:
+            reason = sweep_runner.report(session, job_id, step, state.train_seconds, metrics)
+    except Exception:
+        log.exception("job %s: its evaluation at step %d was not reported to its sweep", job_id, step)
+        return
+    if reason is not None:
+        log.info("job %s: %s; stopping", job_id, reason)
+        state.prune_reason = reason
+
+
+def _callbacks(state: RunState, job: Job, root: Path, lease_seconds: int) -> Callbacks:
+    job_id = job.id
+
     def on_step(info: StepInfo) -> None:
+        state.train_seconds = info.elapsed
         values = {
             "train_loss": info.loss,
             "train_nll_loss": info.nll_loss,
@@ -86,6 +103,8 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int) -> 
         flush(state, lease_seconds)
         if state.lease_lost:
             raise LeaseLost(job_id)
+        if job.sweep_id is not None:
+            _report_to_sweep(state, job_id, step, eval_metrics(values))
 
     def on_checkpoint(info: CheckpointInfo) -> None:
         flush(state, lease_seconds)
@@ -227,7 +246,7 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
     keeper.start()
     try:
         job, data, device, root = _prepare(claim, state)
-        result = _train(job, data, device, root, _callbacks(state, job.id, root, settings.job_lease_seconds), state)
+        result = _train(job, data, device, root, _callbacks(state, job, root, settings.job_lease_seconds), state)
     finally:
         keeper.stop()
     spec = TrainingSpec.stored(job.training_config)
@@ -237,12 +256,13 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
     if result.stop_reason == "preempted":
         _hand_back(claim, result.step)
         return
+    pruned = result.stop_reason == "cancelled" and state.prune_reason is not None and not state.cancel_requested
     if result.stop_reason == "cancelled":
-        log.info("job %s: cancelled at step %d", job.id, result.step)
+        log.info("job %s: %s at step %d", job.id, "pruned" if pruned else "cancelled", result.step)
     job_log.write(job.id)  # before the job's final status (on SQLite, not inside its transaction)
     with session_scope() as session:
         if result.stop_reason == "cancelled":
-            job_rows.finish(session, claim, job_rows.CANCELLED, step=result.step)
+            job_rows.finish(session, claim, job_rows.PRUNED if pruned else job_rows.CANCELLED, step=result.step)
             return
         source = (
             f"average of last {spec.average_last}"
@@ -357,6 +377,21 @@ def train_job(self: Task, job_id: str) -> None:
             job_log.discard(job_id)
         else:
             job_log.write(job_id, final=True)
+    if not state.lease_lost:
+        advance_sweep_of(job_id)
+
+
+def advance_sweep_of(job_id: str) -> None:
+    """A trial that ended (or went back to the queue) moves its sweep on: the study hears how it ended and the
+    next trials start. A failure here is logged; the reaper moves the sweep on later."""
+    try:
+        with session_scope() as session:
+            sweep_id = session.scalar(select(Job.sweep_id).where(Job.id == job_id))
+            started = sweep_runner.advance(session, get_settings(), sweep_id) if sweep_id else []
+        for trial_job in started:
+            dispatch_training(trial_job, current_app)
+    except Exception:
+        log.exception("job %s: its sweep was not moved on; the reaper will", job_id)
 
 
 _out_of_memory = is_out_of_memory  # outside a step (data, evaluation): failed at once, with what to change

@@ -32,6 +32,9 @@ class RunState:
     cancel_requested: bool = False
     preempt_requested: bool = False  # this worker is shutting down: checkpoint now and hand the job back
     lease_lost: bool = False
+    # A sweep's trial that its pruner stopped at an evaluation: why (app/services/sweep_runner.report).
+    prune_reason: str | None = None
+    train_seconds: float = 0.0  # training seconds at the last step, summed over resumed attempts
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_metrics(self, step: int, values: dict[str, float]) -> None:
@@ -48,7 +51,7 @@ class RunState:
 
     @property
     def should_stop(self) -> bool:
-        return self.cancel_requested or self.lease_lost
+        return self.cancel_requested or self.lease_lost or self.prune_reason is not None
 
 
 # Runs in this process, for the SIGTERM handler of pool processes.

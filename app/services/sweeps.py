@@ -1,0 +1,190 @@
+"""Creating a sweep (the pure part of POST /v1/sweeps): its search space checked against the job schema, its
+study begun; and the job body of each trial. Running it, trial after trial, is sweep_runner.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.core.settings import Settings
+from app.db.keys import Caller
+from app.db.tables import Sweep
+from app.schemas.jobs import MAX_TAGS, JobCreate, ModelSpec, TrainingSpec
+from app.schemas.sweeps import METRIC_DIRECTIONS, SweepCreate
+from app.services import job_submission, sweep_study
+from app.services.errors import Conflict, InvalidField
+
+SECTIONS: dict[str, Any] = {"model": ModelSpec, "training": TrainingSpec}
+TRANSLATION_METRICS = ("bleu", "chrf")
+MIN_EVAL_MINUTES = 0.25  # a trial evaluates at most this often, however short its time budget
+
+
+def request_digest(body: SweepCreate) -> str:
+    canonical = json.dumps(body.model_dump(mode="json", exclude_unset=True), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _set(config: dict[str, Any], name: str, value: Any) -> dict[str, Any]:
+    """A copy of a job body with `section.field` set."""
+    section, field = name.split(".", 1)
+    out = copy.deepcopy(config)
+    out.setdefault(section, {})[field] = value
+    return out
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}" if where else error["msg"]
+
+
+def _validate_job(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> None:
+    """What job_submission.new_job checks of a trial's job, before any exists (the quota aside)."""
+    body = job_submission.default_learning_rate(job_submission.inherit_model(session, owner_id, body))
+    job_submission.validate(session, settings, owner_id, body)
+
+
+def _check_names(space: dict[str, Any]) -> None:
+    for name in space:
+        section, _, field = name.partition(".")
+        schema = SECTIONS.get(section)
+        if schema is None or field not in schema.model_fields:
+            known = sorted(f"{s}.{f}" for s, model in SECTIONS.items() for f in model.model_fields)
+            raise InvalidField(
+                "space",
+                f"{name!r} is not a job setting: a dimension names a field of the job's model or training section, "
+                f"one of {', '.join(known)}",
+            )
+
+
+def _candidates(dim: dict[str, Any]) -> list[Any]:
+    """The values of a dimension that bound what a trial may get: every choice, or a range's two ends."""
+    return list(dim["values"]) if dim["type"] == "choice" else [dim["low"], dim["high"]]
+
+
+def _check_values(
+    session: Session, settings: Settings, owner_id: str, base: dict[str, Any], space: dict[str, Any]
+) -> None:
+    """Each choice and each end of each range, put into the fixed job, makes a job the service accepts."""
+    for name, dim in space.items():
+        for value in _candidates(dim):
+            try:
+                body = JobCreate.model_validate(_set(base, name, value))
+                _validate_job(session, settings, owner_id, body)
+            except ValidationError as exc:
+                raise InvalidField("space", f"{name}={value!r} makes no valid job: {_first_error(exc)}") from exc
+            except InvalidField as exc:
+                raise InvalidField("space", f"{name}={value!r} makes no valid job: {exc.field}: {exc.message}") from exc
+
+
+def validate(session: Session, settings: Settings, owner_id: str, body: SweepCreate) -> None:
+    """Everything that can be known before the first trial; InvalidField (422) naming the field otherwise."""
+    try:
+        _validate_job(session, settings, owner_id, body.job)
+    except InvalidField as exc:
+        raise InvalidField(f"job.{exc.field}", exc.message) from exc
+    space = {name: dim.model_dump() for name, dim in body.space.items()}
+    _check_names(space)
+    _check_values(session, settings, owner_id, body.job.model_dump(mode="json", exclude_unset=True), space)
+    metric = body.objective.metric
+    if metric in TRANSLATION_METRICS and body.job.objective != "translation":
+        raise InvalidField(
+            "objective.metric",
+            f"{metric} is scored on translations; a {body.job.objective} job records valid_loss and valid_ppl",
+        )
+    if body.sampler == "grid" and sweep_study.grid_size(space) is None:
+        raise InvalidField("sampler", "a grid takes choice dimensions only; give each range as a choice of values")
+
+
+def create(
+    session: Session, settings: Settings, caller: Caller, body: SweepCreate, idempotency_key: str | None
+) -> tuple[Sweep, bool]:
+    """Insert the sweep (running) and begin its study; its first trials are started by sweep_runner.advance.
+    Returns (sweep, created); an idempotent replay returns the first sweep."""
+    digest = request_digest(body)
+    if idempotency_key is not None:
+        existing = _by_idempotency_key(session, caller.owner_id, idempotency_key)
+        if existing is not None:
+            return _replay(existing, digest, idempotency_key), False
+    validate(session, settings, caller.owner_id, body)
+    metric = body.objective.metric or ("bleu" if body.job.objective == "translation" else "valid_loss")
+    space = {name: dim.model_dump() for name, dim in body.space.items()}
+    timed = body.job.training.max_minutes is not None or "training.max_minutes" in space
+    sweep = Sweep(
+        owner_id=caller.owner_id,
+        key_id=caller.id,
+        key_prefix=caller.prefix,
+        name=body.name,
+        objective=body.job.objective,
+        job_config=body.job.model_dump(mode="json", exclude_unset=True),
+        space=space,
+        metric=metric,
+        direction=body.objective.direction or METRIC_DIRECTIONS[metric],
+        budget_minutes=body.budget.minutes,
+        budget_trials=body.budget.trials,
+        max_concurrent=body.max_concurrent_trials,
+        sampler=body.sampler,
+        pruner=body.pruner,
+        seed=body.seed,
+        resource="seconds" if timed else "steps",
+        idempotency_key=idempotency_key,
+        request_sha256=digest,
+    )
+    session.add(sweep)
+    try:
+        session.flush()
+        sweep_study.create(session, sweep)
+        session.commit()
+    except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
+        session.rollback()
+        existing = _by_idempotency_key(session, caller.owner_id, idempotency_key) if idempotency_key else None
+        if existing is None:
+            raise
+        assert idempotency_key is not None
+        return _replay(existing, digest, idempotency_key), False
+    return sweep, True
+
+
+def _by_idempotency_key(session: Session, owner_id: str, key: str) -> Sweep | None:
+    return session.scalar(select(Sweep).where(Sweep.owner_id == owner_id, Sweep.idempotency_key == key))
+
+
+def _replay(sweep: Sweep, digest: str, key: str) -> Sweep:
+    if sweep.request_sha256 != digest:
+        raise Conflict(f"Idempotency-Key {key!r} was used for a different request (sweep {sweep.id})")
+    return sweep
+
+
+def trial_minutes(sweep: Sweep, params: dict[str, Any]) -> float | None:
+    """A trial's training minutes: its own, if the space searches them, else the fixed job's."""
+    minutes = params.get("training.max_minutes", sweep.job_config.get("training", {}).get("max_minutes"))
+    return float(minutes) if minutes is not None else None
+
+
+def trial_body(sweep: Sweep, number: int, params: dict[str, Any]) -> JobCreate:
+    """The job of trial `number`: the fixed fields, its settings, a name and tag that tell whose trial it is, and
+    an evaluation cadence that lets the pruner compare it early (unless the fixed job gives one)."""
+    config = copy.deepcopy(sweep.job_config)
+    for name, value in params.items():
+        config = _set(config, name, value)
+    training = config.setdefault("training", {})
+    if "eval_every" not in training and "eval_every_minutes" not in training:
+        minutes = trial_minutes(sweep, params)
+        if minutes is not None:  # evaluations at each ninth of its time: the pruner's rungs (sweep_study.py)
+            training["eval_every_minutes"] = max(MIN_EVAL_MINUTES, minutes * sweep_study.FIRST_RUNG)
+        else:
+            training["eval_every"] = max(1, int(training.get("max_steps", 2000) * sweep_study.FIRST_RUNG))
+    config["name"] = f"{sweep.name} #{number}"
+    tags = list(config.get("tags", []))
+    if len(tags) < MAX_TAGS:
+        tags.append(f"sweep:{sweep.name}")
+    config["tags"] = tags
+    return JobCreate.model_validate(config)
