@@ -75,6 +75,14 @@ def trial_budget(sweep: Sweep) -> float:
     return float(budget) * (60 if sweep.resource == "seconds" else 1)
 
 
+class _Grid(GridSampler):
+    """Optuna's grid, less its call to study.stop() when the grid is done, which only its optimize loop accepts: a
+    sweep counts its grid's points itself (sweep_runner._why_no_more)."""
+
+    def after_trial(self, study: Any, trial: FrozenTrial, state: TrialState, values: Any) -> None:
+        return None
+
+
 def sampler(sweep: Sweep, trials_so_far: int) -> BaseSampler:
     """A fresh sampler for the next trial. Its seed follows the sweep's seed and the trials so far: a study is
     reopened for every trial (by whichever process starts it), so a fixed seed would draw the same point again."""
@@ -82,7 +90,8 @@ def sampler(sweep: Sweep, trials_so_far: int) -> BaseSampler:
     if sweep.sampler == "random":
         return RandomSampler(seed=seed)
     if sweep.sampler == "grid":
-        return GridSampler({name: dim["values"] for name, dim in sweep.space.items()}, seed=seed)
+        # The sweep's own seed: the grid shuffles its points by it, and trials are told apart by their point's index.
+        return _Grid({name: dim["values"] for name, dim in sweep.space.items()}, seed=sweep.seed)
     with warnings.catch_warnings():  # multivariate and constant_liar are marked experimental
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         # multivariate: settings that interact (a rate and its warm-up) are modelled together; constant_liar: a
