@@ -105,6 +105,17 @@ def alice_objects(pg_client):
         "/v1/models/alice-secret-name/aliases/alice-secret-alias", headers=alice, json={"version": 1}
     )
     assert aliased.status_code == 200, aliased.text
+    sweep = pg_client.post(
+        "/v1/sweeps",
+        headers=alice,
+        json={
+            "name": "alice-secret-sweep",
+            "job": {"objective": "translation", "dataset_id": dataset.json()["id"], "training": {"max_steps": 10}},
+            "space": {"training.lr_scale": {"type": "float", "low": 0.5, "high": 2.0}},
+            "budget": {"trials": 2},
+        },
+    )
+    assert sweep.status_code == 201, sweep.text
     ids = {
         "name": "alice-secret-name",
         "alias": "alice-secret-alias",
@@ -114,6 +125,7 @@ def alice_objects(pg_client):
         "model_id": model_id,
         "evaluation_id": evaluation.json()["id"],
         "translation_id": translation.json()["id"],
+        "sweep_id": sweep.json()["id"],
     }
     secrets = [
         *ids.values(),
@@ -124,6 +136,7 @@ def alice_objects(pg_client):
         "c" * 64,
         "a" * 64,
         "alice-secret-model",
+        "alice-secret-sweep",
         "alice-notes",
         "alice-secret-log-line",
         "alice-memory-report",
@@ -226,6 +239,12 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
         },
         ("POST", "/v1/pings"): {"queue": "inference"},
         ("POST", "/v1/estimate"): {"model": {"preset": "tiny", "vocab_size": 500}},
+        ("POST", "/v1/sweeps"): {
+            "name": "pears",
+            "job": {"objective": "translation", "dataset_id": ids["dataset_id"]},
+            "space": {"model.dropout": {"type": "float", "low": 0.0, "high": 0.3}},
+            "budget": {"trials": 2},
+        },
     }
     checked = 0
     for method, path, route in v1_routes(pg_client.app):
