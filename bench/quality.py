@@ -148,48 +148,10 @@ def ours_service(
     minutes: float,
     overrides: dict[str, Any],
 ) -> dict[str, Any]:
-    import httpx
+    from bench.service_session import embedded_service, translate_all, upload
+    from tests.support.stack import wait_for
 
-    from tests.support.stack import Processes, free_port, service_env, wait_for
-
-    tmp = Path(tempfile.mkdtemp(prefix="quality-service-"))
-    port = free_port()
-    env = {
-        **service_env(
-            DATA_DIR=str(tmp / "var"),
-            PORT=str(port),
-            OMP_NUM_THREADS=str(torch.get_num_threads()),
-            MAX_TEXTS_PER_REQUEST="64",
-            RATE_LIMIT_PER_MINUTE="1000000",
-            MAX_UPLOAD_MB="200",
-        ),
-        "TORCH_THREADS": str(torch.get_num_threads()),
-    }  # the training worker's threads, as the peer's
-    processes = Processes(tmp)
-    processes.start("serve", [sys.executable, "-m", "app.cli", "serve"], env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        key_file = tmp / "var" / "local-api-key"
-
-        def up() -> bool:
-            try:
-                return key_file.exists() and httpx.get(f"{url}/healthz").status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(up, 120, "the service")
-        client = httpx.Client(
-            base_url=url, headers={"Authorization": f"Bearer {key_file.read_text().strip()}"}, timeout=600
-        )
-
-        def upload(name: str) -> str:
-            with open(corpus / f"{name}.jsonl", "rb") as f:
-                r = client.post(
-                    "/v1/datasets", data={"name": name, "kind": "parallel"}, files={"file": (f"{name}.jsonl", f)}
-                )
-            r.raise_for_status()
-            return r.json()["id"]
-
+    with embedded_service("quality-service-") as client:
         if recipe.get("ours_from_budget"):  # only the budget: the worker chooses the rest
             training, model = {"max_minutes": minutes, "seed": seed}, {"preset": PRESET}
         else:
@@ -208,8 +170,8 @@ def ours_service(
             "/v1/jobs",
             json={
                 "objective": "translation",
-                "dataset_id": upload("train"),
-                "valid_dataset_id": upload("valid"),
+                "dataset_id": upload(client, corpus / "train.jsonl", "train"),
+                "valid_dataset_id": upload(client, corpus / "valid.jsonl", "valid"),
                 "model": model,
                 "training": training,
             },
@@ -229,14 +191,7 @@ def ours_service(
         model_id = job["model_id"]
         series = client.get(f"/v1/jobs/{job_id}/metrics", params={"names": "eval_seconds"}).json()["series"]
         t0 = time.monotonic()
-        hyps: list[str] = []
-        for start in range(0, len(test), 64):
-            r = client.post(
-                f"/v1/models/{model_id}/translate",
-                json={"texts": [s for s, _ in test[start : start + 64]], "beam_size": 4},
-            )
-            r.raise_for_status()
-            hyps += [t["text"] for t in r.json()["translations"]]
+        hyps = translate_all(client, model_id, [source for source, _ in test])
         eval_seconds = series.get("eval_seconds", {}).get("values", [])
         return {
             **score(hyps, [t for _, t in test]),
@@ -256,8 +211,6 @@ def ours_service(
                 else {}
             ),
         }
-    finally:
-        processes.stop()
 
 
 # -- the peer (bench/quality_peer.py) ------------------------------------------------------------------------
