@@ -307,6 +307,33 @@ def test_early_stopping_after_patience_evaluations_without_improvement(reverse_d
     assert result.best_valid_loss == 2.0 and result.best_step == 4
 
 
+def test_eval_every_minutes_evaluates_by_training_time_whatever_the_pace(reverse_data, monkeypatch):
+    """A clock where each step takes 25 s of training: with eval_every_minutes=1 and eval_every out of reach, an
+    evaluation falls on the first step at least 60 s after the last one (steps 3, 6, 9), and the last step is
+    still evaluated; without it, only the last."""
+    updates = [0]
+    real_step = trainer.Trainer._step
+
+    def counted_step(self, *args, **kwargs):
+        updates[0] += 1
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(trainer.Trainer, "_step", counted_step)
+    monkeypatch.setattr(trainer, "elapsed_clock", lambda before: lambda: before + 25.0 * updates[0])
+    monkeypatch.setattr(trainer, "evaluate", lambda *a, **k: {"loss": 1.0})
+    steps: list[int] = []
+    train(
+        reverse_data,
+        quick_config(max_steps=10, eval_every_minutes=1),
+        callbacks=Callbacks(on_eval=lambda s, m: steps.append(s)),
+    )
+    assert steps == [3, 6, 9, 10]
+    steps.clear()
+    updates[0] = 0
+    train(reverse_data, quick_config(max_steps=10), callbacks=Callbacks(on_eval=lambda s, m: steps.append(s)))
+    assert steps == [10]
+
+
 def test_evaluation_reports_validation_loss_perplexity_bleu_and_chrf(reverse_data):
     evals: list[tuple[int, dict]] = []
     train(
