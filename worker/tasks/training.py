@@ -74,8 +74,8 @@ def _report_to_sweep(state: RunState, job_id: str, step: int, metrics: dict[str,
         state.prune_reason = reason
 
 
-def _callbacks(state: RunState, job: Job, root: Path, lease_seconds: int) -> Callbacks:
-    job_id = job.id
+def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int, trial: bool = False) -> Callbacks:
+    """The trainer's hooks for job `job_id`; a sweep's trial (`trial`) also reports each evaluation to its sweep."""
 
     def on_step(info: StepInfo) -> None:
         state.train_seconds = info.elapsed
@@ -103,7 +103,7 @@ def _callbacks(state: RunState, job: Job, root: Path, lease_seconds: int) -> Cal
         flush(state, lease_seconds)
         if state.lease_lost:
             raise LeaseLost(job_id)
-        if job.sweep_id is not None:
+        if trial:
             _report_to_sweep(state, job_id, step, eval_metrics(values))
 
     def on_checkpoint(info: CheckpointInfo) -> None:
@@ -246,7 +246,14 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
     keeper.start()
     try:
         job, data, device, root = _prepare(claim, state)
-        result = _train(job, data, device, root, _callbacks(state, job, root, settings.job_lease_seconds), state)
+        result = _train(
+            job,
+            data,
+            device,
+            root,
+            _callbacks(state, job.id, root, settings.job_lease_seconds, trial=job.sweep_id is not None),
+            state,
+        )
     finally:
         keeper.stop()
     spec = TrainingSpec.stored(job.training_config)
