@@ -3,7 +3,8 @@
 Administration (direct database access): `create-key NAME`, `revoke-key PREFIX_OR_NAME`, `migrate`, `serve`.
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
 `cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`;
-the registry `register` (name a model), `alias` (point a name's aliases); `delete model|dataset`.
+the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
+`sweep-status [--watch]`, `sweep-cancel`; `delete model|dataset`.
 Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
 """
 
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import ValidationError
 
-from app.client import datasets, job_logs, jobs, models, registry, translations
+from app.client import datasets, job_logs, jobs, models, registry, sweeps, translations
 from app.client.connection import add_connection_arguments
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     job_logs.register(sub)
     models.register(sub, kinds)
     registry.register(sub)
+    sweeps.register(sub)
     translations.register(sub)
     for name in [*(set(sub.choices) - before - {"delete"}), *kinds.choices]:
         add_connection_arguments((kinds if name in kinds.choices else sub).choices[name])

@@ -1,8 +1,10 @@
-"""In-process API tests: a migrated SQLite database in a temporary folder and a TestClient."""
+"""In-process API tests: a migrated SQLite database in a temporary folder, a TestClient, and the CLI run against it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 
 import pytest
 from fastapi.testclient import TestClient
@@ -48,3 +50,31 @@ def mono_id(client, alice):
     from tests.api.test_datasets import _upload
 
     return _upload(client, alice, b"the cat sat\n", filename="m.txt", kind="monolingual").json()["id"]
+
+
+@pytest.fixture
+def cli(client, monkeypatch, capsys):
+    """`cli(*argv)`: run the command in process with the key it finds itself (flag, environment, file); returns
+    (exit code, stdout, stderr)."""
+    import app.client.connection as connection
+    from app.cli import main
+
+    def open_client(args):
+        client.headers["Authorization"] = f"Bearer {connection.api_key(args)}"
+        return nullcontext(client)
+
+    monkeypatch.setattr(connection, "open_client", open_client)
+    monkeypatch.delenv("TRANSFORMER_API_KEY", raising=False)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        try:
+            main(list(argv))
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)  # as the interpreter prints it
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run

@@ -1,5 +1,5 @@
 """The client CLI (`python -m app.cli`, app/client/) against the API in process: its requests go through the
-TestClient to the real routes and database; only `connection.open_client` is replaced (see `cli` below)."""
+TestClient to the real routes and database; only `connection.open_client` is replaced (see `cli` in conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import nullcontext
 from io import StringIO
 
 import httpx
@@ -19,34 +18,6 @@ from sqlalchemy import select
 from tests.api.test_init_model import _model_row
 from tests.api.test_job_labels import job_rows
 from tests.support.stack import ROOT
-
-
-@pytest.fixture
-def cli(client, monkeypatch, capsys):
-    """`cli(*argv)`: run the command in process with the key it finds itself (flag, environment, file); returns
-    (exit code, stdout, stderr)."""
-    import app.client.connection as connection
-    from app.cli import main
-
-    def open_client(args):
-        client.headers["Authorization"] = f"Bearer {connection.api_key(args)}"
-        return nullcontext(client)
-
-    monkeypatch.setattr(connection, "open_client", open_client)
-    monkeypatch.delenv("TRANSFORMER_API_KEY", raising=False)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        try:
-            main(list(argv))
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 1
-            if isinstance(exc.code, str):
-                print(exc.code, file=sys.stderr)  # as the interpreter prints it
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
 
 
 def _key(headers: dict[str, str]) -> str:
