@@ -7,7 +7,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -15,8 +14,8 @@ from app.core.settings import Settings
 from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
-from app.services import model_refs
-from app.services.errors import Conflict, InvalidField
+from app.services import idempotency, model_refs
+from app.services.errors import InvalidField
 from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
@@ -234,20 +233,20 @@ def create(
     """Insert the job (status queued). Returns (job, created); an idempotent replay returns the first job."""
     digest = request_digest(body)
     if idempotency_key is not None:
-        existing = _by_idempotency_key(session, owner_id, idempotency_key)
+        existing = idempotency.find(session, Job, owner_id, idempotency_key)
         if existing is not None:
-            return _replay(existing, digest, idempotency_key), False
+            return idempotency.replay(existing, digest, idempotency_key, "job"), False
     job = new_job(session, settings, owner_id, body, idempotency_key=idempotency_key, request_sha256=digest)
     session.add(job)
     try:
         session.commit()
     except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
         session.rollback()
-        existing = _by_idempotency_key(session, owner_id, idempotency_key) if idempotency_key else None
+        existing = idempotency.find(session, Job, owner_id, idempotency_key) if idempotency_key else None
         if existing is None:
             raise
         assert idempotency_key is not None  # found by it
-        return _replay(existing, digest, idempotency_key), False
+        return idempotency.replay(existing, digest, idempotency_key, "job"), False
     return job, True
 
 
@@ -282,13 +281,3 @@ def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate
 def tag_rows(tags: list[str]) -> list[JobTag]:
     """The job_tags rows of a validated, deduplicated list of tags, in its order."""
     return [JobTag(tag=tag, position=position) for position, tag in enumerate(tags)]
-
-
-def _by_idempotency_key(session: Session, owner_id: str, key: str) -> Job | None:
-    return session.scalar(select(Job).where(Job.owner_id == owner_id, Job.idempotency_key == key))
-
-
-def _replay(job: Job, digest: str, key: str) -> Job:
-    if job.request_sha256 != digest:
-        raise Conflict(f"Idempotency-Key {key!r} was used for a different request (job {job.id})")
-    return job

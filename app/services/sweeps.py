@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -19,8 +18,8 @@ from app.db.keys import Caller
 from app.db.tables import Sweep
 from app.schemas.jobs import MAX_TAGS, JobCreate, ModelSpec, TrainingSpec
 from app.schemas.sweeps import METRIC_DIRECTIONS, SweepCreate
-from app.services import job_submission, sweep_study
-from app.services.errors import Conflict, InvalidField
+from app.services import idempotency, job_submission, sweep_study
+from app.services.errors import InvalidField
 
 SECTIONS: dict[str, Any] = {"model": ModelSpec, "training": TrainingSpec}
 TRANSLATION_METRICS = ("bleu", "chrf")
@@ -111,9 +110,9 @@ def create(
     Returns (sweep, created); an idempotent replay returns the first sweep."""
     digest = request_digest(body)
     if idempotency_key is not None:
-        existing = _by_idempotency_key(session, caller.owner_id, idempotency_key)
+        existing = idempotency.find(session, Sweep, caller.owner_id, idempotency_key)
         if existing is not None:
-            return _replay(existing, digest, idempotency_key), False
+            return idempotency.replay(existing, digest, idempotency_key, "sweep"), False
     validate(session, settings, caller.owner_id, body)
     metric = body.objective.metric or ("bleu" if body.job.objective == "translation" else "valid_loss")
     space = {name: dim.model_dump() for name, dim in body.space.items()}
@@ -145,22 +144,12 @@ def create(
         session.commit()
     except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
         session.rollback()
-        existing = _by_idempotency_key(session, caller.owner_id, idempotency_key) if idempotency_key else None
+        existing = idempotency.find(session, Sweep, caller.owner_id, idempotency_key) if idempotency_key else None
         if existing is None:
             raise
         assert idempotency_key is not None
-        return _replay(existing, digest, idempotency_key), False
+        return idempotency.replay(existing, digest, idempotency_key, "sweep"), False
     return sweep, True
-
-
-def _by_idempotency_key(session: Session, owner_id: str, key: str) -> Sweep | None:
-    return session.scalar(select(Sweep).where(Sweep.owner_id == owner_id, Sweep.idempotency_key == key))
-
-
-def _replay(sweep: Sweep, digest: str, key: str) -> Sweep:
-    if sweep.request_sha256 != digest:
-        raise Conflict(f"Idempotency-Key {key!r} was used for a different request (sweep {sweep.id})")
-    return sweep
 
 
 def trial_minutes(sweep: Sweep, params: dict[str, Any]) -> float | None:
