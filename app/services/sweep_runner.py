@@ -212,6 +212,14 @@ def advance(session: Session, settings: Settings, sweep_id: str) -> list[str]:
     return [job.id for job in started]
 
 
+def _last_rung(sweep: Sweep, job: Job) -> float:
+    """Where a trial stops being prunable: its last ninth. Successive halving's next rung after a third of the budget
+    is the budget itself, where the trial has finished training; pruned there, it would lose the value it earned."""
+    training = TrainingSpec.stored(job.training_config)
+    budget = (training.max_minutes or math.inf) * 60 if sweep.resource == "seconds" else training.max_steps
+    return budget * (1 - sweep_study.FIRST_RUNG)
+
+
 def report(session: Session, job_id: str, step: int, seconds: float, metrics: dict[str, float]) -> str | None:
     """A trial's evaluation at `step` after `seconds` of training: its objective goes to the study, and the answer
     is why the pruner stops it (None: go on, or not a trial). Commits."""
@@ -226,7 +234,7 @@ def report(session: Session, job_id: str, step: int, seconds: float, metrics: di
     at = int(seconds) if sweep.resource == "seconds" else step
     study = sweep_study.load(session, sweep)
     reason = None
-    if sweep_study.report(study, job.trial_number, at, value):
+    if sweep_study.report(study, job.trial_number, at, value, may_prune=at < _last_rung(sweep, job)):
         unit = "seconds of training" if sweep.resource == "seconds" else "steps"
         reason = (
             f"pruned by {sweep.pruner} after {at} {unit}: {sweep.metric} {value:.4g} is not among the best "

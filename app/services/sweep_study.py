@@ -138,16 +138,17 @@ def ask(study: optuna.Study, space: dict[str, Any]) -> tuple[int, dict[str, Any]
     return asked.number, dict(asked.params)
 
 
-def report(study: optuna.Study, number: int, at: int, value: float) -> bool:
-    """Record the objective at `at` (seconds or steps) for a running trial; whether the pruner stops it. A point
-    already reported (an attempt resumed from a checkpoint evaluates again) is kept as first reported."""
+def report(study: optuna.Study, number: int, at: int, value: float, may_prune: bool = True) -> bool:
+    """Record the objective at `at` (seconds or steps) for a running trial; whether the pruner stops it (never
+    where `may_prune` is false). A point already reported (an attempt resumed from a checkpoint evaluates again)
+    is kept as first reported."""
     frozen = trial(study, number)
     if frozen.state != TrialState.RUNNING:
         return False
     running = Trial(study, frozen._trial_id)  # Optuna has no public lookup of a trial's storage id by number
     if at not in frozen.intermediate_values:
         running.report(value, at)
-    return running.should_prune()
+    return may_prune and running.should_prune()
 
 
 def tell(

@@ -164,3 +164,16 @@ def test_trials_wait_for_the_owners_active_job_quota(client, alice, parallel_id,
     (job,) = _queued(sweep["id"])
     _run_trial(job.id, [(10, 1.0)], {"bleu": 1.0})
     assert len(_queued(sweep["id"])) == 1
+
+
+def test_a_trial_is_never_pruned_at_its_end(client, alice, parallel_id):
+    """Successive halving's third rung (90 steps) is the trial's whole budget: a trial worse than the first there
+    has finished training anyway, and completes with its value rather than being marked pruned."""
+    sweep = _create(client, alice, parallel_id, pruner="asha", budget={"trials": 2})
+    (first,) = _queued(sweep["id"])
+    assert _run_trial(first.id, [(10, 5.0), (30, 12.0), (90, 20.0)], {"bleu": 20.0}) is None
+    (second,) = _queued(sweep["id"])
+    assert _run_trial(second.id, [(85, 4.0), (90, 4.5)], {"bleu": 4.5}) is None
+    done = client.get(f"/v1/sweeps/{sweep['id']}", headers=alice).json()
+    assert [t["status"] for t in done["trials"]] == ["succeeded", "succeeded"]
+    assert [t["value"] for t in done["trials"]] == [20.0, 4.5]
