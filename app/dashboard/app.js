@@ -1,5 +1,5 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
-// card, #/new, #/models, #/models/<id>, #/workers), the jobs list.
+// card, #/new, #/sweeps, #/sweeps/<id>, #/models, #/models/<id>, #/workers), the jobs list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
@@ -8,6 +8,8 @@ import { tagChips } from "./labels.js";
 import { renderExplain } from "./explain.js";
 import { renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
+import { renderSweep } from "./sweep.js";
+import { renderSweeps } from "./sweeps.js";
 import { renderWorkers } from "./workers.js";
 import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
@@ -142,6 +144,7 @@ function jobRow(job, ticked) {
     })),
     h("td", { "data-label": "Job" }, h("a", { href: `#/jobs/${job.id}` }, job.name || shortId(job.id)),
       job.model_id ? h("a", { class: "small-link", href: `#/models/${job.model_id}` }, " model") : null,
+      job.sweep_id ? h("a", { class: "small-link", href: `#/sweeps/${job.sweep_id}` }, " sweep") : null,
       tagChips(job.tags)),
     h("td", { "data-label": "Objective" },
       h("div", {}, job.objective, h("span", { class: "muted" }, ` · ${job.model.preset}`))),
@@ -161,6 +164,8 @@ const ROUTES = [
   [/^#\/jobs(\?.*)?$/, renderJobs],
   [/^#\/compare(\?.*)?$/, renderCompare],
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
+  [/^#\/sweeps\/([\w-]+)$/, renderSweep],
+  [/^#\/sweeps(\?.*)?$/, renderSweeps],
   [/^#\/models\/([\w.@-]+)\/explain$/, renderExplain],
   [/^#\/models\/([\w.@-]+)$/, renderModel],  // an id, or name@version / name@alias
   [/^#\/models$/, renderModels],

@@ -4,6 +4,7 @@
 
 import { api } from "./api.js";
 import { aligned, COLORS, linePlot } from "./plots.js";
+import { sortable } from "./sortable.js";
 import { clear, errorBox, field, fmtNumber, h, shortId, statusBadge } from "./ui.js";
 
 const FIRST = ["train_loss", "valid_loss", "bleu", "chrf", "masked_token_accuracy", "lr", "tokens_per_second"];
@@ -52,36 +53,13 @@ function chart(parent, name, jobs, options) {
   holder.dataset.points = String(parts.reduce((n, p) => n + p.y.length, 0));
 }
 
-function sortable(table, rows, columns) {
-  let by = null, dir = 1;
-  const body = h("tbody");
-  function draw() {
-    const sorted = by === null ? rows : [...rows].sort((a, b) => {
-      const x = a.cells[by].sort, y = b.cells[by].sort;
-      if (x === y) return 0;
-      if (x === null || x === undefined) return 1;
-      if (y === null || y === undefined) return -1;
-      return (x < y ? -1 : 1) * dir;
-    });
-    body.replaceChildren(...sorted.map((r) => h("tr", { "data-job": r.id },
-      r.cells.map((c, i) => h("td", { "data-label": columns[i] }, c.shown)))));
-  }
-  const head = h("tr", {}, columns.map((c, i) => {
-    const button = h("button", { type: "button", class: "link sort", "data-column": c }, c);
-    button.addEventListener("click", () => { dir = by === i ? -dir : 1; by = i; draw(); });
-    return h("th", { scope: "col" }, button);
-  }));
-  table.replaceChildren(h("thead", {}, head), body);
-  draw();
-}
-
 function settingsTable(comparison) {
   const { jobs, differing } = comparison;
   const metrics = TABLE_METRICS.filter((n) => jobs.some((j) => j.metrics[n]));
   const columns = ["Job", "Status", ...differing, ...metrics.flatMap((n) => [`${n} best`, `${n} final`])];
   const cell = (v) => ({ sort: v ?? null, shown: v === null || v === undefined ? "–" : typeof v === "number" ? fmtNumber(v) : String(v) });
   const rows = jobs.map((job) => ({
-    id: job.id,
+    attrs: { "data-job": job.id },
     cells: [
       { sort: label(job), shown: h("a", { href: `#/jobs/${job.id}` }, label(job)) },
       { sort: job.status, shown: statusBadge(job.status) },

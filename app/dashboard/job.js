@@ -125,6 +125,7 @@ export function renderJob(container, jobId, { card } = {}) {
       h("div", { class: "summary-row" }, statusBadge(state.status),
         h("span", {}, `${job.objective}${languagePair(job)} · ${job.model.preset} · attempt ${state.attempt}/${job.max_attempts}`),
         job.device ? h("span", { class: "muted" }, job.device) : null,
+        job.sweep_id ? h("a", { href: `#/sweeps/${job.sweep_id}`, id: "sweep-link" }, `trial #${job.trial_number} of its sweep`) : null,
         !TERMINAL.has(state.status) ? cancel : null,
         state.model_id ? h("a", { class: "button", href: `#/models/${state.model_id}`, id: "model-link" }, "Open the model") : null),
       waitingNote(state),

@@ -2,10 +2,12 @@
 // settings (or a model to start from: fine-tuning), the workers that may train it (any, GPU, CPU), its precision
 // and the tokens whose embedding neighbours are recorded, an optional test set, and see the parameter count and
 // memory estimate (POST /v1/estimate) before submitting. #/new?from=<model id> opens it starting from that model.
+// "Sweep…" turns the form into a sweep of such jobs (sweepform.js).
 
 import { api } from "./api.js";
 import { anatomyBars } from "./charts.js";
 import { parseTags } from "./labels.js";
+import { sweepEditor } from "./sweepform.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, h, newId } from "./ui.js";
 
 const KIND = { translation: "parallel", denoising: "monolingual" };
@@ -82,6 +84,8 @@ export function renderNewJob(container, fromModel) {
   const estimateBox = h("div", { id: "estimate", class: "estimate", "aria-live": "polite" }, h("p", { class: "muted" }, "…"));
   const submitStatus = h("div", { id: "submit-status", "aria-live": "assertive" });
   const submit = h("button", { type: "submit", id: "submit-job" }, "Submit job");
+  const sweepButton = h("button", { type: "button", class: "secondary", id: "sweep-button",
+                                    title: "search some of these settings: one job a trial" }, "Sweep…");
 
   const form = h("form", { class: "newjob", novalidate: true },
     h("section", { class: "card" }, h("h2", {}, "Labels"),
@@ -111,13 +115,20 @@ export function renderNewJob(container, fromModel) {
         field("Precision", precision, "default: bf16 on a GPU worker, fp32 on a CPU one; bf16 keeps fp32 weights"),
         field("Tokens to watch", probeTokens, "comma or space separated, at most 20: their nearest neighbours in the embeddings are recorded at each checkpoint"))),
     h("section", { class: "card" }, h("h2", {}, "Estimate"), estimateBox),
-    h("div", { class: "actions" }, submit, submitStatus));
+    h("div", { class: "actions" }, submit, sweepButton, submitStatus));
   modelCard.append(
     field("Preset", preset), field("Vocabulary size", t.vocab_size, "subword vocabulary shared by source and target"),
     field("Tokenizer", tokenizer, "trained on the job's data"),
     h("details", {}, h("summary", {}, "Override the preset"),
       h("div", { class: "grid2" }, Object.entries(overrides).map(([k, el]) => field(k, el)))));
-  clear(container, h("h1", {}, "New training job"), form);
+  const sweep = sweepEditor({
+    jobBody: () => body(),
+    check: () => (dataset.value ? null : "Pick a training dataset or upload one first."),
+    jobName: () => jobName.value.trim(),
+  });
+  sweepButton.addEventListener("click", () => { sweepButton.hidden = submit.hidden = true; sweep.open(); });
+  sweep.onClose(() => { sweepButton.hidden = submit.hidden = false; });
+  clear(container, h("h1", {}, "New training job"), form, sweep.el);
 
   let models = [];
   function fillModels() {

@@ -46,7 +46,8 @@ export function extremes(xs, ys, maxPoints) {
 const widthOf = (holder) => Math.max(240, Math.floor(holder.clientWidth || 600));
 
 /**
- * A uPlot chart drawn into `holder` of `series` ([{label, color}]) against `xLabel`, resized with its holder.
+ * A uPlot chart drawn into `holder` of `series` ([{label, color, width?, dash?, alpha?}]: a dashed or faded line for
+ * what matters less, a sweep's pruned trials) against `xLabel`, resized with its holder.
  * `data` is an aligned table (see aligned()); `hooks` are uPlot's (e.g. setScale, to follow a zoom).
  */
 export function linePlot(holder, { xLabel, series, height = 240, log = false, hooks = {} }, data) {
@@ -55,19 +56,22 @@ export function linePlot(holder, { xLabel, series, height = 240, log = false, ho
     scales: { x: { time: false }, y: { distr: log ? 3 : 1 } },
     axes: [{ label: xLabel }, { size: 64, values: (_, ticks) => ticks.map((v) => fmtNumber(v, 3)) }],  // 1.00e-4, not uPlot's "0"
     series: [{ label: xLabel }, ...series.map((s) => ({
-      label: s.label, stroke: s.color, width: 1.5, spanGaps: true,
+      label: s.label, stroke: s.color, width: s.width ?? 1.5, spanGaps: true,
+      ...(s.dash ? { dash: s.dash } : {}), ...(s.alpha !== undefined ? { alpha: s.alpha } : {}),
       value: (_, v) => (v === null || v === undefined ? "--" : fmtNumber(v)),  // 4.80e-4, not uPlot's "0"
     }))],
     legend: { live: true },
     // hovering shows each series' nearest point: validation runs every few hundred steps, between them it is null
     cursor: { drag: { x: true, y: false }, hover: { skip: [null] } },
-    hooks,
+    // a chart destroyed to be drawn anew (a sweep's new trial) stops following the window
+    hooks: { ...hooks, destroy: [...(hooks.destroy || []), () => resized.disconnect()] },
   };
   const plot = new uPlot(opts, data, holder);
-  new ResizeObserver(() => {
+  const resized = new ResizeObserver(() => {
     const width = widthOf(holder);
     if (width !== plot.width) plot.setSize({ width, height });
-  }).observe(holder);
+  });
+  resized.observe(holder);
   return plot;
 }
 
