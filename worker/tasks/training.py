@@ -24,7 +24,7 @@ from app.db.session import session_scope
 from app.db.tables import Job, JobCheckpoint, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
 from app.schemas.jobs import TrainingSpec
-from app.services import evaluations, sweep_runner
+from app.services import evaluations
 from app.services.queueing import dispatch_training
 from model.data.corpus import DataError
 from model.data.tokenizer import Tokenizer
@@ -42,6 +42,7 @@ from worker.training.auto_settings import choose_settings, pending
 from worker.training.job_data import load_job, prepare_job, train_config
 from worker.training.lease import LeaseKeeper, RunState, flush, track, untrack
 from worker.training.step_memory import memory_callback
+from worker.training.sweep_trial import advance_sweep_of, report_to_sweep
 
 log = logging.getLogger(__name__)
 KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
@@ -58,20 +59,6 @@ class LeaseLost(Exception):
 
 def checkpoint_key(job_id: str) -> str:
     return f"jobs/{job_id}/checkpoints"
-
-
-def _report_to_sweep(state: RunState, job_id: str, step: int, metrics: dict[str, float]) -> None:
-    """A trial's evaluation goes to its sweep's study; the pruner may stop it here. A failure to report is logged
-    and training goes on: the trial is then judged by its end alone."""
-    try:
-        with session_scope() as session:
-            reason = sweep_runner.report(session, job_id, step, state.train_seconds, metrics)
-    except Exception:
-        log.exception("job %s: its evaluation at step %d was not reported to its sweep", job_id, step)
-        return
-    if reason is not None:
-        log.info("job %s: %s; stopping", job_id, reason)
-        state.prune_reason = reason
 
 
 def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int, trial: bool = False) -> Callbacks:
@@ -104,7 +91,7 @@ def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int, tri
         if state.lease_lost:
             raise LeaseLost(job_id)
         if trial:
-            _report_to_sweep(state, job_id, step, eval_metrics(values))
+            report_to_sweep(state, job_id, step, eval_metrics(values))
 
     def on_checkpoint(info: CheckpointInfo) -> None:
         flush(state, lease_seconds)
@@ -386,19 +373,6 @@ def train_job(self: Task, job_id: str) -> None:
             job_log.write(job_id, final=True)
     if not state.lease_lost:
         advance_sweep_of(job_id)
-
-
-def advance_sweep_of(job_id: str) -> None:
-    """A trial that ended (or went back to the queue) moves its sweep on: the study hears how it ended and the
-    next trials start. A failure here is logged; the reaper moves the sweep on later."""
-    try:
-        with session_scope() as session:
-            sweep_id = session.scalar(select(Job.sweep_id).where(Job.id == job_id))
-            started = sweep_runner.advance(session, get_settings(), sweep_id) if sweep_id else []
-        for trial_job in started:
-            dispatch_training(trial_job, current_app)
-    except Exception:
-        log.exception("job %s: its sweep was not moved on; the reaper will", job_id)
 
 
 _out_of_memory = is_out_of_memory  # outside a step (data, evaluation): failed at once, with what to change
