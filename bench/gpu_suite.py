@@ -78,13 +78,13 @@ def train(name: str, preset: str, tokens: str, vocab: str, compile_: bool, estim
     )
 
 
-# In order of what they are worth: the headline training figure, decoding, the service (never run on a GPU yet),
-# the profile, then the rest. Estimates for one H100/H200; a compiled step compiles one graph per length bucket
-# its batches need (about three here, tens of seconds each for `base`: not measured yet).
+# In order of what they are worth: the headline training figure, decoding, the service, the profile, then the
+# rest. Estimates from one H200 on 2026-11-27 (bench/results/gpu_suite-cuda-h200-2026-11-27*.json), rounded up:
+# a compiled step compiles one graph per length bucket its batches need, which took `base` 210 s in all.
 STEPS: tuple[Step, ...] = (
-    train("train-base-25k-v32k-compile", "base", "25000", "32000", True, 100),
+    train("train-base-25k-v32k-compile", "base", "25000", "32000", True, 220),
     train("train-base-25k-v32k", "base", "25000", "32000", False, 25),
-    Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 40, 180),
+    Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 50, 180),
     Step(
         "service-e2e",
         "service_e2e.py",
@@ -120,9 +120,9 @@ STEPS: tuple[Step, ...] = (
         40,
         180,
     ),
-    train("train-big-25k-v32k-compile", "big", "25000", "32000", True, 110),
-    train("train-base-auto-v32k-compile", "base", "auto", "32000", True, 120),
-    train("train-base-25k-v8k-compile", "base", "25000", "8000", True, 100),
+    train("train-big-25k-v32k-compile", "big", "25000", "32000", True, 250),
+    train("train-base-auto-v32k-compile", "base", "auto", "32000", True, 240),
+    train("train-base-25k-v8k-compile", "base", "25000", "8000", True, 210),
     train("train-big-25k-v32k", "big", "25000", "32000", False, 35),
     train("train-base-auto-v32k", "base", "auto", "32000", False, 40),
     train("train-base-25k-v8k", "base", "25000", "8000", False, 25),
