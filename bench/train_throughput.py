@@ -58,6 +58,7 @@ from model.train.budget import BudgetInputs, choose, largest_batch  # noqa: E402
 from model.train.config import TrainConfig  # noqa: E402
 from model.train.step import build_optimizer, train_step  # noqa: E402
 from model.train.step_graph import compile_step  # noqa: E402
+from model.train.throughput import steady_step_seconds  # noqa: E402
 
 BENCH = "train_throughput"
 # As a worker times its throughput for the budget rule (worker/training/auto_settings.py): not imported, as that
@@ -285,7 +286,7 @@ def budget_batch(
     precision: str,
 ) -> dict[str, Any]:
     """The max_tokens_per_batch the time-budget rule gives a job of args.auto_minutes on this device, from our own
-    step timed at the sizes a worker times (one warm-up step, then the median of PROBE_STEPS)."""
+    step timed at the sizes a worker times (the median of PROBE_STEPS batches, each stepped once untimed first)."""
     on_gpu = info.device_kind == "cuda"
 
     def fits(tokens: int) -> bool:
@@ -300,15 +301,13 @@ def budget_batch(
     optimizer = build_optimizer(model, cfg)
     curve = []
     for size in sizes:
-        batches = make_batches(argparse.Namespace(**{**vars(args), "batch_tokens": size}), PROBE_STEPS + 1)
-        seconds = []
-        for batch in batches:
-            t0 = time.perf_counter()
-            train_step(model, optimizer, [batch], 1e-4, cfg, autocast)
-            if on_gpu:
-                torch.cuda.synchronize(args.device)
-            seconds.append(time.perf_counter() - t0)
-        curve.append((size, round(size / statistics.median(seconds[1:]), 1)))
+        batches = make_batches(argparse.Namespace(**{**vars(args), "batch_tokens": size}), PROBE_STEPS)
+        seconds = steady_step_seconds(
+            lambda batch, m=model, o=optimizer: train_step(m, o, [batch], 1e-4, cfg, autocast),
+            batches,
+            lambda: torch.cuda.synchronize(args.device) if on_gpu else None,
+        )
+        curve.append((size, round(size / statistics.median(seconds), 1)))
     del model, optimizer
     inputs = BudgetInputs(
         max_minutes=args.auto_minutes,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
@@ -10,7 +12,7 @@ from model.train.config import TrainConfig
 from model.train.loop import train
 from model.train.prepare import prepare
 from model.train.settings import MAX_KEEP_CHECKPOINTS, DataSettings
-from model.train.throughput import measure_throughput
+from model.train.throughput import measure_throughput, steady_step_seconds
 
 
 @pytest.fixture(scope="module")
@@ -58,3 +60,29 @@ def test_a_job_trains_the_same_with_or_without_the_measurement(data):
     plain = train(data, _config()).losses
     measure_throughput(data, _config(), max_tokens=256, steps=1)
     assert train(data, _config()).losses == plain
+
+
+def test_a_shapes_first_step_is_not_timed():
+    """Each batch is stepped once untimed, then timed: what a new shape costs once (on a GPU, cuDNN building an
+    attention plan: hundreds of milliseconds) stays out of the steady rate, however many shapes there are."""
+    seen, calls = set(), []
+
+    def step(batch: str) -> None:
+        calls.append(("step", batch))
+        time.sleep(0.3 if batch not in seen else 0.01)
+        seen.add(batch)
+
+    seconds = steady_step_seconds(step, ["a", "b", "c"], lambda: calls.append(("sync", None)))
+    assert len(seconds) == 3 and all(s < 0.2 for s in seconds), seconds
+    steps = [b for kind, b in calls if kind == "step"]
+    assert steps == ["a", "b", "c", "a", "b", "c"]
+    # The device is synchronized before the clock starts and after every timed step.
+    assert calls[3:] == [
+        ("sync", None),
+        ("step", "a"),
+        ("sync", None),
+        ("step", "b"),
+        ("sync", None),
+        ("step", "c"),
+        ("sync", None),
+    ]

@@ -109,7 +109,7 @@ def test_a_gpu_worker_times_a_curve_and_chooses_at_least_its_knee(larger_corpus,
     worker_env(WORKER_TOKENS_PER_SECOND="0")
     rows = _rows(larger_corpus, ["max_tokens_per_batch", "warmup_steps"])
     data = choose_settings(rows, "cuda")
-    corpus_share = sum(e.size for e in data.train_examples) // 4 // 128 * 128  # four batches an epoch
+    corpus_share = sum(e.size for e in data.train_examples) // 3 // 128 * 128  # the three timed batches an epoch
     assert 8192 < corpus_share < 32768  # the 16x probe is bounded by the corpus, not by the 80 GB
     assert fake_gpu == [("cuda", 2048), ("cuda", 8192), ("cuda", corpus_share)]
     auto = json.loads(json.dumps(rows.job.auto_settings))  # as the job's JSON column keeps it

@@ -36,14 +36,14 @@ from worker.training.job_data import JobRows, prepare_job, train_config
 log = logging.getLogger(__name__)
 PROBE_TOKENS = 2048  # batch size of the timed steps
 CURVE_FACTORS = (1, 4, 16)  # a curve times PROBE_TOKENS and these multiples of it, each within memory and the corpus
-PROBE_STEPS = 3  # timed steps at each batch size, after one warm-up step
+PROBE_STEPS = 3  # batches timed at each batch size, each stepped once untimed first
 
 
 def curve_sizes(probe: int, fits: int, examples: Sequence[Example]) -> list[int]:
     """The batch sizes a curve is timed at: the probe and its CURVE_FACTORS multiples, each within memory (`fits`)
-    and within an epoch's share of the PROBE_STEPS + 1 batches (a larger nominal batch would time the whole corpus
-    and credit it the nominal size), rounded down to BATCH_MULTIPLE; never smaller than the probe."""
-    corpus_share = sum(e.size for e in examples) // (PROBE_STEPS + 1) // BATCH_MULTIPLE * BATCH_MULTIPLE
+    and within an epoch's share of the PROBE_STEPS batches (a larger nominal batch would time the whole corpus and
+    credit it the nominal size), rounded down to BATCH_MULTIPLE; never smaller than the probe."""
+    corpus_share = sum(e.size for e in examples) // PROBE_STEPS // BATCH_MULTIPLE * BATCH_MULTIPLE
     multiples = (probe * factor // BATCH_MULTIPLE * BATCH_MULTIPLE for factor in CURVE_FACTORS[1:])
     return sorted({probe, *(max(probe, min(size, fits, corpus_share)) for size in multiples)})
 
