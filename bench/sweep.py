@@ -58,6 +58,24 @@ def _wait(client: Any, path: str, timeout: float) -> dict[str, Any]:
     return result
 
 
+def defaults_point(job: dict[str, Any]) -> dict[str, Any]:
+    """The settings of the defaults' job (GET /v1/jobs/{id}, after the worker chose what the budget decides) that lie
+    within SPACE, by the space's names: the point a sweep tries first with --defaults-first."""
+    point: dict[str, Any] = {}
+    for name, dim in SPACE.items():
+        section, field = name.split(".", 1)
+        value = job.get(section, {}).get(field)
+        if name == "training.lr_scale" and value is None:
+            value = 1.0  # the job's rate is the schedule's own
+        if value is None:
+            continue
+        if dim["type"] == "choice" and value in dim["values"]:
+            point[name] = value
+        elif dim["type"] != "choice" and dim["low"] <= value <= dim["high"]:
+            point[name] = value
+    return point
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--budget-minutes", type=float, default=60.0, help="the sweep's worker minutes")
@@ -76,6 +94,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--test-size", type=int, default=800)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--skip-defaults", action="store_true", help="the sweep only (the defaults from an earlier run)")
+    p.add_argument(
+        "--defaults-first",
+        action="store_true",
+        help="the defaults' settings (as their job chose them, where the space holds them) as the sweep's trial 0 "
+        "(first_trials): the sweep then starts from what it is measured against",
+    )
     p.add_argument("--out", type=Path, help="also write the JSON here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -114,6 +138,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "pruner": args.pruner,
             "seed": args.seed,
         }
+        if args.defaults_first:
+            if defaults is None:
+                raise SystemExit("--defaults-first needs the defaults' job: leave out --skip-defaults")
+            body["first_trials"] = [defaults_point(client.get(f"/v1/jobs/{defaults['job']}").json())]
+            print("first trial", json.dumps(body["first_trials"][0]), flush=True)
         r = client.post("/v1/sweeps", json=body)
         r.raise_for_status()
         sweep = _wait(client, f"/v1/sweeps/{r.json()['id']}", args.budget_minutes * 60 * 2 + 1800)
@@ -130,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "pruner": args.pruner,
         "metric": args.metric,
         "seed": args.seed,
+        "defaults_first": args.defaults_first,
         "lang": args.lang,
         "corpus": counts,
         "test_sentences": len(test),

@@ -198,4 +198,16 @@ def sweep_body(args: argparse.Namespace) -> dict[str, Any]:
         if not isinstance(space, dict):
             raise SpecError(f"space is {space!r}, not a mapping: cannot add {name}")
         space[name] = dim  # not _put: a setting's name has dots
+    for point in getattr(args, "first_trial", None) or []:
+        body.setdefault("first_trials", []).append(parse_point(point))
     return body
+
+
+def parse_point(text: str) -> dict[str, Any]:
+    """`SETTING=VALUE,SETTING=VALUE` (a --first-trial flag) as {setting: value}, each value read as `--set` reads
+    it (the job's field decides: 0.1 a number, true a bool)."""
+    point: dict[str, Any] = {}
+    for assignment in text.split(","):
+        name, value = parse_setting(assignment.strip())
+        point[name] = value  # not _put: a setting's name has dots
+    return point

@@ -125,6 +125,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="SETTING=TYPE:...",
         help=f"a dimension searched: {FORMS}, e.g. {EXAMPLES} (repeatable; replaces the file's of that setting)",
     )
+    p.add_argument(
+        "--first-trial",
+        action="append",
+        metavar="SETTING=VALUE,...",
+        help="settings to try before the sampler's own, e.g. the values you use today: "
+        "--first-trial training.lr_scale=1,model.dropout=0.1 (repeatable: one trial each, in order)",
+    )
     p.add_argument("--budget-minutes", type=float, metavar="M", help="worker minutes over all trials")
     p.add_argument("--budget-trials", type=int, metavar="N", help="trials started, pruned and failed included")
     p.add_argument("--concurrent", type=int, metavar="N", help="trials queued or running at once (default 1)")

@@ -1,5 +1,5 @@
 // A sweep's trials on its page: the table (sortable by any column, a row opens the trial's job, a pruned trial
-// marked and why it stopped) and one uPlot chart of every trial's objective at each evaluation, by seconds of
+// marked and why it stopped, a trial whose settings were given rather than sampled marked "given") and one uPlot chart of every trial's objective at each evaluation, by seconds of
 // training or by step (the sweep's `resource`), pruned trials dashed and faded. Both follow the page's refreshes
 // without losing the reader's sort or zoom.
 
@@ -20,7 +20,8 @@ function trialRow(sweep, t) {
     attrs: { "data-trial": t.number, "data-status": t.status, "data-job": t.job_id,
              class: [t.job_id ? "trial-row" : null, best ? "best-trial" : null].filter(Boolean).join(" ") || null },
     cells: [
-      { sort: t.number, shown: [link, best ? h("span", { class: "best-mark", title: "the best trial" }, " ★") : null] },
+      { sort: t.number, shown: [link, best ? h("span", { class: "best-mark", title: "the best trial" }, " ★") : null,
+                                t.given ? h("span", { class: "given-mark", title: "its settings were given (first_trials), not sampled" }, " given") : null] },
       { sort: t.status, shown: badge },
       { sort: t.value, shown: show(t.value), attrs: { class: "num" } },
       { sort: t.best_value, shown: show(t.best_value), attrs: { class: "num" } },

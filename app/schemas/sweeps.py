@@ -20,6 +20,7 @@ Metric = Literal["bleu", "chrf", "valid_loss", "valid_ppl"]
 Direction = Literal["maximize", "minimize"]
 ChoiceValue = str | bool | int | float
 MAX_DIMENSIONS = 20
+MAX_FIRST_TRIALS = 20
 
 
 class Choice(Input):
@@ -134,6 +135,14 @@ class SweepCreate(Input):
         "median: stop a trial below the median of the others at the same point; none",
     )
     seed: int = Field(0, ge=0, le=2**31 - 1, description="the sampler's seed: the same sweep samples the same trials")
+    first_trials: list[dict[str, ChoiceValue]] = Field(
+        default_factory=list,
+        max_length=MAX_FIRST_TRIALS,
+        description="settings to try first, in order, before the sampler's own (Ray Tune's points_to_evaluate, "
+        "Optuna's enqueue_trial): the values you train with today, so that the sweep is measured against them and "
+        "its pruner compares the others with them. A point names some or all of the space's settings, each within "
+        "its dimension; the sampler draws the rest. Not with the grid sampler",
+    )
 
 
 class TrialCurve(Output):
@@ -149,6 +158,7 @@ class TrialPublic(Output):
     job_id: str | None = Field(description="null for a trial whose sampled settings the service refused")
     status: JobStatus | Literal["invalid"]
     params: dict[str, Any]
+    given: bool = Field(False, description="its settings came from the request's first_trials, not the sampler")
     value: float | None = Field(description="the objective of the trial's model (complete trials only)")
     best_value: float | None = Field(description="the best objective it reported")
     curve: TrialCurve
@@ -183,6 +193,9 @@ class SweepPublic(Output):
     sampler: str
     pruner: str
     seed: int
+    first_trials: list[dict[str, Any]] | None = Field(
+        None, description="the settings tried first, as given (GET /v1/sweeps/{id})"
+    )
     cancel_requested: bool
     trial_counts: dict[str, int] = Field(description="trials by status")
     worker_minutes: float = Field(description="worker minutes spent by its trials so far")

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 # time (Li et al., "A System for Massively Parallel Hyperparameter Tuning", 2020; Optuna's SuccessiveHalvingPruner).
 REDUCTION_FACTOR = 3
 FIRST_RUNG = 1 / 9
+FIRST_TRIALS = "first_trials"  # the study's user attribute: the request's first_trials
+GIVEN = "given"  # a trial's user attribute: its settings came from first_trials
 # Random trials before TPE models the results: Optuna's default of 10 would be most of a one-hour sweep.
 TPE_STARTUP_TRIALS = 5
 
@@ -112,13 +114,22 @@ def _storage(session: Session, sweep: Sweep) -> JournalStorage:
     return JournalStorage(SweepJournal(session, sweep.id))
 
 
-def create(session: Session, sweep: Sweep) -> optuna.Study:
-    return optuna.create_study(
+def create(session: Session, sweep: Sweep, first_trials: list[dict[str, Any]] | None = None) -> optuna.Study:
+    """Begin the sweep's study; the settings to try first are kept with it (the study's user attributes) and
+    enqueued one at a time as their turn comes (ask), so the study never holds a trial that has no job."""
+    study = optuna.create_study(
         storage=_storage(session, sweep),
         study_name=sweep.id,
         direction=StudyDirection.MAXIMIZE if sweep.direction == "maximize" else StudyDirection.MINIMIZE,
         pruner=pruner(sweep),
     )
+    if first_trials:
+        study.set_user_attr(FIRST_TRIALS, first_trials)
+    return study
+
+
+def first_trials(study: optuna.Study) -> list[dict[str, Any]]:
+    return list(study.user_attrs.get(FIRST_TRIALS, []))
 
 
 def load(session: Session, sweep: Sweep) -> optuna.Study:
@@ -133,7 +144,11 @@ def trial(study: optuna.Study, number: int) -> FrozenTrial:
 
 
 def ask(study: optuna.Study, space: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    """A new trial's number and settings."""
+    """A new trial's number and settings: the next of the first trials given, while any is left (the sampler
+    draws what it leaves out), else the sampler's."""
+    given, number = first_trials(study), len(study.get_trials(deepcopy=False))
+    if number < len(given):
+        study.enqueue_trial(given[number], user_attrs={GIVEN: True})
     asked = study.ask(distributions(space))
     return asked.number, dict(asked.params)
 

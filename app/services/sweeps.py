@@ -101,6 +101,50 @@ def validate(session: Session, settings: Settings, owner_id: str, body: SweepCre
         )
     if body.sampler == "grid" and sweep_study.grid_size(space) is None:
         raise InvalidField("sampler", "a grid takes choice dimensions only; give each range as a choice of values")
+    _check_first_trials(body, space)
+
+
+def _choice(dim: dict[str, Any], value: Any) -> list[Any] | None:
+    """[the choice equal to value] (JSON's 2 is the choice 2.0), or None; bool is an int in Python, but a choice of
+    1 does not take true, nor a choice of true 1."""
+    for v in dim["values"]:
+        if (
+            value == v
+            and isinstance(value, bool) == isinstance(v, bool)
+            and isinstance(value, str) == isinstance(v, str)
+        ):
+            return [v]
+    return None
+
+
+def _within(dim: dict[str, Any], value: Any) -> str | None:
+    """Why `value` is not a point of the dimension, or None."""
+    if dim["type"] == "choice":
+        if _choice(dim, value) is None:
+            return f"{value!r} is not one of its values {dim['values']}"
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{value!r} is not a number"
+    if dim["type"] == "int" and (not float(value).is_integer() or (int(value) - dim["low"]) % dim.get("step", 1)):
+        return f"{value!r} is not an integer of the range (low {dim['low']}, step {dim.get('step', 1)})"
+    if not dim["low"] <= value <= dim["high"]:
+        return f"{value!r} is outside [{dim['low']}, {dim['high']}]"
+    return None
+
+
+def _check_first_trials(body: SweepCreate, space: dict[str, Any]) -> None:
+    """Each first trial names settings of the space with values its dimensions hold; not with a grid, which
+    visits its own points."""
+    if body.first_trials and body.sampler == "grid":
+        raise InvalidField("first_trials", "a grid visits each of its points once by itself: give no first_trials")
+    for i, point in enumerate(body.first_trials):
+        if not point:
+            raise InvalidField(f"first_trials[{i}]", "is empty: name at least one setting of the space")
+        for name, value in point.items():
+            if name not in space:
+                raise InvalidField(f"first_trials[{i}]", f"{name!r} is not in the space ({', '.join(sorted(space))})")
+            if (why := _within(space[name], value)) is not None:
+                raise InvalidField(f"first_trials[{i}]", f"{name}: {why}")
 
 
 def create(
@@ -140,7 +184,7 @@ def create(
     session.add(sweep)
     try:
         session.flush()
-        sweep_study.create(session, sweep)
+        sweep_study.create(session, sweep, [_as_dimension(space, point) for point in body.first_trials])
         session.commit()
     except IntegrityError:  # a concurrent request with the same Idempotency-Key won the race
         session.rollback()
@@ -150,6 +194,17 @@ def create(
         assert idempotency_key is not None
         return idempotency.replay(existing, digest, idempotency_key, "sweep"), False
     return sweep, True
+
+
+def _as_dimension(space: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
+    """A first trial's values as its dimensions give them: an int range's 3.0 as 3, a float range's 1 as 1.0."""
+
+    def cast(dim: dict[str, Any], value: Any) -> Any:
+        if dim["type"] == "choice":
+            return (_choice(dim, value) or [value])[0]
+        return int(value) if dim["type"] == "int" else float(value)
+
+    return {name: cast(space[name], value) for name, value in point.items()}
 
 
 def trial_minutes(sweep: Sweep, params: dict[str, Any]) -> float | None:

@@ -155,6 +155,25 @@ def test_a_sweep_file_with_flags_over_it(cli, alice, client, parallel_id, tmp_pa
     }
 
 
+def test_first_trial_flags_are_the_points_tried_first_in_order(cli, alice, client, parallel_id):
+    code, out, err = cli(
+        "sweep", "--name", "enfr", "--dataset", parallel_id, "--max-minutes", "3", "--budget-trials", "4",
+        "--space", "training.lr_scale=float:0.1:3:log", "--space", "model.preset=choice:tiny,small",
+        "--first-trial", "training.lr_scale=1,model.preset=small", "--first-trial", "model.preset=tiny",
+        "--key", _key(alice),
+    )  # fmt: skip
+    assert code == 0, err
+    sweep = client.get(f"/v1/sweeps/{out.strip()}", headers=alice).json()
+    assert sweep["first_trials"] == [{"training.lr_scale": 1.0, "model.preset": "small"}, {"model.preset": "tiny"}]
+    assert sweep["trials"][0]["params"] == {"training.lr_scale": 1.0, "model.preset": "small"}
+    assert sweep["trials"][0]["given"]
+    code, _, err = cli(
+        "sweep", "--name", "enfr2", "--dataset", parallel_id, "--max-minutes", "3", "--budget-trials", "4",
+        "--space", "model.preset=choice:tiny,small", "--first-trial", "model.preset", "--key", _key(alice),
+    )  # fmt: skip
+    assert code == 1 and "'model.preset': expected FIELD=VALUE" in err and "Traceback" not in err, err
+
+
 def test_yaml_reads_an_exponent_without_a_dot_as_a_number(tmp_path):
     from app.client.sweep_spec import load_file
 

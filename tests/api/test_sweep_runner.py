@@ -177,3 +177,19 @@ def test_a_trial_is_never_pruned_at_its_end(client, alice, parallel_id):
     done = client.get(f"/v1/sweeps/{sweep['id']}", headers=alice).json()
     assert [t["status"] for t in done["trials"]] == ["succeeded", "succeeded"]
     assert [t["value"] for t in done["trials"]] == [20.0, 4.5]
+
+
+def test_the_first_trials_given_run_first_then_the_samplers_own(client, alice, parallel_id):
+    """A point given as JSON's 2 is the choice 2.0; it runs first and says so; the trials after it are sampled."""
+    sweep = _create(
+        client, alice, parallel_id, sampler="random", pruner="none", first_trials=[{"training.lr_scale": 2}]
+    )
+    (first,) = _queued(sweep["id"])
+    assert _lr(first) == 2.0 and first.trial_number == 0
+    _run_trial(first.id, [(30, 10.0)], {"bleu": 20.0})
+    (second,) = _queued(sweep["id"])
+    assert second.trial_number == 1
+    _run_trial(second.id, [(30, 10.0)], {"bleu": 10.0})
+    done = client.get(f"/v1/sweeps/{sweep['id']}", headers=alice).json()
+    assert [t["given"] for t in done["trials"]] == [True, False, False]
+    assert done["trials"][0]["params"] == {"training.lr_scale": 2.0} and done["best"]["number"] == 0

@@ -142,3 +142,53 @@ def test_a_sweep_of_fixed_steps_prunes_by_steps(client, alice, parallel_id):
     assert sweep["resource"] == "steps"
     job = client.get(f"/v1/jobs/{sweep['trials'][0]['job_id']}", headers=alice).json()
     assert job["training"]["eval_every"] == 10 and job["training"]["eval_every_minutes"] is None
+
+
+def test_first_trials_come_first_in_order_and_the_sampler_draws_what_they_leave_out(client, alice, parallel_id):
+    """Ray Tune's points_to_evaluate: the values the user trains with today are trial 0, a partial point is trial
+    1 with the rest sampled, and both say they were given; the sweep keeps the points as given."""
+    points = [
+        {"training.lr_scale": 1, "model.dropout": 0.1, "training.warmup_steps": 100.0, "model.preset": "small"},
+        {"model.preset": "tiny"},
+    ]
+    response = client.post("/v1/sweeps", json=_sweep(parallel_id, first_trials=points), headers=alice)
+    assert response.status_code == 201, response.text
+    sweep = response.json()
+    first, second = sweep["trials"]
+    # as the dimensions give them: a float range's 1 is 1.0, an int range's 100.0 is 100
+    assert first["params"] == {
+        "training.lr_scale": 1.0,
+        "model.dropout": 0.1,
+        "training.warmup_steps": 100,
+        "model.preset": "small",
+    }
+    assert second["params"]["model.preset"] == "tiny" and set(second["params"]) == set(first["params"])
+    assert 0.1 <= second["params"]["training.lr_scale"] <= 3.0
+    assert first["given"] and second["given"]
+    job = client.get(f"/v1/jobs/{first['job_id']}", headers=alice).json()
+    assert (job["training"]["lr_scale"], job["training"]["warmup_steps"], job["model"]["preset"]) == (1.0, 100, "small")
+    assert sweep["first_trials"] == [first["params"], {"model.preset": "tiny"}]
+    assert client.get("/v1/sweeps", headers=alice).json()["data"][0]["first_trials"] is None
+
+
+GRID = {"space": {"model.preset": {"type": "choice", "values": ["tiny", "small"]}}, "sampler": "grid"}
+
+
+@pytest.mark.parametrize(
+    ("points", "extra", "where", "message"),
+    [
+        ([{"training.lr": 1.0}], {}, "first_trials[0]", "'training.lr' is not in the space (model.dropout"),
+        ([{"training.lr_scale": 5.0}], {}, "first_trials[0]", "training.lr_scale: 5.0 is outside [0.1, 3.0]"),
+        ([{"training.warmup_steps": 10.5}], {}, "first_trials[0]", "10.5 is not an integer of the range"),
+        ([{"model.preset": "base"}], {}, "first_trials[0]", "'base' is not one of its values ['tiny', 'small']"),
+        ([{"model.dropout": True}], {}, "first_trials[0]", "model.dropout: True is not a number"),
+        ([{"model.preset": "tiny"}, {}], {}, "first_trials[1]", "is empty"),
+        ([{"model.preset": "tiny"}], GRID, "first_trials", "a grid visits each of its points once by itself"),
+    ],
+)
+def test_a_bad_first_trial_is_a_422_naming_it(client, alice, parallel_id, points, extra, where, message):
+    response = client.post("/v1/sweeps", json=_sweep(parallel_id, first_trials=points, **extra), headers=alice)
+    assert response.status_code == 422, response.text
+    (error,) = response.json()["detail"]
+    assert error["loc"] == ["body", where] and message in error["msg"], error
+    assert client.get("/v1/sweeps", headers=alice).json()["total"] == 0

@@ -134,8 +134,9 @@ class Worker:
 
 @pytest.fixture(scope="module")
 def seeded(stack) -> dict[str, Any]:
-    """Sweep "enfr" of 5 trials, one at a time, by bleu: trials 0, 2 and 3 succeeded (bleu 15, 21, 22), trial 1
-    pruned at step 10, trial 4 running after one evaluation. Returns the sweep as the API shows it."""
+    """Sweep "enfr" of 5 trials, one at a time, by bleu, trial 0's dropout given: trials 0, 2 and 3 succeeded
+    (bleu 15, 21, 22), trial 1 pruned at step 10, trial 4 running after one evaluation. Returns the sweep as the
+    API shows it."""
     http = _api(stack)
     body = {
         "name": "enfr",
@@ -148,6 +149,7 @@ def seeded(stack) -> dict[str, Any]:
         "space": SPACE,
         "budget": {"trials": 5},
         "max_concurrent_trials": 1,
+        "first_trials": [{"model.dropout": 0.1}],  # trial 0's dropout given, the rest sampled
     }
     response = http.post("/v1/sweeps", json=body)
     assert response.status_code == 201, response.text
@@ -235,6 +237,9 @@ def test_the_sweep_page_shows_its_trials_curves_settings_and_best(page, stack, s
     assert trials[1]["stop_reason"].startswith("pruned by asha after 10 steps: bleu 1")
     assert pruned.locator('td[data-label="Stopped because"]').inner_text() == trials[1]["stop_reason"]
     assert table.locator(".best-mark").evaluate_all("ms => ms.map((m) => m.closest('tr').dataset.trial)") == ["3"]
+    given = table.locator(".given-mark")
+    assert given.evaluate_all("ms => ms.map((m) => m.closest('tr').dataset.trial)") == ["0"]
+    assert "given (first_trials)" in given.get_attribute("title")
     assert table.locator('tr[data-trial="0"] td[data-label="Value"]').inner_text() == "15"
     assert table.locator('tr[data-trial="4"] td[data-label="Best value"]').inner_text() == "8"
 
