@@ -1,7 +1,7 @@
 // A sweep's trials on its page: the table (sortable by any column, a row opens the trial's job, a pruned trial
-// marked and why it stopped, a trial whose settings were given rather than sampled marked "given") and one uPlot chart of every trial's objective at each evaluation, by seconds of
-// training or by step (the sweep's `resource`), pruned trials dashed and faded. Both follow the page's refreshes
-// without losing the reader's sort or zoom.
+// marked and why it stopped, a trial whose settings were given rather than sampled marked "given") and one uPlot
+// chart of every trial's objective at each evaluation, by seconds of training or by step (the sweep's `resource`),
+// pruned trials dashed and faded. Both follow the page's refreshes without losing the reader's sort or zoom.
 
 import { aligned, COLORS, linePlot, zoomedIn } from "./plots.js";
 import { sortable } from "./sortable.js";
@@ -9,6 +9,8 @@ import { fmtNumber, h, statusBadge } from "./ui.js";
 
 const show = (v) => (v === null || v === undefined ? "–" : typeof v === "number" ? fmtNumber(v) : String(v));
 export const trialColor = (number) => COLORS[number % COLORS.length];
+
+const givenMark = () => h("span", { class: "given-mark", title: "its settings were given (first_trials), not sampled" }, " given");
 
 function trialRow(sweep, t) {
   const best = sweep.best?.number === t.number;
@@ -21,7 +23,7 @@ function trialRow(sweep, t) {
              class: [t.job_id ? "trial-row" : null, best ? "best-trial" : null].filter(Boolean).join(" ") || null },
     cells: [
       { sort: t.number, shown: [link, best ? h("span", { class: "best-mark", title: "the best trial" }, " ★") : null,
-                                t.given ? h("span", { class: "given-mark", title: "its settings were given (first_trials), not sampled" }, " given") : null] },
+                                t.given ? givenMark() : null] },
       { sort: t.status, shown: badge },
       { sort: t.value, shown: show(t.value), attrs: { class: "num" } },
       { sort: t.best_value, shown: show(t.best_value), attrs: { class: "num" } },

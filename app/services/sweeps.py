@@ -104,16 +104,16 @@ def validate(session: Session, settings: Settings, owner_id: str, body: SweepCre
     _check_first_trials(body, space)
 
 
-def _choice(dim: dict[str, Any], value: Any) -> list[Any] | None:
-    """[the choice equal to value] (JSON's 2 is the choice 2.0), or None; bool is an int in Python, but a choice of
-    1 does not take true, nor a choice of true 1."""
+def _choice(dim: dict[str, Any], value: Any) -> Any | None:
+    """The choice equal to value (JSON's 2 is the choice 2.0), or None (never a choice); bool is an int in Python,
+    but a choice of 1 does not take true, nor a choice of true 1."""
     for v in dim["values"]:
         if (
             value == v
             and isinstance(value, bool) == isinstance(v, bool)
             and isinstance(value, str) == isinstance(v, str)
         ):
-            return [v]
+            return v
     return None
 
 
@@ -201,7 +201,7 @@ def _as_dimension(space: dict[str, Any], point: dict[str, Any]) -> dict[str, Any
 
     def cast(dim: dict[str, Any], value: Any) -> Any:
         if dim["type"] == "choice":
-            return (_choice(dim, value) or [value])[0]
+            return _choice(dim, value)  # checked before: one of the choices
         return int(value) if dim["type"] == "int" else float(value)
 
     return {name: cast(space[name], value) for name, value in point.items()}
