@@ -22,7 +22,7 @@ from celery.worker.consumer import Consumer
 
 from app.core import logs
 from app.core.settings import get_settings
-from app.core.task_names import ACCELERATOR_QUEUES, TRAINING_QUEUE
+from app.core.task_names import ACCELERATOR_QUEUES, DATA_QUEUE, INFERENCE_QUEUE, TRAINING_QUEUE, WEBHOOK_QUEUE
 from app.db import job_rows
 from app.db.session import session_scope
 from app.services.queueing import make_celery
@@ -85,6 +85,17 @@ def _consume_the_device_queue(sender: str, instance: WorkController, **_kwargs: 
 
 
 celeryd_after_setup.connect(_consume_the_device_queue)
+
+
+def _consume_the_side_queues(sender: str, instance: WorkController, **_kwargs: object) -> None:
+    """An inference worker also takes datasets' processing and webhook deliveries (app/core/task_names.py)."""
+    queues = instance.app.amqp.queues
+    if INFERENCE_QUEUE in queues.consume_from:
+        for queue in (DATA_QUEUE, WEBHOOK_QUEUE):
+            queues.select_add(queue)
+
+
+celeryd_after_setup.connect(_consume_the_side_queues)
 
 
 def _check_device(**_kwargs: object) -> None:

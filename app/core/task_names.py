@@ -7,7 +7,18 @@ INFERENCE_QUEUE = "inference"
 # A job's training.accelerator -> the queue its task goes to. Every training worker consumes "training"; a GPU
 # worker also "training.gpu" and a CPU worker "training.cpu" (worker/celery_app.py adds it from its device).
 ACCELERATOR_QUEUES = {"any": TRAINING_QUEUE, "gpu": "training.gpu", "cpu": "training.cpu"}
-QUEUES = (TRAINING_QUEUE, ACCELERATOR_QUEUES["gpu"], ACCELERATOR_QUEUES["cpu"], INFERENCE_QUEUE)
+# Datasets' parsing, reports and filtering, and webhook deliveries: short of a worker of their own (`-Q data` or
+# `-Q webhooks`), every inference worker takes them too (worker/celery_app.py).
+DATA_QUEUE = "data"
+WEBHOOK_QUEUE = "webhooks"
+QUEUES = (
+    TRAINING_QUEUE,
+    ACCELERATOR_QUEUES["gpu"],
+    ACCELERATOR_QUEUES["cpu"],
+    INFERENCE_QUEUE,
+    DATA_QUEUE,
+    WEBHOOK_QUEUE,
+)
 
 PING = "service.ping"
 TRAIN = "service.train"
@@ -20,3 +31,6 @@ EXPORT = "service.export"
 EVALUATE = "service.evaluate"
 IMPORT = "service.import"
 TRANSLATE_FILE = "service.translate_file"
+PROCESS_DATASET = "service.process_dataset"
+FILTER_DATASET = "service.filter_dataset"
+DELIVER_WEBHOOK = "service.deliver_webhook"
