@@ -58,6 +58,7 @@ app.conf.include = [
     "worker.tasks.export",
     "worker.tasks.evaluation",
     "worker.tasks.model_import",
+    "worker.tasks.dataset",
     "worker.tasks.file_translation",
 ]
 

@@ -1,54 +1,44 @@
-"""Datasets: upload (validated line by line), list, read, delete."""
+"""Datasets: upload (streamed to the store, parsed by a worker), register from a URI, list, read, report, delete."""
 
 from __future__ import annotations
 
-import hashlib
-import logging
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile, status
+from fastapi import APIRouter, Depends, File, Form, Request, Response, UploadFile, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.api.deps import CurrentKey, SessionDep, SettingsDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
-from app.artifacts import ArtifactStoreError, get_store
-from app.db.base import new_id
 from app.db.job_rows import ACTIVE_STATES
 from app.db.tables import Dataset, Job
-from app.schemas.common import NUL_MESSAGE, Page, holds_nul
-from app.schemas.datasets import DatasetKind, DatasetPublic
-from model.data.corpus import DataError, dataset_stats, parse_monolingual_bytes, parse_parallel_bytes
+from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
+from app.schemas.datasets import DatasetKind, DatasetPublic, DatasetRegister
+from app.services import datasets
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
-log = logging.getLogger(__name__)
 
-EXTENSIONS = {"jsonl": "jsonl", "tsv": "tsv", "text": "txt"}
-SUFFIX_FORMATS: dict[str, Literal["jsonl", "tsv"]] = {
-    ".jsonl": "jsonl",
-    ".json": "jsonl",
-    ".ndjson": "jsonl",
-    ".tsv": "tsv",
-    ".tab": "tsv",
-}
-
-
-def _parallel_format(filename: str, data: bytes) -> Literal["jsonl", "tsv"]:
-    for suffix, fmt in SUFFIX_FORMATS.items():
-        if filename.lower().endswith(suffix):
-            return fmt
-    first = next((line for line in data.lstrip(b"\xef\xbb\xbf").splitlines() if line.strip()), b"")
-    return "jsonl" if first.lstrip().startswith(b"{") else "tsv"
+FORM_FIELDS = {"file", "name", "kind", "format", "source_language", "target_language"}
 
 
 async def _known_form_fields(request: Request) -> None:
     """Unknown form fields (`storage_key`, `owner`...) get 422, as unknown fields of a JSON body do."""
-    unknown = sorted(set((await request.form()).keys()) - {"file", "name", "kind"})
+    unknown = sorted(set((await request.form()).keys()) - FORM_FIELDS)
     if unknown:
         raise unprocessable(
-            unknown[0], f"unknown form field(s) {', '.join(map(repr, unknown))}; expected file, name and kind"
+            unknown[0],
+            f"unknown form field(s) {', '.join(map(repr, unknown))}; expected {', '.join(sorted(FORM_FIELDS))}",
         )
+
+
+def _language(field: str, value: str | None) -> str | None:
+    if value is None or value == "":
+        return None
+    try:
+        return check_language(value)
+    except ValueError as exc:
+        raise unprocessable(field, str(exc)) from exc
 
 
 def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
@@ -65,68 +55,57 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
     dependencies=[Depends(_known_form_fields)],
     responses={
         400: {"description": "Body is not multipart form data"},
-        413: {"description": "File too large"},
-        422: {"description": "Invalid file"},
-        503: {"description": "Artifact store unavailable"},
+        413: {"description": "Over MAX_DATASET_MB"},
+        422: {"description": "Empty file or a bad field"},
+        503: {"description": "Artifact store or broker unavailable"},
     },
 )
 def upload_dataset(
     session: SessionDep,
-    settings: SettingsDep,
     key: CurrentKey,
     file: Annotated[
-        UploadFile, File(description="JSONL {source,target}, TSV source<TAB>target, or text (one sentence a line)")
+        UploadFile,
+        File(description="JSONL {source,target}, TSV source<TAB>target, or text (one sentence a line); gzip allowed"),
     ],
     name: Annotated[str, Form(min_length=1, max_length=200)],
     kind: Annotated[DatasetKind, Form()],
+    format: Annotated[Literal["auto", "jsonl", "tsv"], Form(description="auto: by the suffix, else the first line")] = (
+        "auto"
+    ),
+    source_language: Annotated[str | None, Form(description="the sources' language (BCP 47), for the report")] = None,
+    target_language: Annotated[str | None, Form(description="the targets' language (BCP 47), for the report")] = None,
 ) -> DatasetPublic:
+    """Store the file (streamed to the artifact store, never held in memory) and answer 201 with the dataset
+    `processing`: a worker parses and checks every line and writes the data report, then it is `ready`, or `failed`
+    naming the first bad line. Jobs wait for `ready`."""
     if holds_nul(name):  # a form field: app.schemas.common.Input does this for JSON bodies
         raise unprocessable("name", f"name {NUL_MESSAGE}")
-    data = file.file.read()  # the body size was already bounded by the BodySizeLimit middleware
-    if not data.strip():
-        raise unprocessable("file", "the file is empty")
-    fmt: Literal["jsonl", "tsv", "text"]
-    rows: list[tuple[str, str]] | list[str]
-    try:
-        if kind == "parallel":
-            fmt = _parallel_format(file.filename or "", data)
-            rows = parse_parallel_bytes(data, fmt)
-        else:
-            fmt = "text"
-            rows = parse_monolingual_bytes(data)
-    except DataError as exc:
-        raise unprocessable("file", str(exc)) from exc
-    dataset = Dataset(
-        id=new_id(),
-        owner_id=key.owner_id,
-        name=name,
-        kind=kind,
-        format=fmt,
-        rows=len(rows),
-        size_bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        stats=dataset_stats(rows),
-        storage_key="",
+    dataset = datasets.create_upload(
+        session,
+        key.owner_id,
+        name,
+        kind,
+        file.filename or "",
+        file.file,
+        format,
+        _language("source_language", source_language),
+        _language("target_language", target_language),
     )
-    dataset.storage_key = f"datasets/{dataset.id}/data.{EXTENSIONS[fmt]}"
-    store = get_store()
-    try:  # the file first, whole or not at all: a row never points at nothing
-        store.write_bytes(dataset.storage_key, data)
-    except ArtifactStoreError as exc:
-        log.error("dataset upload: %s", exc)
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            "the artifact store is unavailable; try again",
-            headers={"Retry-After": "5"},
-        ) from exc
-    try:
-        session.add(dataset)
-        session.commit()
-    except BaseException:
-        session.rollback()
-        store.delete(f"datasets/{dataset.id}")
-        raise
     return DatasetPublic.model_validate(dataset)
+
+
+@router.post(
+    "/register",
+    response_model=DatasetPublic,
+    status_code=status.HTTP_201_CREATED,
+    responses={422: {"description": "A URI the service may not or cannot read"}, 503: {"description": "Broker down"}},
+)
+def register_dataset(
+    body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: CurrentKey
+) -> DatasetPublic:
+    """A dataset read in place from an object-store URI (`s3://bucket/key`, under DATASET_URI_PREFIXES), never
+    copied through the API: a worker parses it from there, as after an upload."""
+    return DatasetPublic.model_validate(datasets.register_uri(session, settings, key.owner_id, body))
 
 
 @router.get("", response_model=Page[DatasetPublic])
@@ -146,6 +125,19 @@ def read_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> Datas
     return DatasetPublic.model_validate(_owned(session, dataset_id, key.owner_id))
 
 
+@router.get(
+    "/{dataset_id}/report",
+    responses={404: {"description": "Not found"}, 409: {"description": "Still processing, or failed"}},
+)
+def read_report(dataset_id: str, session: SessionDep, key: CurrentKey) -> dict[str, Any]:
+    """The data report a worker wrote when it parsed the dataset (docs/data.md)."""
+    dataset = _owned(session, dataset_id, key.owner_id)
+    if dataset.status != "ready" or dataset.report is None:
+        reason = dataset.error if dataset.status == "failed" else "it is still being processed"
+        raise conflict(f"dataset {dataset_id} has no report: {reason}")
+    return dataset.report
+
+
 @router.delete(
     "/{dataset_id}",
     status_code=status.HTTP_204_NO_CONTENT,
@@ -160,11 +152,7 @@ def delete_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> Res
     ).all()
     if users:
         raise conflict(f"dataset {dataset_id} is used by active job(s) {', '.join(users)}; cancel them or wait")
-    storage_key = dataset.storage_key
     session.delete(dataset)
     session.commit()
-    try:
-        get_store().delete(storage_key.rsplit("/", 1)[0])
-    except ArtifactStoreError as exc:  # the row is gone; its file stays behind until the store is back
-        log.error("dataset %s deleted, its files not: %s", dataset_id, exc)
+    datasets.store_delete(f"datasets/{dataset_id}")  # nothing for a dataset read in place: its URI is not ours
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -9,7 +9,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.core.settings import get_settings
 
-UPLOAD_PATHS = ("/v1/datasets", "/v1/models/import")
+DATASET_PATHS = ("/v1/datasets", "/v1/models/import")  # streamed to the artifact store
 UPLOAD_PATTERNS = (re.compile(r"^/v1/models/[^/]+/translations$"),)  # a file to translate
 
 
@@ -26,7 +26,9 @@ class BodySizeLimit:
     @staticmethod
     def limit_for(path: str) -> tuple[int, str]:
         settings = get_settings()
-        if path.rstrip("/") in UPLOAD_PATHS or any(p.match(path.rstrip("/")) for p in UPLOAD_PATTERNS):
+        if path.rstrip("/") in DATASET_PATHS:
+            return settings.max_dataset_mb * 1024 * 1024, f"MAX_DATASET_MB={settings.max_dataset_mb}"
+        if any(p.match(path.rstrip("/")) for p in UPLOAD_PATTERNS):
             return settings.max_upload_mb * 1024 * 1024, f"MAX_UPLOAD_MB={settings.max_upload_mb}"
         return settings.max_body_kb * 1024, f"MAX_BODY_KB={settings.max_body_kb}"
 

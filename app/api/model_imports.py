@@ -8,10 +8,9 @@ key is imports/<model id>.tar.gz: the workers' reaper removes one whose message 
 
 from __future__ import annotations
 
-import io
 import tarfile
 import zlib
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile, status
 from fastapi.responses import JSONResponse
@@ -29,12 +28,15 @@ from app.services.errors import ServiceError, WorkerTimeout
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
-def _is_tar(data: bytes) -> bool:
+def _is_tar(stream: BinaryIO) -> bool:
+    """Whether the file's first member reads as a tar archive (gzip-compressed or not); the stream is rewound."""
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:*") as tar:
+        with tarfile.open(fileobj=stream, mode="r|*") as tar:  # a stream: only the first member is read
             return tar.next() is not None
     except (tarfile.TarError, EOFError, OSError, zlib.error):
         return False
+    finally:
+        stream.seek(0)
 
 
 async def _only_the_file(request: Request) -> None:
@@ -52,7 +54,7 @@ async def _only_the_file(request: Request) -> None:
     responses={
         202: {"description": "Still being imported: GET the Location shortly"},
         400: {"description": "Body is not multipart form data"},
-        413: {"description": "Over MAX_UPLOAD_MB"},
+        413: {"description": "Over MAX_DATASET_MB"},
         422: {"description": "Not an importable archive; the detail says why"},
         503: {"description": "Artifact store or broker unavailable"},
         504: {"description": "No inference worker answered"},
@@ -64,15 +66,16 @@ def import_model(
     key: CurrentKey,
     file: Annotated[UploadFile, File(description="a .tar.gz from GET /v1/models/{id}/export?format=native")],
 ) -> Any:
-    data = file.file.read()  # bounded by the BodySizeLimit middleware (MAX_UPLOAD_MB)
-    if not data:
+    # The body, bounded by the BodySizeLimit middleware (MAX_DATASET_MB), was spooled to a temporary file by the
+    # form parser: it goes to the store a chunk at a time, never whole in memory (an OPUS-MT archive is ~300 MB).
+    if file.size == 0:
         raise unprocessable("file", "the file is empty")
-    if not _is_tar(data):  # the worker checks every member; this spares it (and the caller's wait) the obvious
+    if not _is_tar(file.file):  # the worker checks every member; this spares it (and the caller's wait) the obvious
         raise unprocessable("file", f"{file.filename}: not a readable .tar.gz archive")
     model_id = new_id()
     staging = f"imports/{model_id}.tar.gz"
     try:
-        get_store().write_bytes(staging, data)
+        get_store().write_stream(staging, file.file)
     except ArtifactStoreError as exc:
         raise HTTPException(
             status.HTTP_503_SERVICE_UNAVAILABLE, "the artifact store is unavailable; try again", {"Retry-After": "5"}

@@ -8,8 +8,9 @@ import tempfile
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import BinaryIO
 
-from app.artifacts.store import TEMP_PREFIX, ArtifactNotFound, ArtifactStore, key_parts
+from app.artifacts.store import CHUNK_BYTES, TEMP_PREFIX, ArtifactNotFound, ArtifactStore, key_parts
 
 
 class LocalStore(ArtifactStore):
@@ -37,6 +38,25 @@ class LocalStore(ArtifactStore):
             Path(tmp).unlink(missing_ok=True)
             raise
         return len(data)
+
+    def write_stream(self, key: str, stream: BinaryIO) -> int:
+        """As write_bytes, a chunk at a time."""
+        target = self.local_path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=TEMP_PREFIX)
+        size = 0
+        try:
+            with os.fdopen(fd, "wb") as f:
+                while chunk := stream.read(CHUNK_BYTES):
+                    f.write(chunk)
+                    size += len(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return size
 
     def read_bytes(self, key: str) -> bytes:
         path = self.local_path(key)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, BinaryIO, cast
 
 import boto3
 from boto3.exceptions import Boto3Error
@@ -84,6 +84,26 @@ def _prune(folder: Path, wanted: set[Path]) -> None:
         folder.rmdir()
 
 
+class _Counted:
+    """A readable that counts what was read through it (upload_fileobj reports nothing) and returns short only at
+    the end: s3transfer takes a short first read for the whole file and would store a truncated object."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream, self.size = stream, 0
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            data = self.stream.read()
+        else:
+            parts, wanted = [], size
+            while wanted > 0 and (chunk := self.stream.read(wanted)):
+                parts.append(chunk)
+                wanted -= len(chunk)
+            data = b"".join(parts)
+        self.size += len(data)
+        return data
+
+
 class BucketNotFound(ArtifactNotFound):
     pass
 
@@ -125,6 +145,10 @@ class S3Store(ArtifactStore):
             ),
         }
         self._transfer = TransferConfig(multipart_threshold=PART_SIZE, multipart_chunksize=PART_SIZE)
+        # A stream's parts are buffered in memory: four at a time bounds an upload's memory at 4 x PART_SIZE.
+        self._stream_transfer = TransferConfig(
+            multipart_threshold=PART_SIZE, multipart_chunksize=PART_SIZE, max_concurrency=4
+        )
         self._lock = threading.Lock()
         self._client: Any = None
         self._client_pid = 0
@@ -241,6 +265,15 @@ class S3Store(ArtifactStore):
         with self._errors("write", key):
             self.client.put_object(Bucket=self.bucket, Key=self._object(key), Body=data)
         return len(data)
+
+    def write_stream(self, key: str, stream: BinaryIO) -> int:
+        """A multipart upload of PART_SIZE parts read from the stream (boto3 holds a few parts at a time); S3 shows
+        the object only once it completes. Returns the bytes read."""
+        self._ensure_bucket()
+        counted = _Counted(stream)
+        with self._errors("write", key):
+            self.client.upload_fileobj(counted, self.bucket, self._object(key), Config=self._stream_transfer)
+        return counted.size
 
     def read_bytes(self, key: str) -> bytes:
         with self._errors("read", key):

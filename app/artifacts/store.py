@@ -6,11 +6,13 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from pathlib import Path
+from typing import BinaryIO
 
 # A folder's file that is written last and read first: whoever sees it sees the whole folder
 # (a checkpoint's or a model's manifest, which holds the sha256 of every other file).
 COMMIT_FILE = "manifest.json"
 TEMP_PREFIX = ".tmp-"  # names of files and folders still being written
+CHUNK_BYTES = 1 << 20  # what a streamed write reads at a time
 
 
 class ArtifactStoreError(Exception):
@@ -42,6 +44,10 @@ class ArtifactStore(ABC):
     @abstractmethod
     def write_bytes(self, key: str, data: bytes) -> int:
         """Store one file, all or nothing; returns its size."""
+
+    @abstractmethod
+    def write_stream(self, key: str, stream: BinaryIO) -> int:
+        """Store one file read from a file object to its end, in constant memory, all or nothing; returns its size."""
 
     @abstractmethod
     def read_bytes(self, key: str) -> bytes:

@@ -1,19 +1,28 @@
-"""Datasets: `upload`, `datasets`, `delete dataset`."""
+"""Datasets: `upload` (with a progress bar, then waiting for the worker's checks), `register`, `datasets`,
+`delete dataset`."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from app.client import connection
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, print_items, when
+from app.client.upload import post_file
+
+POLL_SECONDS = 1.0
 
 DATASET_COLUMNS: list[Column] = [
     ("ID", lambda dataset: dataset["id"]),
     ("NAME", lambda dataset: dataset["name"]),
     ("KIND", lambda dataset: dataset["kind"]),
+    ("STATUS", lambda dataset: dataset["status"]),
     ("FORMAT", lambda dataset: dataset["format"]),
     ("ROWS", lambda dataset: f"{dataset['rows']:,}"),
     ("SIZE", lambda dataset: f"{dataset['size_bytes'] / 1e6:.1f} MB"),
@@ -21,16 +30,52 @@ DATASET_COLUMNS: list[Column] = [
 ]
 
 
+def _languages(args: argparse.Namespace) -> dict[str, str]:
+    given = {"source_language": args.source_language, "target_language": args.target_language}
+    return {k: v for k, v in given.items() if v}
+
+
+def wait_processed(client: httpx.Client, dataset: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Poll the dataset until a worker has parsed it (ready or failed), up to `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while dataset["status"] == "processing" and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        dataset = check(client.get(path("datasets", dataset["id"])))
+    return dataset
+
+
+def _outcome(dataset: dict[str, Any]) -> None:
+    """Say how the dataset came out; a failed one exits 1 naming the line."""
+    if dataset["status"] == "failed":
+        sys.exit(f"dataset {dataset['id']} failed its checks: {dataset['error']}")
+    if dataset["status"] == "processing":
+        print(f"dataset {dataset['id']}: still being processed; see `datasets`", file=sys.stderr)
+    else:
+        print(
+            f"dataset {dataset['id']}: {dataset['rows']:,} rows ({dataset['kind']}, {dataset['format']}"
+            f"{', gzip' if dataset['compression'] == 'gzip' else ''})",
+            file=sys.stderr,
+        )
+    print(dataset["id"])
+
+
 def cmd_upload(args: argparse.Namespace) -> None:
     file = Path(args.file)
-    with connection.open_client(args) as client, open(file, "rb") as f:
-        dataset = check(
-            client.post(
-                "/v1/datasets", data={"name": args.name or file.name, "kind": args.kind}, files={"file": (file.name, f)}
-            )
-        )
-    print(f"dataset {dataset['id']}: {dataset['rows']} rows ({dataset['kind']}, {dataset['format']})", file=sys.stderr)
-    print(dataset["id"])
+    form = {"name": args.name or file.name, "kind": args.kind, "format": args.format, **_languages(args)}
+    with connection.open_client(args) as client:
+        dataset = check(post_file(client, "/v1/datasets", file, form))
+        if args.wait:
+            dataset = wait_processed(client, dataset, args.wait_timeout)
+    _outcome(dataset)
+
+
+def cmd_register(args: argparse.Namespace) -> None:
+    body = {"name": args.name or args.uri.rsplit("/", 1)[-1], "kind": args.kind, "uri": args.uri, **_languages(args)}
+    with connection.open_client(args) as client:
+        dataset = check(client.post("/v1/datasets/register", json=body))
+        if args.wait:
+            dataset = wait_processed(client, dataset, args.wait_timeout)
+    _outcome(dataset)
 
 
 def cmd_datasets(args: argparse.Namespace) -> None:
@@ -46,15 +91,28 @@ def cmd_delete_dataset(args: argparse.Namespace) -> None:
             print(f"deleted dataset {dataset}")
 
 
+def _dataset_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--kind", choices=("parallel", "monolingual"), required=True)
+    p.add_argument("--name")
+    p.add_argument("--source-language", help="the sources' language (BCP 47, e.g. en), for the data report")
+    p.add_argument("--target-language", help="the targets' language (BCP 47, e.g. de)")
+    p.add_argument("--no-wait", dest="wait", action="store_false", help="do not wait for the worker's checks")
+    p.add_argument("--wait-timeout", type=float, default=3600, help="seconds to wait for them (default 3600)")
+
+
 def register(
     sub: argparse._SubParsersAction[argparse.ArgumentParser],
     delete: argparse._SubParsersAction[argparse.ArgumentParser],
 ) -> None:
-    p = sub.add_parser("upload", help="upload a dataset file; prints its id")
+    p = sub.add_parser("upload", help="upload a dataset file (gzip allowed), wait for its checks; prints its id")
     p.add_argument("file")
-    p.add_argument("--kind", choices=("parallel", "monolingual"), required=True)
-    p.add_argument("--name")
+    _dataset_arguments(p)
+    p.add_argument("--format", choices=("auto", "jsonl", "tsv"), default="auto")
     p.set_defaults(func=cmd_upload)
+    p = sub.add_parser("register-dataset", help="register a dataset read in place from an s3:// URI; prints its id")
+    p.add_argument("uri", help="s3://bucket/key, under the service's DATASET_URI_PREFIXES")
+    _dataset_arguments(p)
+    p.set_defaults(func=cmd_register)
     p = sub.add_parser("datasets", help="list datasets, newest first (every page)")
     add_output_arguments(p)
     p.set_defaults(func=cmd_datasets)

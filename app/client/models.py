@@ -15,6 +15,7 @@ from typing import Any
 from app.client import connection
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, print_items, when
+from app.client.upload import post_file
 
 MODEL_COLUMNS: list[Column] = [
     ("ID", lambda model: model["id"]),
@@ -106,8 +107,8 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
 def cmd_import(args: argparse.Namespace) -> None:
     """Upload a model archive (a native export); prints the new model's id."""
     file = Path(args.file)
-    with connection.open_client(args) as client, open(file, "rb") as f:
-        response = client.post("/v1/models/import", files={"file": (file.name, f)}, timeout=300)
+    with connection.open_client(args) as client:
+        response = post_file(client, "/v1/models/import", file, timeout=3600)
     if response.status_code == 202:
         print(f"still being imported: {response.json()['detail']}", file=sys.stderr)
         print(response.json()["id"])

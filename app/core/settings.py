@@ -83,7 +83,12 @@ class Settings(BaseSettings):
     worker_throughput_curve: Literal["gpu", "always", "never"] = "gpu"
 
     # Request limits.
-    max_upload_mb: int = Field(100, ge=1, le=10_000)
+    max_upload_mb: int = Field(100, ge=1, le=10_000)  # a file to translate
+    # A dataset or a model archive: streamed to the artifact store, never held in memory (WMT14 en-de is 1.4 GB).
+    max_dataset_mb: int = Field(2000, ge=1, le=1_000_000)
+    # Object-store URIs a dataset may be registered from and read in place (comma-separated prefixes such as
+    # "s3://corpora/,s3://shared/wmt/"), with the AWS_* credentials; empty: none.
+    dataset_uri_prefixes: str = ""
     max_body_kb: int = Field(1024, ge=1)
     max_texts_per_request: int = Field(64, ge=1)
     max_chars_per_text: int = Field(2000, ge=1)

@@ -73,7 +73,9 @@ class Worker(Base):
 
 
 class Dataset(Base):
-    """An uploaded corpus, validated on upload; the file lives in the artifact store under `storage_key`."""
+    """A corpus: its file lives in the artifact store under `storage_key` (or is read in place from `source_uri`), and
+    a worker parses it after upload (worker/data/ingest.py): processing -> ready | failed. A filtered dataset names
+    its parent and the rules that made it (worker/data/filtering.py)."""
 
     __tablename__ = "datasets"
 
@@ -81,13 +83,25 @@ class Dataset(Base):
     owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
     name: Mapped[str] = mapped_column(String(200))
     kind: Mapped[str] = mapped_column(String(20))  # parallel | monolingual
-    format: Mapped[str] = mapped_column(String(20))  # jsonl | tsv | text
-    rows: Mapped[int]
-    size_bytes: Mapped[int] = mapped_column(BigInteger)
-    sha256: Mapped[str] = mapped_column(String(64))
+    format: Mapped[str] = mapped_column(String(20))  # jsonl | tsv | text; auto until parsed
+    rows: Mapped[int]  # 0 until parsed
+    size_bytes: Mapped[int] = mapped_column(BigInteger)  # as stored (compressed, for a gzip file)
+    sha256: Mapped[str] = mapped_column(String(64))  # of the stored bytes; "" until parsed for a registered URI
     stats: Mapped[dict[str, Any]] = mapped_column(JSON)
-    storage_key: Mapped[str] = mapped_column(String(500))
+    storage_key: Mapped[str] = mapped_column(String(500))  # "" for a dataset read in place from source_uri
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    status: Mapped[str] = mapped_column(String(20), default="ready", server_default="ready", index=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)  # why it failed, naming the line
+    error_line: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    compression: Mapped[str] = mapped_column(String(10), default="none", server_default="none")  # none | gzip
+    source_uri: Mapped[str | None] = mapped_column(String(1000), nullable=True)  # s3://bucket/key, read in place
+    source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)  # as declared (ISO 639-1)
+    target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # model/data/report.py
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True)
+    filter_rules: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    filter_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class Sweep(Base):

@@ -24,13 +24,13 @@ def holds_nul(value: Any) -> bool:
 LANGUAGE_PATTERN = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8}){0,3}")
 
 
-def _check_language(code: str) -> str:
+def check_language(code: str) -> str:
     if not LANGUAGE_PATTERN.fullmatch(code):
         raise ValueError(f"language {code!r} must be a BCP 47 tag such as en, de or pt-BR")
     return code
 
 
-Language = Annotated[str, AfterValidator(_check_language)]  # a model's or a job's source or target language
+Language = Annotated[str, AfterValidator(check_language)]  # a model's or a job's source or target language
 
 
 class Input(BaseModel):

@@ -13,6 +13,7 @@ from app.core.settings import Settings
 from app.core.task_names import EVALUATE
 from app.db.tables import Dataset, Evaluation, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
+from app.services.datasets import require_ready
 from app.services.errors import InvalidField
 from app.services.queueing import dispatch_background
 
@@ -39,6 +40,7 @@ def create(
         raise InvalidField("dataset_id", f"dataset {body.dataset_id} not found")
     if dataset.kind != "parallel":
         raise InvalidField("dataset_id", f"dataset {body.dataset_id} is {dataset.kind}; a test set is parallel")
+    require_ready(dataset, "dataset_id")
     if body.beam_size > settings.max_beam_size:
         raise InvalidField("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
     evaluation = Evaluation(

@@ -15,6 +15,7 @@ from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.services import idempotency, model_refs
+from app.services.datasets import refuse_failed
 from app.services.errors import InvalidField
 from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
@@ -66,6 +67,7 @@ def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objec
             f"dataset {dataset_id} is {dataset.kind}, but objective {objective!r} "
             f"needs a {REQUIRED_KIND[objective]} dataset",
         )
+    refuse_failed(dataset, field)  # one still processing is fine: the job waits for it
     return dataset
 
 

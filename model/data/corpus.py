@@ -5,14 +5,18 @@ Torch-free and tokenizer-free on purpose: the API server validates uploads with 
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
-from collections.abc import Sequence
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 ParallelFormat = Literal["auto", "jsonl", "tsv"]
 _JSONL_SUFFIXES = {".jsonl", ".json", ".ndjson"}
 _TSV_SUFFIXES = {".tsv", ".tab"}
+GZIP_MAGIC = b"\x1f\x8b"
 
 
 class DataError(ValueError):
@@ -24,16 +28,40 @@ class DataError(ValueError):
         super().__init__(f"line {line}: {message}" if line is not None else message)
 
 
-def _lines(data: bytes) -> list[tuple[int, str]]:
-    """(1-based line number, text) for every non-blank line; refuses bytes that are not UTF-8."""
+def _decode(raw: bytes, line: int) -> str:
     try:
-        text = data.decode("utf-8-sig")  # a leading byte-order mark is tolerated
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise DataError(f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})", line) from e
-    # split("\n") rather than splitlines(): line numbers then match editors, and U+2028 stays inside a sentence.
-    rows = [(n, raw.rstrip("\r")) for n, raw in enumerate(text.split("\n"), start=1)]
-    return [(n, line) for n, line in rows if line.strip()]
+        raise DataError(f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})", line) from e
+
+
+def text_lines(stream: BinaryIO, compressed: bool = False) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of every non-blank line of a file object, read a line at a time (a corpus of any
+    size in constant memory). A leading byte-order mark is tolerated; bytes that are not UTF-8 raise DataError naming
+    their line. `compressed`: a gzip stream, whose truncation or corruption raises DataError after the last whole line.
+    """
+    source: Iterable[bytes] = gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream
+    n = 0
+    try:
+        # split on b"\n" alone, as editors number lines; U+2028 stays inside a sentence.
+        for n, raw in enumerate(source, start=1):
+            if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            text = _decode(raw, n).rstrip("\n").rstrip("\r")
+            if text.strip():
+                yield n, text
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise DataError(f"the gzip stream is truncated or corrupt after line {n} ({e})", n + 1) from e
+
+
+def _lines(data: bytes) -> list[tuple[int, str]]:
+    """text_lines of bytes in memory."""
+    return list(text_lines(io.BytesIO(data)))
+
+
+def sniff_format(first_line: str) -> Literal["jsonl", "tsv"]:
+    """JSONL when the first non-blank line starts with "{", else TSV."""
+    return "jsonl" if first_line.lstrip().startswith("{") else "tsv"
 
 
 def _sentence(value: str, field: str, line: int) -> str:
@@ -67,63 +95,104 @@ def _tsv_row(text: str, line: int) -> tuple[str, str]:
     return _sentence(columns[0], "source", line), _sentence(columns[1], "target", line)
 
 
-def parse_parallel_bytes(data: bytes, fmt: ParallelFormat = "auto") -> list[tuple[str, str]]:
-    """(source, target) pairs from JSONL ({"source": ..., "target": ...}) or TSV ("source<TAB>target").
-
-    fmt="auto" reads JSONL if the first non-blank line starts with "{", else TSV. Blank lines are skipped,
-    sentences are stripped; the first problem raises DataError naming its line.
-    """
-    lines = _lines(data)
-    if not lines:
-        raise DataError("no rows: the file is empty")
-    if fmt == "auto":
-        fmt = "jsonl" if lines[0][1].lstrip().startswith("{") else "tsv"
-    if fmt not in ("jsonl", "tsv"):
+def iter_parallel(lines: Iterable[tuple[int, str]], fmt: ParallelFormat = "auto") -> Iterator[tuple[int, str, str]]:
+    """(line, source, target) of each numbered non-blank line (text_lines), JSONL ({"source": ..., "target": ...})
+    or TSV ("source<TAB>target"); fmt="auto" decides by the first line (sniff_format). Sentences are stripped; the
+    first problem raises DataError naming its line; no line at all is "the file is empty"."""
+    if fmt not in ("auto", "jsonl", "tsv"):
         raise ValueError(f"fmt={fmt!r} must be 'auto', 'jsonl' or 'tsv'")
-    parse_row = _jsonl_row if fmt == "jsonl" else _tsv_row
-    return [parse_row(text, n) for n, text in lines]
+    parse_row = None
+    for n, text in lines:
+        if parse_row is None:
+            parse_row = _jsonl_row if (sniff_format(text) if fmt == "auto" else fmt) == "jsonl" else _tsv_row
+        yield (n, *parse_row(text, n))
+    if parse_row is None:
+        raise DataError("no rows: the file is empty")
+
+
+def iter_monolingual(lines: Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """(line, stripped sentence) of each numbered non-blank line; no line at all is "the file is empty"."""
+    empty = True
+    for n, text in lines:
+        empty = False
+        yield n, text.strip()
+    if empty:
+        raise DataError("no rows: the file is empty")
+
+
+def parse_parallel_bytes(data: bytes, fmt: ParallelFormat = "auto") -> list[tuple[str, str]]:
+    """(source, target) pairs of a corpus in memory: iter_parallel over its lines."""
+    return [(source, target) for _, source, target in iter_parallel(_lines(data), fmt)]
 
 
 def parse_monolingual_bytes(data: bytes) -> list[str]:
     """One stripped sentence per non-blank line."""
-    sentences = [text.strip() for _, text in _lines(data)]
-    if not sentences:
-        raise DataError("no rows: the file is empty")
-    return sentences
+    return [text for _, text in iter_monolingual(_lines(data))]
+
+
+def is_gzip(path: str | Path) -> bool:
+    """True when the file starts with gzip's magic number (whatever its name says)."""
+    with open(path, "rb") as f:
+        return f.read(2) == GZIP_MAGIC
 
 
 def read_parallel(path: str | Path, fmt: ParallelFormat = "auto") -> list[tuple[str, str]]:
-    """parse_parallel_bytes on a file; with fmt="auto" a .jsonl/.json or .tsv suffix decides the format."""
+    """The pairs of a corpus file, gzip-compressed or not; with fmt="auto" a .jsonl/.json or .tsv suffix (before
+    any .gz) decides the format, else the first line."""
     path = Path(path)
     if fmt == "auto":
-        suffix = path.suffix.lower()
+        suffix = Path(path.name.removesuffix(".gz")).suffix.lower()
         fmt = "jsonl" if suffix in _JSONL_SUFFIXES else "tsv" if suffix in _TSV_SUFFIXES else "auto"
-    return parse_parallel_bytes(path.read_bytes(), fmt)
+    with open(path, "rb") as f:
+        return [(source, target) for _, source, target in iter_parallel(text_lines(f, is_gzip(path)), fmt)]
 
 
 def read_monolingual(path: str | Path) -> list[str]:
-    return parse_monolingual_bytes(Path(path).read_bytes())
+    with open(path, "rb") as f:
+        return [text for _, text in iter_monolingual(text_lines(f, is_gzip(path)))]
 
 
-def _length_stats(texts: Sequence[str]) -> dict[str, float | int]:
-    lengths = [len(t) for t in texts]
-    return {
-        "characters": sum(lengths),
-        "min": min(lengths),
-        "mean": round(sum(lengths) / len(lengths), 2),
-        "max": max(lengths),
-    }
+class CorpusStats:
+    """Row count, total characters, and per side {"characters", "min", "mean", "max"} in characters, a row at a time
+    (a corpus of any size): sides ("source", "target") for pairs, ("text",) for sentences."""
+
+    def __init__(self, sides: Sequence[str]) -> None:
+        self.sides = tuple(sides)
+        self.rows = 0
+        self._sum = [0] * len(self.sides)
+        self._min = [0] * len(self.sides)
+        self._max = [0] * len(self.sides)
+
+    def add(self, *texts: str) -> None:
+        if len(texts) != len(self.sides):
+            raise ValueError(f"expected {len(self.sides)} text(s) ({', '.join(self.sides)}), got {len(texts)}")
+        for i, text in enumerate(texts):
+            n = len(text)
+            self._sum[i] += n
+            self._min[i] = n if not self.rows else min(self._min[i], n)
+            self._max[i] = max(self._max[i], n)
+        self.rows += 1
+
+    def result(self) -> dict[str, Any]:
+        if not self.rows:
+            return {"rows": 0, "characters": 0}
+        sides = {
+            side: {
+                "characters": self._sum[i],
+                "min": self._min[i],
+                "mean": round(self._sum[i] / self.rows, 2),
+                "max": self._max[i],
+            }
+            for i, side in enumerate(self.sides)
+        }
+        return {"rows": self.rows, "characters": sum(self._sum), **sides}
 
 
 def dataset_stats(rows: Sequence[tuple[str, str]] | Sequence[str]) -> dict[str, Any]:
-    """Row count, total characters, and per side {"characters", "min", "mean", "max"} in characters.
-
-    Pairs give sides "source" and "target"; sentences give the side "text".
-    """
+    """CorpusStats of rows in memory: pairs give sides "source" and "target", sentences the side "text"."""
     if not rows:
         return {"rows": 0, "characters": 0}
-    if isinstance(rows[0], str):
-        sides = {"text": _length_stats(rows)}  # type: ignore[arg-type]
-    else:
-        sides = {"source": _length_stats([r[0] for r in rows]), "target": _length_stats([r[1] for r in rows])}
-    return {"rows": len(rows), "characters": sum(s["characters"] for s in sides.values()), **sides}
+    stats = CorpusStats(("text",) if isinstance(rows[0], str) else ("source", "target"))
+    for row in rows:
+        stats.add(*((row,) if isinstance(row, str) else row))
+    return stats.result()

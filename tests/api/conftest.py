@@ -40,16 +40,16 @@ def alice(make_key):
 
 @pytest.fixture
 def parallel_id(client, alice):
-    from tests.api.test_datasets import _jsonl, _upload
+    from tests.api.test_datasets import _jsonl, _ready
 
-    return _upload(client, alice, _jsonl([("one", "eins"), ("two", "zwei")])).json()["id"]
+    return _ready(client, alice, _jsonl([("one", "eins"), ("two", "zwei")]))["id"]
 
 
 @pytest.fixture
 def mono_id(client, alice):
-    from tests.api.test_datasets import _upload
+    from tests.api.test_datasets import _ready
 
-    return _upload(client, alice, b"the cat sat\n", filename="m.txt", kind="monolingual").json()["id"]
+    return _ready(client, alice, b"the cat sat\n", filename="m.txt", kind="monolingual")["id"]
 
 
 @pytest.fixture

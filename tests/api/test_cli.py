@@ -155,7 +155,7 @@ def test_delete_a_model_and_a_dataset_then_they_are_404(cli, alice, client, para
 def test_datasets_lists_every_dataset(cli, alice, parallel_id, mono_id):
     code, out, _ = cli("datasets", "--key", _key(alice))
     lines = out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "KIND", "FORMAT", "ROWS", "SIZE", "CREATED"]
+    assert lines[0].split() == ["ID", "NAME", "KIND", "STATUS", "FORMAT", "ROWS", "SIZE", "CREATED"]
     assert {line.split()[0]: line.split()[2] for line in lines[1:]} == {parallel_id: "parallel", mono_id: "monolingual"}
 
 

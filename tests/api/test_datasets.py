@@ -1,7 +1,10 @@
-"""POST/GET/DELETE /v1/datasets: validated uploads, clear 4xx errors, nothing half-written."""
+"""POST/GET/DELETE /v1/datasets: uploads stored as they come, then parsed and checked by the worker's code (run here
+in process, as the data queue's worker runs it): processing -> ready | failed naming the line; clear 4xx errors,
+nothing half-written."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -20,57 +23,128 @@ def _upload(client, headers, data: bytes, filename="train.jsonl", kind="parallel
     )
 
 
+def _process(client, headers, response) -> dict:
+    """Run the data queue's task on the uploaded dataset, as a worker would; the dataset as GET shows it after."""
+    from worker.data.ingest import process
+
+    assert response.status_code == 201, response.text
+    assert response.json()["status"] == "processing"
+    process(response.json()["id"])
+    return client.get(f"/v1/datasets/{response.json()['id']}", headers=headers).json()
+
+
+def _ready(client, headers, data: bytes, **kwargs) -> dict:
+    return _process(client, headers, _upload(client, headers, data, **kwargs))
+
+
 def _artifact_files(settings_root) -> list:
     return [p for p in settings_root.rglob("*") if p.is_file()]
 
 
-def test_upload_jsonl_returns_statistics(client, make_key):
-    response = _upload(client, make_key("alice"), _jsonl([("one", "eins"), ("two", "zwei"), ("three", "drei")]))
+def test_upload_jsonl_is_processing_then_ready_with_statistics(client, make_key):
+    headers = make_key("alice")
+    response = _upload(client, headers, _jsonl([("one", "eins"), ("two", "zwei"), ("three", "drei")]))
     assert response.status_code == 201, response.text
-    body = response.json()
-    assert (body["kind"], body["format"], body["rows"]) == ("parallel", "jsonl", 3)
+    assert (response.json()["status"], response.json()["rows"]) == ("processing", 0)
+    body = _process(client, headers, response)
+    assert (body["kind"], body["format"], body["rows"], body["status"]) == ("parallel", "jsonl", 3, "ready")
     assert body["stats"]["source"]["max"] == 5 and body["stats"]["target"]["min"] == 4
+    assert body["compression"] == "none" and body["processed_at"] is not None
     assert "storage_key" not in body and "path" not in json.dumps(body)
 
 
 def test_upload_tsv_and_monolingual(client, make_key):
     headers = make_key("alice")
-    tsv = _upload(client, headers, "hello\thallo\nbye\ttschüss\n".encode(), filename="pairs.tsv")
-    assert tsv.status_code == 201 and tsv.json()["format"] == "tsv"
-    text = _upload(client, headers, b"the cat sat\nthe dog ran\n\n", filename="mono.txt", kind="monolingual")
-    assert text.status_code == 201 and (text.json()["format"], text.json()["rows"]) == ("text", 2)
+    tsv = _ready(client, headers, "hello\thallo\nbye\ttschüss\n".encode(), filename="pairs.tsv")
+    assert (tsv["status"], tsv["format"]) == ("ready", "tsv")
+    text = _ready(client, headers, b"the cat sat\nthe dog ran\n\n", filename="mono.txt", kind="monolingual")
+    assert (text["format"], text["rows"]) == ("text", 2)
+
+
+def test_the_format_is_read_from_the_first_line_when_the_name_says_nothing(client, make_key):
+    headers = make_key("alice")
+    assert _ready(client, headers, _jsonl([("a", "b")]), filename="corpus")["format"] == "jsonl"
+    assert _ready(client, headers, b"a\tb\n", filename="corpus")["format"] == "tsv"
+
+
+def test_a_gzip_file_is_stored_compressed_and_parsed(client, make_key):
+    headers = make_key("alice")
+    data = gzip.compress(_jsonl([(f"s{i}", f"t{i}") for i in range(500)]))
+    body = _ready(client, headers, data, filename="train.jsonl.gz")
+    assert (body["status"], body["rows"], body["compression"], body["size_bytes"]) == ("ready", 500, "gzip", len(data))
+
+
+def test_a_truncated_gzip_fails_naming_where(client, make_key):
+    headers = make_key("alice")
+    data = gzip.compress(_jsonl([(f"source {i}", f"target {i}") for i in range(20000)]), compresslevel=1)
+    body = _ready(client, headers, data[: len(data) // 2], filename="train.jsonl.gz")
+    assert body["status"] == "failed"
+    assert "gzip stream is truncated or corrupt" in body["error"] and body["error_line"] > 1
+    assert body["rows"] == 0
 
 
 @pytest.mark.parametrize(
-    ("data", "filename", "message"),
+    ("data", "filename", "message", "line"),
     [
-        (b'{"source": "a", "target": "b"}\n{"source": "a", "target": \n', "x.jsonl", "line 2"),
-        (b'{"source": "a", "target": "b"}\n{"source": "c"}\n', "x.jsonl", '"target"'),
-        (b"", "x.jsonl", "empty"),
-        (b"   \n\n", "x.jsonl", "empty"),
-        (b"ok\tgut\n\xff\xfe broken\tkaputt\n", "x.tsv", "UTF-8"),
-        (b"only one column\n", "x.tsv", "line 1"),
+        (b'{"source": "a", "target": "b"}\n{"source": "a", "target": \n', "x.jsonl", "line 2", 2),
+        (b'{"source": "a", "target": "b"}\n{"source": "c"}\n', "x.jsonl", '"target"', 2),
+        (b"   \n\n", "x.jsonl", "empty", None),
+        (b"ok\tgut\n\xff\xfe broken\tkaputt\n", "x.tsv", "UTF-8", 2),
+        (b"only one column\n", "x.tsv", "line 1", 1),
     ],
 )
-def test_bad_files_are_422_naming_the_line_and_problem(client, make_key, settings_env, data, filename, message):
+def test_bad_files_fail_naming_the_line_and_problem(client, make_key, data, filename, message, line):
+    headers = make_key("alice")
+    body = _ready(client, headers, data, filename=filename)
+    assert body["status"] == "failed" and message in body["error"] and body["error_line"] == line
+    job = client.post("/v1/jobs", headers=headers, json={"objective": "translation", "dataset_id": body["id"]})
+    assert job.status_code == 422 and "failed its checks" in job.text and message in job.json()["detail"][0]["msg"]
+    assert client.get(f"/v1/datasets/{body['id']}/report", headers=headers).status_code == 409
+
+
+def test_an_empty_file_is_422_and_nothing_is_stored(client, make_key):
     from app.core.settings import get_settings
 
-    response = _upload(client, make_key("alice"), data, filename=filename)
+    response = _upload(client, make_key("alice"), b"", filename="x.jsonl")
     assert response.status_code == 422, response.text
-    detail = response.json()["detail"][0]
-    assert detail["loc"] == ["body", "file"]
-    assert message in detail["msg"]
-    assert _artifact_files(get_settings().data_dir) == [] or all(
-        "datasets" not in str(p) for p in _artifact_files(get_settings().data_dir)
-    )
-    assert client.get("/v1/datasets", headers=make_key("bob")).json()["total"] == 0
+    assert response.json()["detail"][0]["loc"] == ["body", "file"] and "empty" in response.json()["detail"][0]["msg"]
+    assert all("datasets" not in str(p) for p in _artifact_files(get_settings().data_dir))
+    assert client.get("/v1/datasets", headers=make_key("alice")).json()["total"] == 0
 
 
-def test_too_large_upload_is_413(client, make_key, settings_env):
-    settings_env(MAX_UPLOAD_MB="1")
+def test_a_job_on_a_dataset_still_processing_is_accepted_and_waits(client, make_key):
+    headers = make_key("alice")
+    dataset = _upload(client, headers, _jsonl([("one", "eins"), ("two", "zwei")])).json()
+    job = client.post("/v1/jobs", headers=headers, json={"objective": "translation", "dataset_id": dataset["id"]})
+    assert job.status_code == 201, job.text
+    assert job.json()["status"] == "queued"
+
+
+def test_too_large_upload_is_413_naming_the_limit(client, make_key, settings_env):
+    settings_env(MAX_DATASET_MB="1")
     response = _upload(client, make_key("alice"), _jsonl([("x" * 1000, "y" * 1000)] * 600))
     assert response.status_code == 413
-    assert "MAX_UPLOAD_MB=1" in response.json()["detail"]
+    assert "MAX_DATASET_MB=1" in response.json()["detail"]
+
+
+def test_form_fields_declare_the_languages_and_the_format(client, make_key):
+    headers = make_key("alice")
+    response = _upload(client, headers, b"a\tb\n", filename="x")
+    body = client.post(
+        "/v1/datasets",
+        headers=headers,
+        data={"name": "d", "kind": "parallel", "source_language": "en", "target_language": "de", "format": "tsv"},
+        files={"file": ("x", b"one\teins\n")},
+    ).json()
+    assert (body["source_language"], body["target_language"], body["format"]) == ("en", "de", "tsv")
+    bad = client.post(
+        "/v1/datasets",
+        headers=headers,
+        data={"name": "d", "kind": "parallel", "source_language": "english!"},
+        files={"file": ("x", b"one\teins\n")},
+    )
+    assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "source_language"]
+    assert response.status_code == 201
 
 
 def test_wrong_kind_value_is_422(client, make_key):
@@ -109,3 +183,30 @@ def test_other_owner_gets_404_everywhere(client, make_key):
         assert response.status_code == 404
         assert response.json() == {"detail": f"dataset {dataset_id} not found"}
     assert client.get(f"/v1/datasets/{dataset_id}", headers=alice).status_code == 200
+
+
+def test_a_2_gb_upload_over_the_default_limit_is_413_before_anything_is_stored(client, make_key):
+    """2 GiB declared against the default MAX_DATASET_MB=2000: refused from its headers, the body never read."""
+    from app.core.settings import get_settings
+
+    sent = []
+
+    def body():
+        sent.append(1)
+        yield b"--x\r\n"
+
+    response = client.post(
+        "/v1/datasets",
+        headers={
+            **make_key("alice"),
+            "content-type": "multipart/form-data; boundary=x",
+            "content-length": str(2 * 1024**3),
+        },
+        content=body(),
+    )
+    assert response.status_code == 413, response.text
+    assert response.json()["detail"] == (
+        f"request body of {2 * 1024**3} bytes exceeds the limit of {2000 * 1024 * 1024} bytes (MAX_DATASET_MB=2000)"
+    )
+    assert all("datasets" not in str(p) for p in _artifact_files(get_settings().data_dir))
+    assert client.get("/v1/datasets", headers=make_key("alice")).json()["total"] == 0

@@ -33,7 +33,7 @@ def stack(tmp_path, fresh_postgres_url, redis_url):
     processes = Processes(tmp_path)
     url = processes.start_api(env, free_port())
     try:
-        processes.start_worker(env, "training", "logger")
+        processes.start_worker(env, "training,data", "logger")
         wait_for(healthy_with_workers(url, 1), timeout=60, what="worker")
         yield Api(url, create_key(env, "alice")), Path(env["ARTIFACT_ROOT"]), processes, env
     finally:
@@ -109,7 +109,7 @@ def test_a_resumed_jobs_log_says_which_attempt_resumed_from_which_checkpoint(sta
     doomed = processes.children["logger"]
     os.killpg(doomed.pid, signal.SIGKILL)
     doomed.wait()
-    processes.start_worker(env, "training", "rescuer")
+    processes.start_worker(env, "training,data", "rescuer")
     done = api.wait(job["id"], DONE, timeout=300)
     assert done["status"] == "succeeded" and done["attempt"] == 2, done
     messages(api, job["id"], "succeeded at step 100")

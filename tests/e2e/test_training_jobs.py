@@ -34,7 +34,7 @@ def stack(tmp_path, fresh_postgres_url, redis_url):
 
 
 def _start_training_worker(processes, env, url, name):
-    processes.start_worker(env, "training", name)
+    processes.start_worker(env, "training,data", name)
     wait_for(healthy_with_workers(url, 1), timeout=60, what=f"worker {name}")
 
 

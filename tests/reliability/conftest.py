@@ -24,7 +24,7 @@ class Stack:
         return Api(self.url, create_key(self.env, name))
 
     def start_trainer(self, name: str, n_workers: int = 1, **env: str):
-        worker = self.processes.start_worker({**self.env, **env}, "training", name)
+        worker = self.processes.start_worker({**self.env, **env}, "training,data", name)
         wait_for(healthy_with_workers(self.url, n_workers), timeout=60, what=f"worker {name}")
         return worker
 

@@ -80,7 +80,7 @@ def _soak(stack, private_redis, data_files) -> None:
             kills += 1
             replacement = f"w{generation}"
             generation += 1
-            workers[replacement] = stack.processes.start_worker(stack.env, "training", replacement)
+            workers[replacement] = stack.processes.start_worker(stack.env, "training,data", replacement)
 
     jobs = {job_id: api.job(job_id) for job_id in accepted}
     by_status: dict[str, int] = {}

@@ -53,6 +53,33 @@ def test_bytes_round_trip_and_overwrite(store):
     assert store.fetch("datasets/d1/data.jsonl").read_bytes() == b"new"
 
 
+def test_a_stream_is_stored_whole_a_part_at_a_time(store):
+    """Larger than one S3 part (8 MiB): a multipart upload read from the stream, or a local file written in chunks."""
+    import io
+    import os
+
+    data = os.urandom(9 * 1024 * 1024 + 17)
+    assert store.write_stream("datasets/d2/data.tsv.gz", io.BytesIO(data)) == len(data)
+    assert store.read_bytes("datasets/d2/data.tsv.gz") == data
+    assert store.fetch("datasets/d2/data.tsv.gz").read_bytes() == data
+
+
+def test_a_stream_that_breaks_leaves_nothing_behind(store):
+    class Broken:
+        def __init__(self) -> None:
+            self.reads = 0
+
+        def read(self, size: int = -1) -> bytes:
+            self.reads += 1
+            if self.reads > 2:
+                raise ConnectionResetError("the client went away")
+            return b"x" * 1024 * 1024
+
+    with pytest.raises(Exception, match="the client went away"):
+        store.write_stream("datasets/d3/data.jsonl", Broken())
+    assert not store.exists("datasets/d3/data.jsonl") and store.list_files("datasets") == []
+
+
 def test_list_files_names_every_stored_file_under_a_folder_with_when_it_was_written(store):
     from datetime import UTC, datetime, timedelta
 

@@ -14,13 +14,22 @@ class Api:
     def __init__(self, url: str, key: str) -> None:
         self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
-    def upload(self, path: Path, kind: str, name: str | None = None) -> dict:
+    def upload(self, path: Path, kind: str, name: str | None = None, timeout: float = 60) -> dict:
+        """Upload, then wait while a worker of the data queue parses it; the dataset, ready or failed."""
         with open(path, "rb") as f:
             response = self.http.post(
                 "/v1/datasets", data={"name": name or path.name, "kind": kind}, files={"file": (path.name, f)}
             )
         assert response.status_code == 201, response.text
-        return response.json()
+        return self.processed(response.json()["id"], timeout)
+
+    def processed(self, dataset_id: str, timeout: float = 60) -> dict:
+        return wait_for(
+            lambda: (d := self.http.get(f"/v1/datasets/{dataset_id}").json())["status"] != "processing" and d,
+            timeout=timeout,
+            what=f"dataset {dataset_id} to be parsed",
+            interval=0.2,
+        )
 
     def submit(self, body: dict, **headers: str) -> dict:
         response = self.http.post("/v1/jobs", json=body, headers=headers)

@@ -28,9 +28,23 @@ def _train_spm(lines: list[str], prefix: Path, vocab_size: int) -> Path:
     return prefix.with_suffix(".model")
 
 
-def build_marian_folder(tmp: Path) -> Path:
+# Helsinki-NLP/opus-mt-en-de's sizes: 74M parameters, a 298 MB model.safetensors.
+OPUS_MT_EN_DE = {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048, "vocab_size": 58101, "train_steps": 0}
+
+
+def build_marian_folder(
+    tmp: Path,
+    *,
+    d_model: int = 32,
+    layers: int = 2,
+    heads: int = 4,
+    ffn: int = 64,
+    vocab_size: int | None = None,
+    train_steps: int = 200,
+) -> Path:
     """tmp/opus-mt-en-de: a small MarianMTModel trained briefly on number words, with source.spm, target.spm
-    (unigram SentencePiece) and vocab.json as OPUS-MT publishes them."""
+    (unigram SentencePiece) and vocab.json as OPUS-MT publishes them. With OPUS_MT_EN_DE's sizes, one as large as
+    the real en-de model (its vocabulary padded with pieces neither SentencePiece model makes), untrained."""
     pairs = numbers_to_words_task(400, seed=0)
     grammar = grammar_sentences(300, seed=0)
     source = _train_spm([s for s, _ in pairs] + grammar, tmp / "source", 100)
@@ -40,20 +54,22 @@ def build_marian_folder(tmp: Path) -> Path:
         processor = spm.SentencePieceProcessor(model_file=str(path))
         for i in range(processor.get_piece_size()):
             pieces.setdefault(processor.id_to_piece(i), len(pieces))
+    while vocab_size is not None and len(pieces) < vocab_size - 1:
+        pieces[f"▁unused{len(pieces)}"] = len(pieces)
     pieces["<pad>"] = len(pieces)
     (tmp / "vocab.json").write_text(json.dumps(pieces, ensure_ascii=False))
     size, pad = len(pieces), pieces["<pad>"]
     config = transformers.MarianConfig(
         vocab_size=size,
         decoder_vocab_size=size,
-        d_model=32,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=64,
-        decoder_ffn_dim=64,
-        max_position_embeddings=64,
+        d_model=d_model,
+        encoder_layers=layers,
+        decoder_layers=layers,
+        encoder_attention_heads=heads,
+        decoder_attention_heads=heads,
+        encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn,
+        max_position_embeddings=64 if vocab_size is None else 512,
         pad_token_id=pad,
         eos_token_id=0,
         decoder_start_token_id=pad,
@@ -71,7 +87,7 @@ def build_marian_folder(tmp: Path) -> Path:
     # give that), so equal outputs say something.
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     model.train()
-    for step in range(200):
+    for step in range(train_steps):
         chunk = pairs[(step * 32) % 384 : (step * 32) % 384 + 32]
         batch = tokenizer([s for s, _ in chunk], text_target=[t for _, t in chunk], return_tensors="pt", padding=True)
         batch["labels"][batch["labels"] == pad] = -100

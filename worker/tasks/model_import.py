@@ -31,7 +31,7 @@ from worker.serving.errors import ModelUnavailable, RequestError
 from worker.tasks.inference import INFERENCE_TASK, errors_as_results
 
 log = logging.getLogger(__name__)
-UNPACKED_PER_UPLOADED = 4  # an archive may unpack to this many times MAX_UPLOAD_MB (safetensors barely compress)
+UNPACKED_PER_UPLOADED = 4  # an archive may unpack to this many times MAX_DATASET_MB (safetensors barely compress)
 
 
 @shared_task(name=IMPORT, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
@@ -49,7 +49,7 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
             unpacked = Path(tmp) / "x"
-            folder = safe_extract(archive, unpacked, settings.max_upload_mb * 1024 * 1024 * UNPACKED_PER_UPLOADED)
+            folder = safe_extract(archive, unpacked, settings.max_dataset_mb * 1024 * 1024 * UNPACKED_PER_UPLOADED)
             model, tokenizer, meta = load_archive_folder(folder)
             target = save_checkpoint(
                 store.local_path(key),

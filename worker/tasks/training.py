@@ -39,7 +39,7 @@ from model.train.prepare import PreparedData
 from worker.device import check_data_parallel, worker_device
 from worker.training import job_log
 from worker.training.auto_settings import choose_settings, pending
-from worker.training.job_data import load_job, prepare_job, train_config
+from worker.training.job_data import datasets_pending, load_job, prepare_job, train_config
 from worker.training.lease import LeaseKeeper, RunState, flush, track, untrack
 from worker.training.step_memory import memory_callback
 from worker.training.sweep_trial import advance_sweep_of, report_to_sweep
@@ -333,12 +333,19 @@ def _fail_or_retry(claim: job_rows.Claim, message: str, retry: bool) -> None:
         job_rows.finish(session, claim, job_rows.FAILED, error=message)
 
 
+DATASET_WAIT_SECONDS = 2  # between two looks at a dataset still being parsed
+
+
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
     name=TRAIN, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True
 )
 def train_job(self: Task, job_id: str) -> None:
     settings = get_settings()
     worker = f"{self.request.hostname or 'worker'}/{os.getpid()}"
+    waiting = datasets_pending(job_id)
+    if waiting:  # uploaded a moment ago: the job waits, queued, without holding this worker
+        log.info("job %s waits for dataset(s) %s to be parsed", job_id, ", ".join(waiting))
+        raise self.retry(countdown=DATASET_WAIT_SECONDS, max_retries=None)
     with session_scope() as session:
         claim = job_rows.claim(session, job_id, worker, settings.job_lease_seconds)
     if claim is None:

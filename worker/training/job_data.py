@@ -17,13 +17,13 @@ from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from app.services.job_submission import INIT_MODEL_MAY_CHANGE
-from model.data.corpus import read_monolingual, read_parallel
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import load_model
 from model.io.checkpoint_files import CheckpointError
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
 from model.train.prepare import PreparedData, prepare, start_from
+from worker.data.source import rows
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +38,20 @@ class JobRows:
 
 
 def read_rows(dataset: Dataset) -> list[tuple[str, str]] | list[str]:
-    path = get_store().fetch(dataset.storage_key)  # a remote store: downloaded once into this host's cache
-    return read_parallel(path) if dataset.kind == "parallel" else read_monolingual(path)
+    """The dataset's rows (a remote store's file or a registered URI's object is downloaded once into this host's
+    cache, then read a line at a time)."""
+    with rows(dataset) as numbered:
+        if dataset.kind == "parallel":
+            return [(source, target) for _, source, target in numbered]
+        return [text for _, text in numbered]
+
+
+def datasets_pending(job_id: str) -> list[str]:
+    """The job's datasets a worker is still parsing (worker/data/ingest.py): the job waits for them."""
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        ids = [i for i in (job.dataset_id, job.valid_dataset_id) if i] if job is not None else []
+        return list(session.scalars(select(Dataset.id).where(Dataset.id.in_(ids), Dataset.status == "processing")))
 
 
 def load_job(job_id: str) -> JobRows:
@@ -57,6 +69,9 @@ def load_job(job_id: str) -> JobRows:
         session.expunge_all()
     if job.dataset_id not in datasets:
         raise TrainingError(f"dataset {job.dataset_id} no longer exists")
+    for dataset in datasets.values():
+        if dataset.status != "ready":  # failed (pending ones were waited for: datasets_pending)
+            raise TrainingError(f"dataset {dataset.id} is {dataset.status}: {dataset.error or 'not parsed yet'}")
     valid = datasets.get(job.valid_dataset_id) if job.valid_dataset_id else None
     rows = JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
     log.info(

@@ -1,0 +1,203 @@
+"""A dataset's life before training: stored (uploaded as a stream, or registered from an object-store URI read in
+place), then parsed, checked and reported on by a worker (worker/data/ingest.py): processing -> ready | failed.
+
+Nothing here holds a corpus in memory: an upload goes from the form parser's spooled file to the artifact store a
+chunk at a time, hashed on the way (a 1.5 GB corpus included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import BinaryIO
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from app.artifacts import ArtifactStoreError, get_store
+from app.core.settings import Settings
+from app.core.task_names import DATA_QUEUE, PROCESS_DATASET
+from app.db.base import new_id, utcnow
+from app.db.session import session_scope
+from app.db.tables import Dataset
+from app.schemas.datasets import DatasetRegister
+from app.services.errors import Conflict, InvalidField, ServiceUnavailable
+from app.services.queueing import get_sender
+from model.data.corpus import GZIP_MAGIC
+
+log = logging.getLogger(__name__)
+
+EXTENSIONS = {"jsonl": "jsonl", "tsv": "tsv", "text": "txt", "auto": "data"}
+SUFFIX_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".tsv": "tsv", ".tab": "tsv"}
+STORE_RETRY_AFTER = 5
+
+
+class Hashing:
+    """A readable that hashes (sha256) and counts what is read through it."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream, self.size, self.sha256 = stream, 0, hashlib.sha256()
+
+    def read(self, size: int = -1) -> bytes:
+        chunk = self.stream.read(size)
+        self.size += len(chunk)
+        self.sha256.update(chunk)
+        return chunk
+
+
+def format_from_name(filename: str, kind: str, given: str = "auto") -> str:
+    """The stored format: text for monolingual data; else as given, or by the file's suffix (before any .gz), or
+    auto (the worker decides by the first line)."""
+    if kind == "monolingual":
+        return "text"
+    if given != "auto":
+        return given
+    name = filename.lower().removesuffix(".gz")
+    return next((fmt for suffix, fmt in SUFFIX_FORMATS.items() if name.endswith(suffix)), "auto")
+
+
+def _peek_gzip(stream: BinaryIO) -> tuple[bool, bool]:
+    """(empty, gzip-compressed) by the first bytes; the stream is rewound."""
+    head = stream.read(2)
+    stream.seek(0)
+    return not head, head == GZIP_MAGIC
+
+
+def create_upload(
+    session: Session,
+    owner_id: str,
+    name: str,
+    kind: str,
+    filename: str,
+    stream: BinaryIO,
+    fmt: str = "auto",
+    source_language: str | None = None,
+    target_language: str | None = None,
+) -> Dataset:
+    """Store an uploaded file (seekable: the form parser's spooled file) a chunk at a time, then its row
+    (`processing`), then queue its parsing. The file first, whole or not at all: a row never points at nothing."""
+    empty, compressed = _peek_gzip(stream)
+    if empty:
+        raise InvalidField("file", "the file is empty")
+    dataset = Dataset(
+        id=new_id(),
+        owner_id=owner_id,
+        name=name,
+        kind=kind,
+        format=format_from_name(filename, kind, fmt),
+        compression="gzip" if compressed else "none",
+        rows=0,
+        size_bytes=0,
+        sha256="",
+        stats={},
+        status="processing",
+        source_language=source_language,
+        target_language=target_language,
+        storage_key="",
+    )
+    dataset.storage_key = f"datasets/{dataset.id}/data.{EXTENSIONS[dataset.format]}" + (".gz" if compressed else "")
+    hashing = Hashing(stream)
+    store = get_store()
+    try:
+        store.write_stream(dataset.storage_key, hashing)  # type: ignore[arg-type]  # a readable is all it needs
+    except ArtifactStoreError as exc:
+        log.error("dataset upload: %s", exc)
+        store_delete(dataset.storage_key)
+        raise ServiceUnavailable("the artifact store is unavailable; try again", STORE_RETRY_AFTER) from exc
+    dataset.size_bytes, dataset.sha256 = hashing.size, hashing.sha256.hexdigest()
+    try:
+        session.add(dataset)
+        session.commit()
+    except BaseException:
+        session.rollback()
+        store_delete(f"datasets/{dataset.id}")
+        raise
+    dispatch(dataset.id)
+    return dataset
+
+
+def allowed_uri(settings: Settings, uri: str) -> bool:
+    prefixes = [p.strip() for p in settings.dataset_uri_prefixes.split(",") if p.strip()]
+    return any(uri.startswith(p) for p in prefixes)
+
+
+def register_uri(session: Session, settings: Settings, owner_id: str, body: DatasetRegister) -> Dataset:
+    """A dataset read in place from an object-store URI: the service must be allowed to (DATASET_URI_PREFIXES) and
+    able to (a HEAD with its credentials) read it; a worker then parses it from there."""
+    from app.artifacts.uri import UriError, head_uri  # boto3 loads only where a URI is registered
+
+    if not body.uri.startswith("s3://"):
+        raise InvalidField("uri", f"uri {body.uri!r} is not an s3://bucket/key URI")
+    if not allowed_uri(settings, body.uri):
+        allowed = settings.dataset_uri_prefixes or "none (DATASET_URI_PREFIXES is empty)"
+        raise InvalidField("uri", f"the service may not read {body.uri!r}: it reads only URIs under {allowed}")
+    try:
+        size = head_uri(settings, body.uri)
+    except UriError as exc:
+        raise InvalidField("uri", str(exc)) from exc
+    if size == 0:
+        raise InvalidField("uri", f"{body.uri} is empty")
+    dataset = Dataset(
+        id=new_id(),
+        owner_id=owner_id,
+        name=body.name,
+        kind=body.kind,
+        format=format_from_name(body.uri, body.kind, body.format),
+        compression="none",  # the worker reads the first bytes
+        rows=0,
+        size_bytes=size,
+        sha256="",
+        stats={},
+        status="processing",
+        source_uri=body.uri,
+        source_language=body.source_language,
+        target_language=body.target_language,
+        storage_key="",
+    )
+    session.add(dataset)
+    session.commit()
+    dispatch(dataset.id)
+    return dataset
+
+
+def dispatch(dataset_id: str) -> None:
+    """Queue the dataset's parsing. With the broker away the dataset fails saying so (upload it again), and the
+    caller answers 503."""
+    try:
+        get_sender().send_task(PROCESS_DATASET, args=[dataset_id], queue=DATA_QUEUE)
+    except Exception as exc:
+        with session_scope() as session:
+            session.execute(
+                update(Dataset)
+                .where(Dataset.id == dataset_id, Dataset.status == "processing")
+                .values(
+                    status="failed",
+                    error=f"the broker is unavailable ({type(exc).__name__}); upload it again",
+                    processed_at=utcnow(),
+                )
+            )
+        raise ServiceUnavailable("the broker is unavailable; upload the dataset again", STORE_RETRY_AFTER) from exc
+
+
+def refuse_failed(dataset: Dataset, field: str) -> None:
+    """A dataset that failed its checks cannot be used: 422 naming why. (One still processing can: a job waits for
+    it, worker/tasks/training.py.)"""
+    if dataset.status == "failed":
+        raise InvalidField(field, f"dataset {dataset.id} failed its checks and cannot be used: {dataset.error}")
+
+
+def require_ready(dataset: Dataset, field: str) -> None:
+    """What cannot wait (an evaluation) needs a parsed dataset: 409 while it is processing, 422 when it failed."""
+    refuse_failed(dataset, field)
+    if dataset.status == "processing":
+        raise Conflict(
+            f"dataset {dataset.id} ({field}) is still being processed (parsed and checked by a worker); ask "
+            f"again when GET /v1/datasets/{dataset.id} says ready"
+        )
+
+
+def store_delete(key: str) -> None:
+    try:
+        get_store().delete(key)
+    except ArtifactStoreError as exc:  # what is left behind is named, and harmless: no row points at it
+        log.error("could not delete %s from the artifact store: %s", key, exc)

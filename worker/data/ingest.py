@@ -1,0 +1,89 @@
+"""Parse and check a stored dataset, a line at a time: its format, rows and statistics, or the first bad line.
+
+processing -> ready | failed, by a conditional UPDATE: a redelivered task finds the dataset no longer processing and
+does nothing; one that died half-way is redelivered and starts again from the file, which never changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import update
+
+from app.artifacts import ArtifactStoreError
+from app.artifacts.uri import UriError
+from app.db.base import utcnow
+from app.db.session import session_scope
+from app.db.tables import Dataset
+from model.data.corpus import CorpusStats, DataError, is_gzip, sniff_format, text_lines
+from worker.data.source import local_file, rows
+
+log = logging.getLogger(__name__)
+HASH_CHUNK = 1 << 20
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _format(dataset: Dataset, path: Path) -> str:
+    """The stored format, or for auto, what the first non-blank line says (sniff_format)."""
+    if dataset.kind == "monolingual" or dataset.format != "auto":
+        return dataset.format
+    with open(path, "rb") as f:
+        first = next(text_lines(f, compressed=is_gzip(path)), None)
+    return sniff_format(first[1]) if first else "tsv"
+
+
+def _finish(dataset_id: str, **values: Any) -> bool:
+    """Record the outcome unless another run already did (the dataset is no longer processing)."""
+    with session_scope() as session:
+        done = session.execute(
+            update(Dataset)
+            .where(Dataset.id == dataset_id, Dataset.status == "processing")
+            .values(processed_at=utcnow(), **values)
+        )
+        return bool(getattr(done, "rowcount", 0))
+
+
+def process(dataset_id: str) -> str:
+    """Parse the dataset and record the result: "ready", "failed", or "skipped" when there is nothing to do."""
+    with session_scope() as session:
+        dataset = session.get(Dataset, dataset_id)
+        if dataset is None or dataset.status != "processing":
+            return "skipped"
+        session.expunge(dataset)
+    try:
+        path = local_file(dataset)
+        compressed = is_gzip(path)
+        dataset.format = _format(dataset, path)
+        stats = CorpusStats(("source", "target") if dataset.kind == "parallel" else ("text",))
+        with rows(dataset, path) as numbered:
+            for row in numbered:
+                stats.add(*row[1:])
+    except DataError as exc:
+        log.info("dataset %s failed its checks: %s", dataset_id, exc)
+        _finish(dataset_id, status="failed", error=str(exc), error_line=exc.line)
+        return "failed"
+    except (UriError, ArtifactStoreError, OSError) as exc:
+        log.error("dataset %s could not be read: %s", dataset_id, exc)
+        _finish(dataset_id, status="failed", error=f"the dataset's file could not be read: {exc}")
+        return "failed"
+    values: dict[str, Any] = {
+        "status": "ready",
+        "format": dataset.format,
+        "compression": "gzip" if compressed else "none",
+        "rows": stats.rows,
+        "stats": stats.result(),
+    }
+    if dataset.source_uri:  # read in place: its size and hash are the object's as parsed
+        values |= {"sha256": _sha256(path), "size_bytes": path.stat().st_size}
+    _finish(dataset_id, **values)
+    return "ready"
