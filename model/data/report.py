@@ -14,7 +14,7 @@ sample (`"sampled": true`). A monolingual corpus: `ReportBuilder("en", None, mon
 Memory is bounded whatever the corpus size: length counts (a few KB), two tables of 64-bit hashes for duplicates
 (about 40 bytes a distinct row: 200 MB at 5M pairs; model/data/hashtable.py), the alignment sample (at most 50,000
 pairs cut to 300 characters: typically 10 MB, at most 120 MB; then a 64 MiB table while fitting, see
-model/data/alignment.py), the language sample (at most LANGUAGE_SAMPLE rows, 12 bytes each) and the examples.
+model/data/alignment.py), the language sample (at most LANGUAGE_SAMPLE rows, 11 bytes each a side) and the examples.
 Speed on one core of this machine: see docs/data.md.
 
 Report (keys always present unless said; "share" is count / checked, rounded to 6 places):
@@ -60,6 +60,7 @@ wrong_language_text), in the order the filters of model/data/filters.py apply th
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
@@ -126,7 +127,7 @@ class _LanguageSample:
     """Languages of every k-th row of one side, k doubling whenever LANGUAGE_SAMPLE rows have been kept.
 
     Halving the kept rows (those whose row number is a multiple of 2k stay) keeps a deterministic systematic
-    sample of the whole stream without knowing its length in advance."""
+    sample of the whole stream without knowing its length in advance. Kept in arrays: 11 bytes a row."""
 
     def __init__(self, declared: str | None, check: LanguageCheck, cap: int) -> None:
         code = language_code(declared) if declared else None
@@ -136,39 +137,51 @@ class _LanguageSample:
         self.check = check
         self.cap = cap
         self.every = 1
-        self.kept: list[tuple[int, str | None, bool]] = []  # (row number, language or None if short, wrong)
+        self._labels: dict[str, int] = {}  # language -> its index in _language
+        self._row = array("Q")  # row number (0-based) of each kept row
+        self._language = array("h")  # index into _labels, -1 when the text was too short to judge
+        self._wrong = array("B")  # 1 when judged not the declared language
 
     def wants(self, row: int) -> bool:
         return row % self.every == 0
 
     def add(self, row: int, text: str, copy: bool) -> Identification | None:
         found = self.check.identify(text, None if copy else self.code)
-        self.kept.append((row, found.language if found else None, bool(found and found.wrong)))
-        if len(self.kept) > self.cap:
+        self._row.append(row)
+        self._language.append(self._labels.setdefault(found.language, len(self._labels)) if found else -1)
+        self._wrong.append(bool(found and found.wrong))
+        if len(self._row) > self.cap:
             self.every *= 2
-            self.kept = [entry for entry in self.kept if entry[0] % self.every == 0]
+            stay = [i for i, r in enumerate(self._row) if r % self.every == 0]
+            self._row = array("Q", (self._row[i] for i in stay))
+            self._language = array("h", (self._language[i] for i in stay))
+            self._wrong = array("B", (self._wrong[i] for i in stay))
         return found
 
+    def identified(self) -> int:
+        return len(self._language) - self._language.count(-1)
+
+    def wrong_count(self) -> int:
+        return sum(self._wrong)
+
     def summary(self) -> dict[str, Any]:
-        identified = [language for _, language, _ in self.kept if language is not None]
-        top = Counter(identified).most_common(TOP_LANGUAGES)
+        names = {i: language for language, i in self._labels.items()}
+        counts = Counter(names[i] for i in self._language if i >= 0)
+        identified = self.identified()
         return {
             "declared": self.declared,
             "known": self.known,
-            "identified": len(identified),
-            "skipped_short": len(self.kept) - len(identified),
+            "identified": identified,
+            "skipped_short": len(self._language) - identified,
             "sampled": self.every > 1,
             "sample_every": self.every,
             "min_chars": self.check.min_chars,
             "odds": self.check.odds,
-            "detected": [{"language": lang, "count": n, "share": round(n / len(identified), 6)} for lang, n in top],
+            "detected": [
+                {"language": lang, "count": n, "share": round(n / identified, 6)}
+                for lang, n in counts.most_common(TOP_LANGUAGES)
+            ],
         }
-
-    def wrong_count(self) -> int:
-        return sum(wrong for _, _, wrong in self.kept)
-
-    def identified(self) -> int:
-        return sum(language is not None for _, language, _ in self.kept)
 
 
 class ReportBuilder:

@@ -2,6 +2,8 @@
 
 import json
 import random
+import subprocess
+import sys
 import tracemalloc
 
 import pytest
@@ -161,3 +163,14 @@ def test_memory_stays_bounded_by_the_samples_not_the_corpus():
     kept, _ = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert kept < 1_000_000  # about 0.8 MB of tables (32K slots); the texts' str objects alone would be 2 MB
+
+
+def test_the_report_and_filters_import_without_torch_or_the_service():
+    """The worker's dataset task runs them; so could a torch-free process (they need numpy, py3langid, OpusFilter)."""
+    code = (
+        "import sys, model.data.report, model.data.filters;"
+        "bad = {'torch', 'tokenizers', 'fastapi', 'sqlalchemy', 'celery', 'app', 'worker'}"
+        " & {m.split('.')[0] for m in sys.modules}; assert not bad, bad"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
