@@ -131,20 +131,20 @@ def placeholder_mismatch(source: str, target: str) -> tuple[list[str], list[str]
     return _difference(placeholders(source), placeholders(target))
 
 
-def numbers(text: str) -> Counter[str]:
+def numbers(text: str) -> set[str]:
     """The numbers written with digits in `text`, outside placeholders (`%1$s`, `<h1>` hold no number)."""
     if not _DIGITS.search(text):
-        return Counter()
+        return set()
     if _PLACEHOLDER_MARK.search(text):
         text = _PLACEHOLDER.sub(" ", text)
-    return Counter(str(int(run)) for run in _DIGITS.findall(text))
+    return {str(int(run)) for run in _DIGITS.findall(text)}
 
 
 def number_mismatch(source: str, target: str) -> tuple[list[str], list[str]] | None:
     """None when every number of each side appears on the other, else (only in the source, only in the target).
 
     Compared as sets: "2 files, 2 folders" against "2 fichiers et dossiers" is no mismatch of *numbers*."""
-    in_source, in_target = set(numbers(source)), set(numbers(target))
+    in_source, in_target = numbers(source), numbers(target)
     if in_source == in_target:
         return None
     return sorted(in_source - in_target), sorted(in_target - in_source)
