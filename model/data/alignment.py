@@ -22,7 +22,8 @@ dominate a corpus, the associations between source and target words can be learn
    written without spaces (Chinese, Japanese, Thai: a whole sentence reads as one word here).
 
 Memory: the sample (texts cut to 300 characters: 50,000 x 2 x at most 1.2 KB, typically 10 MB) until `fit`,
-which then briefly holds the 64 MiB table; the fitted model keeps two vocabularies and their partners (a few MB).
+which then peaks at about 175 MB (the 64 MiB table, the sample's word lists and id arrays: tracemalloc on 48,000
+gettext pairs; about 220 MB of process memory); the fitted model keeps its vocabularies and partners (5 MB).
 Measured on the gettext corpora of bench/corpus.py (en-fr, en-de, en-es; 40,000-54,000 pairs), one core: fit
 in 2.5-4.5 s; scoring 40,000-100,000 pairs a second (depending on the machine's load). With 2.5% of the targets
 shuffled, the threshold flags 0.2-0.4% of the other pairs and 87-96% of the shuffled ones.
