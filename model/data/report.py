@@ -221,6 +221,7 @@ class ReportBuilder:
         self._sample = Reservoir(alignment_sample)
         self._alignment: LexicalAssociations | None = None
         self._rescanned = 0
+        self._sample_scored = False
         self._unscored = 0
         self._scored = 0
         names = ["empty", "invalid_characters", "duplicates"]
@@ -305,6 +306,8 @@ class ReportBuilder:
         against the associations learnt from the first pass's sample (fitted at the first call)."""
         if self.monolingual:
             raise ValueError("a monolingual corpus has no alignment to score: rescan is for parallel corpora")
+        if self._sample_scored:
+            raise ValueError(f"line {line}: result() already estimated the alignment from the sample; rescan before")
         if self._rescanned >= self.rows:
             raise ValueError(f"line {line}: rescan was given more rows than the first pass's {self.rows}")
         self.alignment()
@@ -328,12 +331,12 @@ class ReportBuilder:
         self._problems["misaligned"].hit(line, {"source": source, "target": target}, score=round(score, 2))
 
     def result(self) -> dict[str, Any]:
-        """The report (see the module docstring); call it once, after the passes."""
+        """The report (see the module docstring), after the passes; calling it again gives the same report."""
         if self._rescanned and self._rescanned != self.rows:
             raise ValueError(f"rescan saw {self._rescanned} rows, the first pass {self.rows}: give it every row")
         sampled_alignment = not self._rescanned and not self.monolingual
-        if sampled_alignment:
-            self.alignment()
+        if sampled_alignment and not self._sample_scored:
+            self._sample_scored = True  # once: result() may be called again
             for line, source, target in self._sample.rows:
                 self._score(line, source, target)
         problems = self._problems
