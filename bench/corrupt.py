@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -93,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, int]:
     with open(args.out, "w", encoding="utf-8") as f:
         for source, target in rows:
             f.write(json.dumps({"source": source, "target": target}, ensure_ascii=False) + "\n")
-    print(json.dumps({"out": str(args.out), "rows": len(rows), **counts}), file=sys.stdout)
+    print(json.dumps({"out": str(args.out), "rows": len(rows), **counts}))
     return counts
 
 
