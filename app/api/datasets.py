@@ -14,7 +14,7 @@ from app.api.pagination import Limit, Offset, paginate
 from app.db.job_rows import ACTIVE_STATES
 from app.db.tables import Dataset, Job
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
-from app.schemas.datasets import DatasetKind, DatasetPublic, DatasetRegister
+from app.schemas.datasets import DatasetFilter, DatasetKind, DatasetPublic, DatasetRegister
 from app.services import datasets
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -136,6 +136,23 @@ def read_report(dataset_id: str, session: SessionDep, key: CurrentKey) -> dict[s
         reason = dataset.error if dataset.status == "failed" else "it is still being processed"
         raise conflict(f"dataset {dataset_id} has no report: {reason}")
     return dataset.report
+
+
+@router.post(
+    "/{dataset_id}/filter",
+    response_model=DatasetPublic,
+    status_code=status.HTTP_201_CREATED,
+    responses={
+        404: {"description": "Not found"},
+        409: {"description": "The dataset is still being processed"},
+        422: {"description": "Bad rules, a failed or monolingual dataset"},
+    },
+)
+def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, key: CurrentKey) -> DatasetPublic:
+    """A new dataset of the rows the rules keep (its `parent_id` and `filter_rules` say how it was made): a worker
+    writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left."""
+    parent = _owned(session, dataset_id, key.owner_id)
+    return DatasetPublic.model_validate(datasets.create_filtered(session, parent, body))
 
 
 @router.delete(

@@ -17,7 +17,7 @@ from app.api.pagination import Limit, Offset, paginate
 from app.core.settings import get_settings
 from app.db import metric_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
-from app.db.tables import Job, JobCheckpoint, JobTag, Metric, TrainedModel
+from app.db.tables import Dataset, Job, JobCheckpoint, JobTag, Metric, TrainedModel
 from app.db.worker_rows import live_workers, trains
 from app.schemas.common import Page
 from app.schemas.jobs import (
@@ -91,9 +91,16 @@ def progress_of(job: Job) -> Progress:
 
 
 def waiting_for(session: Session, job: Job) -> str | None:
-    """What a queued job that asked for an accelerator waits for, if no live training worker has that device."""
+    """What a queued job waits for: its datasets while a worker parses them, or the accelerator it asked for if no
+    live training worker has that device."""
+    if job.status != "queued":
+        return None
+    ids = [i for i in (job.dataset_id, job.valid_dataset_id) if i]
+    parsing = session.scalars(select(Dataset.id).where(Dataset.id.in_(ids), Dataset.status == "processing")).all()
+    if parsing:
+        return f"dataset {', '.join(parsing)} to be parsed"
     accelerator = TrainingSpec.stored(job.training_config).accelerator
-    if job.status != "queued" or accelerator == "any":
+    if accelerator == "any":
         return None
     kind = "cuda" if accelerator == "gpu" else "cpu"
     workers = live_workers(session, get_settings().worker_heartbeat_seconds)
@@ -121,6 +128,9 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         error=job.error,
         cancel_requested=job.cancel_requested,
         dataset_id=job.dataset_id,
+        dataset_name=session.scalar(select(Dataset.name).where(Dataset.id == job.dataset_id))
+        if job.dataset_id
+        else None,
         valid_dataset_id=job.valid_dataset_id,
         test_dataset_id=job.test_dataset_id,
         init_model_id=job.init_model_id,

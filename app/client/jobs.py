@@ -148,6 +148,7 @@ JOB_COLUMNS: list[Column] = [
     ("ID", lambda job: job["id"]),
     ("NAME", lambda job: job.get("name")),
     ("OBJECTIVE", lambda job: job["objective"]),
+    ("DATASET", lambda job: job.get("dataset_name")),
     ("STATUS", lambda job: job["status"]),
     ("STEP", lambda job: f"{job['progress']['step']}/{job['progress']['total_steps']}"),
     ("DONE", lambda job: f"{job['progress']['fraction']:.0%}"),

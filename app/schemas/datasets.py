@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from app.schemas.common import Input, Language, Output
 
@@ -45,3 +45,44 @@ class DatasetRegister(Input):
     format: Literal["auto", "jsonl", "tsv"] = "auto"
     source_language: Language | None = Field(None, description="the language its sources are in (BCP 47, e.g. en)")
     target_language: Language | None = Field(None, description="the language its targets are in (BCP 47, e.g. de)")
+
+
+class FilterRules(Input):
+    """Cleaning rules, each a problem of the data report (docs/data.md); every rule is off unless set. The worker
+    applies them with model/data/filters.py, in its order, each removed row counted under the first rule that
+    removed it."""
+
+    drop_empty: bool = Field(False, description="a side that is empty or whitespace")
+    drop_invalid_characters: bool = Field(False, description="control, replacement, private-use or bidi characters")
+    min_length: int | None = Field(None, ge=0, description="fewer words than this on a side")
+    max_length: int | None = Field(None, ge=1, description="more words than this on a side")
+    max_ratio: float | None = Field(None, gt=1, description="the longer side this many times the shorter (characters)")
+    deduplicate: bool = Field(False, description="keep the first of identical pairs")
+    drop_copies: bool = Field(False, description="a target that is its source")
+    drop_placeholder_mismatches: bool = Field(False, description="%s, {0}, <b>... on one side only")
+    drop_wrong_language: bool = Field(False, description="a side not in the dataset's declared language")
+    language_odds: float | None = Field(None, gt=1, description="how much likelier the other language must be")
+    language_min_chars: int | None = Field(None, ge=1, description="sides shorter than this are not identified")
+    drop_misaligned: bool = Field(False, description="a target that does not translate its source (lexical score)")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> FilterRules:
+        if self.min_length is not None and self.max_length is not None and self.min_length > self.max_length:
+            raise ValueError(f"min_length={self.min_length} is greater than max_length={self.max_length}")
+        if not self.active():
+            raise ValueError("no rule is on: set at least one (deduplicate, drop_copies, max_ratio, ...)")
+        return self
+
+    def active(self) -> list[str]:
+        return [
+            name
+            for name, value in self.model_dump(exclude={"language_odds", "language_min_chars"}).items()
+            if value not in (None, False)
+        ]
+
+
+class DatasetFilter(Input):
+    """POST /v1/datasets/{id}/filter: a new dataset of the rows the rules keep."""
+
+    name: str | None = Field(None, min_length=1, max_length=200, description="default: the parent's + (filtered)")
+    rules: FilterRules

@@ -207,6 +207,7 @@ class JobPublic(Output):
     error: str | None
     cancel_requested: bool
     dataset_id: str | None
+    dataset_name: str | None = Field(None, description="the name of the dataset it trains on (None once deleted)")
     valid_dataset_id: str | None
     test_dataset_id: str | None = None
     init_model_id: str | None = None  # the model it started from
@@ -217,8 +218,8 @@ class JobPublic(Output):
     model_id: str | None = None
     auto_settings: AutoSettings | None = None
     device: str | None
-    # Queued for a kind of worker none of which is alive now (training.accelerator "gpu" or "cpu"): it starts
-    # when one comes, e.g. "a GPU worker".
+    # Queued for its datasets while a worker parses them ("dataset <id> to be parsed"), or for a kind of worker none
+    # of which is alive now (training.accelerator "gpu" or "cpu"): it starts when one comes, e.g. "a GPU worker".
     waiting_for: str | None = None
     sweep_id: str | None = Field(None, description="the sweep this job is a trial of (GET /v1/sweeps/{id})")
     trial_number: int | None = None

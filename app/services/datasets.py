@@ -16,11 +16,11 @@ from sqlalchemy.orm import Session
 
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.settings import Settings
-from app.core.task_names import DATA_QUEUE, PROCESS_DATASET
+from app.core.task_names import DATA_QUEUE, FILTER_DATASET, PROCESS_DATASET
 from app.db.base import new_id, utcnow
 from app.db.session import session_scope
 from app.db.tables import Dataset
-from app.schemas.datasets import DatasetRegister
+from app.schemas.datasets import DatasetFilter, DatasetRegister
 from app.services.errors import Conflict, InvalidField, ServiceUnavailable
 from app.services.queueing import get_sender
 from model.data.corpus import GZIP_MAGIC
@@ -160,11 +160,49 @@ def register_uri(session: Session, settings: Settings, owner_id: str, body: Data
     return dataset
 
 
-def dispatch(dataset_id: str) -> None:
-    """Queue the dataset's parsing. With the broker away the dataset fails saying so (upload it again), and the
-    caller answers 503."""
+def create_filtered(session: Session, parent: Dataset, body: DatasetFilter) -> Dataset:
+    """A new dataset of the parent's rows that the rules keep, made by a worker (worker/data/filtering.py), which
+    records what each rule removed; it is `processing` until then, and `failed` if the rules leave nothing."""
+    require_ready(parent, "dataset")
+    if parent.kind != "parallel":
+        raise InvalidField("dataset", f"dataset {parent.id} is {parent.kind}: the rules filter parallel datasets")
+    rules = body.rules
+    if rules.drop_wrong_language and not (parent.source_language or parent.target_language):
+        raise InvalidField(
+            "rules.drop_wrong_language",
+            f"dataset {parent.id} declares no language (source_language, target_language at upload): there is no "
+            "wrong language to drop",
+        )
+    dataset = Dataset(
+        id=new_id(),
+        owner_id=parent.owner_id,
+        name=body.name or f"{parent.name} (filtered)"[:200],
+        kind=parent.kind,
+        format="jsonl",
+        compression="gzip",
+        rows=0,
+        size_bytes=0,
+        sha256="",
+        stats={},
+        status="processing",
+        source_language=parent.source_language,
+        target_language=parent.target_language,
+        parent_id=parent.id,
+        filter_rules=rules.model_dump(exclude_defaults=True),
+        storage_key="",
+    )
+    dataset.storage_key = f"datasets/{dataset.id}/data.jsonl.gz"
+    session.add(dataset)
+    session.commit()
+    dispatch(dataset.id, FILTER_DATASET)
+    return dataset
+
+
+def dispatch(dataset_id: str, task: str = PROCESS_DATASET) -> None:
+    """Queue the dataset's parsing (or making, for a filtered one). With the broker away the dataset fails saying
+    so (upload it again), and the caller answers 503."""
     try:
-        get_sender().send_task(PROCESS_DATASET, args=[dataset_id], queue=DATA_QUEUE)
+        get_sender().send_task(task, args=[dataset_id], queue=DATA_QUEUE)
     except Exception as exc:
         with session_scope() as session:
             session.execute(

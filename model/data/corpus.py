@@ -64,14 +64,14 @@ def sniff_format(first_line: str) -> Literal["jsonl", "tsv"]:
     return "jsonl" if first_line.lstrip().startswith("{") else "tsv"
 
 
-def _sentence(value: str, field: str, line: int) -> str:
+def _sentence(value: str, field: str, line: int, allow_empty: bool = False) -> str:
     value = value.strip()
-    if not value:
+    if not value and not allow_empty:
         raise DataError(f"empty {field}", line)
     return value
 
 
-def _jsonl_row(text: str, line: int) -> tuple[str, str]:
+def _jsonl_row(text: str, line: int, allow_empty: bool = False) -> tuple[str, str]:
     try:
         row: Any = json.loads(text)
     except json.JSONDecodeError as e:
@@ -84,28 +84,31 @@ def _jsonl_row(text: str, line: int) -> tuple[str, str]:
             raise DataError(f'missing field "{field}"', line)
         if not isinstance(row[field], str):
             raise DataError(f'field "{field}" must be a string, got {type(row[field]).__name__}', line)
-        out.append(_sentence(row[field], field, line))
+        out.append(_sentence(row[field], field, line, allow_empty))
     return out[0], out[1]
 
 
-def _tsv_row(text: str, line: int) -> tuple[str, str]:
+def _tsv_row(text: str, line: int, allow_empty: bool = False) -> tuple[str, str]:
     columns = text.split("\t")
     if len(columns) != 2:
         raise DataError(f"expected 2 tab-separated columns (source, target), got {len(columns)}", line)
-    return _sentence(columns[0], "source", line), _sentence(columns[1], "target", line)
+    return _sentence(columns[0], "source", line, allow_empty), _sentence(columns[1], "target", line, allow_empty)
 
 
-def iter_parallel(lines: Iterable[tuple[int, str]], fmt: ParallelFormat = "auto") -> Iterator[tuple[int, str, str]]:
+def iter_parallel(
+    lines: Iterable[tuple[int, str]], fmt: ParallelFormat = "auto", allow_empty: bool = False
+) -> Iterator[tuple[int, str, str]]:
     """(line, source, target) of each numbered non-blank line (text_lines), JSONL ({"source": ..., "target": ...})
     or TSV ("source<TAB>target"); fmt="auto" decides by the first line (sniff_format). Sentences are stripped; the
-    first problem raises DataError naming its line; no line at all is "the file is empty"."""
+    first problem raises DataError naming its line; no line at all is "the file is empty". allow_empty: a side
+    that is empty once stripped is passed on as "" (a data problem the report counts, not a malformed file)."""
     if fmt not in ("auto", "jsonl", "tsv"):
         raise ValueError(f"fmt={fmt!r} must be 'auto', 'jsonl' or 'tsv'")
     parse_row = None
     for n, text in lines:
         if parse_row is None:
             parse_row = _jsonl_row if (sniff_format(text) if fmt == "auto" else fmt) == "jsonl" else _tsv_row
-        yield (n, *parse_row(text, n))
+        yield (n, *parse_row(text, n, allow_empty))
     if parse_row is None:
         raise DataError("no rows: the file is empty")
 

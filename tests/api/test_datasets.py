@@ -210,3 +210,28 @@ def test_a_2_gb_upload_over_the_default_limit_is_413_before_anything_is_stored(c
     )
     assert all("datasets" not in str(p) for p in _artifact_files(get_settings().data_dir))
     assert client.get("/v1/datasets", headers=make_key("alice")).json()["total"] == 0
+
+
+def test_the_worker_writes_a_data_report_served_at_its_own_url(client, make_key):
+    """Empty sides, duplicates and copies pass the parsing (they are data problems, not a malformed file) and the
+    report counts each, with its line numbers."""
+    headers = make_key("alice")
+    rows = [(f"the cat number {i} sat on the mat", f"le chat numéro {i} était assis sur le tapis") for i in range(40)]
+    rows += [rows[3], ("copy me please", "copy me please"), ("an empty target", "")]
+    response = client.post(
+        "/v1/datasets",
+        headers=headers,
+        data={"name": "crawl", "kind": "parallel", "source_language": "en", "target_language": "fr"},
+        files={"file": ("crawl.jsonl", _jsonl(rows))},
+    )
+    dataset = _process(client, headers, response)
+    assert (dataset["status"], dataset["rows"]) == ("ready", 43)
+    report = client.get(f"/v1/datasets/{dataset['id']}/report", headers=headers)
+    assert report.status_code == 200, report.text
+    problems = report.json()["problems"]
+    assert problems["duplicates"]["count"] == 1 and problems["duplicates"]["examples"][0]["line"] == 41
+    assert problems["copies"]["count"] == 1 and problems["copies"]["examples"][0]["line"] == 42
+    assert problems["empty"]["count"] == 1 and problems["empty"]["examples"][0]["line"] == 43
+    assert report.json()["rows"] == 43 and report.json()["languages"]["source"] == "en"
+    other = client.get(f"/v1/datasets/{dataset['id']}/report", headers=make_key("bob"))
+    assert other.status_code == 404

@@ -1,4 +1,5 @@
-"""Parse and check a stored dataset, a line at a time: its format, rows and statistics, or the first bad line.
+"""Parse and check a stored dataset, a line at a time: its format, rows, statistics and data report
+(model/data/report.py, two passes over the file), or the first malformed line.
 
 processing -> ready | failed, by a conditional UPDATE: a redelivered task finds the dataset no longer processing and
 does nothing; one that died half-way is redelivered and starts again from the file, which never changed.
@@ -19,13 +20,14 @@ from app.db.base import utcnow
 from app.db.session import session_scope
 from app.db.tables import Dataset
 from model.data.corpus import CorpusStats, DataError, is_gzip, sniff_format, text_lines
+from model.data.report import ReportBuilder
 from worker.data.source import local_file, rows
 
 log = logging.getLogger(__name__)
 HASH_CHUNK = 1 << 20
 
 
-def _sha256(path: Path) -> str:
+def sha256_of(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(HASH_CHUNK):
@@ -42,7 +44,7 @@ def _format(dataset: Dataset, path: Path) -> str:
     return sniff_format(first[1]) if first else "tsv"
 
 
-def _finish(dataset_id: str, **values: Any) -> bool:
+def finish(dataset_id: str, **values: Any) -> bool:
     """Record the outcome unless another run already did (the dataset is no longer processing)."""
     with session_scope() as session:
         done = session.execute(
@@ -64,17 +66,26 @@ def process(dataset_id: str) -> str:
         path = local_file(dataset)
         compressed = is_gzip(path)
         dataset.format = _format(dataset, path)
-        stats = CorpusStats(("source", "target") if dataset.kind == "parallel" else ("text",))
+        parallel = dataset.kind == "parallel"
+        stats = CorpusStats(("source", "target") if parallel else ("text",))
+        report = ReportBuilder(
+            dataset.source_language, dataset.target_language if parallel else None, monolingual=not parallel
+        )
         with rows(dataset, path) as numbered:
             for row in numbered:
                 stats.add(*row[1:])
+                report.add(*row)
+        if parallel:  # a second pass scores each pair against the associations learnt from the first's sample
+            with rows(dataset, path) as numbered:
+                for line, source, target in numbered:
+                    report.rescan(line, source, target)
     except DataError as exc:
         log.info("dataset %s failed its checks: %s", dataset_id, exc)
-        _finish(dataset_id, status="failed", error=str(exc), error_line=exc.line)
+        finish(dataset_id, status="failed", error=str(exc), error_line=exc.line)
         return "failed"
     except (UriError, ArtifactStoreError, OSError) as exc:
         log.error("dataset %s could not be read: %s", dataset_id, exc)
-        _finish(dataset_id, status="failed", error=f"the dataset's file could not be read: {exc}")
+        finish(dataset_id, status="failed", error=f"the dataset's file could not be read: {exc}")
         return "failed"
     values: dict[str, Any] = {
         "status": "ready",
@@ -82,8 +93,9 @@ def process(dataset_id: str) -> str:
         "compression": "gzip" if compressed else "none",
         "rows": stats.rows,
         "stats": stats.result(),
+        "report": report.result(),
     }
     if dataset.source_uri:  # read in place: its size and hash are the object's as parsed
-        values |= {"sha256": _sha256(path), "size_bytes": path.stat().st_size}
-    _finish(dataset_id, **values)
+        values |= {"sha256": sha256_of(path), "size_bytes": path.stat().st_size}
+    finish(dataset_id, **values)
     return "ready"

@@ -31,11 +31,13 @@ def local_file(dataset: Dataset) -> Path:
 @contextmanager
 def rows(dataset: Dataset, path: Path | None = None) -> Iterator[Iterator[tuple[Any, ...]]]:
     """(line, source, target) of a parallel dataset, (line, text) of a monolingual one, a line at a time; the first
-    bad line raises DataError naming it."""
+    malformed line raises DataError naming it. A side that is empty is passed on as "": the data report counts
+    those, training skips them (worker/training/job_data.py)."""
     path = path or local_file(dataset)
     with open(path, "rb") as f:
         lines = text_lines(f, compressed=is_gzip(path))
         if dataset.kind == "parallel":
-            yield iter_parallel(lines, cast(ParallelFormat, dataset.format if dataset.format != "text" else "auto"))
+            fmt = cast(ParallelFormat, dataset.format if dataset.format != "text" else "auto")
+            yield iter_parallel(lines, fmt, allow_empty=True)
         else:
             yield iter_monolingual(lines)

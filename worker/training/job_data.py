@@ -42,7 +42,12 @@ def read_rows(dataset: Dataset) -> list[tuple[str, str]] | list[str]:
     cache, then read a line at a time)."""
     with rows(dataset) as numbered:
         if dataset.kind == "parallel":
-            return [(source, target) for _, source, target in numbered]
+            pairs = [(source, target) for _, source, target in numbered if source and target]
+            if dataset.rows and len(pairs) < dataset.rows:
+                log.info("dataset %s: %d pairs with an empty side skipped", dataset.id, dataset.rows - len(pairs))
+            if not pairs:
+                raise TrainingError(f"dataset {dataset.id} has no pair with both sides")
+            return pairs
         return [text for _, text in numbered]
 
 
