@@ -88,8 +88,8 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     registry.register(sub)
     sweeps.register(sub)
     translations.register(sub)
-    for name in [*(set(sub.choices) - before - {"delete"}), *kinds.choices]:
-        add_connection_arguments((kinds if name in kinds.choices else sub).choices[name])
+    for parser in [*(sub.choices[n] for n in set(sub.choices) - before - {"delete"}), *kinds.choices.values()]:
+        add_connection_arguments(parser)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import httpx
 
 from app.client import connection
 from app.client.connection import check, path
+from app.client.dataset_report import summary_lines
 from app.client.output import Column, add_output_arguments, print_items, when
 from app.client.upload import post_file
 
@@ -44,18 +46,19 @@ def wait_processed(client: httpx.Client, dataset: dict[str, Any], timeout: float
     return dataset
 
 
-def _outcome(dataset: dict[str, Any]) -> None:
-    """Say how the dataset came out; a failed one exits 1 naming the line."""
+def _report(client: httpx.Client, dataset: dict[str, Any]) -> dict[str, Any] | None:
+    return check(client.get(path("datasets", dataset["id"], "report"))) if dataset["status"] == "ready" else None
+
+
+def _outcome(client: httpx.Client, dataset: dict[str, Any]) -> None:
+    """Say how the dataset came out, with its report's summary on stderr and its id on stdout; a failed one exits 1
+    naming the line."""
     if dataset["status"] == "failed":
-        sys.exit(f"dataset {dataset['id']} failed its checks: {dataset['error']}")
+        sys.exit(f"dataset {dataset['id']} failed: {dataset['error']}")
     if dataset["status"] == "processing":
-        print(f"dataset {dataset['id']}: still being processed; see `datasets`", file=sys.stderr)
+        print(f"dataset {dataset['id']}: still being processed; see `dataset {dataset['id']}`", file=sys.stderr)
     else:
-        print(
-            f"dataset {dataset['id']}: {dataset['rows']:,} rows ({dataset['kind']}, {dataset['format']}"
-            f"{', gzip' if dataset['compression'] == 'gzip' else ''})",
-            file=sys.stderr,
-        )
+        print("\n".join(summary_lines(dataset, _report(client, dataset))), file=sys.stderr)
     print(dataset["id"])
 
 
@@ -66,7 +69,7 @@ def cmd_upload(args: argparse.Namespace) -> None:
         dataset = check(post_file(client, "/v1/datasets", file, form))
         if args.wait:
             dataset = wait_processed(client, dataset, args.wait_timeout)
-    _outcome(dataset)
+        _outcome(client, dataset)
 
 
 def cmd_register(args: argparse.Namespace) -> None:
@@ -75,7 +78,47 @@ def cmd_register(args: argparse.Namespace) -> None:
         dataset = check(client.post("/v1/datasets/register", json=body))
         if args.wait:
             dataset = wait_processed(client, dataset, args.wait_timeout)
-    _outcome(dataset)
+        _outcome(client, dataset)
+
+
+def cmd_dataset(args: argparse.Namespace) -> None:
+    """A dataset and its report's summary (--json: the dataset with its whole report)."""
+    with connection.open_client(args) as client:
+        dataset = check(client.get(path("datasets", args.id)))
+        report = _report(client, dataset)
+    if args.json:
+        print(json.dumps({**dataset, "report": report}, indent=2))
+    else:
+        print("\n".join(summary_lines(dataset, report)))
+
+
+RULE_FLAGS = {
+    "drop_empty": bool,
+    "drop_invalid_characters": bool,
+    "min_length": int,
+    "max_length": int,
+    "max_ratio": float,
+    "deduplicate": bool,
+    "drop_copies": bool,
+    "drop_placeholder_mismatches": bool,
+    "drop_wrong_language": bool,
+    "language_odds": float,
+    "language_min_chars": int,
+    "drop_misaligned": bool,
+}
+
+
+def cmd_filter(args: argparse.Namespace) -> None:
+    """A new dataset of the rows the rules keep; waits for the worker and prints what each rule removed."""
+    rules = {name: getattr(args, name) for name in RULE_FLAGS if getattr(args, name) not in (None, False)}
+    body: dict[str, Any] = {"rules": rules, **({"name": args.name} if args.name else {})}
+    with connection.open_client(args) as client:
+        dataset = check(client.post(path("datasets", args.id, "filter"), json=body))
+        if args.wait:
+            dataset = wait_processed(client, dataset, args.wait_timeout)
+        if dataset["status"] == "failed":
+            sys.exit(f"dataset {dataset['id']} failed: {dataset['error']}")
+        _outcome(client, dataset)
 
 
 def cmd_datasets(args: argparse.Namespace) -> None:
@@ -116,6 +159,22 @@ def register(
     p = sub.add_parser("datasets", help="list datasets, newest first (every page)")
     add_output_arguments(p)
     p.set_defaults(func=cmd_datasets)
+    p = sub.add_parser("dataset", help="a dataset and a summary of its data report")
+    p.add_argument("id")
+    p.add_argument("--json", action="store_true", help="the dataset and its whole report as JSON")
+    p.set_defaults(func=cmd_dataset)
+    p = sub.add_parser("filter-dataset", help="clean a dataset into a new one by rules; prints the new id")
+    p.add_argument("id")
+    p.add_argument("--name")
+    for name, kind in RULE_FLAGS.items():
+        flag = "--" + name.replace("_", "-")
+        if kind is bool:
+            p.add_argument(flag, action="store_true")
+        else:
+            p.add_argument(flag, type=kind)
+    p.add_argument("--no-wait", dest="wait", action="store_false", help="do not wait for the worker")
+    p.add_argument("--wait-timeout", type=float, default=3600)
+    p.set_defaults(func=cmd_filter)
     p = delete.add_parser("dataset", help="delete datasets (not one a job still uses)")
     p.add_argument("ids", nargs="+", metavar="DATASET")
     p.set_defaults(func=cmd_delete_dataset)
