@@ -36,7 +36,7 @@ def test_jobs_pages_past_the_first_hundred_and_filters(cli, alice):
     code, out, _ = cli("jobs", "--key", key, "--tag", "sweep", "--status", "failed")
     lines = out.splitlines()
     assert lines[0].startswith("ID ") and {line.split()[0] for line in lines[1:]} == set(failed)
-    assert all(line.split()[2:4] == ["translation", "failed"] for line in lines[1:]), lines
+    assert all(line.split()[2:5] == ["translation", "-", "failed"] for line in lines[1:]), lines
     code, out, _ = cli("jobs", "--key", key, "--objective", "denoising")
     assert {line.split()[0] for line in out.splitlines()[1:]} == set(denoising)
     code, out, _ = cli("jobs", "--key", key, "--limit", "5", "--json")
