@@ -15,7 +15,10 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
+import queue
 import secrets
+import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +30,7 @@ from app.core.settings import get_settings
 from app.core.task_names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from app.db import webhook_rows
 from app.db.base import new_id, utcnow
-from app.db.session import session_scope
+from app.db.session import begin_before_savepoint, session_scope
 from app.db.tables import Evaluation, Job, TrainedModel
 from app.db.webhook_tables import WebhookDelivery, WebhookEndpoint
 from app.schemas.webhooks import EVENT_TYPES, TEST_EVENT
@@ -90,6 +93,7 @@ def emit(session: Session | None, owner_id: str, event_type: str, data: dict[str
         return ids
     session.flush()  # the caller's own changes: their errors stay the caller's, as at its commit
     try:
+        begin_before_savepoint(session)
         with session.begin_nested():
             ids = _insert(session, owner_id, event_type, data)
     except Exception:
@@ -143,12 +147,41 @@ def _insert(session: Session, owner_id: str, event_type: str, data: dict[str, An
 
 
 def send(delivery_ids: list[str], countdown: float | None = None) -> None:
-    """Send each delivery's task to the webhooks queue (held `countdown` seconds by the worker that takes it); a
-    broker away is logged, not raised: the reaper sends them later."""
+    """Have each delivery's task sent to the webhooks queue (held `countdown` seconds by the worker that takes it).
+    This process's sender thread sends them: the caller never waits for the broker, which costs seconds when it is
+    away. A message not sent (a broker away, a process that ended first) is sent by the reaper once its delivery is
+    WEBHOOK_REDISPATCH_SECONDS overdue: the rows, not the messages, are the truth."""
+    outbox = _outbox()
     for delivery_id in delivery_ids:
+        outbox.put((delivery_id, countdown))
+
+
+_sender: tuple[int, queue.SimpleQueue[tuple[str, float | None]]] | None = None  # (the process's pid, its outbox)
+_sender_lock = threading.Lock()
+
+
+def _outbox() -> queue.SimpleQueue[tuple[str, float | None]]:
+    """This process's outbox, and its sender thread started the first time (a forked worker starts its own)."""
+    global _sender
+    with _sender_lock:
+        if _sender is None or _sender[0] != os.getpid():
+            outbox: queue.SimpleQueue[tuple[str, float | None]] = queue.SimpleQueue()
+            threading.Thread(target=_send_forever, args=(outbox,), name="webhook-sender", daemon=True).start()
+            _sender = (os.getpid(), outbox)
+        return _sender[1]
+
+
+def _send_forever(outbox: queue.SimpleQueue[tuple[str, float | None]]) -> None:
+    while True:
+        delivery_id, countdown = outbox.get()
         try:
             get_sender().send_task(
-                DELIVER_WEBHOOK, args=[delivery_id], queue=WEBHOOK_QUEUE, countdown=countdown, retry=False
+                DELIVER_WEBHOOK,
+                args=[delivery_id],
+                queue=WEBHOOK_QUEUE,
+                countdown=countdown,
+                retry=False,
+                ignore_result=True,
             )
         except Exception as exc:
             log.warning(
