@@ -160,3 +160,9 @@ def test_an_attempt_is_bounded_even_by_a_receiver_that_answers_a_byte_at_a_time(
         stop.set()
         listener.close()
         thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("url", ["http://[::1/hook", "http://[zz]/hook", "https://" + "a" * 300 + ".com/"])
+def test_a_url_that_does_not_parse_or_resolve_is_refused_not_an_error(url):
+    with pytest.raises(UnsafeTarget):
+        check_url(url, allow_private=False)

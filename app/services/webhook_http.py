@@ -75,17 +75,21 @@ def parse(url: str) -> Target:
     """The URL's parts; UnsafeTarget naming it when it is no http(s) URL of a host."""
     if not url.isprintable() or any(c.isspace() for c in url):
         raise UnsafeTarget(f"url {url!r} holds spaces or control characters")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError as exc:  # e.g. an unclosed [ of an IPv6 address
+        raise UnsafeTarget(f"url {url!r}: {exc}") from exc
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS:
         raise UnsafeTarget(f"url {url!r}: the scheme must be http or https, not {parts.scheme or 'none'!r}")
     if parts.username is not None or parts.password is not None:
         raise UnsafeTarget(f"url {url!r} may not carry a user name or password: receivers check the signature")
-    if not parts.hostname:
+    if not hostname:
         raise UnsafeTarget(f"url {url!r} names no host")
     try:
         port = parts.port or DEFAULT_PORTS[scheme]
-        host = parts.hostname.encode("idna").decode("ascii") if not parts.hostname.isascii() else parts.hostname
+        host = hostname if hostname.isascii() else hostname.encode("idna").decode("ascii")
     except (ValueError, UnicodeError) as exc:
         raise UnsafeTarget(f"url {url!r}: {exc}") from exc
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
