@@ -11,7 +11,7 @@ const RECENT = 10;  // deliveries shown per endpoint
 const REFRESH_MS = 4000;
 
 function createForm(onCreated) {
-  const url = h("input", { id: "webhook-url", type: "url", required: true, placeholder: "https://example.org/hooks/in",
+  const url = h("input", { id: "webhook-url", type: "url", required: true, placeholder: "https://…/hooks/in",
                            maxlength: 2000, spellcheck: "false" });
   const description = h("input", { id: "webhook-description", maxlength: 500, placeholder: "optional" });
   const boxes = EVENT_TYPES.map((type) => h("label", { class: "field check event-choice" },
