@@ -1,9 +1,10 @@
 """Webhook events: what the service tells an owner's endpoints, and `emit`, the one call that reports one.
 
-Emitting costs the work it reports one SELECT of the owner's endpoints, one INSERT per endpoint that wants the event,
-and one task message each after the commit; the HTTP request is a worker's (worker/tasks/webhook.py). Nothing an
-emit meets, a database error or a broker away, reaches the caller: it is logged, and the event is lost at worst
-(a broker away only delays it: the delivery row is there and the reaper sends its message).
+Emitting costs the work it reports one SELECT of the owner's endpoints and one INSERT per endpoint that wants the
+event; after the commit each delivery's id goes to this process's sender thread, which sends its task message, so
+neither the receiver nor the broker is ever waited for (the HTTP request is a worker's: worker/tasks/webhook.py).
+Nothing an emit meets reaches the caller: a database error is logged and the event lost; a broker away only delays
+it (the delivery row is there, and the reaper sends its message).
 
 Payloads have the Standard Webhooks shape, `{"type", "timestamp", "data"}`, and are signed per attempt with the
 endpoint's secret (`sign`): headers `webhook-id` (the message's id, the same on every attempt), `webhook-timestamp`
@@ -151,7 +152,11 @@ def send(delivery_ids: list[str], countdown: float | None = None) -> None:
     This process's sender thread sends them: the caller never waits for the broker, which costs seconds when it is
     away. A message not sent (a broker away, a process that ended first) is sent by the reaper once its delivery is
     WEBHOOK_REDISPATCH_SECONDS overdue: the rows, not the messages, are the truth."""
-    outbox = _outbox()
+    try:
+        outbox = _outbox()
+    except Exception:  # no thread to be had (an exhausted host): the reaper sends them
+        log.exception("webhook deliveries %s: their messages were not queued; the reaper sends them", delivery_ids)
+        return
     for delivery_id in delivery_ids:
         outbox.put((delivery_id, countdown))
 
