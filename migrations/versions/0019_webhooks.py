@@ -4,8 +4,8 @@ Webhooks: the endpoints an owner registers (URL, events, the signing secret as i
 day after a rotation) and one row per delivery of an event to an endpoint, with its status, attempts, last answer
 and next attempt. Both go with their owner, deliveries with their endpoint (ON DELETE CASCADE).
 
-Revision ID: 0018
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-11-28 09:00:00.000000
 """
 
@@ -17,8 +17,8 @@ from alembic import op
 import app.db.base
 
 
-revision = '0018'
-down_revision = '0017'
+revision = '0019'
+down_revision = '0018'
 branch_labels = None
 depends_on = None
 
