@@ -4,7 +4,8 @@ Administration (direct database access): `create-key NAME`, `revoke-key PREFIX_O
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
 `cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`;
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
-`sweep-status [--watch]`, `sweep-cancel`; `delete model|dataset`.
+`sweep-status [--watch]`, `sweep-cancel`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
+`webhook-test`, `webhook-deliveries`, `webhook-redeliver`; `delete model|dataset|webhook`.
 Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
 """
 
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import ValidationError
 
-from app.client import datasets, job_logs, jobs, models, registry, sweeps, translations
+from app.client import datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
 from app.client.connection import add_connection_arguments
 
 if TYPE_CHECKING:
@@ -79,8 +80,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The commands that talk to the API, each with --url and --key; `delete KIND ID...` groups the deletions."""
     before = set(sub.choices)
-    delete = sub.add_parser("delete", help="delete models or datasets (a job is cancelled, not deleted)")
-    kinds = delete.add_subparsers(dest="kind", required=True, metavar="{model,dataset}")
+    delete = sub.add_parser("delete", help="delete models, datasets or webhooks (a job is cancelled, not deleted)")
+    kinds = delete.add_subparsers(dest="kind", required=True, metavar="{model,dataset,webhook}")
     datasets.register(sub, kinds)
     jobs.register(sub)
     job_logs.register(sub)
@@ -88,6 +89,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     registry.register(sub)
     sweeps.register(sub)
     translations.register(sub)
+    webhooks.register(sub, kinds)
     for parser in [*(sub.choices[n] for n in set(sub.choices) - before - {"delete"}), *kinds.choices.values()]:
         add_connection_arguments(parser)
 

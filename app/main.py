@@ -26,6 +26,7 @@ from app.api import (
     models,
     pings,
     sweeps,
+    webhooks,
     workers,
 )
 from app.api.errors import method_not_allowed
@@ -73,6 +74,7 @@ def create_app() -> FastAPI:
     app.include_router(inference.router, **KEYED)
     app.include_router(estimate.router, **KEYED)
     app.include_router(workers.router, **KEYED)
+    app.include_router(webhooks.router, **KEYED)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
     app.add_middleware(BodySizeLimit)

@@ -50,6 +50,7 @@ WORKER_ENTRY_POINTS = (
     "worker.tasks.file_translation",
     "worker.tasks.model_import",
     "worker.tasks.ping",
+    "worker.tasks.webhook",
 )
 
 

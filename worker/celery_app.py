@@ -60,6 +60,7 @@ app.conf.include = [
     "worker.tasks.model_import",
     "worker.tasks.dataset",
     "worker.tasks.file_translation",
+    "worker.tasks.webhook",
 ]
 
 

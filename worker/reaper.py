@@ -1,5 +1,6 @@
-"""The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, and
-removes uploads staged for an import that no worker will ever read.
+"""The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, sends the
+messages of webhook deliveries that are due with none on its way, and removes uploads staged for an import that no
+worker will ever read, and webhook deliveries that ended long ago.
 
 Every worker runs it from its heartbeat thread; the conditional UPDATEs in app.db.job_rows make concurrent
 reapers harmless, and a duplicate message is a no-op for the training task. Two reapers deleting the same stale
@@ -16,9 +17,10 @@ from celery import Celery
 
 from app.artifacts import ArtifactStore, ArtifactStoreError, get_store
 from app.core.settings import Settings, get_settings
-from app.db import job_rows
+from app.db import job_rows, webhook_rows
 from app.db.session import session_scope
-from app.services import sweep_runner
+from app.db.tables import Job
+from app.services import sweep_runner, webhooks
 from app.services.queueing import dispatch_training
 
 log = logging.getLogger(__name__)
@@ -31,6 +33,9 @@ STAGING_SWEEP_SECONDS = 300  # list the staging folder at most this often (a LIS
 _next_staging_sweep = 0.0  # time.monotonic() of this process's next staging sweep
 SWEEP_ADVANCE_SECONDS = 30  # move running sweeps on at most this often (a replay of each one's study)
 _next_sweep_advance = 0.0
+DELIVERY_RETENTION = timedelta(days=30)  # webhook deliveries that ended are kept this long
+DELIVERY_PRUNE_SECONDS = 3600  # remove them at most this often, per process
+_next_delivery_prune = 0.0
 
 
 def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
@@ -43,13 +48,44 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
         log.warning("job %s: lease expired; back in the queue", job_id)
     for job_id in failed:
         log.error("job %s: lease expired on its last attempt; failed", job_id)
+        _report_failed(job_id)
     dispatched = []
     for job_id in to_send:
         dispatch_training(job_id, celery)
         dispatched.append(job_id)
     sweep_staging(settings)
     dispatched += advance_sweeps(celery, settings)
+    send_due_deliveries(settings)
     return requeued, failed, dispatched
+
+
+def _report_failed(job_id: str) -> None:
+    """job.failed for a job the reaper failed (webhooks.emit logs its own errors; the row's are logged here)."""
+    try:
+        with session_scope() as session:
+            job = session.get(Job, job_id)
+            if job is not None:
+                webhooks.emit_job(session, job, job_rows.FAILED, error=job.error)
+    except Exception:
+        log.exception("job %s: its job.failed event was not emitted", job_id)
+
+
+def send_due_deliveries(settings: Settings) -> list[str]:
+    """Send the message of every webhook delivery that is due with none on its way: a retry too far off for a
+    countdown, a delivery whose message the broker lost or never got, or one whose worker died mid-attempt (its lock
+    expired). Also removes, at most every DELIVERY_PRUNE_SECONDS, deliveries that ended over DELIVERY_RETENTION ago.
+    Returns the ids sent."""
+    global _next_delivery_prune
+    with session_scope() as session:
+        due = webhook_rows.take_unsent(session, timedelta(seconds=settings.webhook_redispatch_seconds))
+    webhooks.send(due)
+    if time.monotonic() >= _next_delivery_prune:
+        _next_delivery_prune = time.monotonic() + DELIVERY_PRUNE_SECONDS
+        with session_scope() as session:
+            removed = webhook_rows.delete_finished(session, DELIVERY_RETENTION)
+        if removed:
+            log.info("removed %d webhook deliveries that ended over %d days ago", removed, DELIVERY_RETENTION.days)
+    return due
 
 
 def advance_sweeps(celery: Celery, settings: Settings) -> list[str]:

@@ -37,7 +37,7 @@ from app.schemas.jobs import (
     Tag,
     TrainingSpec,
 )
-from app.services import job_submission
+from app.services import job_submission, webhooks
 from app.services.queueing import dispatch_training
 
 log = logging.getLogger(__name__)
@@ -270,7 +270,9 @@ def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
     job = owned_job(session, job_id, key.owner_id)
     if job.status in TERMINAL_STATES:
         raise conflict(f"job {job_id} is already {job.status}")
-    request_cancel(session, job)
+    if request_cancel(session, job):  # a queued job: cancelled now (a running one by its worker, which reports it)
+        webhooks.emit_job(session, job, job.status)
+        session.commit()
     return job_public(session, job)
 
 

@@ -18,7 +18,7 @@ from app.db.job_rows import ACTIVE_STATES, request_cancel
 from app.db.tables import Job, Sweep
 from app.schemas.common import Page
 from app.schemas.sweeps import SweepCreate, SweepPublic, SweepStatus
-from app.services import sweep_runner, sweeps
+from app.services import sweep_runner, sweeps, webhooks
 from app.services.sweep_journal import lock
 from app.services.sweep_views import public
 
@@ -105,7 +105,9 @@ def cancel_sweep(sweep_id: str, session: SessionDep, settings: SettingsDep, key:
     sweep.cancel_requested = True
     session.commit()
     for job in session.scalars(select(Job).where(Job.sweep_id == sweep_id, Job.status.in_(ACTIVE_STATES))).all():
-        request_cancel(session, job)
+        if request_cancel(session, job):  # queued: cancelled now (a running one by its worker, which reports it)
+            webhooks.emit_job(session, job, job.status)
+            session.commit()
     sweep_runner.advance(session, settings, sweep_id)
     session.refresh(sweep)
     return public(session, sweep)

@@ -10,14 +10,16 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DATABASE_SCHEMES = ("sqlite", "postgresql+psycopg")
 BROKER_SCHEMES = ("sqla+sqlite", "redis", "rediss")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+# Svix's schedule: the waits before each retry of a failed webhook delivery (8 attempts over 27.6 hours).
+WEBHOOK_RETRY_SCHEDULE = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
 S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 bucket naming rules, simplified
 
 
@@ -121,6 +123,34 @@ class Settings(BaseSettings):
     auth_cache_seconds: float = Field(5.0, ge=0, le=300)
     # Bearer token a Prometheus scraper sends to GET /metrics; empty: /metrics is off. A secret: never printed.
     metrics_token: SecretStr = SecretStr("")
+
+    # Webhooks (app/services/webhooks.py, worker/tasks/webhook.py). Receivers on loopback, private, link-local and other
+    # non-public addresses are refused unless allowed here (a receiver on this machine or the LAN: tests, a lab).
+    webhook_allow_private: bool = False
+    # Seconds to wait before each retry after a failed attempt: "5,300,1800" (or a JSON list); empty: no retries.
+    webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = WEBHOOK_RETRY_SCHEDULE
+    # One attempt's limit from the first byte of DNS to the answer's headers (connecting: at most 5 s of it).
+    webhook_timeout_seconds: float = Field(10.0, gt=0, le=60)
+    # A delivery due this long whose task no worker has taken has its message sent again (by the reaper).
+    webhook_redispatch_seconds: int = Field(120, ge=5)
+
+    @field_validator("webhook_retry_schedule", mode="before")
+    @classmethod
+    def _parse_schedule(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip().strip("[]")
+            return tuple(part.strip() for part in text.split(",") if part.strip())
+        return value
+
+    @field_validator("webhook_retry_schedule")
+    @classmethod
+    def _check_schedule(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if len(value) > 20 or any(not 0 < wait <= 7 * 86400 for wait in value):
+            raise ValueError(
+                f"WEBHOOK_RETRY_SCHEDULE={','.join(f'{w:g}' for w in value)}: at most 20 waits, each over 0 and at "
+                "most 604800 seconds (a week)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_unsafe(self) -> Settings:

@@ -1,5 +1,5 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
-// card, #/new, #/sweeps, #/sweeps/<id>, #/models, #/models/<id>, #/workers), the jobs list.
+// card, #/new, #/sweeps, #/sweeps/<id>, #/models, #/models/<id>, #/workers, #/webhooks), the jobs list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
@@ -10,6 +10,7 @@ import { renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
 import { renderSweep } from "./sweep.js";
 import { renderSweeps } from "./sweeps.js";
+import { renderWebhooks } from "./webhooks.js";
 import { renderWorkers } from "./workers.js";
 import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
@@ -172,6 +173,7 @@ const ROUTES = [
   [/^#\/models\/([\w.@-]+)$/, renderModel],  // an id, or name@version / name@alias
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],
+  [/^#\/webhooks$/, renderWebhooks],
 ];
 
 function route() {

@@ -159,19 +159,22 @@ def release(session: Session, c: Claim, reason: str, refund_attempt: bool = Fals
     return bool(done)
 
 
-def request_cancel(session: Session, job: Job) -> None:
-    """Queued jobs are cancelled at once; running ones when their worker next renews its lease."""
+def request_cancel(session: Session, job: Job) -> bool:
+    """Queued jobs are cancelled at once (True); running ones when their worker next renews its lease."""
     now = utcnow()
-    session.execute(
-        update(Job)
-        .where(Job.id == job.id, Job.status == QUEUED)
-        .values(status=CANCELLED, cancel_requested=True, finished_at=now, updated_at=now)
+    cancelled = _rowcount(
+        session.execute(
+            update(Job)
+            .where(Job.id == job.id, Job.status == QUEUED)
+            .values(status=CANCELLED, cancel_requested=True, finished_at=now, updated_at=now)
+        )
     )
     session.execute(
         update(Job).where(Job.id == job.id, Job.status == RUNNING).values(cancel_requested=True, updated_at=now)
     )
     session.commit()
     session.refresh(job)
+    return bool(cancelled)
 
 
 def set_draining(session: Session, hostname: str) -> None:

@@ -52,3 +52,14 @@ def session_scope() -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def begin_before_savepoint(session: Session) -> None:
+    """On SQLite, open the session's transaction if nothing has yet. pysqlite begins one only before a write, so a
+    SAVEPOINT as a transaction's first statement would start a transaction of its own, which its RELEASE commits,
+    whatever the session does afterwards. Elsewhere, nothing to do."""
+    connection = session.connection()
+    if connection.dialect.name != "sqlite":
+        return
+    if not getattr(connection.connection.dbapi_connection, "in_transaction", True):
+        connection.exec_driver_sql("BEGIN")

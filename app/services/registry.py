@@ -1,5 +1,6 @@
 """The model registry's writes: registering a model under a name (its next version) and moving aliases, each
-move recorded in model_alias_events. Routes call these inside their session and commit.
+move recorded in model_alias_events and reported to the owner's webhooks (model.registered, model.alias_moved, sent
+once the caller commits). Routes call these inside their session and commit.
 
 Invariants: a model has a name and a version or neither; an alias of `name` points at a model registered under
 `name` (renaming or deleting a model removes its aliases, recording that); versions of a name only grow.
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 from app.db.base import utcnow
 from app.db.keys import Caller
 from app.db.tables import ModelAlias, ModelAliasEvent, ModelName, ModelTag, TrainedModel
+from app.services import webhooks
 
 
 def next_version(session: Session, owner_id: str, name: str) -> int:
@@ -44,6 +46,7 @@ def _record(
             created_at=utcnow(),
         )
     )
+    webhooks.emit_alias_moved(session, caller.owner_id, name, alias, before, after)
 
 
 def drop_aliases(session: Session, caller: Caller, model: TrainedModel) -> None:
@@ -64,6 +67,7 @@ def register(session: Session, caller: Caller, model: TrainedModel, name: str | 
     if name is not None:
         model.version = next_version(session, model.owner_id, name)
         model.name = name
+        webhooks.emit_model_registered(session, model)
 
 
 def set_tags(session: Session, model: TrainedModel, tags: list[str]) -> None:

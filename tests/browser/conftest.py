@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,13 +49,13 @@ class Stack:
     log: Path
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory) -> Iterator[Stack]:
+@contextmanager
+def serve(folder: Path, **settings: str) -> Iterator[Stack]:
+    """`python -m app.cli serve` (the API and a worker per queue) on a data folder of its own, with `settings`."""
     _require_browser()
-    folder = tmp_path_factory.mktemp("dashboard")
     port = free_port()
     data_dir = folder / "var"
-    env = service_env(DATA_DIR=str(data_dir), PORT=str(port))
+    env = service_env(DATA_DIR=str(data_dir), PORT=str(port), **settings)
     log = folder / "serve.log"
     with open(log, "wb") as out:
         server = subprocess.Popen(
@@ -82,6 +83,12 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory) -> Iterator[Stack]:
+    with serve(tmp_path_factory.mktemp("dashboard")) as started:
+        yield started
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from tests.support.stack import (
     wait_for,
 )
 
-QUEUES = ("training", "inference")
+QUEUES = ("training", "inference", "webhooks")  # the queues these tests' messages may be left in
 
 
 @dataclass

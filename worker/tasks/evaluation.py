@@ -26,6 +26,7 @@ from app.core.task_names import EVALUATE
 from app.db import task_rows
 from app.db.session import session_scope
 from app.db.tables import Dataset, Evaluation
+from app.services import webhooks
 from app.services.evaluations import hypotheses_key
 from model.data.corpus import DataError
 from worker.serving.errors import RequestError
@@ -138,7 +139,8 @@ def _evaluate(evaluation_id: str) -> None:
     key = hypotheses_key(evaluation.model_id, evaluation_id)
     get_store().write_bytes(key, "".join(h.replace("\n", " ") + "\n" for h in hypotheses).encode())
     with session_scope() as session:
-        task_rows.succeed(session, Evaluation, evaluation_id, scores=scores, hypotheses_key=key, backend=by)
+        if task_rows.succeed(session, Evaluation, evaluation_id, scores=scores, hypotheses_key=key, backend=by):
+            webhooks.emit_evaluation(session, evaluation_id)  # evaluation.completed
     log.info("evaluation %s of model %s by %s: %s", evaluation_id, evaluation.model_id, by, scores)
 
 
@@ -174,10 +176,14 @@ def evaluate_task(evaluation_id: str) -> None:
     except (RequestError, DataError, ArtifactStoreError) as exc:
         reason = exc.detail if isinstance(exc, RequestError) else str(exc)
         log.warning("evaluation %s failed: %s", evaluation_id, reason)
-        with session_scope() as session:
-            task_rows.fail(session, Evaluation, evaluation_id, reason)
+        _fail(evaluation_id, reason)
     except Exception as exc:  # a bug or an exhausted host: said in the evaluation, never left running
         reason = f"{type(exc).__name__}: {exc}"
         log.exception("evaluation %s failed: %s", evaluation_id, reason)
-        with session_scope() as session:
-            task_rows.fail(session, Evaluation, evaluation_id, reason)
+        _fail(evaluation_id, reason)
+
+
+def _fail(evaluation_id: str, reason: str) -> None:
+    with session_scope() as session:
+        if task_rows.fail(session, Evaluation, evaluation_id, reason):
+            webhooks.emit_evaluation(session, evaluation_id)  # evaluation.failed

@@ -24,7 +24,7 @@ from app.db.session import session_scope
 from app.db.tables import Job, JobCheckpoint, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
 from app.schemas.jobs import TrainingSpec
-from app.services import evaluations
+from app.services import evaluations, webhooks
 from app.services.queueing import dispatch_training
 from model.data.corpus import DataError
 from model.data.tokenizer import Tokenizer
@@ -256,7 +256,9 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
     job_log.write(job.id)  # before the job's final status (on SQLite, not inside its transaction)
     with session_scope() as session:
         if result.stop_reason == "cancelled":
-            job_rows.finish(session, claim, job_rows.PRUNED if pruned else job_rows.CANCELLED, step=result.step)
+            status = job_rows.PRUNED if pruned else job_rows.CANCELLED
+            if job_rows.finish(session, claim, status, step=result.step):
+                webhooks.emit_job(session, job, status)  # job.cancelled (a pruned trial has no event)
             return
         source = (
             f"average of last {spec.average_last}"
@@ -272,6 +274,7 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
             get_store().delete(model.storage_key)
             raise LeaseLost(job.id)
         session.add(model)
+        webhooks.emit_job(session, job, job_rows.SUCCEEDED, model_id=model.id)
     log.info("job %s succeeded at step %d (%s): model %s", job.id, result.step, result.stop_reason, model.id)
     if job.test_dataset_id:
         _evaluate_on_test_set(job, model.id)
@@ -330,7 +333,8 @@ def _fail_or_retry(claim: job_rows.Claim, message: str, retry: bool) -> None:
         if retry and job is not None and claim.attempt < job.max_attempts:
             job_rows.release(session, claim, f"attempt {claim.attempt} crashed: {message}; retrying")
             return
-        job_rows.finish(session, claim, job_rows.FAILED, error=message)
+        if job_rows.finish(session, claim, job_rows.FAILED, error=message) and job is not None:
+            webhooks.emit_job(session, job, job_rows.FAILED, error=message)
 
 
 DATASET_WAIT_SECONDS = 2  # between two looks at a dataset still being parsed
