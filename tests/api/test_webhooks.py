@@ -251,3 +251,19 @@ def test_the_cli_creates_lists_shows_deliveries_and_deletes_endpoints(cli, alice
     assert code == 0 and out.strip() == f"deleted webhook {webhook['id']}"
     code, _out, err = cli("webhook-deliveries", webhook["id"])
     assert code == 1 and f"error 404: webhook {webhook['id']} not found" in err
+
+
+def test_a_dataset_parsed_or_failed_records_its_event(client, alice):
+    """The data queue's work (run here) moves a dataset to ready or failed and records dataset.ready or
+    dataset.failed for the endpoints that asked, in the same transaction."""
+    from tests.api.test_datasets import _jsonl, _ready
+
+    endpoint = _create(client, alice, events=["dataset.ready", "dataset.failed"]).json()
+    ready = _ready(client, alice, _jsonl([("one", "eins"), ("two", "zwei")]), name="numbers")
+    failed = _ready(client, alice, b"one\teins\nno tab here\n", filename="bad.tsv", name="broken")
+    events = {d["event_type"]: d["payload"]["data"] for d in _deliveries(client, alice, endpoint["id"])}
+    assert set(events) == {"dataset.ready", "dataset.failed"}
+    assert (events["dataset.ready"]["dataset_id"], events["dataset.ready"]["rows"]) == (ready["id"], 2)
+    assert events["dataset.ready"]["link"] == f"/v1/datasets/{ready['id']}"
+    assert (events["dataset.failed"]["dataset_id"], events["dataset.failed"]["error_line"]) == (failed["id"], 2)
+    assert "2 tab-separated columns" in events["dataset.failed"]["error"]

@@ -19,6 +19,7 @@ from app.artifacts.uri import UriError
 from app.db.base import utcnow
 from app.db.session import session_scope
 from app.db.tables import Dataset
+from app.services import webhooks
 from model.data.corpus import CorpusStats, DataError, is_gzip, sniff_format, text_lines
 from model.data.report import ReportBuilder
 from worker.data.source import local_file, rows
@@ -45,14 +46,30 @@ def _format(dataset: Dataset, path: Path) -> str:
 
 
 def finish(dataset_id: str, **values: Any) -> bool:
-    """Record the outcome unless another run already did (the dataset is no longer processing)."""
+    """Record the outcome unless another run already did (the dataset is no longer processing); a final status
+    emits dataset.ready or dataset.failed to the owner's webhooks in the same transaction."""
     with session_scope() as session:
         done = session.execute(
             update(Dataset)
             .where(Dataset.id == dataset_id, Dataset.status == "processing")
             .values(processed_at=utcnow(), **values)
         )
-        return bool(getattr(done, "rowcount", 0))
+        if not getattr(done, "rowcount", 0):
+            return False
+        status = values.get("status")
+        dataset = session.get(Dataset, dataset_id)
+        if dataset is not None and status in ("ready", "failed"):
+            data = {
+                "dataset_id": dataset_id,
+                "name": dataset.name,
+                "status": status,
+                "rows": dataset.rows,
+                "parent_id": dataset.parent_id,
+                "link": f"/v1/datasets/{dataset_id}",
+                **({"error": dataset.error, "error_line": dataset.error_line} if status == "failed" else {}),
+            }
+            webhooks.emit(session, dataset.owner_id, f"dataset.{status}", data)
+        return True
 
 
 def process(dataset_id: str) -> str:
