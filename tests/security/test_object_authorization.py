@@ -28,6 +28,7 @@ SAMPLE_BODIES = {
     ("PATCH", "/v1/models/{model_id}"): {"name": "pears", "tags": ["fruit"], "description": "pears"},
     ("PUT", "/v1/models/{name}/aliases/{alias}"): {"version": 1},
     ("PATCH", "/v1/webhooks/{webhook_id}"): {"events": ["job.failed"], "enabled": False},
+    ("POST", "/v1/datasets/{dataset_id}/filter"): {"rules": {"deduplicate": True}},
 }
 # Routes that take a multipart upload: their sample files (a dataset upload has its own tests below).
 SAMPLE_FILES = {("POST", "/v1/models/{model_id}/translations"): {"file": ("pears.txt", b"one pear\n")}}
@@ -53,6 +54,9 @@ LOCATION_NAMES = {
 # A webhook endpoint's URL is where the service sends its owner's events: it names a receiver, never a file, and is
 # refused unless it is an http(s) URL of a public host (app/services/webhook_http.py, tests/test_webhook_http.py).
 RECEIVER_URLS = {("POST", "/v1/webhooks"), ("PATCH", "/v1/webhooks/{webhook_id}")}
+# A dataset registered from object storage names its s3:// URI: read only under the operator's DATASET_URI_PREFIXES
+# with the service's credentials, never a file of the server (tests/storage/test_dataset_uri.py).
+OBJECT_STORE_URIS = {("POST", "/v1/datasets/register")}
 
 
 def v1_routes(app) -> list[tuple[str, str, APIRoute]]:
@@ -78,6 +82,9 @@ def alice_objects(pg_client):
         files={"file": ("pears.jsonl", CORPUS)},
     )
     assert dataset.status_code == 201, dataset.text
+    from worker.data.ingest import process
+
+    assert process(dataset.json()["id"]) == "ready"  # the data queue's work, as a worker does it
     job = pg_client.post(
         "/v1/jobs",
         headers=alice,
@@ -258,6 +265,7 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
         ("POST", "/v1/pings"): {"queue": "inference"},
         ("POST", "/v1/estimate"): {"model": {"preset": "tiny", "vocab_size": 500}},
         ("POST", "/v1/webhooks"): {"url": "https://93.184.215.14/in", "events": ["job.failed"]},
+        ("POST", "/v1/datasets/register"): {"name": "wmt", "kind": "parallel", "uri": "s3://corpora/wmt.tsv"},
         ("POST", "/v1/sweeps"): {
             "name": "pears",
             "job": {"objective": "translation", "dataset_id": ids["dataset_id"]},
@@ -347,6 +355,8 @@ def test_no_route_takes_a_file_path_or_storage_location(pg_client):
                 names |= {n.lower() for n in properties(content.get("schema", {}), set())}
             if (method.upper(), path) in RECEIVER_URLS:
                 names -= {"url"}
+            if (method.upper(), path) in OBJECT_STORE_URIS:
+                names -= {"uri"}
             if names & LOCATION_NAMES:
                 found[f"{method.upper()} {path}"] = names & LOCATION_NAMES
     assert not found, f"routes that take a location: {found}"

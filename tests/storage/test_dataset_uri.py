@@ -77,6 +77,8 @@ def test_a_registered_uri_is_parsed_in_place_and_trains_from_there(api):
         ("s3://{bucket}/private/wmt.tsv", "may not read"),  # outside DATASET_URI_PREFIXES
         ("s3://other-bucket-x/corpora/wmt.tsv", "may not read"),
         ("https://example.com/wmt.tsv", "not an s3://bucket/key URI"),
+        ("file:///etc/passwd", "not an s3://bucket/key URI"),
+        ("/etc/passwd", "not an s3://bucket/key URI"),
         ("s3://{bucket}/corpora/missing.tsv", "does not exist"),
         ("s3://{bucket}/corpora/", "not an s3://bucket/key URI of one object"),
     ],
