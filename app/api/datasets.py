@@ -98,7 +98,11 @@ def upload_dataset(
     "/register",
     response_model=DatasetPublic,
     status_code=status.HTTP_201_CREATED,
-    responses={422: {"description": "A URI the service may not or cannot read"}, 503: {"description": "Broker down"}},
+    responses={
+        400: {"description": "Body is not UTF-8 JSON"},
+        422: {"description": "A URI the service may not or cannot read"},
+        503: {"description": "Broker down"},
+    },
 )
 def register_dataset(
     body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: CurrentKey
@@ -143,6 +147,7 @@ def read_report(dataset_id: str, session: SessionDep, key: CurrentKey) -> dict[s
     response_model=DatasetPublic,
     status_code=status.HTTP_201_CREATED,
     responses={
+        400: {"description": "Body is not UTF-8 JSON"},
         404: {"description": "Not found"},
         409: {"description": "The dataset is still being processed"},
         422: {"description": "Bad rules, a failed or monolingual dataset"},

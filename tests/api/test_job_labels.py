@@ -202,7 +202,18 @@ def test_cli_jobs_filters_by_tag_and_status(client, alice, monkeypatch, capsys):
     monkeypatch.setattr(connection, "open_client", lambda args: nullcontext(client))
     main(["jobs", "--tag", "sweep", "--tag", "lr", "--status", "succeeded"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["ID", "NAME", "OBJECTIVE", "DATASET", "STATUS", "STEP", "DONE", "ETA", "TAGS", "CREATED"]
+    assert lines[0].split() == [
+        "ID",
+        "NAME",
+        "OBJECTIVE",
+        "DATASET",
+        "STATUS",
+        "STEP",
+        "DONE",
+        "ETA",
+        "TAGS",
+        "CREATED",
+    ]
     assert len(lines) == 2 and lines[1].split()[:6] == [wanted, "best", "translation", "-", "succeeded", "0/10"], lines
     assert lines[1].index("sweep,lr") == lines[0].index("TAGS"), lines  # the columns are aligned
     main(["jobs", "--tag", "sweep"])

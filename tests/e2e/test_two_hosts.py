@@ -123,9 +123,10 @@ def cluster(tmp_path_factory, postgres_url, redis_url, s3_server):
         wait_for(lambda: _answers(url), timeout=60, what="the API")
         api = Api(url, create_key(api_env, "alice"))
         train_numbers, held_out = split_numbers(0, 999, held_out=0.1, seed=0)
-        numbers = api.upload(
+        numbers = api.upload(  # no worker yet: parsed by the first that takes the data queue
             write_jsonl(tmp / "numbers.jsonl", numbers_to_words_task(len(train_numbers), numbers=train_numbers)),
             "parallel",
+            wait=False,
         )
         yield Cluster(url, env, processes, hosts, s3_server, bucket, api, numbers, held_out)
     finally:
@@ -220,7 +221,7 @@ def test_checkpoint_written_on_one_host_resumes_on_another(cluster):
     hidden) resumes from the checkpoint it fetched from S3 and finishes (attempt 2). Fails if D starts over,
     loses more than one checkpoint interval, or the store keeps checkpoints the database no longer lists."""
     cluster.stop_workers()
-    doomed = cluster.start_worker("host-c", "training", "doomed")
+    doomed = cluster.start_worker("host-c", "training,data", "doomed")  # parses the dataset if no one has yet
     job = cluster.api.submit(
         _numbers_job(cluster.numbers["id"], max_steps=160, checkpoint_every=40, eval_every=40, keep_checkpoints=2)
     )

@@ -86,7 +86,7 @@ def test_a_worker_given_a_gpu_this_host_lacks_refuses_to_start(tmp_path):
         ("cuda", 1, "training", ["training", "training.gpu"]),  # a GPU worker of the compose gpu profile
         ("", 2, "training", ["training", "training.gpu"]),  # the default on a GPU host: its first GPU
         ("cpu", 2, "training", ["training", "training.cpu"]),  # a CPU worker on a GPU host
-        ("cuda", 1, "inference", ["inference"]),  # not a training worker: no training queue added
+        ("cuda", 1, "inference", ["data", "inference", "webhooks"]),  # no training queue; datasets and webhooks
     ],
 )
 def test_a_training_worker_consumes_the_queue_of_its_device_kind(
