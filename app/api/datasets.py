@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, File, Form, Request, Response, UploadFile, status
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -131,14 +131,15 @@ def read_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> Datas
 
 @router.get(
     "/{dataset_id}/report",
-    responses={404: {"description": "Not found"}, 409: {"description": "Still processing, or failed"}},
+    responses={404: {"description": "No such dataset, or no report yet (still processing, or failed)"}},
 )
 def read_report(dataset_id: str, session: SessionDep, key: CurrentKey) -> dict[str, Any]:
-    """The data report a worker wrote when it parsed the dataset (docs/data.md)."""
+    """The data report a worker wrote when it parsed the dataset (docs/data.md). Until then there is none: 404
+    saying whether the dataset is still being processed or failed (and why)."""
     dataset = _owned(session, dataset_id, key.owner_id)
     if dataset.status != "ready" or dataset.report is None:
-        reason = dataset.error if dataset.status == "failed" else "it is still being processed"
-        raise conflict(f"dataset {dataset_id} has no report: {reason}")
+        reason = f"it failed: {dataset.error}" if dataset.status == "failed" else "it is still being processed"
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"dataset {dataset_id} has no report: {reason}")
     return dataset.report
 
 

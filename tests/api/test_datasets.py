@@ -99,7 +99,8 @@ def test_bad_files_fail_naming_the_line_and_problem(client, make_key, data, file
     assert body["status"] == "failed" and message in body["error"] and body["error_line"] == line
     job = client.post("/v1/jobs", headers=headers, json={"objective": "translation", "dataset_id": body["id"]})
     assert job.status_code == 422 and "failed its checks" in job.text and message in job.json()["detail"][0]["msg"]
-    assert client.get(f"/v1/datasets/{body['id']}/report", headers=headers).status_code == 409
+    report = client.get(f"/v1/datasets/{body['id']}/report", headers=headers)
+    assert report.status_code == 404 and f"has no report: it failed: {body['error']}" in report.json()["detail"]
 
 
 def test_an_empty_file_is_422_and_nothing_is_stored(client, make_key):
