@@ -56,7 +56,20 @@ function ratioCard(report) {
     h("h2", { id: "report-ratio-title" }, "Length ratio"),
     h("p", { class: "muted small" }, `${ratio.definition} in ${ratio.unit} over ${fmtNumber(ratio.pairs)} pairs `,
       "(pairs with an empty side left out); 1 means equally long."),
-    ratio.pairs ? ratioHistogram(ratio) : h("p", { class: "muted" }, "No pair has two non-empty sides."));
+    ratio.pairs ? h("div", { class: "ratio-body" }, ratioHistogram(ratio), ratioReading(ratio, report.problems.ratio_outliers))
+      : h("p", { class: "muted" }, "No pair has two non-empty sides."));
+}
+
+/** The ratio's percentiles in words: how long a target is against its source. */
+function ratioReading(ratio, outliers) {
+  const p = ratio.percentiles;
+  const times = (x) => `${fmtNumber(x, 3)}×`;
+  return h("dl", { class: "kv ratio-reading" },
+    h("dt", {}, "median"), h("dd", {}, `a target is ${times(p.p50)} its source`),
+    h("dt", {}, "middle half"), h("dd", {}, `${times(p.p25)} to ${times(p.p75)}`),
+    h("dt", {}, "90% of pairs"), h("dd", {}, `${times(p.p5)} to ${times(p.p95)}`),
+    outliers ? [h("dt", {}, "outliers"), h("dd", {}, `${fmtNumber(outliers.count)} ${outliers.count === 1 ? "pair" : "pairs"} ${fmtNumber(outliers.bound)}× or more either way `,
+      h("span", { class: "muted" }, `(the longer side ${outliers.min_characters}+ characters)`))] : null);
 }
 
 /** One side's detected languages against its declared one; the share in another language stands out. */
@@ -114,19 +127,19 @@ function examplesTable(name, problem, languages) {
   const hasDetail = problem.examples.some((e) => detail(e));
   return h("table", { class: "compact examples" },
     h("caption", { class: "sr-only" }, `examples of ${PROBLEMS[name]?.[0] ?? name}`),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Line"), sides.map((side) => h("th", { scope: "col" }, side)),
-      hasDetail ? h("th", { scope: "col" }, "Why") : null)),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "line-col" }, "Line"),
+      sides.map((side) => h("th", { scope: "col" }, side)), hasDetail ? h("th", { scope: "col", class: "why-col" }, "Why") : null)),
     h("tbody", {}, problem.examples.map((e) => h("tr", { "data-line": e.line },
-      h("td", { class: "num example-line" }, fmtNumber(e.line)),
-      sides.map((side) => h("td", { class: "example-text", lang: languages?.[side] }, cut(e[side]))),
-      hasDetail ? h("td", { class: "muted" }, detail(e)) : null))));
+      h("td", { class: "num example-line", "data-label": "line" }, fmtNumber(e.line)),
+      sides.map((side) => h("td", { class: "example-text", lang: languages?.[side], "data-label": side }, cut(e[side]))),
+      hasDetail ? h("td", { class: "muted", "data-label": "why" }, detail(e)) : null))));
 }
 
-function problemRow(name, problem, report) {
+function problemRow(name, problem, report, top) {
   const rows = report.rows;
   const [label, definition] = PROBLEMS[name] ?? [name, ""];
   const fill = h("div", { class: "bar-fill" });
-  fill.style.width = `${Math.min(100, Math.max(problem.count ? 0.8 : 0, 100 * problem.share))}%`;
+  fill.style.width = `${problem.count ? Math.max(2, (100 * problem.share) / top) : 0}%`;  // against the largest share
   const estimated = problem.sampled || problem.estimated !== problem.count;
   const share = h("span", { class: "problem-share" }, pct(problem.share),
     problem.checked !== rows ? h("small", { class: "muted checked" }, `of ${fmtNumber(problem.checked)} checked`) : null);
@@ -150,6 +163,7 @@ function problemRow(name, problem, report) {
 function problemsCard(report) {
   const entries = Object.entries(report.problems);
   const found = entries.filter(([, p]) => p.count > 0).length;
+  const top = Math.max(1e-9, ...entries.map(([, p]) => p.share));
   return h("section", { class: "card", id: "report-problems", "aria-labelledby": "report-problems-title" },
     h("h2", { id: "report-problems-title" }, "Problems"),
     h("p", { class: "muted small" }, `${found} of ${entries.length} kinds found in ${fmtNumber(report.rows)} rows; each counted `,
@@ -157,7 +171,7 @@ function problemsCard(report) {
       "Open one to see its first rows."),
     h("div", { class: "problems" }, h("div", { class: "problem-header", "aria-hidden": "true" },
       h("span", {}, "problem"), h("span", { class: "num" }, "rows"), h("span", {}), h("span", {}, "share"), h("span", {})),
-    entries.map(([name, problem]) => problemRow(name, problem, report))));
+    entries.map(([name, problem]) => problemRow(name, problem, report, top))));
 }
 
 /** The report's cards, in the order a reader checks a corpus. */

@@ -39,7 +39,7 @@ function summaryCard(d) {
 /** While a worker parses (or filters) it: what it does and for how long, updated at every read. */
 function processingNote(d) {
   const since = (Date.now() - new Date(d.created_at).getTime()) / 1000;
-  return h("p", { class: "waiting", id: "dataset-processing", role: "status" },
+  return h("p", { class: "waiting", id: "dataset-processing" },
     h("strong", {}, "Processing: "),
     d.parent_id ? "a worker writes the rows its rules keep, then parses them and writes the report. "
       : "a worker parses and checks every line, then writes the report. ",
@@ -150,7 +150,8 @@ export function renderDataset(container, id) {
   const overview = h("div", { class: "grid2 wide dataset-overview" });
   const report = h("div", { id: "dataset-report" });
   const jobs = h("div");
-  clear(container, h("div", { class: "page-head dataset-head" }, title, actions), note, state, overview, report, jobs);
+  const announce = h("p", { class: "sr-only", "aria-live": "polite" });  // the status's changes, said once each
+  clear(container, h("div", { class: "page-head dataset-head" }, title, actions), announce, note, state, overview, report, jobs);
   let timer = null, stopped = false, controller = new AbortController();
   let shown = null;  // the status the report part was drawn for
 
@@ -186,9 +187,11 @@ export function renderDataset(container, id) {
       overview.replaceChildren(summaryCard(d), lineageCard(d, parent, children));
       if (d.status !== shown) {
         if (shown === null) actions.replaceChildren(deleteControl(d));
+        else announce.textContent = d.status === "ready" ? "Ready: the report is below."
+          : `Failed${d.error_line ? ` at line ${d.error_line}` : ""}: ${d.error}`;
         shown = d.status;
         await drawReport(d);
-        if (d.status !== "processing") jobsCard(id, controller.signal).then((card) => jobs.replaceChildren(card))
+        jobsCard(id, controller.signal).then((card) => jobs.replaceChildren(card))  // a job may wait for it to be parsed
           .catch((err) => { if (err.name !== "AbortError") jobs.replaceChildren(errorBox(`Could not list jobs: ${err.message}`)); });
       }
       busy = d.status === "processing" || children.some((c) => c.status === "processing");

@@ -28,11 +28,11 @@ export async function allDatasets(signal) {
 function datasetRow(d, byId) {
   const parent = d.parent_id ? byId.get(d.parent_id) : null;
   return h("tr", { "data-dataset": d.id, "data-status": d.status, class: "dataset-row" },
-    h("td", { "data-label": "Dataset" }, h("a", { href: `#/datasets/${d.id}` }, d.name),
+    h("td", { "data-label": "Dataset" }, h("div", {}, h("a", { href: `#/datasets/${d.id}` }, d.name),
       h("div", { class: "muted small-link" }, d.status === "processing" ? d.kind : `${d.kind} · ${d.format}`,
-        d.compression === "gzip" ? " · gzip" : "")),
-    h("td", { "data-label": "Status" }, statusBadge(d.status),
-      d.status === "failed" ? h("small", { class: "dataset-error", title: d.error }, d.error || "see why") : null),
+        d.compression === "gzip" ? " · gzip" : ""))),
+    h("td", { "data-label": "Status" }, h("div", {}, statusBadge(d.status),
+      d.status === "failed" ? h("small", { class: "dataset-error", title: d.error }, d.error || "see why") : null)),
     h("td", { "data-label": "Rows", class: "num" }, d.status === "ready" ? fmtNumber(d.rows) : "–"),
     h("td", { "data-label": "Size", class: "num" }, fmtBytes(d.size_bytes)),
     h("td", { "data-label": "Languages" }, languagesText(d)),

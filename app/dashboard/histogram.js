@@ -53,14 +53,18 @@ function histogramSvg({ bins, position, ticks, percentiles, noun, ariaLabel }) {
   return svg;
 }
 
-/** Where `v` falls in bin units over `edges` (`toAxis` maps values onto the axis: identity, or log2). */
-function positionIn(edges, v, offset, toAxis = (z) => z) {
+/**
+ * Where `v` falls in bin units over `edges`: for a ratio by `toAxis` (log2); for an integer length at the middle of
+ * its integer's share of the bin (7 in the bin of 7 alone: its middle).
+ */
+function positionIn(edges, v, offset, { toAxis = (z) => z, integers = false } = {}) {
   if (v < edges[0]) return offset > 0 ? offset / 2 : 0;
   const last = edges.length - 1;
   if (v >= edges[last]) return offset + last + 0.5;  // in the "above" bar
   let i = 0;
   while (i < last - 1 && v >= edges[i + 1]) i++;
-  const frac = (toAxis(v) - toAxis(edges[i])) / (toAxis(edges[i + 1]) - toAxis(edges[i]));
+  const frac = integers ? (v - edges[i] + 0.5) / (edges[i + 1] - edges[i])
+    : (toAxis(v) - toAxis(edges[i])) / (toAxis(edges[i + 1]) - toAxis(edges[i]));
   return offset + i + Math.max(0, Math.min(1, frac));
 }
 
@@ -70,7 +74,7 @@ export function percentileTable(summary, caption) {
     .filter(([, v]) => v !== undefined && v !== null);
   return h("table", { class: "compact percentiles" }, h("caption", { class: "sr-only" }, caption),
     h("thead", {}, h("tr", {}, cols.map(([k]) => h("th", { scope: "col" }, k)))),
-    h("tbody", {}, h("tr", {}, cols.map(([k, v]) => h("td", { class: "num", "data-key": k }, fmtNumber(v))))));
+    h("tbody", {}, h("tr", {}, cols.map(([k, v]) => h("td", { class: "num", "data-key": k, "data-label": k }, fmtNumber(v))))));
 }
 
 /** The histogram of one side's lengths (LENGTHS of docs/data.md) in `unit` (characters or words). */
@@ -79,13 +83,16 @@ export function lengthHistogram(lengths, { side, unit }) {
   const bins = counts.map((count, i) => ({ label: `${intRange(edges[i], edges[i + 1])} ${unit}`, count }));
   if (above) bins.push({ label: `${fmtNumber(edges[edges.length - 1])} ${unit} or more`, count: above, outside: true });
   const step = Math.ceil(edges.length / 10);
-  const ticks = edges.map((e, i) => ({ at: i, text: fmtNumber(e) })).filter((_, i) => i % step === 0 || i === edges.length - 1);
+  // bins of one length each are labelled under their middle (the bar of 7 words), wider ones at their edges
+  const single = edges.every((e, i) => i === 0 || e - edges[i - 1] === 1);
+  const ticks = (single ? edges.slice(0, -1) : edges).map((e, i) => ({ at: single ? i + 0.5 : i, text: fmtNumber(e) }))
+    .filter((_, i, all) => i % step === 0 || (!single && i === all.length - 1));
   const p = lengths.percentiles;
   const label = `${side} lengths in ${unit}: a histogram of ${fmtNumber(bins.reduce((a, b) => a + b.count, 0))} rows; ` +
     `median ${fmtNumber(p.p50)}, 5th percentile ${fmtNumber(p.p5)}, 95th ${fmtNumber(p.p95)}, longest ${fmtNumber(lengths.max)}`;
   return h("figure", { class: "histogram-card", "data-side": side, "data-unit": unit },
     h("figcaption", {}, h("strong", {}, side), h("span", { class: "muted" }, ` ${unit} per row`)),
-    histogramSvg({ bins, position: (v) => positionIn(edges, v, 0), ticks, percentiles: p, noun: "rows", ariaLabel: label }),
+    histogramSvg({ bins, position: (v) => positionIn(edges, v, 0, { integers: true }), ticks, percentiles: p, noun: "rows", ariaLabel: label }),
     percentileTable(lengths, `${side} length percentiles in ${unit}`));
 }
 
@@ -104,7 +111,7 @@ export function ratioHistogram(ratio) {
     `median ${fmtNumber(p.p50)}, 1st percentile ${fmtNumber(p.p1)}, 99th ${fmtNumber(p.p99)}`;
   return h("figure", { class: "histogram-card", "data-side": "ratio" },
     h("figcaption", {}, h("strong", {}, `${ratio.definition}`), h("span", { class: "muted" }, ` in ${ratio.unit}, log scale`)),
-    histogramSvg({ bins, position: (v) => positionIn(edges, v, offset, Math.log2), ticks, percentiles: p, noun: "pairs",
+    histogramSvg({ bins, position: (v) => positionIn(edges, v, offset, { toAxis: Math.log2 }), ticks, percentiles: p, noun: "pairs",
                    ariaLabel: label }),
     percentileTable(ratio, "length ratio percentiles"));
 }
