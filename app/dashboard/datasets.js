@@ -81,9 +81,9 @@ function uploadCard(onUploaded) {
     h("h2", { id: "upload-title" }, "Upload a dataset"),
     h("p", { class: "muted small" }, "JSONL lines {\"source\", \"target\"}, TSV source⇥target, or plain text one sentence a line ",
       "(monolingual); gzip-compressed (.gz) or not. Declared languages let the report find the lines in another one."),
-    h("div", { class: "inline upload-fields" }, field("File", file), field("Name", name), field("Kind", kind), formatField,
-      sourceField, targetField),
-    h("div", { class: "inline" }, submit, cancel), bar, status);
+    h("div", { class: "inline upload-fields" }, field("File", file), field("Name", name), field("Kind", kind)),
+    h("div", { class: "inline upload-fields upload-settings" }, formatField, sourceField, targetField,
+      h("div", { class: "inline upload-actions" }, submit, cancel)), bar, status);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     const f = file.files[0];
