@@ -1,5 +1,6 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
-// card, #/new, #/sweeps, #/sweeps/<id>, #/models, #/models/<id>, #/workers, #/webhooks), the jobs list.
+// card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks),
+// the jobs list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";

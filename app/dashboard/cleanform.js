@@ -170,7 +170,7 @@ export function cleanCard(dataset, report) {
   refresh();
   return h("section", { class: "card", id: "dataset-clean", "aria-labelledby": "clean-title" },
     h("h2", { id: "clean-title" }, "Clean"),
-    h("p", { class: "muted small" }, "Make a new dataset of the rows these rules keep; this one stays as it is. Rules apply in ",
+    h("p", { class: "muted small-note" }, "Make a new dataset of the rows these rules keep; this one stays as it is. Rules apply in ",
       "this order and each removed row counts under the first rule that removed it. Beside each rule, what the report ",
       "counted: an estimate of what it removes."),
     form);

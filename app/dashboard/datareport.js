@@ -45,7 +45,7 @@ function lengthsCard(report) {
   draw(units[0]);
   return h("section", { class: "card", id: "report-lengths", "aria-labelledby": "report-lengths-title" },
     h("div", { class: "card-head" }, h("h2", { id: "report-lengths-title" }, "Lengths"), toggle),
-    h("p", { class: "muted small" }, Object.entries(report.units).map(([u, d]) => `${u}: ${d}`).join("; "),
+    h("p", { class: "muted small-note" }, Object.entries(report.units).map(([u, d]) => `${u}: ${d}`).join("; "),
       ". Lines mark the 5th, 50th and 95th percentiles; a paler bar at the end holds what lies past the 99th."),
     figures);
 }
@@ -54,7 +54,7 @@ function ratioCard(report) {
   const ratio = report.length_ratio;
   return h("section", { class: "card", id: "report-ratio", "aria-labelledby": "report-ratio-title" },
     h("h2", { id: "report-ratio-title" }, "Length ratio"),
-    h("p", { class: "muted small" }, `${ratio.definition} in ${ratio.unit} over ${fmtNumber(ratio.pairs)} pairs `,
+    h("p", { class: "muted small-note" }, `${ratio.definition} in ${ratio.unit} over ${fmtNumber(ratio.pairs)} pairs `,
       "(pairs with an empty side left out); 1 means equally long."),
     ratio.pairs ? h("div", { class: "ratio-body" }, ratioHistogram(ratio), ratioReading(ratio, report.problems.ratio_outliers))
       : h("p", { class: "muted" }, "No pair has two non-empty sides."));
@@ -99,13 +99,13 @@ function languageBlock(side, lang) {
   return h("div", { class: "lang-side", "data-side": side }, head, headline,
     rows.length ? h("div", { class: "bars", role: "list", "aria-label": `languages detected in the ${side} side` }, rows)
       : h("p", { class: "muted" }, "No row long enough to identify."),
-    h("p", { class: "muted small" }, notes.join(" ")));
+    h("p", { class: "muted small-note" }, notes.join(" ")));
 }
 
 function languagesCard(report) {
   return h("section", { class: "card", id: "report-languages", "aria-labelledby": "report-languages-title" },
     h("h2", { id: "report-languages-title" }, "Languages"),
-    h("p", { class: "muted small" }, "By py3langid, the most likely language of each row; “another language” in the problems ",
+    h("p", { class: "muted small-note" }, "By py3langid, the most likely language of each row; “another language” in the problems ",
       "below is stricter (10 times likelier than the declared one)."),
     h("div", { class: "grid2 wide" }, Object.entries(report.sides).map(([side, summary]) => languageBlock(side, summary.language))));
 }
@@ -148,13 +148,13 @@ function problemRow(name, problem, report, top) {
     h("span", { class: "problem-count num" }, fmtNumber(problem.count)),
     h("span", { class: "problem-bar bar-track", "aria-hidden": "true" }, fill),
     share,
-    h("span", { class: "muted small problem-estimate" }, estimated ? `≈ ${fmtNumber(problem.estimated)} in all rows` : ""),
+    h("span", { class: "muted small-note problem-estimate" }, estimated ? `≈ ${fmtNumber(problem.estimated)} in all rows` : ""),
   ];
   if (!problem.count) return h("div", { class: "problem none", "data-problem": name }, h("div", { class: "problem-summary" }, summary));
   return h("details", { class: "problem", "data-problem": name },
     h("summary", { class: "problem-summary" }, summary),
     h("div", { class: "problem-examples" },
-      h("p", { class: "muted small" }, problem.examples.length < problem.count
+      h("p", { class: "muted small-note" }, problem.examples.length < problem.count
         ? `The first ${problem.examples.length} of ${fmtNumber(problem.count)}, by line number in the file:`
         : "Every one, by line number in the file:"),
       problem.examples.length ? examplesTable(name, problem, report.languages) : h("p", { class: "muted" }, "No example kept.")));
@@ -166,7 +166,7 @@ function problemsCard(report) {
   const top = Math.max(1e-9, ...entries.map(([, p]) => p.share));
   return h("section", { class: "card", id: "report-problems", "aria-labelledby": "report-problems-title" },
     h("h2", { id: "report-problems-title" }, "Problems"),
-    h("p", { class: "muted small" }, `${found} of ${entries.length} kinds found in ${fmtNumber(report.rows)} rows; each counted `,
+    h("p", { class: "muted small-note" }, `${found} of ${entries.length} kinds found in ${fmtNumber(report.rows)} rows; each counted `,
       "on its own (a row may have several), except copies, other languages and misaligned pairs, which never overlap. ",
       "Open one to see its first rows."),
     h("div", { class: "problems" }, h("div", { class: "problem-header", "aria-hidden": "true" },

@@ -51,7 +51,7 @@ function failedCard(d) {
     h("h2", { id: "dataset-failed-title" }, d.error_line ? "Failed at " : "Failed",
       d.error_line ? h("span", { class: "error-line", id: "dataset-error-line" }, `line ${fmtNumber(d.error_line)}`) : null),
     h("pre", { class: "dataset-error-text", id: "dataset-error" }, d.error || "no reason recorded"),
-    h("p", { class: "muted small" }, d.parent_id ? "The parent is as it was: change the rules and clean it again."
+    h("p", { class: "muted small-note" }, d.parent_id ? "The parent is as it was: change the rules and clean it again."
       : "Nothing of it can be used: fix the file at that line and upload it again."));
 }
 
@@ -116,7 +116,7 @@ async function jobsCard(id, signal) {
     : h("p", { class: "muted" }, "No job uses it yet.");
   return h("section", { class: "card", id: "dataset-jobs", "aria-labelledby": "dataset-jobs-title" },
     h("h2", { id: "dataset-jobs-title" }, "Jobs"), body,
-    seen < total ? h("p", { class: "muted small" }, `Among your newest ${fmtNumber(seen)} of ${fmtNumber(total)} jobs.`) : null);
+    seen < total ? h("p", { class: "muted small-note" }, `Among your newest ${fmtNumber(seen)} of ${fmtNumber(total)} jobs.`) : null);
 }
 
 /** Delete, after a second press that names the dataset. */

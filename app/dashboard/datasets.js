@@ -79,7 +79,7 @@ function uploadCard(onUploaded) {
   cancel.addEventListener("click", () => controller?.abort());
   const form = h("form", { class: "card upload-form", id: "dataset-upload-form", "aria-labelledby": "upload-title" },
     h("h2", { id: "upload-title" }, "Upload a dataset"),
-    h("p", { class: "muted small" }, "JSONL lines {\"source\", \"target\"}, TSV source⇥target, or plain text one sentence a line ",
+    h("p", { class: "muted small-note" }, "JSONL lines {\"source\", \"target\"}, TSV source⇥target, or plain text one sentence a line ",
       "(monolingual); gzip-compressed (.gz) or not. Declared languages let the report find the lines in another one."),
     h("div", { class: "inline upload-fields" }, field("File", file), field("Name", name), field("Kind", kind)),
     h("div", { class: "inline upload-fields upload-settings" }, formatField, sourceField, targetField,
