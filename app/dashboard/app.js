@@ -1,8 +1,11 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
-// card, #/new, #/sweeps, #/sweeps/<id>, #/models, #/models/<id>, #/workers, #/webhooks), the jobs list.
+// card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks),
+// the jobs list.
 
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
+import { renderDataset } from "./dataset.js";
+import { renderDatasets } from "./datasets.js";
 import { renderJob, timeBudgetText, waitingFor } from "./job.js";
 import { tagChips } from "./labels.js";
 import { renderExplain } from "./explain.js";
@@ -169,6 +172,8 @@ const ROUTES = [
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
   [/^#\/sweeps\/([\w-]+)$/, renderSweep],
   [/^#\/sweeps(\?.*)?$/, renderSweeps],
+  [/^#\/datasets\/([\w-]+)$/, renderDataset],
+  [/^#\/datasets$/, renderDatasets],
   [/^#\/models\/([\w.@-]+)\/explain$/, renderExplain],
   [/^#\/models\/([\w.@-]+)$/, renderModel],  // an id, or name@version / name@alias
   [/^#\/models$/, renderModels],
