@@ -146,9 +146,10 @@ export function renderNewJob(container, fromModel) {
   let datasets = [];
   function fillDatasets(selectId) {
     const kind = KIND[objective.value];
-    const matching = datasets.filter((d) => d.kind === kind);
+    const matching = datasets.filter((d) => d.kind === kind && d.status !== "failed");
+    const size = (d) => d.status === "ready" ? `${d.rows.toLocaleString("en-US")} rows` : d.status;
     const option = (d, selected) => h("option", { value: d.id, selected },
-                                      `${d.name} — ${d.rows.toLocaleString("en-US")} rows (${d.id.slice(0, 8)})`);
+                                      `${d.name} — ${size(d)} (${d.id.slice(0, 8)})`);
     const keep = dataset.value, keepValid = validDataset.value;
     dataset.replaceChildren(matching.length ? null : h("option", { value: "" }, `no ${kind} datasets: upload one`),
                             ...matching.map((d) => option(d, d.id === selectId)));
@@ -180,7 +181,8 @@ export function renderNewJob(container, fromModel) {
     uploadStatus.append(h("p", { class: "muted" }, `Uploading ${f.name}…`));
     try {
       const d = await api("/v1/datasets", { method: "POST", form: data });
-      uploadStatus.replaceChildren(h("p", { class: "ok" }, `Uploaded ${d.name}: ${d.rows.toLocaleString("en-US")} rows (${d.format}).`));
+      uploadStatus.replaceChildren(h("p", { class: "ok" }, `Uploaded ${d.name}: a worker is checking it `
+        + "(a job submitted now waits for it; ", h("a", { href: `#/datasets/${d.id}` }, "its report"), ")."));
       await loadDatasets(d.id);
     } catch (err) {
       uploadStatus.replaceChildren(errorBox(`Upload failed: ${err.message}`));
