@@ -3,10 +3,11 @@ approximate sequence length ... approximately 25000 source tokens and 25000 targ
 
 Collation convention (inference must match it): src = ids + [</s>], tgt_in = [<s>] + ids, tgt_out = ids + [</s>].
 
-A prepared corpus holds its token ids as small NumPy arrays (Tokenizer.id_dtype: uint16 when the vocabulary fits), not
-lists: a list costs 8 bytes a token for the pointer and 28 more for each id above 256, so 200,000 pairs of 5-30
-words took 2.3 GB as lists (bench/prepare_memory.py). Lists still work everywhere (tests and inference build
-them), and both give the same batches: collate widens every id to int64.
+A prepared corpus holds its token ids as small NumPy arrays (Tokenizer.id_dtype: uint16 when the vocabulary
+fits), not lists: a list costs 8 bytes a token for the pointer and 28 more for each id above 256. 200,000 pairs of
+5-30 words took 2,272 MB as lists and take 130 MB as arrays (bench/prepare_memory.py: 11,912 and 679 bytes a pair,
+peak 2,643 and 451 MB). Lists still work everywhere (tests and inference build them), and both give the same
+batches: collate widens every id to int64.
 """
 
 from __future__ import annotations
