@@ -3,6 +3,9 @@
 Denoising is BART's text infilling (Lewis et al., 2020, Sec. 2.2): spans with Poisson(3) lengths are each
 replaced by a single <mask>, and the decoder reconstructs the original sentence. A token mode replaces single
 tokens, matching fill-mask inputs where each <mask> stands for one token.
+
+Sentences come as NumPy arrays (a prepared corpus, model/data/batching.py) or lists; the noise keeps their kind,
+draws the same random numbers for both, and shares an array's ids as the target instead of copying them.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from model.data.batching import Example, LengthReport, Overlong, fit_length
+import numpy as np
+
+from model.data.batching import Example, LengthReport, Overlong, TokenIds, fit_length
 from model.data.special_tokens import MASK_ID
 from model.data.tokenizer import Tokenizer
 
@@ -22,17 +27,17 @@ MaskMode = Literal["span", "token"]
 def make_translation_examples(
     pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
 ) -> tuple[list[Example], LengthReport]:
-    """Encode (source, target) pairs; sides longer than max_len ids are dropped or truncated."""
-    src = tokenizer.encode_batch([s for s, _ in pairs])
-    tgt = tokenizer.encode_batch([t for _, t in pairs])
+    """Encode (source, target) pairs as arrays; sides longer than max_len ids are dropped or truncated."""
+    src = tokenizer.encode_arrays([s for s, _ in pairs])
+    tgt = tokenizer.encode_arrays([t for _, t in pairs])
     return fit_length([Example(s, t) for s, t in zip(src, tgt)], max_len, overlong)
 
 
 def encode_sentences(
     sentences: Sequence[str], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
-) -> tuple[list[list[int]], LengthReport]:
-    """Token ids of monolingual sentences, length-limited before any noise is added."""
-    examples, report = fit_length([Example(ids, ids) for ids in tokenizer.encode_batch(sentences)], max_len, overlong)
+) -> tuple[list[TokenIds], LengthReport]:
+    """Token ids of monolingual sentences as arrays, length-limited before any noise is added."""
+    examples, report = fit_length([Example(ids, ids) for ids in tokenizer.encode_arrays(sentences)], max_len, overlong)
     return [e.tgt_ids for e in examples], report
 
 
@@ -51,21 +56,24 @@ def _poisson(rng: random.Random, lam: float) -> int:
     return k
 
 
-def mask_tokens(
-    ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio: float = 0.15
-) -> tuple[list[int], list[int]]:
-    """(source, target): about mask_ratio of the tokens (at least one) each replaced by one <mask>."""
+def mask_tokens(ids: TokenIds, mask_id: int, rng: random.Random, mask_ratio: float = 0.15) -> tuple[TokenIds, TokenIds]:
+    """(source, target): about mask_ratio of the tokens (at least one) each replaced by one <mask>. An array's
+    target is the array itself; a list's, a copy."""
     chosen = set(rng.sample(range(len(ids)), _budget(len(ids), mask_ratio)))
+    if isinstance(ids, np.ndarray):
+        src = ids.copy()
+        src[sorted(chosen)] = mask_id
+        return src, ids
     return [mask_id if i in chosen else t for i, t in enumerate(ids)], list(ids)
 
 
 def mask_spans(
-    ids: Sequence[int], mask_id: int, rng: random.Random, mask_ratio: float = 0.15, mean_span: float = 3.0
-) -> tuple[list[int], list[int]]:
+    ids: TokenIds, mask_id: int, rng: random.Random, mask_ratio: float = 0.15, mean_span: float = 3.0
+) -> tuple[TokenIds, TokenIds]:
     """(source, target): spans covering about mask_ratio of the tokens, each replaced by a single <mask>.
 
     Span lengths are Poisson(mean_span), at least 1; spans never touch, so every <mask> in the source
-    stands for exactly one non-empty, contiguous piece of the target.
+    stands for exactly one non-empty, contiguous piece of the target. An array's target is the array itself.
     """
     n, budget = len(ids), _budget(len(ids), mask_ratio)
     if mean_span <= 0:
@@ -82,19 +90,27 @@ def mask_spans(
     m, free = len(lengths), n - sum(lengths) - max(0, len(lengths) - 1)
     cuts = sorted(rng.sample(range(free + m), m))
     free_before = [c - k for k, c in enumerate(cuts)]  # free tokens before span k, non-decreasing
-    src: list[int] = []
+    kept: list[tuple[int, int]] = []  # the runs of ids the source keeps, a <mask> between two
     pos = 0
     for k, length in enumerate(lengths):
         gap = free_before[k] - (free_before[k - 1] if k else 0) + (1 if k else 0)
-        src.extend(ids[pos : pos + gap])
-        src.append(mask_id)
+        kept.append((pos, pos + gap))
         pos += gap + length
-    src.extend(ids[pos:])
+    kept.append((pos, n))
+    if isinstance(ids, np.ndarray):
+        mask = np.array([mask_id], dtype=ids.dtype)
+        pieces = [p for a, b in kept for p in (ids[a:b], mask)][:-1]  # no <mask> after the last run
+        return np.concatenate(pieces), ids
+    src: list[int] = []
+    for a, b in kept[:-1]:
+        src.extend(ids[a:b])
+        src.append(mask_id)
+    src.extend(ids[kept[-1][0] : kept[-1][1]])
     return src, list(ids)
 
 
 def noise_examples(
-    token_ids: Sequence[Sequence[int]],
+    token_ids: Sequence[TokenIds],
     seed: int,
     epoch: int = 0,
     mode: MaskMode = "span",
@@ -112,13 +128,14 @@ def noise_examples(
 
 
 def renoising(
-    token_ids: Sequence[Sequence[int]],
+    token_ids: Sequence[TokenIds],
     seed: int,
     mode: MaskMode = "span",
     mask_ratio: float = 0.15,
     mean_span: float = 3.0,
     mask_id: int = MASK_ID,
 ) -> Callable[[int], list[Example]]:
-    """epoch -> fresh denoising examples; pass it to TokenBatcher so every epoch sees new noise."""
-    ids = [list(t) for t in token_ids]
+    """epoch -> fresh denoising examples; pass it to TokenBatcher so every epoch sees new noise. Arrays are kept
+    as they are (nothing writes into them), lists copied."""
+    ids = [t if isinstance(t, np.ndarray) else list(t) for t in token_ids]
     return lambda epoch: noise_examples(ids, seed, epoch, mode, mask_ratio, mean_span, mask_id)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from model.data.batching import Example
+from model.data.batching import Example, ids_list
 from model.data.special_tokens import SPECIAL_TOKENS
 from model.data.tokenizer import Tokenizer, readable_token
 from model.nn.transformer import Transformer
@@ -66,8 +66,8 @@ def frequent_ids(examples: Sequence[Example], n: int, words_only: bool, tokenize
     keeps tokens with a letter in them (no punctuation, digits or byte pieces)."""
     counts: Counter[int] = Counter()
     for e in examples[:COUNTED_EXAMPLES]:
-        counts.update(e.src_ids)
-        counts.update(e.tgt_ids)
+        counts.update(ids_list(e.src_ids))  # Python ints: NumPy's would reach the tokenizer as keys
+        counts.update(ids_list(e.tgt_ids))
     ranked = sorted((i for i in counts if i >= len(SPECIAL_TOKENS)), key=lambda i: (-counts[i], i))
     if words_only:
         ranked = [i for i in ranked if _letters(readable_token(tokenizer.id_to_token(i))) >= 2]

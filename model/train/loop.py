@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from model.data.batching import Batch, Example, TokenBatcher
+from model.data.batching import Batch, Example, TokenBatcher, ids_list
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint, resume_point
 from model.io.checkpoint_files import remove_stale_temp_dirs
@@ -161,7 +161,7 @@ class Trainer:
                     "config": {k: v for k, v in config.to_dict().items() if k != "device"},
                     "batches": self.batcher.batch_indices(0),
                     "valid": len(self.valid_examples),
-                    "sample": [(e.src_ids, e.tgt_ids) for e in self.batcher.examples(0)[:64]],
+                    "sample": [(ids_list(e.src_ids), ids_list(e.tgt_ids)) for e in self.batcher.examples(0)[:64]],
                 },
             )
             self.ddp = dist.wrap(self.model, batch_logits)

@@ -5,7 +5,7 @@ given; or, to fine-tune, the same data starting from an existing model (start_fr
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -104,10 +104,12 @@ def prepare(
     if tokenizer is None:
         if vocab_size < MIN_VOCAB_SIZE:
             raise TrainingError(f"vocab_size={vocab_size} is below the minimum {MIN_VOCAB_SIZE}")
-        texts: list[str] = (
-            [t for row in train_rows for t in row]
+        # An iterator, not a list: the trainer reads it in batches, and a corpus of millions of rows need not be
+        # held twice.
+        texts: Iterable[str] = (
+            (t for row in train_rows for t in row)
             if objective == "translation"
-            else list(cast(Sequence[str], train_rows))
+            else iter(cast(Sequence[str], train_rows))
         )
         try:
             tokenizer = Tokenizer.train(
@@ -136,7 +138,8 @@ def prepare(
         sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
         ids, report = encode_sentences(sentences, tokenizer, max_length, overlong)
         valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_length, overlong)
-        kept, valid_kept = [t for t in ids if t], [t for t in valid_ids if t]  # nothing left to mask in an empty one
+        kept = [t for t in ids if len(t)]  # nothing left to mask in an empty one
+        valid_kept = [t for t in valid_ids if len(t)]
         empty, valid_empty = len(ids) - len(kept), len(valid_ids) - len(valid_kept)
         ids, valid_ids = kept, valid_kept
         n_train = len(ids)

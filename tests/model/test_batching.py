@@ -2,6 +2,7 @@ import random
 import re
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 
@@ -278,7 +279,8 @@ def test_denoising_examples_from_sentences(tok):
     ids, report = encode_sentences(sentences, tok, max_len=16)
     examples = noise_examples(ids, seed=0, epoch=0, mode="token", mask_ratio=0.2)
     assert report.dropped == 1 and len(examples) == 5
-    assert [e.tgt_ids for e in examples] == ids
-    assert all(e.src_ids.count(MASK_ID) == 1 and len(e.src_ids) == len(e.tgt_ids) for e in examples)
+    assert all(t.dtype == tok.id_dtype == np.uint16 for t in ids)  # compact arrays, as a prepared corpus holds
+    assert [e.tgt_ids.tolist() for e in examples] == [t.tolist() for t in ids]
+    assert all(e.src_ids.tolist().count(MASK_ID) == 1 and len(e.src_ids) == len(e.tgt_ids) for e in examples)
     spans = noise_examples(ids, seed=0, epoch=0, mode="span", mask_ratio=0.5)
     assert all(_is_infilling(e.src_ids, e.tgt_ids) for e in spans)
