@@ -10,6 +10,9 @@ import { parseTags } from "./labels.js";
 import { sweepEditor } from "./sweepform.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, h, newId } from "./ui.js";
 
+const CHECK_POLL_MS = 1000;  // how often an upload's parsing is looked at
+const CHECK_WAIT_MS = 120000;  // how long the form follows it before saying it is still being checked
+
 const KIND = { translation: "parallel", denoising: "monolingual" };
 
 /** "the, cat  dog" -> ["the", "cat", "dog"]: watched tokens, separated by commas or spaces. */
@@ -180,10 +183,24 @@ export function renderNewJob(container, fromModel) {
     uploadButton.disabled = true;
     uploadStatus.append(h("p", { class: "muted" }, `Uploading ${f.name}…`));
     try {
-      const d = await api("/v1/datasets", { method: "POST", form: data });
-      uploadStatus.replaceChildren(h("p", { class: "ok" }, `Uploaded ${d.name}: a worker is checking it `
-        + "(a job submitted now waits for it; ", h("a", { href: `#/datasets/${d.id}` }, "its report"), ")."));
-      await loadDatasets(d.id);
+      let d = await api("/v1/datasets", { method: "POST", form: data });
+      uploadStatus.replaceChildren(h("p", { class: "muted" }, `Uploaded ${d.name}: a worker is checking every line…`));
+      await loadDatasets(d.id);  // selectable at once: a job submitted now waits for it
+      for (let waited = 0; d.status === "processing" && waited < CHECK_WAIT_MS; waited += CHECK_POLL_MS) {
+        await new Promise((resolve) => setTimeout(resolve, CHECK_POLL_MS));
+        d = await api(`/v1/datasets/${d.id}`);
+      }
+      const report = h("a", { href: `#/datasets/${d.id}` }, "its report");
+      if (d.status === "failed") {
+        uploadStatus.replaceChildren(errorBox(`Upload failed: file: ${d.error}`));
+      } else if (d.status === "ready") {
+        uploadStatus.replaceChildren(h("p", { class: "ok" },
+          `Uploaded ${d.name}: ${d.rows.toLocaleString("en-US")} rows (${d.format}); see `, report, "."));
+      } else {
+        uploadStatus.replaceChildren(h("p", { class: "ok" }, `Uploaded ${d.name}: still being checked (a job `
+          + "submitted now waits for it); see ", report, "."));
+      }
+      await loadDatasets(d.status === "failed" ? undefined : d.id);
     } catch (err) {
       uploadStatus.replaceChildren(errorBox(`Upload failed: ${err.message}`));
     } finally {

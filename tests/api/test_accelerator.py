@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from app.core.task_names import ACCELERATOR_QUEUES
 from app.services.queueing import read_depth
-from tests.api.test_datasets import _jsonl, _upload
+from tests.api.test_datasets import _jsonl, _ready
 from worker.device import DeviceInfo
 from worker.heartbeat import beat
 
 
 def _submit(client, key, accelerator: str) -> dict:
-    dataset = _upload(client, key, _jsonl([("one", "eins"), ("two", "zwei")])).json()["id"]
+    dataset = _ready(client, key, _jsonl([("one", "eins"), ("two", "zwei")]))["id"]
     body = {"objective": "translation", "dataset_id": dataset, "training": {"max_steps": 5, "accelerator": accelerator}}
     response = client.post("/v1/jobs", json=body, headers=key)
     assert response.status_code == 201, response.text
@@ -42,7 +42,7 @@ def test_cpu_and_any_jobs_do_not_wait_when_a_cpu_worker_is_alive(client, make_ke
 
 def test_an_unknown_accelerator_is_422_naming_it(client, make_key):
     alice = make_key("alice")
-    dataset = _upload(client, alice, _jsonl([("one", "eins")])).json()["id"]
+    dataset = _ready(client, alice, _jsonl([("one", "eins")]))["id"]
     body = {"objective": "translation", "dataset_id": dataset, "training": {"accelerator": "tpu"}}
     response = client.post("/v1/jobs", json=body, headers=alice)
     assert response.status_code == 422

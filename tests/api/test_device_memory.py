@@ -8,7 +8,7 @@ import pytest
 
 from model.nn.config import ModelConfig
 from model.probes.anatomy import estimate_memory
-from tests.api.test_datasets import _jsonl, _upload
+from tests.api.test_datasets import _jsonl, _ready
 from worker.device import DeviceInfo, memory_limit_bytes
 from worker.heartbeat import beat
 
@@ -17,7 +17,7 @@ BASE_25K = {"model": {"preset": "base", "vocab_size": 32000}, "training": {"max_
 
 
 def _job(client, key, accelerator: str, **training):
-    dataset = _upload(client, key, _jsonl([("one", "eins"), ("two", "zwei")])).json()["id"]
+    dataset = _ready(client, key, _jsonl([("one", "eins"), ("two", "zwei")]))["id"]
     body = {"objective": "translation", "dataset_id": dataset, **BASE_25K}
     body["training"] = {**body["training"], "accelerator": accelerator, **training}
     return client.post("/v1/jobs", json=body, headers=key)

@@ -1056,6 +1056,9 @@ def test_the_job_page_shows_the_jobs_log_and_appends_new_lines_while_it_runs(pag
     http = _api(stack)
     with open(demo_files["translation_train"], "rb") as f:
         dataset = http.post("/v1/datasets", data={"name": "log demo", "kind": "parallel"}, files={"file": f}).json()
+    wait_for(  # parsed first: the job's first line is then its attempt's
+        lambda: http.get(f"/v1/datasets/{dataset['id']}").json()["status"] == "ready", 60, "the dataset"
+    )
     job = http.post(
         "/v1/jobs",
         json={

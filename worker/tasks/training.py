@@ -349,6 +349,7 @@ def train_job(self: Task, job_id: str) -> None:
     waiting = datasets_pending(job_id)
     if waiting:  # uploaded a moment ago: the job waits, queued, without holding this worker
         log.info("job %s waits for dataset(s) %s to be parsed", job_id, ", ".join(waiting))
+        job_log.discard(job_id)  # about this delivery, not the job's run (the job shows waiting_for meanwhile)
         raise self.retry(countdown=DATASET_WAIT_SECONDS, max_retries=None)
     with session_scope() as session:
         claim = job_rows.claim(session, job_id, worker, settings.job_lease_seconds)
