@@ -341,7 +341,7 @@ DATASET_WAIT_SECONDS = 2  # between two looks at a dataset still being parsed
 
 
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
-    name=TRAIN, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True
+    name=TRAIN, bind=True, ignore_result=True, acks_late=True, reject_on_worker_lost=True, max_retries=None
 )
 def train_job(self: Task, job_id: str) -> None:
     settings = get_settings()
@@ -350,7 +350,7 @@ def train_job(self: Task, job_id: str) -> None:
     if waiting:  # uploaded a moment ago: the job waits, queued, without holding this worker
         log.info("job %s waits for dataset(s) %s to be parsed", job_id, ", ".join(waiting))
         job_log.discard(job_id)  # about this delivery, not the job's run (the job shows waiting_for meanwhile)
-        raise self.retry(countdown=DATASET_WAIT_SECONDS, max_retries=None)
+        raise self.retry(countdown=DATASET_WAIT_SECONDS)  # as often as it takes: the task's max_retries is None
     with session_scope() as session:
         claim = job_rows.claim(session, job_id, worker, settings.job_lease_seconds)
     if claim is None:
