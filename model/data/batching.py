@@ -201,6 +201,27 @@ def fit_length(examples: Sequence[Example], max_len: int, overlong: Overlong) ->
     return kept, LengthReport(kept=len(kept), dropped=n_over - truncated, truncated=truncated)
 
 
+def example_lengths(examples: Sequence[Example]) -> tuple[np.ndarray, np.ndarray]:
+    """(n,) source and (n,) target lengths of examples; an ExampleStore (model/data/example_store.py) gives them
+    from its offsets, without making its examples."""
+    lengths = getattr(examples, "lengths", None)
+    if callable(lengths):
+        src_len, tgt_len = lengths()
+        return src_len, tgt_len
+    n = len(examples)
+    return (
+        np.fromiter((len(e.src_ids) for e in examples), dtype=np.int64, count=n),
+        np.fromiter((len(e.tgt_ids) for e in examples), dtype=np.int64, count=n),
+    )
+
+
+def example_sizes(examples: Sequence[Example]) -> np.ndarray:
+    """(n,) Example.size of each example: the padded length it needs."""
+    src_len, tgt_len = example_lengths(examples)
+    sizes: np.ndarray = np.maximum(src_len, tgt_len) + 1
+    return sizes
+
+
 # Examples are sorted by length within buckets of about this many full batches. On bench/corpus.py's en-fr
 # corpus (54k pairs, bench/padding.py), 4096-token batches: buckets of 4096 examples (~24 batches) sorted by size
 # alone padded 18.2% of the positions; buckets of 256 batches sorted by (size, target, source) pad 5.2%.
@@ -223,19 +244,23 @@ def plan_batches(
     order = list(range(len(examples)))
     if rng is not None:
         rng.shuffle(order)
-    keys = [(e.size, len(e.tgt_ids), len(e.src_ids)) for e in examples]
+    src_len, tgt_len = example_lengths(examples)
+    size = np.maximum(src_len, tgt_len) + 1  # (n,) Example.size
+    sizes = size.tolist()
     batches: list[list[int]] = []
-    for bucket in _buckets(order, [k[0] for k in keys], bucket_batches * max_tokens):
-        bucket.sort(key=keys.__getitem__)  # stable: ties keep the shuffled order
+    for bucket in _buckets(order, sizes, bucket_batches * max_tokens):
+        b = np.asarray(bucket)
+        # by (size, target length, source length); lexsort is stable, so ties keep the shuffled order
+        bucket = b[np.lexsort((src_len[b], tgt_len[b], size[b]))].tolist()
         batch: list[int] = []
         longest = 0
         for i in bucket:
-            size = keys[i][0]
-            if batch and (len(batch) + 1) * max(longest, size) > max_tokens:
+            size_i = sizes[i]
+            if batch and (len(batch) + 1) * max(longest, size_i) > max_tokens:
                 batches.append(batch)
                 batch, longest = [], 0
             batch.append(i)
-            longest = max(longest, size)
+            longest = max(longest, size_i)
         if batch:
             batches.append(batch)
     if rng is not None:
@@ -280,14 +305,19 @@ class TokenBatcher:
             raise ValueError(f"max_tokens={max_tokens} cannot hold one example of max_len={max_len} (+1 special)")
         if bucket_batches < 1:
             raise ValueError(f"bucket_batches={bucket_batches} must be >= 1")
-        self._source = examples if callable(examples) else (lambda epoch, fixed=list(examples): fixed)
+        self._source: Callable[[int], Sequence[Example]]
+        if callable(examples):
+            self._source = examples
+        else:
+            fixed = _fixed(examples)
+            self._source = lambda epoch: fixed
         self.max_tokens, self.shuffle, self.seed = max_tokens, shuffle, seed
         self.max_len, self.overlong, self.bucket_batches = max_len, overlong, bucket_batches
         self.epoch, self.position = 0, 0
         self.length_report: LengthReport | None = None
-        self._cache: tuple[int, list[Example], list[list[int]]] | None = None
+        self._cache: tuple[int, Sequence[Example], list[list[int]]] | None = None
 
-    def plan(self, epoch: int) -> tuple[list[Example], list[list[int]]]:
+    def plan(self, epoch: int) -> tuple[Sequence[Example], list[list[int]]]:
         """The (length-fitted) examples of an epoch and its batches as lists of indices into them.
 
         Safe to call from two threads (the training loader prepares batches in one): the plan is built into a
@@ -295,13 +325,14 @@ class TokenBatcher:
         """
         cached = self._cache
         if cached is None or cached[0] != epoch:
-            examples = list(self._source(epoch))
+            examples = _fixed(self._source(epoch))
             if self.max_len is not None:
                 examples, self.length_report = fit_length(examples, self.max_len, self.overlong)
-            too_big = [i for i, e in enumerate(examples) if e.size > self.max_tokens]
-            if too_big:
+            sizes = example_sizes(examples)
+            too_big = np.flatnonzero(sizes > self.max_tokens)
+            if len(too_big):
                 raise ValueError(
-                    f"example {too_big[0]} needs {examples[too_big[0]].size} tokens > max_tokens="
+                    f"example {too_big[0]} needs {sizes[too_big[0]]} tokens > max_tokens="
                     f"{self.max_tokens}; pass max_len to drop or truncate long examples"
                 )
             rng = random.Random(f"{self.seed}:{epoch}") if self.shuffle else None
@@ -309,7 +340,7 @@ class TokenBatcher:
             self._cache = cached
         return cached[1], cached[2]
 
-    def examples(self, epoch: int | None = None) -> list[Example]:
+    def examples(self, epoch: int | None = None) -> Sequence[Example]:
         """The (length-fitted) examples of an epoch; Batch.indices point into this list."""
         return self.plan(self.epoch if epoch is None else epoch)[0]
 
@@ -346,3 +377,8 @@ class TokenBatcher:
         self.epoch, self.position = int(state["epoch"]), int(state["batch"])
         if self.position >= len(self.batch_indices()):  # saved after the last batch: start the next epoch
             self.epoch, self.position = self.epoch + 1, 0
+
+
+def _fixed(examples: Sequence[Example]) -> Sequence[Example]:
+    """examples as the batcher keeps them: a copy of a list (the caller's list may change), a store as it is."""
+    return examples if callable(getattr(examples, "lengths", None)) else list(examples)

@@ -12,32 +12,57 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import numpy as np
 
 from model.data.batching import Example, LengthReport, Overlong, TokenIds, fit_length
+from model.data.example_store import ExampleStore
 from model.data.special_tokens import MASK_ID
 from model.data.tokenizer import Tokenizer
 
 MaskMode = Literal["span", "token"]
+ENCODE_ROWS = 16384  # rows read (and held as strings) at a time while encoding
 
 
 def make_translation_examples(
     pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
-) -> tuple[list[Example], LengthReport]:
-    """Encode (source, target) pairs as arrays; sides longer than max_len ids are dropped or truncated."""
-    src = tokenizer.encode_arrays([s for s, _ in pairs])
-    tgt = tokenizer.encode_arrays([t for _, t in pairs])
-    return fit_length([Example(s, t) for s, t in zip(src, tgt)], max_len, overlong)
+) -> tuple[ExampleStore, LengthReport]:
+    """Encode (source, target) pairs into an ExampleStore; sides longer than max_len ids are dropped or truncated.
+    The pairs are read ENCODE_ROWS at a time, so rows kept on disk (model/data/text_rows.py) are never all in memory
+    as strings, nor their examples as objects."""
+    reports: list[LengthReport] = []
+
+    def chunks() -> Iterator[list[Example]]:
+        for start in range(0, len(pairs), ENCODE_ROWS):
+            chunk = pairs[start : start + ENCODE_ROWS]
+            src = tokenizer.encode_arrays([s for s, _ in chunk])
+            tgt = tokenizer.encode_arrays([t for _, t in chunk])
+            kept, report = fit_length([Example(s, t) for s, t in zip(src, tgt)], max_len, overlong)
+            reports.append(report)
+            yield kept
+
+    store = ExampleStore.build(chunks(), tokenizer.id_dtype)
+    total = LengthReport(
+        kept=sum(r.kept for r in reports),
+        dropped=sum(r.dropped for r in reports),
+        truncated=sum(r.truncated for r in reports),
+    )
+    return store, total
 
 
 def encode_sentences(
     sentences: Sequence[str], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
 ) -> tuple[list[TokenIds], LengthReport]:
-    """Token ids of monolingual sentences as arrays, length-limited before any noise is added."""
-    examples, report = fit_length([Example(ids, ids) for ids in tokenizer.encode_arrays(sentences)], max_len, overlong)
+    """Token ids of monolingual sentences as arrays, length-limited before any noise is added; read ENCODE_ROWS
+    sentences at a time."""
+    encoded = [
+        Example(ids, ids)
+        for start in range(0, len(sentences), ENCODE_ROWS)
+        for ids in tokenizer.encode_arrays(sentences[start : start + ENCODE_ROWS])
+    ]
+    examples, report = fit_length(encoded, max_len, overlong)
     return [e.tgt_ids for e in examples], report
 
 

@@ -9,10 +9,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
+import numpy as np
 from torch import Tensor
 
 from model.data.batching import Example, Overlong
 from model.data.objectives import encode_sentences, make_translation_examples, noise_examples, renoising
+from model.data.text_rows import Subset
 from model.data.tokenizer import MIN_VOCAB_SIZE, Tokenizer
 from model.io.checkpoint import OBJECTIVES
 from model.nn.config import ModelConfig
@@ -28,7 +30,8 @@ class PreparedData:
     objective: str
     tokenizer: Tokenizer
     model_config: ModelConfig
-    train_examples: list[Example] | Callable[[int], list[Example]]  # denoising: fresh noise every epoch
+    # translation: an ExampleStore (model/data/example_store.py); denoising: fresh noise every epoch
+    train_examples: Sequence[Example] | Callable[[int], list[Example]]
     valid_examples: list[Example]
     stats: dict[str, int]
     init_state: dict[str, Tensor] | None = None  # weights to start from (start_from); None: initialised afresh
@@ -51,16 +54,22 @@ def start_from(data: PreparedData, model: Transformer, **changes: Any) -> Prepar
     return replace(data, model_config=replace(model.config, **changes), init_state=state)
 
 
-def split_validation(rows: Sequence[Any], fraction: float, max_rows: int, seed: int) -> tuple[list[Any], list[Any]]:
-    """(train, valid): a random fraction of rows (at least 1, at most max_rows) held out, fixed by seed."""
+def split_validation(rows: Sequence[Any], fraction: float, max_rows: int, seed: int) -> tuple[Sequence[Any], list[Any]]:
+    """(train, valid): a random fraction of rows (at least 1, at most max_rows) held out, fixed by seed, both in
+    the rows' order. A list's training rows are a list; other sequences' (TextRows on disk) a Subset view, so the
+    rows are never all read into memory."""
     n = len(rows)
     if n < 2:
         raise TrainingError(
             f"need at least 2 rows to hold out a validation set, got {n}; add data or pass validation rows"
         )
     k = min(n - 1, max_rows, max(1, round(n * fraction)))
-    held = set(random.Random(f"valid:{seed}").sample(range(n), k))
-    return [r for i, r in enumerate(rows) if i not in held], [r for i, r in enumerate(rows) if i in held]
+    held = sorted(random.Random(f"valid:{seed}").sample(range(n), k))
+    valid = [rows[i] for i in held]
+    if isinstance(rows, list):
+        kept = set(held)
+        return [r for i, r in enumerate(rows) if i not in kept], valid
+    return Subset(rows, np.delete(np.arange(n), held)), valid
 
 
 def prepare(
@@ -130,10 +139,11 @@ def prepare(
     if objective == "translation":
         pairs, valid_pairs = cast(Sequence[tuple[str, str]], train_rows), cast(Sequence[tuple[str, str]], valid_rows)
         train, report = make_translation_examples(pairs, tokenizer, max_length, overlong)
-        valid, valid_report = make_translation_examples(valid_pairs, tokenizer, max_length, overlong)
+        valid_store, valid_report = make_translation_examples(valid_pairs, tokenizer, max_length, overlong)
+        valid = list(valid_store)
         n_train: int = len(train)
         empty = valid_empty = 0  # _check_rows refused an empty source or target
-        train_examples: list[Example] | Callable[[int], list[Example]] = train
+        train_examples: Sequence[Example] | Callable[[int], list[Example]] = train
     else:
         sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
         ids, report = encode_sentences(sentences, tokenizer, max_length, overlong)

@@ -270,7 +270,7 @@ def test_make_translation_examples_encodes_and_limits_length(tok):
     pairs = [("the cat sat", "die Katze saß"), ("the cat " * 30, "die Katze")]
     examples, report = make_translation_examples(pairs, tok, max_len=16)
     assert report == LengthReport(kept=1, dropped=1, truncated=0)
-    assert examples == [Example(tok.encode("the cat sat"), tok.encode("die Katze saß"))]
+    assert list(examples) == [Example(tok.encode("the cat sat"), tok.encode("die Katze saß"))]
 
 
 def test_denoising_examples_from_sentences(tok):

@@ -9,6 +9,7 @@ import torch
 
 from model.data.batching import Example, TokenBatcher, ids_list
 from model.data.demo import grammar_sentences, reverse_task
+from model.data.example_store import ExampleStore
 from model.data.objectives import noise_examples
 from model.data.tokenizer import Tokenizer
 from model.train.config import TrainConfig
@@ -52,7 +53,7 @@ def _with_lists(data: PreparedData) -> PreparedData:
 def test_prepared_examples_hold_uint16_arrays_of_the_tokenizers_ids(translation):
     rows = reverse_task(300, vocab=12, min_len=2, max_len=8, seed=0)
     examples = translation.train_examples
-    assert isinstance(examples, list)
+    assert isinstance(examples, ExampleStore) and examples.src.ids.dtype == examples.tgt.ids.dtype == np.uint16
     assert all(
         isinstance(ids, np.ndarray) and ids.dtype == np.uint16 for e in examples for ids in (e.src_ids, e.tgt_ids)
     )

@@ -105,7 +105,7 @@ def _load(evaluation_id: str) -> tuple[Evaluation, list[tuple[str, str]]] | None
         dataset = session.get(Dataset, evaluation.dataset_id) if evaluation.dataset_id else None
         if dataset is None:
             raise RequestError(404, "its test set was deleted before it was read; ask again with another")
-        rows = cast(list[tuple[str, str]], read_rows(dataset))  # pairs: the API takes only a parallel test set
+        rows = cast(list[tuple[str, str]], list(read_rows(dataset)))  # pairs: the API takes only a parallel test set
         session.expunge(evaluation)
     limit = evaluation.settings.get("max_sentences")
     return evaluation, rows[:limit] if limit else rows

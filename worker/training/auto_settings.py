@@ -16,7 +16,7 @@ import torch
 
 from app.core.settings import get_settings
 from app.schemas.jobs import TrainingSpec
-from model.data.batching import Example
+from model.data.batching import Example, example_sizes
 from model.probes.anatomy import estimate_memory
 from model.train.budget import (
     AUTO_FIELDS,
@@ -43,7 +43,7 @@ def curve_sizes(probe: int, fits: int, examples: Sequence[Example]) -> list[int]
     """The batch sizes a curve is timed at: the probe and its CURVE_FACTORS multiples, each within memory (`fits`)
     and within an epoch's share of the PROBE_STEPS batches (a larger nominal batch would time the whole corpus and
     credit it the nominal size), rounded down to BATCH_MULTIPLE; never smaller than the probe."""
-    corpus_share = sum(e.size for e in examples) // PROBE_STEPS // BATCH_MULTIPLE * BATCH_MULTIPLE
+    corpus_share = int(example_sizes(examples).sum()) // PROBE_STEPS // BATCH_MULTIPLE * BATCH_MULTIPLE
     multiples = (probe * factor // BATCH_MULTIPLE * BATCH_MULTIPLE for factor in CURVE_FACTORS[1:])
     return sorted({probe, *(max(probe, min(size, fits, corpus_share)) for size in multiples)})
 
@@ -75,7 +75,7 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
     job.model_config = model_spec
     data = prepare_job(rows)
     examples = data.train_examples(0) if callable(data.train_examples) else data.train_examples
-    longest = max(e.size for e in examples)
+    longest = int(example_sizes(examples).max())
     limit = memory_limit_bytes(torch.device(device))  # the GPU's memory on a GPU worker
     precision = train_config(job, device).resolved_precision
     fits = largest_batch(

@@ -8,15 +8,21 @@ here. Nothing here names a training option: a new one reaches the trainer by its
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 from sqlalchemy import select
 
 from app.artifacts import ArtifactNotFound, get_store
+from app.core.settings import get_settings
 from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from app.services.job_submission import INIT_MODEL_MAY_CHANGE
+from model.data.batching import example_sizes
+from model.data.text_rows import TextRows
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import load_model
 from model.io.checkpoint_files import CheckpointError
@@ -30,25 +36,31 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class JobRows:
-    """A job (detached from its session) and the rows of its datasets."""
+    """A job (detached from its session) and the rows of its datasets: (source, target) pairs or sentences, kept on
+    disk as TextRows (model/data/text_rows.py) when read from a dataset."""
 
     job: Job
-    train_rows: list[tuple[str, str]] | list[str]
-    valid_rows: list[tuple[str, str]] | list[str] | None
+    train_rows: Sequence[Any]
+    valid_rows: Sequence[Any] | None
 
 
-def read_rows(dataset: Dataset) -> list[tuple[str, str]] | list[str]:
-    """The dataset's rows (a remote store's file or a registered URI's object is downloaded once into this host's
-    cache, then read a line at a time)."""
+def read_rows(dataset: Dataset) -> TextRows:
+    """The dataset's rows, written a line at a time to a temporary file under DATA_DIR/tmp and mapped (a remote
+    store's file or a registered URI's object is downloaded once into this host's cache first): a job holds the
+    token ids it trains on, not its corpus's strings. A parallel dataset's pairs with an empty side are left out."""
+    directory = get_settings().data_dir / "tmp"
+    directory.mkdir(parents=True, exist_ok=True)
     with rows(dataset) as numbered:
         if dataset.kind == "parallel":
-            pairs = [(source, target) for _, source, target in numbered if source and target]
+            pairs = TextRows.write(
+                ((source, target) for _, source, target in numbered if source and target), 2, directory
+            )
             if dataset.rows and len(pairs) < dataset.rows:
                 log.info("dataset %s: %d pairs with an empty side skipped", dataset.id, dataset.rows - len(pairs))
             if not pairs:
                 raise TrainingError(f"dataset {dataset.id} has no pair with both sides")
             return pairs
-        return [text for _, text in numbered]
+        return TextRows.write((text for _, text in numbered), 1, directory)
 
 
 def datasets_pending(job_id: str) -> list[str]:
@@ -129,8 +141,8 @@ def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedDa
 def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> None:
     """One line of what prepare() made of the rows: examples, what was dropped and why, tokenizer, lengths."""
     stats, spec = data.stats, TrainingSpec.stored(rows.job.training_config)
-    examples = data.valid_examples + (data.train_examples if isinstance(data.train_examples, list) else [])
-    sizes = [e.size for e in examples] or [0]
+    train = data.train_examples if not callable(data.train_examples) else []  # denoising's are drawn each epoch
+    sizes = np.concatenate((example_sizes(data.valid_examples), example_sizes(train)))
     held_out = "" if rows.valid_rows is not None else f", held out of the training rows ({spec.valid_fraction:g})"
     log.info(
         "job %s: %d training and %d validation examples%s; longer than max_length=%d tokens: %d training and %d "
@@ -147,8 +159,8 @@ def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> 
         spec.tokenizer,
         tokenizer_source,
         stats["vocab_size"],
-        sum(sizes) / len(sizes),
-        max(sizes),
+        float(sizes.mean()) if len(sizes) else 0.0,
+        int(sizes.max(initial=0)),
     )
     dropped = dropped_line(rows.job.id, data.objective, stats, spec.max_length)
     if dropped is not None:
