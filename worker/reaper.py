@@ -1,6 +1,6 @@
-"""The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, sends the
-messages of webhook deliveries that are due with none on its way, and removes uploads staged for an import that no
-worker will ever read, and webhook deliveries that ended long ago.
+"""The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, sends again
+or fails datasets stuck in processing, sends the messages of webhook deliveries that are due with none on its way,
+and removes uploads staged for an import that no worker will ever read, and webhook deliveries that ended long ago.
 
 Every worker runs it from its heartbeat thread; the conditional UPDATEs in app.db.job_rows make concurrent
 reapers harmless, and a duplicate message is a no-op for the training task. Two reapers deleting the same stale
@@ -17,11 +17,13 @@ from celery import Celery
 
 from app.artifacts import ArtifactStore, ArtifactStoreError, get_store
 from app.core.settings import Settings, get_settings
-from app.db import job_rows, webhook_rows
+from app.core.task_names import DATA_QUEUE, FILTER_DATASET, PROCESS_DATASET
+from app.db import dataset_rows, job_rows, webhook_rows
 from app.db.session import session_scope
 from app.db.tables import Job
 from app.services import sweep_runner, webhooks
 from app.services.queueing import dispatch_training
+from worker.data import ingest
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +56,39 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
         dispatch_training(job_id, celery)
         dispatched.append(job_id)
     sweep_staging(settings)
+    sweep_datasets(celery, settings)
     dispatched += advance_sweeps(celery, settings)
     send_due_deliveries(settings)
     return requeued, failed, dispatched
+
+
+def sweep_datasets(celery: Celery, settings: Settings) -> tuple[list[str], list[str]]:
+    """Datasets processing for longer than DATASET_PROCESSING_TIMEOUT_SECONDS since their task was sent: sent again,
+    or failed once sent DATASET_MAX_ATTEMPTS times (app/db/dataset_rows.py). Returns (sent again, failed) ids."""
+    timeout = settings.dataset_processing_timeout_seconds
+    with session_scope() as session:
+        stuck = dataset_rows.stuck(session, timedelta(seconds=timeout))
+    sent: list[str] = []
+    failed: list[str] = []
+    for dataset in stuck:
+        if dataset.attempt >= settings.dataset_max_attempts:
+            error = (
+                f"its processing was sent to the data queue {dataset.attempt} times and none finished within "
+                f"DATASET_PROCESSING_TIMEOUT_SECONDS={timeout} (a worker died, or none reads the queue); "
+                + ("filter its parent again" if dataset.filtered else "upload it again")
+            )
+            if ingest.finish(dataset.id, status="failed", error=error):
+                log.error("dataset %s: still processing after %d sends; failed", dataset.id, dataset.attempt)
+                failed.append(dataset.id)
+            continue
+        with session_scope() as session:
+            if not dataset_rows.mark_sent_again(session, dataset):
+                continue
+        task = FILTER_DATASET if dataset.filtered else PROCESS_DATASET
+        celery.send_task(task, args=[dataset.id], queue=DATA_QUEUE)
+        log.warning("dataset %s: still processing after %d s; its task sent again", dataset.id, timeout)
+        sent.append(dataset.id)
+    return sent, failed
 
 
 def _report_failed(job_id: str) -> None:

@@ -70,6 +70,11 @@ class Settings(BaseSettings):
     broker_visibility_timeout: int = Field(6 * 3600, ge=60)
     worker_heartbeat_seconds: int = Field(10, ge=1, le=300)
     job_redispatch_seconds: int = Field(600, ge=5)  # re-send a queued job's message after this long unclaimed
+    # A dataset still processing this long after its parse was sent is sent again (its worker died, or the message
+    # was lost), and failed once sent DATASET_MAX_ATTEMPTS times. An hour: 4.5 times the 788 s a 5M-pair corpus
+    # took on a loaded 2-core host (a slow parse sent again is parsed twice; the first to finish is recorded).
+    dataset_processing_timeout_seconds: int = Field(3600, ge=5)
+    dataset_max_attempts: int = Field(2, ge=1, le=20)
     worker_memory_limit_gb: float = Field(16.0, gt=0)
     # The device a worker process computes on: cpu, cuda (= cuda:0) or cuda:N, N counted among the GPUs that
     # CUDA_VISIBLE_DEVICES leaves visible. Empty: cuda:0 when the host has a GPU, else cpu. One worker per GPU:

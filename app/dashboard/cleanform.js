@@ -54,7 +54,10 @@ function outsideRatio({ edges, counts, below, above }, bound) {
 /** What the report says `rule` would remove with the form's `values`: {low, high, note} rows, or null. */
 function estimate(rule, values, report) {
   const problems = report.problems;
-  const counted = (names) => names.reduce((a, n) => a + (problems[n]?.estimated ?? 0), 0);
+  // What a rule removes of a problem: its estimate, except for misaligned pairs, whose estimate corrects the pairs
+  // counted (for the threshold's recall and short wrong-language sides) where the filter removes those counted.
+  const removes = (p, n) => (n === "misaligned" && p ? (p.sampled ? Math.round(p.share * report.rows) : p.count) : p?.estimated ?? 0);
+  const counted = (names) => names.reduce((a, n) => a + removes(problems[n], n), 0);
   if (rule.key === "length") {
     const min = values.min_length, max = values.max_length;
     if (min === null && max === null) return null;

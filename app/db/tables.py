@@ -102,6 +102,10 @@ class Dataset(Base):
     filter_rules: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     filter_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Its parse's task was sent this many times, the last at dispatched_at (None: once, at created_at); the reaper
+    # sends it again when it stays processing too long, and fails it after DATASET_MAX_ATTEMPTS (dataset_rows.py).
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class Sweep(Base):

@@ -41,7 +41,9 @@ Report (keys always present unless said; "share" is count / checked, rounded to 
                 "examples": [{"line": int, "source": str, "target": str, ...detail}]}   # "text" when monolingual
 
 `estimated` is the count when every row was checked, else round(share * rows): when a sample was checked, and for
-the languages, whose short sides are not judged (the share among judged sides is taken for all). Texts in
+the languages, whose short sides are not judged (the share among judged sides is taken for all); for misaligned,
+the count corrected for the short sides that the wrong-language estimate already counts and for the threshold's
+recall (ReportBuilder._misaligned_estimate, docs/data.md). Texts in
 examples are cut to 200 characters. Problems (parallel; monolingual: empty, invalid_characters, duplicates,
 wrong_language_text), in the order the filters of model/data/filters.py apply them:
 
@@ -55,18 +57,20 @@ wrong_language_text), in the order the filters of model/data/filters.py apply th
     number_mismatches       + "source_only", "target_only": numbers on one side only (report only, no filter)
     wrong_language_source   + "detected", "probability"; copies are not counted here (they are copies)
     wrong_language_target   (same)
-    misaligned              + "score"; "unscored" beside "count"; pairs that are empty, copies or in a wrong
-                            language are left to those problems, so each row counts once among these four
+    misaligned              + "score"; "unscored", "threshold", "short_sides", "recall" beside "count"; pairs
+                            that are empty, copies or in a wrong language are left to those problems, so each row
+                            counts once among these four
 """
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
-from model.data.alignment import SAMPLE, LexicalAssociations, Reservoir, is_scorable
+from model.data.alignment import SAMPLE, LexicalAssociations, Reservoir, is_scorable, random_recall
 from model.data.distribution import LengthCounts, RatioCounts
 from model.data.hashtable import HashTable64
 from model.data.language import Identification, LanguageCheck, known_languages, language_code
@@ -159,6 +163,14 @@ class _LanguageSample:
             self._wrong = array("B", (self._wrong[i] for i in stay))
         return found
 
+    def judge(self, text: str) -> bool | None:
+        """Whether `text` is judged another language than the declared one; None when it cannot be judged (too
+        short, or no declared language py3langid knows)."""
+        if self.code is None:
+            return None
+        found = self.check.identify(text, self.code)
+        return None if found is None else found.wrong
+
     def identified(self) -> int:
         return len(self._language) - self._language.count(-1)
 
@@ -224,6 +236,10 @@ class ReportBuilder:
         self._sample_scored = False
         self._unscored = 0
         self._scored = 0
+        self._flagged_judged = Counter[str]()  # pairs below the threshold whose side (the key) was judged
+        self._flagged_wrong = Counter[str]()  # ...and judged another language
+        self._short_sides = Counter[tuple[str, ...]]()  # misaligned pairs by their sides too short to judge
+        self._recall: float | None = None
         names = ["empty", "invalid_characters", "duplicates"]
         if monolingual:
             names.append("wrong_language_text")
@@ -324,11 +340,36 @@ class ReportBuilder:
         self._scored += 1
         if not misaligned:
             return
-        for side, text in (("source", source), ("target", target)):
-            found = self._languages[side].check.identify(text, self._languages[side].code)
-            if found is not None and found.wrong:
-                return  # a wrong language explains it; counted there (on the sample, when sampled)
+        judged = {side: self._languages[side].judge(text) for side, text in (("source", source), ("target", target))}
+        for side, verdict in judged.items():
+            if verdict is not None:
+                self._flagged_judged[side] += 1
+                self._flagged_wrong[side] += verdict
+        if any(judged.values()):
+            return  # a wrong language explains it; counted there (on the sample, when sampled)
+        short = tuple(side for side, verdict in judged.items() if verdict is None and self._languages[side].code)
+        self._short_sides[short] += 1
         self._problems["misaligned"].hit(line, {"source": source, "target": target}, score=round(score, 2))
+
+    def _misaligned_estimate(self) -> tuple[float, float | None]:
+        """(the misaligned pairs among the scored ones, estimated; the recall it was corrected by), two corrections
+        to the count:
+
+        - a side too short for its language to be judged may be in the wrong language, which that problem's
+          estimate already counts (it takes short sides to be wrong as often as judged ones): a misaligned pair
+          with a short side counts as misaligned with the odds that, among the pairs below the threshold whose
+          side was judged, it was in its declared language;
+        - the threshold lets some misaligned pairs through: the count is divided by the share of the corpus's own
+          random pairings that it flags (alignment.random_recall)."""
+        right = {
+            side: 1 - self._flagged_wrong[side] / judged if (judged := self._flagged_judged[side]) else 1.0
+            for side in ("source", "target")
+        }
+        misaligned = sum(n * math.prod(right[side] for side in short) for short, n in self._short_sides.items())
+        if self._recall is None and len(self._sample.rows) > 1:
+            self._recall = random_recall(self.alignment(), [(s, t) for _, s, t in self._sample.rows])
+        recall = self._recall
+        return min(float(self._scored), misaligned / recall if recall else misaligned), recall
 
     def result(self) -> dict[str, Any]:
         """The report (see the module docstring), after the passes; calling it again gives the same report."""
@@ -347,9 +388,18 @@ class ReportBuilder:
                 problem.count = sample.wrong_count()  # of the rows the sample kept (examples may be from others)
                 out[name] = problem.as_dict(sample.identified(), self.rows, sample.every > 1, extrapolate=True)
             elif name == "misaligned":
+                misaligned, recall = self._misaligned_estimate()
                 out[name] = problem.as_dict(
-                    self._scored, self.rows, sampled_alignment, unscored=self._unscored, threshold=self._threshold()
+                    self._scored,
+                    self.rows,
+                    sampled_alignment,
+                    unscored=self._unscored,
+                    threshold=self._threshold(),
+                    short_sides=self._short_sides.total() - self._short_sides[()],
+                    recall=None if recall is None else round(recall, 4),
                 )
+                share = misaligned / self._scored if self._scored else 0.0
+                out[name]["estimated"] = round(share * self.rows if sampled_alignment else misaligned)
             elif name == "ratio_outliers":
                 out[name] = problem.as_dict(self._ratio.n, self.rows, bound=RATIO_BOUND, min_characters=RATIO_MIN_CHARS)
             else:

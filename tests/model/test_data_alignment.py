@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from model.data.alignment import LexicalAssociations, Reservoir, fit_alignment, words
+from model.data.alignment import LexicalAssociations, Reservoir, fit_alignment, random_recall, words
 from tests.model.corpus_fixture import lexicon_pairs, numbered
 
 
@@ -46,3 +46,11 @@ def test_a_pair_without_known_words_is_unscored():
 def test_fitting_checks_its_vocabulary_size():
     with pytest.raises(ValueError, match="vocab=1"):
         LexicalAssociations.fit(lexicon_pairs(10), vocab=1)
+
+
+def test_random_recall_is_the_share_of_the_corpus_s_own_random_pairings_that_are_flagged():
+    pairs = lexicon_pairs(600)
+    model = LexicalAssociations.fit(pairs)
+    recall = random_recall(model, pairs)
+    assert recall is not None and 0.8 <= recall <= 1
+    assert random_recall(model, pairs[:50]) is None  # too few scored to divide by

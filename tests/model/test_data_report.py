@@ -9,7 +9,7 @@ import tracemalloc
 import pytest
 
 from model.data.report import ReportBuilder, build_report
-from tests.model.corpus_fixture import GERMAN, lexicon_pairs, numbered
+from tests.model.corpus_fixture import ADJECTIVES, GERMAN, NOUNS, lexicon_pairs, numbered
 
 BASE = lexicon_pairs(200)
 
@@ -120,6 +120,39 @@ def test_misaligned_leaves_copies_and_wrong_languages_to_their_own_problems():
     problems = build_report(numbered(pairs), "en", "fr")["problems"]
     assert problems["copies"]["count"] == 10 and problems["wrong_language_target"]["count"] == 10
     assert 27 <= problems["misaligned"]["count"] <= 33
+
+
+def test_the_misaligned_estimate_corrects_the_count_for_the_random_pairings_the_threshold_lets_through():
+    pairs, _ = _shuffled(lexicon_pairs(600), 30)
+    misaligned = build_report(numbered(pairs), "en", "fr")["problems"]["misaligned"]
+    assert 0.8 <= misaligned["recall"] <= 1 and misaligned["short_sides"] == 0
+    assert misaligned["estimated"] == round(misaligned["count"] / misaligned["recall"])
+    assert 29 <= misaligned["estimated"] <= 33
+
+
+def test_short_wrong_language_targets_are_left_to_the_wrong_language_estimate_not_counted_misaligned_again():
+    """Sides under 20 characters are not judged: the wrong-language estimate takes them to be wrong as often as the
+    judged ones, so a misaligned pair with a short side counts with the odds that, among the flagged pairs whose
+    side was judged, it was its declared language."""
+    rng = random.Random(0)
+    short = [(f"the {a} {n}", f"le {n_fr} {a_fr}") for n, n_fr in NOUNS for a, a_fr in ADJECTIVES]  # < 20 chars
+    pairs = lexicon_pairs(600) + rng.sample(short, 300)
+    rng.shuffle(pairs)
+    moved = rng.sample(range(len(pairs)), 75)
+    corrupted, _ = _shuffled(pairs, 0)
+    for i, j in zip(moved[:45], moved[1:45] + moved[:1]):
+        corrupted[i] = (pairs[i][0], pairs[j][1])
+    long_german, short_german = iter(GERMAN), iter(" ".join(g.split()[:2]) for g in GERMAN)  # "Der Zug"
+    for i in moved[45:]:
+        corrupted[i] = (pairs[i][0], next(short_german if len(pairs[i][1]) < 20 else long_german))
+    problems = build_report(numbered(corrupted), "en", "fr")["problems"]
+    misaligned, wrong = problems["misaligned"], problems["wrong_language_target"]
+    short_wrong = sum(len(pairs[i][1]) < 20 for i in moved[45:])
+    assert short_wrong == 16 and wrong["count"] == 30 - short_wrong  # the long ones; the short ones are estimated
+    assert 41 <= misaligned["estimated"] <= 49  # the 45 shuffled pairs, within 10%
+    restored = [pairs[i] if i in moved[45:] and len(pairs[i][1]) < 20 else row for i, row in enumerate(corrupted)]
+    count = build_report(numbered(restored), "en", "fr")["problems"]["misaligned"]["count"]
+    assert misaligned["count"] - count >= 4  # short German targets that fit no source: in the count, not the estimate
 
 
 def test_languages_are_sampled_beyond_the_cap_every_kth_row():
