@@ -35,6 +35,7 @@ from app.api.limits import BodySizeLimit
 from app.api.nul_guard import NulGuard
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
 from app.api.request_id import RequestId
+from app.api.scopes import declare_scopes  # every /v1 route declares its scope (403), or the app does not start
 from app.core import logs
 from app.core.settings import get_settings
 from app.services.errors import ServiceError
@@ -77,6 +78,7 @@ def create_app() -> FastAPI:
     app.include_router(webhooks.router, **KEYED)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
+    declare_scopes(app)
     app.add_middleware(BodySizeLimit)
     app.add_middleware(NulGuard)  # a NUL in the URL: 422 naming the parameter
     app.add_middleware(RequestId)  # before the limits: a refused request still has its id
