@@ -20,6 +20,9 @@ from app.api import (
     job_logs,
     job_memory,
     jobs,
+    keys,
+    me,
+    members,
     metrics,
     model_aliases,
     model_imports,
@@ -57,6 +60,9 @@ def create_app() -> FastAPI:
         exception_handlers={405: method_not_allowed, ServiceError: service_error},
     )
     app.include_router(health.router)
+    app.include_router(me.router, **KEYED)
+    app.include_router(keys.router, **KEYED)
+    app.include_router(members.router, **KEYED)
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
     app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id

@@ -53,7 +53,6 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
     "",
     response_model=DatasetPublic,
     status_code=status.HTTP_201_CREATED,
-    dependencies=[Depends(_known_form_fields)],
     responses={
         400: {"description": "Body is not multipart form data"},
         413: {"description": "Over MAX_DATASET_MB"},
@@ -64,6 +63,7 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
 def upload_dataset(
     session: SessionDep,
     key: TrainKey,
+    _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
     file: Annotated[
         UploadFile,
         File(description="JSONL {source,target}, TSV source<TAB>target, or text (one sentence a line); gzip allowed"),

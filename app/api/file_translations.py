@@ -69,7 +69,6 @@ async def _known_form_fields(request: Request) -> None:
     "/{model_id}/translations",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=FileTranslationPublic,
-    dependencies=[Depends(_known_form_fields)],
     responses={
         400: {"description": "Body is not multipart form data"},
         404: {"description": "Not found"},
@@ -83,6 +82,7 @@ def translate_file(
     session: SessionDep,
     settings: SettingsDep,
     key: InferenceKey,
+    _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
     file: Annotated[UploadFile, File(description="UTF-8 text, one segment a line")],
     beam_size: Annotated[int, Form(ge=1)] = 4,
     language: Annotated[

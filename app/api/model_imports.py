@@ -50,7 +50,6 @@ async def _only_the_file(request: Request) -> None:
 @router.post(
     "/import",
     status_code=status.HTTP_201_CREATED,
-    dependencies=[Depends(_only_the_file)],
     response_model=ModelPublic,
     responses={
         202: {"description": "Still being imported: GET the Location shortly"},
@@ -65,6 +64,7 @@ def import_model(
     session: SessionDep,
     settings: SettingsDep,
     key: ModelsWriteKey,
+    _form: Annotated[None, Depends(_only_the_file)],  # after the key: a refused key learns nothing of the form
     file: Annotated[UploadFile, File(description="a .tar.gz from GET /v1/models/{id}/export?format=native")],
 ) -> Any:
     # The body, bounded by the BodySizeLimit middleware (MAX_DATASET_MB), was spooled to a temporary file by the

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, HTTPException, status
 
 from app.api.deps import SessionDep
-from app.api.scopes import AnyKey, ReadKey
+from app.api.scopes import ReadKey
 from app.core.task_names import PING
 from app.db.tables import Ping
-from app.schemas.service import Me, PingCreate, PingPublic
+from app.schemas.service import PingCreate, PingPublic
 from app.services.queueing import send
 
 router = APIRouter(prefix="/v1", tags=["service"])
@@ -26,11 +26,6 @@ def _public(ping: Ping) -> PingPublic:
         worker=ping.worker,
         round_trip_ms=round_trip,
     )
-
-
-@router.get("/me", response_model=Me)
-def read_me(key: AnyKey) -> Me:
-    return Me(owner=key.owner_name, key_name=key.name, key_prefix=key.prefix)
 
 
 @router.post(

@@ -1,0 +1,45 @@
+"""Members of an organisation over the API (scope admin): add one, list them, change a role. A role lowered takes
+effect on the member's keys at their next request (app/core/scopes.py); the organisation keeps at least one admin."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from app.core.scopes import Role
+from app.db.keys import Caller
+from app.db.members import add_member
+from app.db.tables import Member
+from app.services.errors import Conflict, NotFound
+
+
+def add(session: Session, caller: Caller, name: str, role: Role) -> Member:
+    try:
+        return add_member(session, caller.owner_id, name, role)
+    except ValueError as exc:  # the name is taken
+        raise Conflict(str(exc)) from exc
+
+
+def listed(session: Session, caller: Caller) -> list[Member]:
+    return list(session.scalars(select(Member).where(Member.owner_id == caller.owner_id).order_by(Member.name)))
+
+
+def get(session: Session, caller: Caller, member_id: str) -> Member:
+    member = session.get(Member, member_id)
+    if member is None or member.owner_id != caller.owner_id:
+        raise NotFound("member", member_id)
+    return member
+
+
+def set_role(session: Session, caller: Caller, member_id: str, role: Role) -> Member:
+    """Change a member's role; 409 for the organisation's last admin losing the role."""
+    member = get(session, caller, member_id)
+    if member.role == Role.ADMIN and role != Role.ADMIN:
+        admins = session.scalar(
+            select(func.count()).where(Member.owner_id == caller.owner_id, Member.role == Role.ADMIN.value)
+        )
+        if admins == 1:
+            raise Conflict(f"member {member.name!r} is the organisation's last admin: make another admin first")
+    member.role = role.value
+    session.flush()
+    return member
