@@ -74,7 +74,7 @@ def required_scope(route: APIRoute, path: str = "") -> str:
     declares none or several."""
     declared = _declarations(route.dependant)
     if len(declared) != 1:
-        methods = ",".join(sorted(route.methods))
+        methods = ",".join(sorted(route.methods or ()))
         raise ValueError(
             f"route {methods} {path or route.path} ({route.name}) declares {len(declared)} scopes: declare "
             "exactly one, as `key: ReadKey` (app/api/scopes.py) or `dependencies=[requires(Scope...)]`"
@@ -103,9 +103,9 @@ def declare_scopes(app: FastAPI) -> None:
     """Check that every /v1 route declares one scope (ValueError naming the first that does not), and show each in
     OpenAPI as the operation's `x-required-scope`."""
     for context in iter_route_contexts(app.routes):
-        route = context.original_route
-        if isinstance(route, APIRoute) and context.path.startswith("/v1/"):
-            required_scope(route, context.path)
+        route, path = context.original_route, context.path or ""
+        if isinstance(route, APIRoute) and path.startswith("/v1/"):
+            required_scope(route, path)
     generate = app.openapi
 
     def openapi() -> dict[str, Any]:
