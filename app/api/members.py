@@ -39,7 +39,7 @@ def list_members(session: SessionDep, key: AdminKey) -> list[MemberPublic]:
 @router.patch(
     "/{member_id}",
     response_model=MemberPublic,
-    responses={**NOT_FOUND, 409: {"description": "The last admin would lose the role"}},
+    responses={**NOT_FOUND, 409: {"description": "The caller's own member, or the last admin losing the role"}},
 )
 def update_member(member_id: str, body: MemberUpdate, session: SessionDep, key: AdminKey) -> MemberPublic:
     member = members.set_role(session, key, member_id, parse_role(body.role))

@@ -1,5 +1,6 @@
 """Members of an organisation over the API (scope admin): add one, list them, change a role. A role lowered takes
-effect on the member's keys at their next request (app/core/scopes.py); the organisation keeps at least one admin."""
+effect on the member's keys at their next request (app/core/scopes.py); the organisation keeps at least one admin, and
+no key changes its own member's role."""
 
 from __future__ import annotations
 
@@ -32,8 +33,13 @@ def get(session: Session, caller: Caller, member_id: str) -> Member:
 
 
 def set_role(session: Session, caller: Caller, member_id: str, role: Role) -> Member:
-    """Change a member's role; 409 for the organisation's last admin losing the role."""
+    """Change a member's role; 409 for the caller's own member (another admin changes it: no key locks its own
+    organisation out by mistake) and for the organisation's last admin losing the role."""
     member = get(session, caller, member_id)
+    if member.id == caller.member_id:
+        raise Conflict(
+            f"member {member.name!r} is the caller's own: another admin of the organisation changes its role"
+        )
     if member.role == Role.ADMIN and role != Role.ADMIN:
         admins = session.scalar(
             select(func.count()).where(Member.owner_id == caller.owner_id, Member.role == Role.ADMIN.value)
