@@ -48,8 +48,8 @@ export function limitsNote(me) {
   if (!lacking.length) return null;
   const readOnly = me.scopes.length === 1 && me.scopes[0] === "read";
   return h("p", { id: "access-note", class: "access-note", role: "note" },
-    readOnly ? "Read-only key: " : `This key (${me.scopes.join(", ") || "no scope"}) `,
-    `it may not ${lacking.map((s) => SCOPE_WORDS[s]).join(", ")}. `,
+    readOnly ? "Read-only key: it may not " : `This key (${me.scopes.join(", ") || "no scope"}) may not `,
+    `${lacking.map((s) => SCOPE_WORDS[s]).join(", ")}. `,
     "Actions that need those scopes are hidden or disabled", me.role !== "admin" ? ` (your role: ${me.role}).` : ".");
 }
 
