@@ -10,10 +10,12 @@ from sqlalchemy.orm import Session
 
 from app.api import ttl_cache
 from app.api.deps import SessionDep
+from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import AnyKey
 from app.core.scopes import parse_scopes
 from app.db.tables import ApiKey, Member
 from app.schemas.access import KeyCreate, KeyPublic, KeyWithSecret
+from app.schemas.common import Page
 from app.services import api_keys
 
 router = APIRouter(prefix="/v1/keys", tags=["access"])
@@ -49,10 +51,11 @@ def create_key(body: KeyCreate, session: SessionDep, key: AnyKey) -> KeyWithSecr
     return KeyWithSecret(**public(session, row).model_dump(), key=clear)
 
 
-@router.get("", response_model=list[KeyPublic])
-def list_keys(session: SessionDep, key: AnyKey) -> list[KeyPublic]:
+@router.get("", response_model=Page[KeyPublic])
+def list_keys(session: SessionDep, key: AnyKey, limit: Limit = 50, offset: Offset = 0) -> Page[KeyPublic]:
     """The organisation's keys for a key with scope admin, else the keys of the caller's member; newest first."""
-    return [public(session, row) for row in api_keys.visible(session, key)]
+    query = api_keys.visible(key)
+    return paginate(session, query, api_keys.NEWEST_FIRST, limit, offset, lambda row: public(session, row))
 
 
 @router.delete("/{key_id}", response_model=KeyPublic, responses={404: {"description": "Not found"}})

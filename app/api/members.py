@@ -9,10 +9,13 @@ from fastapi import APIRouter, status
 
 from app.api import ttl_cache
 from app.api.deps import SessionDep
+from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import AdminKey
 from app.core.scopes import parse_role
 from app.db.members import key_hashes
+from app.db.tables import Member
 from app.schemas.access import MemberCreate, MemberPublic, MemberUpdate
+from app.schemas.common import Page
 from app.services import members
 
 router = APIRouter(prefix="/v1/members", tags=["access"])
@@ -31,9 +34,11 @@ def create_member(body: MemberCreate, session: SessionDep, key: AdminKey) -> Mem
     return MemberPublic.model_validate(member)
 
 
-@router.get("", response_model=list[MemberPublic])
-def list_members(session: SessionDep, key: AdminKey) -> list[MemberPublic]:
-    return [MemberPublic.model_validate(m) for m in members.listed(session, key)]
+@router.get("", response_model=Page[MemberPublic])
+def list_members(session: SessionDep, key: AdminKey, limit: Limit = 50, offset: Offset = 0) -> Page[MemberPublic]:
+    """The organisation's members by name."""
+    order = (Member.name, Member.id)
+    return paginate(session, members.listed(key), order, limit, offset, MemberPublic.model_validate)
 
 
 @router.patch(

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.client import connection
 from app.client.connection import check, path
-from app.client.output import Column, print_items, print_json, when
+from app.client.output import Column, add_output_arguments, print_items, print_json, when
 from app.core.scopes import ALL_SCOPES, Role
 
 KEY_COLUMNS: list[Column] = [
@@ -51,7 +51,7 @@ def cmd_whoami(args: argparse.Namespace) -> None:
 
 def cmd_keys(args: argparse.Namespace) -> None:
     with connection.open_client(args) as client:
-        print_items(check(client.get("/v1/keys")), KEY_COLUMNS, args.json)
+        print_items(connection.page_through(client, "/v1/keys", {}, args.limit), KEY_COLUMNS, args.json)
 
 
 def cmd_create(args: argparse.Namespace) -> None:
@@ -86,7 +86,7 @@ def cmd_revoke(args: argparse.Namespace) -> None:
 
 def cmd_members(args: argparse.Namespace) -> None:
     with connection.open_client(args) as client:
-        print_items(check(client.get("/v1/members")), MEMBER_COLUMNS, args.json)
+        print_items(connection.page_through(client, "/v1/members", {}, args.limit), MEMBER_COLUMNS, args.json)
 
 
 def cmd_member_add(args: argparse.Namespace) -> None:
@@ -107,7 +107,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help=json_help)
     p.set_defaults(func=cmd_whoami)
     p = sub.add_parser("keys", help="your API keys (an admin's: the organisation's), newest first")
-    p.add_argument("--json", action="store_true", help="one JSON object a line")
+    add_output_arguments(p)
     p.set_defaults(func=cmd_keys)
     p = sub.add_parser("create-api-key", help="create an API key over the API; prints it, once, as the last line")
     p.add_argument("name")
@@ -127,7 +127,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("key_id", metavar="ID")
     p.set_defaults(func=cmd_revoke)
     p = sub.add_parser("members", help="the organisation's members and their roles (scope admin)")
-    p.add_argument("--json", action="store_true", help="one JSON object a line")
+    add_output_arguments(p)
     p.set_defaults(func=cmd_members)
     p = sub.add_parser("member-add", help="add a member to the organisation (scope admin); prints its id")
     p.add_argument("name")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.core.scopes import ROLE_SCOPES, Scope, parse_role, parse_scopes, sorted_scopes
@@ -82,12 +82,15 @@ def create(
         raise Forbidden(str(exc)) from exc
 
 
-def visible(session: Session, caller: Caller) -> list[ApiKey]:
-    """The keys the caller may see: its organisation's with scope admin, else its member's; newest first."""
+NEWEST_FIRST = (ApiKey.created_at.desc(), ApiKey.id)
+
+
+def visible(caller: Caller) -> Select[ApiKey]:
+    """The keys the caller may see: its organisation's with scope admin, else its member's (order: NEWEST_FIRST)."""
     query = select(ApiKey).where(ApiKey.owner_id == caller.owner_id)
     if Scope.ADMIN not in caller.scopes:
         query = query.where(ApiKey.member_id == caller.member_id)
-    return list(session.scalars(query.order_by(ApiKey.created_at.desc(), ApiKey.id)))
+    return query
 
 
 def revoke(session: Session, caller: Caller, key_id: str) -> ApiKey:

@@ -4,7 +4,7 @@ no key changes its own member's role."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.core.scopes import Role
@@ -21,8 +21,9 @@ def add(session: Session, caller: Caller, name: str, role: Role) -> Member:
         raise Conflict(str(exc)) from exc
 
 
-def listed(session: Session, caller: Caller) -> list[Member]:
-    return list(session.scalars(select(Member).where(Member.owner_id == caller.owner_id).order_by(Member.name)))
+def listed(caller: Caller) -> Select[Member]:
+    """The organisation's members (order them by name, then id)."""
+    return select(Member).where(Member.owner_id == caller.owner_id)
 
 
 def get(session: Session, caller: Caller, member_id: str) -> Member:

@@ -44,7 +44,7 @@ def test_a_created_key_is_shown_once_and_works_with_its_scopes(client, make_key)
     ci = {"Authorization": f"Bearer {body['key']}"}
     assert client.get("/v1/jobs", headers=ci).status_code == 200
     assert client.post("/v1/jobs", headers=ci, json={}).status_code == 403
-    listed = client.get("/v1/keys", headers=admin).json()
+    listed = client.get("/v1/keys", headers=admin).json()["data"]
     assert {k["name"] for k in listed} == {"acme", "ci"}
     assert all("key" not in k and body["key"] not in str(k) for k in listed)
     assert [k["prefix"] for k in listed if k["name"] == "ci"] == [body["prefix"]]
@@ -103,8 +103,8 @@ def test_bad_key_requests_are_422_naming_the_problem(client, make_key, body, wor
 def test_an_admin_sees_the_organisations_keys_others_their_own(client, org_key):
     admin, member = org_key("ada", "admin"), org_key("max", "member")
     org_key("zed", "admin", owner="other")
-    assert {k["member"] for k in client.get("/v1/keys", headers=admin).json()} == {"ada", "max"}
-    assert {k["member"] for k in client.get("/v1/keys", headers=member).json()} == {"max"}
+    assert {k["member"] for k in client.get("/v1/keys", headers=admin).json()["data"]} == {"ada", "max"}
+    assert {k["member"] for k in client.get("/v1/keys", headers=member).json()["data"]} == {"max"}
 
 
 def test_a_revoked_key_is_401_at_once(client, make_key):
@@ -123,7 +123,7 @@ def test_a_revoked_key_is_401_at_once(client, make_key):
 
 def test_a_member_revokes_only_its_own_keys(client, org_key):
     admin, member = org_key("ada", "admin"), org_key("max", "member")
-    admins_key = client.get("/v1/keys", headers=admin).json()
+    admins_key = client.get("/v1/keys", headers=admin).json()["data"]
     ada_id = next(k["id"] for k in admins_key if k["member"] == "ada")
     response = client.delete(f"/v1/keys/{ada_id}", headers=member)
     assert response.status_code == 404 and response.json() == {"detail": f"API key {ada_id} not found"}
@@ -170,7 +170,7 @@ def test_members_are_managed_by_admins(client, org_key):
     assert created.status_code == 201 and created.json()["role"] == "viewer"
     assert client.post("/v1/members", headers=admin, json={"name": "vera"}).status_code == 409
     assert client.post("/v1/members", headers=admin, json={"name": "x", "role": "owner"}).status_code == 422
-    assert [m["name"] for m in client.get("/v1/members", headers=admin).json()] == ["ada", "max", "vera"]
+    assert [m["name"] for m in client.get("/v1/members", headers=admin).json()["data"]] == ["ada", "max", "vera"]
     refused = client.get("/v1/members", headers=member)
     assert refused.status_code == 403 and "lacks scope 'admin'" in refused.json()["detail"]
 
@@ -178,7 +178,7 @@ def test_members_are_managed_by_admins(client, org_key):
 def test_lowering_a_role_takes_effect_on_existing_keys(client, org_key):
     admin, member = org_key("ada", "admin"), org_key("max", "member")
     assert client.post("/v1/jobs", headers=member, json={}).status_code == 422  # allowed: stops at the body
-    max_id = next(m["id"] for m in client.get("/v1/members", headers=admin).json() if m["name"] == "max")
+    max_id = next(m["id"] for m in client.get("/v1/members", headers=admin).json()["data"] if m["name"] == "max")
     lowered = client.patch(f"/v1/members/{max_id}", headers=admin, json={"role": "viewer"})
     assert lowered.status_code == 200 and lowered.json()["role"] == "viewer"
     response = client.post("/v1/jobs", headers=member, json={})
@@ -215,14 +215,14 @@ def test_the_last_admin_keeps_the_role_and_no_key_changes_its_own(client, org_ke
     from app.services.errors import Conflict
 
     admin = org_key("ada", "admin")
-    ada = client.get("/v1/members", headers=admin).json()[0]
+    ada = client.get("/v1/members", headers=admin).json()["data"][0]
     response = client.patch(f"/v1/members/{ada['id']}", headers=admin, json={"role": "member"})
     assert response.status_code == 409
     assert response.json()["detail"] == (
         "member 'ada' is the caller's own: another admin of the organisation changes its role"
     )
     bob = org_key("bob", "admin")
-    bob_id = next(m["id"] for m in client.get("/v1/members", headers=admin).json() if m["name"] == "bob")
+    bob_id = next(m["id"] for m in client.get("/v1/members", headers=admin).json()["data"] if m["name"] == "bob")
     assert client.patch(f"/v1/members/{bob_id}", headers=admin, json={"role": "member"}).status_code == 200
     assert client.get("/v1/members", headers=bob).status_code == 403  # bob's key follows its role at once
     # The last admin: only reachable by a caller that is not one any more, as a key read just before its demotion.
