@@ -21,6 +21,7 @@ import httpx
 from pydantic import ValidationError
 
 from app.client import access, datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
+from app.client.access import days_argument
 from app.client.connection import add_connection_arguments
 from app.core.scopes import ALL_SCOPES, Role
 
@@ -136,7 +137,9 @@ def main(argv: list[str] | None = None) -> None:
         choices=[s.value for s in ALL_SCOPES],
         help="a scope it holds (repeat for several; default: all its member's role allows)",
     )
-    p.add_argument("--expires-in-days", type=int, metavar="N", help="it stops working N days from now")
+    p.add_argument(
+        "--expires-in-days", type=days_argument, metavar="N", help="it stops working N days from now (1-3650)"
+    )
     p.set_defaults(func=cmd_create_key)
     p = sub.add_parser("revoke-key", help="revoke the active keys with this display prefix (tsk_xxxxxx) or name")
     p.add_argument("key", metavar="PREFIX_OR_NAME")

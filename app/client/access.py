@@ -18,7 +18,7 @@ from typing import Any
 from app.client import connection
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, print_items, print_json, when
-from app.core.scopes import ALL_SCOPES, Role
+from app.core.scopes import ALL_SCOPES, Role, expiry_days
 
 KEY_COLUMNS: list[Column] = [
     ("ID", lambda k: k["id"]),
@@ -119,7 +119,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--member", help="the member it is for (name or id; another than yours needs scope admin)")
     expiry = p.add_mutually_exclusive_group()
-    expiry.add_argument("--expires-in-days", type=int, metavar="N", help="it stops working N days from now")
+    expiry.add_argument(
+        "--expires-in-days", type=days_argument, metavar="N", help="it stops working N days from now (1-3650)"
+    )
     expiry.add_argument("--expires-at", metavar="TIME", help="it stops working then (ISO 8601 with a timezone)")
     p.add_argument("--json", action="store_true", help=f"{json_help}, key included")
     p.set_defaults(func=cmd_create)
@@ -137,3 +139,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("member", metavar="ID")
     p.add_argument("role", choices=[r.value for r in Role])
     p.set_defaults(func=cmd_member_role)
+
+
+def days_argument(value: str) -> int:
+    """argparse's type for --expires-in-days: a refused value is a usage error naming it (exit 2)."""
+    try:
+        return expiry_days(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -26,6 +26,7 @@ class Role(StrEnum):
 
 
 ALL_SCOPES: tuple[Scope, ...] = tuple(Scope)
+MAX_EXPIRY_DAYS = 3650  # a key's lifetime, when it has one: ten years at most
 ROLE_SCOPES: dict[Role, frozenset[Scope]] = {
     Role.VIEWER: frozenset({Scope.READ}),
     Role.MEMBER: frozenset({Scope.READ, Scope.INFERENCE, Scope.TRAIN, Scope.MODELS_WRITE}),
@@ -61,6 +62,17 @@ def beyond_role(role: Role, scopes: Iterable[Scope]) -> list[Scope]:
 def effective(role: Role, scopes: Iterable[Scope]) -> frozenset[Scope]:
     """What a key holding `scopes` may do while its member has `role`."""
     return frozenset(scopes) & ROLE_SCOPES[role]
+
+
+def expiry_days(value: str) -> int:
+    """A key's lifetime in days as typed on a command line: 1 to MAX_EXPIRY_DAYS; ValueError naming the value."""
+    try:
+        days = int(value)
+    except ValueError:
+        raise ValueError(f"expiry {value!r} is not a whole number of days") from None
+    if not 1 <= days <= MAX_EXPIRY_DAYS:
+        raise ValueError(f"expiry {days} days is outside 1-{MAX_EXPIRY_DAYS}")
+    return days
 
 
 def sorted_scopes(scopes: Iterable[Scope]) -> list[str]:

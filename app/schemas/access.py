@@ -7,7 +7,7 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import Field, model_validator
 
-from app.core.scopes import Role, Scope
+from app.core.scopes import MAX_EXPIRY_DAYS, Role, Scope
 from app.schemas.common import Input, Output
 
 Name = Annotated[str, Field(min_length=1, max_length=100)]
@@ -15,7 +15,6 @@ Name = Annotated[str, Field(min_length=1, max_length=100)]
 ScopeName = Literal["read", "inference", "train", "models:write", "admin"]
 RoleName = Literal["viewer", "member", "admin"]
 assert set(get_args(ScopeName)) == {s.value for s in Scope} and set(get_args(RoleName)) == {r.value for r in Role}
-MAX_EXPIRY_DAYS = 3650
 
 
 class Me(Output):

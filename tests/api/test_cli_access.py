@@ -82,3 +82,9 @@ def test_create_key_takes_a_role_and_scopes(client, argv, words, capsys):
     out = capsys.readouterr().out
     assert words in out, out
     assert code == (1 if "not" in words else 0)
+
+
+@pytest.mark.parametrize("days", ["0", "3651", "99999999999", "abc"])
+def test_an_expiry_out_of_bounds_is_a_usage_error_naming_it(cli, alice, days):
+    code, _, err = cli("create-api-key", "x", "--expires-in-days", days, "--key", _key(alice))
+    assert code == 2 and f"expiry {days if days == 'abc' else int(days)}" in err.replace("'abc'", "abc")
