@@ -21,7 +21,7 @@ import httpx
 from pydantic import ValidationError
 
 from app.client import access, datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
-from app.client.access import days_argument
+from app.client.access import days_argument, scopes_argument
 from app.client.connection import add_connection_arguments
 from app.core.scopes import ALL_SCOPES, Role
 
@@ -133,9 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--role", choices=[r.value for r in Role], help="a new member's role (default: admin)")
     p.add_argument(
         "--scope",
-        action="append",
-        choices=[s.value for s in ALL_SCOPES],
-        help="a scope it holds (repeat for several; default: all its member's role allows)",
+        "--scopes",
+        dest="scope",
+        action="extend",
+        type=scopes_argument,
+        metavar="SCOPE[,SCOPE...]",
+        help=f"scopes it holds, of {', '.join(ALL_SCOPES)} (repeatable; default: all its member's role allows)",
     )
     p.add_argument(
         "--expires-in-days", type=days_argument, metavar="N", help="it stops working N days from now (1-3650)"

@@ -2,7 +2,7 @@
 
 whoami                                                        organisation, member, role, the key's scopes
 keys                                                          your keys (an admin: the organisation's), newest first
-create-api-key NAME [--scope S ...] [--member M] [--expires-in-days N | --expires-at TIME]   prints it, once
+create-api-key NAME [--scope S[,S...] ...] [--member M] [--expires-in-days N | --expires-at TIME]   prints it, once
 revoke-api-key ID                                             revoke a key at once
 members                                                       the organisation's members (admin)
 member-add NAME [--role R]                                    add a member (admin)
@@ -18,7 +18,7 @@ from typing import Any
 from app.client import connection
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, print_items, print_json, when
-from app.core.scopes import ALL_SCOPES, Role, expiry_days
+from app.core.scopes import ALL_SCOPES, Role, expiry_days, parse_scopes
 
 KEY_COLUMNS: list[Column] = [
     ("ID", lambda k: k["id"]),
@@ -113,9 +113,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("name")
     p.add_argument(
         "--scope",
-        action="append",
-        choices=[s.value for s in ALL_SCOPES],
-        help="a scope it holds (repeat for several; default: all of yours its member's role allows)",
+        "--scopes",
+        dest="scope",
+        action="extend",
+        type=scopes_argument,
+        metavar="SCOPE[,SCOPE...]",
+        help=f"scopes it holds, of {', '.join(ALL_SCOPES)} (repeatable; default: all of yours its member's role "
+        "allows)",
     )
     p.add_argument("--member", help="the member it is for (name or id; another than yours needs scope admin)")
     expiry = p.add_mutually_exclusive_group()
@@ -145,5 +149,14 @@ def days_argument(value: str) -> int:
     """argparse's type for --expires-in-days: a refused value is a usage error naming it (exit 2)."""
     try:
         return expiry_days(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def scopes_argument(value: str) -> list[str]:
+    """argparse's type for --scope: one scope or several, comma-separated; an unknown one is a usage error naming
+    it and the scopes there are (exit 2)."""
+    try:
+        return [scope.value for scope in parse_scopes(part.strip() for part in value.split(",") if part.strip())]
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None

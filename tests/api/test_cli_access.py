@@ -45,7 +45,7 @@ def test_create_list_and_revoke_a_key(cli, alice):
 
 def test_a_refused_key_request_names_why(cli, alice):
     code, out, err = cli("create-api-key", "x", "--scope", "root", "--key", _key(alice))
-    assert code == 2 and "invalid choice: 'root'" in err
+    assert code == 2 and "unknown scope 'root': expected some of read, inference, train, models:write, admin" in err
     code, out, err = cli("member-add", "vera", "--role", "viewer", "--key", _key(alice))
     assert code == 0
     code, out, err = cli("create-api-key", "x", "--member", "vera", "--scope", "train", "--key", _key(alice))
@@ -68,6 +68,7 @@ def test_members_and_roles(cli, alice):
         (["--role", "viewer", "--scope", "train"], "whose keys may hold only read: not train"),
         (["--role", "viewer"], "with read;"),
         (["--scope", "read", "--scope", "train"], "with read, train;"),
+        (["--scopes", "train,read"], "with read, train;"),
     ],
 )
 def test_create_key_takes_a_role_and_scopes(client, argv, words, capsys):
