@@ -3,6 +3,7 @@ with scope `admin` does so for every member of its organisation (docs/security.m
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
@@ -14,6 +15,8 @@ from app.db.base import utcnow
 from app.db.keys import Caller, insert_key
 from app.db.tables import ApiKey, Member
 from app.services.errors import Forbidden, InvalidField, NotFound
+
+log = logging.getLogger(__name__)
 
 
 def member_of(session: Session, caller: Caller, name_or_id: str) -> Member:
@@ -77,9 +80,18 @@ def create(
             f"{', '.join(sorted_scopes(caller.scopes)) or 'none'}"
         )
     try:
-        return insert_key(session, member, name, wanted, _expiry(expires_at, expires_in_days))
+        row, clear = insert_key(session, member, name, wanted, _expiry(expires_at, expires_in_days))
     except ValueError as exc:  # beyond the member's role
         raise Forbidden(str(exc)) from exc
+    log.info(
+        "key %s (%s) created for member %s with %s by key %s",
+        row.id,
+        name,
+        member.name,
+        ",".join(row.scopes),
+        caller.id,
+    )
+    return row, clear
 
 
 NEWEST_FIRST = (ApiKey.created_at.desc(), ApiKey.id)
@@ -104,4 +116,5 @@ def revoke(session: Session, caller: Caller, key_id: str) -> ApiKey:
     if row.revoked_at is None:
         row.revoked_at = utcnow()
         session.flush()
+        log.info("key %s revoked by key %s", row.id, caller.id)  # ids: a key's prefix is redacted from logs
     return row

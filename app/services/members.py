@@ -4,6 +4,8 @@ no key changes its own member's role."""
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
@@ -13,12 +15,16 @@ from app.db.members import add_member
 from app.db.tables import Member
 from app.services.errors import Conflict, NotFound
 
+log = logging.getLogger(__name__)
+
 
 def add(session: Session, caller: Caller, name: str, role: Role) -> Member:
     try:
-        return add_member(session, caller.owner_id, name, role)
+        member = add_member(session, caller.owner_id, name, role)
     except ValueError as exc:  # the name is taken
         raise Conflict(str(exc)) from exc
+    log.info("member %s (%s) added by key %s", name, role.value, caller.id)
+    return member
 
 
 def listed(caller: Caller) -> Select[Member]:
@@ -47,6 +53,7 @@ def set_role(session: Session, caller: Caller, member_id: str, role: Role) -> Me
         )
         if admins == 1:
             raise Conflict(f"member {member.name!r} is the organisation's last admin: make another admin first")
+    log.info("member %s: role %s -> %s by key %s", member.name, member.role, role.value, caller.id)
     member.role = role.value
     session.flush()
     return member
