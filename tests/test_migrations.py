@@ -95,7 +95,7 @@ def _insert_owners_and_keys_at_0019(url: str) -> None:
 
 
 def _assert_owners_become_organisations(url: str) -> None:
-    """Fault: an existing database of owners and keys is upgraded past 0020. Pass: each owner has one admin member
+    """Fault: an existing database of owners and keys is upgraded past 0021. Pass: each owner has one admin member
     named after it, every key (the revoked one too) belongs to it with all scopes and no expiry, and downgrading
     keeps the keys."""
     from sqlalchemy import text

@@ -5,8 +5,8 @@ belongs to a member, with the scopes it holds and when it expires. Every existin
 after it, and every existing key (revoked ones too) is attached to that member with all scopes: nothing a key could
 do before is lost.
 
-Revision ID: 0020
-Revises: 0019
+Revision ID: 0021
+Revises: 0020
 Create Date: 2026-11-27 12:00:00.000000
 """
 
@@ -20,8 +20,8 @@ from alembic import op
 import app.db.base
 
 
-revision = '0020'
-down_revision = '0019'
+revision = '0021'
+down_revision = '0020'
 branch_labels = None
 depends_on = None
 
