@@ -1,11 +1,13 @@
 """Command line: `python -m app.cli COMMAND`.
 
-Administration (direct database access): `create-key NAME`, `revoke-key PREFIX_OR_NAME`, `migrate`, `serve`.
+Administration (direct database access): `create-key NAME` (an organisation's first admin key), `revoke-key
+PREFIX_OR_NAME`, `migrate`, `serve`.
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
 `cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`;
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
 `sweep-status [--watch]`, `sweep-cancel`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
-`webhook-test`, `webhook-deliveries`, `webhook-redeliver`; `delete model|dataset|webhook`.
+`webhook-test`, `webhook-deliveries`, `webhook-redeliver`; access `whoami`, `keys`, `create-api-key`, `revoke-api-key`,
+`members`, `member-add`, `member-role`; `delete model|dataset|webhook`.
 Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
 """
 
@@ -18,8 +20,10 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import ValidationError
 
-from app.client import datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
+from app.client import access, datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
+from app.client.access import days_argument, scopes_argument
 from app.client.connection import add_connection_arguments
+from app.core.scopes import ALL_SCOPES, Role
 
 if TYPE_CHECKING:
     from app.core.settings import Settings
@@ -45,14 +49,32 @@ def cmd_migrate(_args: argparse.Namespace) -> None:
 
 
 def cmd_create_key(args: argparse.Namespace) -> None:
+    from datetime import timedelta
+
+    from app.db.base import utcnow
     from app.db.keys import create_key
     from app.db.session import session_scope
 
     _settings_or_exit()
-    with session_scope() as session:
-        row, clear = create_key(session, args.name, args.owner)
-        owner_name = row.owner.name
-    print(f"created key {row.prefix}... named {args.name!r} for owner {owner_name!r}; it is shown only once:")
+    expires_at = None if args.expires_in_days is None else utcnow() + timedelta(days=args.expires_in_days)
+    try:
+        with session_scope() as session:
+            row, clear = create_key(
+                session,
+                args.name,
+                args.owner,
+                member_name=args.member,
+                role=args.role,
+                scopes=args.scope,
+                expires_at=expires_at,
+            )
+            owner_name, member, role, scopes = row.owner.name, row.member.name, row.member.role, row.scopes
+    except ValueError as exc:  # a bad role or scope, scopes beyond the role, a member with another role
+        sys.exit(f"error: {exc}")
+    print(
+        f"created key {row.prefix}... named {args.name!r} for member {member!r} ({role}) of organisation "
+        f"{owner_name!r} with {', '.join(scopes)}; it is shown only once:"
+    )
     print(clear)
 
 
@@ -82,6 +104,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     before = set(sub.choices)
     delete = sub.add_parser("delete", help="delete models, datasets or webhooks (a job is cancelled, not deleted)")
     kinds = delete.add_subparsers(dest="kind", required=True, metavar="{model,dataset,webhook}")
+    access.register(sub)
     datasets.register(sub, kinds)
     jobs.register(sub)
     job_logs.register(sub)
@@ -103,7 +126,23 @@ def main(argv: list[str] | None = None) -> None:
     p.set_defaults(func=cmd_migrate)
     p = sub.add_parser("create-key", help="create an API key; prints it as the last line")
     p.add_argument("name")
-    p.add_argument("--owner", help="owner the key acts for (default: NAME); keys of one owner share objects")
+    p.add_argument(
+        "--owner", help="organisation the key acts for (default: NAME), created if new; its keys share objects"
+    )
+    p.add_argument("--member", help="the member it belongs to (default: named as the organisation), created if new")
+    p.add_argument("--role", choices=[r.value for r in Role], help="a new member's role (default: admin)")
+    p.add_argument(
+        "--scope",
+        "--scopes",
+        dest="scope",
+        action="extend",
+        type=scopes_argument,
+        metavar="SCOPE[,SCOPE...]",
+        help=f"scopes it holds, of {', '.join(ALL_SCOPES)} (repeatable; default: all its member's role allows)",
+    )
+    p.add_argument(
+        "--expires-in-days", type=days_argument, metavar="N", help="it stops working N days from now (1-3650)"
+    )
     p.set_defaults(func=cmd_create_key)
     p = sub.add_parser("revoke-key", help="revoke the active keys with this display prefix (tsk_xxxxxx) or name")
     p.add_argument("key", metavar="PREFIX_OR_NAME")

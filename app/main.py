@@ -20,6 +20,9 @@ from app.api import (
     job_logs,
     job_memory,
     jobs,
+    keys,
+    me,
+    members,
     metrics,
     model_aliases,
     model_imports,
@@ -35,6 +38,7 @@ from app.api.limits import BodySizeLimit
 from app.api.nul_guard import NulGuard
 from app.api.ratelimit import KEYED  # API key required (401), requests per minute per key (429)
 from app.api.request_id import RequestId
+from app.api.scopes import declare_scopes  # every /v1 route declares its scope (403), or the app does not start
 from app.core import logs
 from app.core.settings import get_settings
 from app.services.errors import ServiceError
@@ -56,6 +60,9 @@ def create_app() -> FastAPI:
         exception_handlers={405: method_not_allowed, ServiceError: service_error},
     )
     app.include_router(health.router)
+    app.include_router(me.router, **KEYED)
+    app.include_router(keys.router, **KEYED)
+    app.include_router(members.router, **KEYED)
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
     app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id
@@ -77,6 +84,7 @@ def create_app() -> FastAPI:
     app.include_router(webhooks.router, **KEYED)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
+    declare_scopes(app)
     app.add_middleware(BodySizeLimit)
     app.add_middleware(NulGuard)  # a NUL in the URL: 422 naming the parameter
     app.add_middleware(RequestId)  # before the limits: a refused request still has its id

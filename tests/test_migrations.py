@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from alembic import command
@@ -56,3 +57,85 @@ def test_postgresql_upgrade_matches_models_and_downgrades(fresh_postgres_url):
 def test_revisions_form_a_single_line():
     heads = ScriptDirectory.from_config(_config("sqlite://")).get_heads()
     assert len(heads) == 1, f"several Alembic heads: {heads}"
+
+
+def _insert_owners_and_keys_at_0019(url: str) -> None:
+    """Two owners and three keys (one revoked) as revision 0019 stored them."""
+    from sqlalchemy import text
+
+    command.upgrade(_config(url), "0019")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            for owner_id, name in (("o-1", "alice"), ("o-2", "bob")):
+                connection.execute(
+                    text("INSERT INTO owners (id, name, created_at) VALUES (:id, :name, :at)"),
+                    {"id": owner_id, "name": name, "at": "2026-01-01 00:00:00+00:00"},
+                )
+            for key_id, owner_id, revoked in (
+                ("k-1", "o-1", None),
+                ("k-2", "o-1", "2026-02-01 00:00:00+00:00"),
+                ("k-3", "o-2", None),
+            ):
+                connection.execute(
+                    text(
+                        "INSERT INTO api_keys (id, owner_id, name, prefix, key_hash, created_at, revoked_at) "
+                        "VALUES (:id, :owner, :id, :id, :hash, :at, :revoked)"
+                    ),
+                    {
+                        "id": key_id,
+                        "owner": owner_id,
+                        "hash": key_id * 8,
+                        "at": "2026-01-01 00:00:00+00:00",
+                        "revoked": revoked,
+                    },
+                )
+    finally:
+        engine.dispose()
+
+
+def _assert_owners_become_organisations(url: str) -> None:
+    """Fault: an existing database of owners and keys is upgraded past 0021. Pass: each owner has one admin member
+    named after it, every key (the revoked one too) belongs to it with all scopes and no expiry, and downgrading
+    keeps the keys."""
+    from sqlalchemy import text
+
+    _insert_owners_and_keys_at_0019(url)
+    command.upgrade(_config(url), "head")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            members = connection.execute(text("SELECT id, owner_id, name, role FROM members ORDER BY name")).all()
+            assert [(m.owner_id, m.name, m.role) for m in members] == [
+                ("o-1", "alice", "admin"),
+                ("o-2", "bob", "admin"),
+            ]
+            by_owner = {m.owner_id: m.id for m in members}
+            keys = connection.execute(
+                text("SELECT id, owner_id, member_id, scopes, expires_at, revoked_at FROM api_keys ORDER BY id")
+            ).all()
+            assert [k.id for k in keys] == ["k-1", "k-2", "k-3"]
+            for key in keys:
+                scopes = key.scopes if isinstance(key.scopes, list) else json.loads(key.scopes)
+                assert key.member_id == by_owner[key.owner_id]
+                assert scopes == ["read", "inference", "train", "models:write", "admin"]
+                assert key.expires_at is None
+            assert keys[1].revoked_at is not None
+    finally:
+        engine.dispose()
+    command.downgrade(_config(url), "0019")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT count(*) FROM api_keys")).scalar() == 3
+            assert "members" not in inspect(connection).get_table_names()
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_owners_become_organisations_with_an_admin(tmp_path):
+    _assert_owners_become_organisations(f"sqlite:///{tmp_path / 'service.db'}")
+
+
+def test_postgresql_owners_become_organisations_with_an_admin(fresh_postgres_url):
+    _assert_owners_become_organisations(fresh_postgres_url)

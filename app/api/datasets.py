@@ -8,9 +8,10 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Resp
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import ReadKey, TrainKey
 from app.db.job_rows import ACTIVE_STATES
 from app.db.tables import Dataset, Job
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
@@ -52,7 +53,6 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
     "",
     response_model=DatasetPublic,
     status_code=status.HTTP_201_CREATED,
-    dependencies=[Depends(_known_form_fields)],
     responses={
         400: {"description": "Body is not multipart form data"},
         413: {"description": "Over MAX_DATASET_MB"},
@@ -62,7 +62,8 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
 )
 def upload_dataset(
     session: SessionDep,
-    key: CurrentKey,
+    key: TrainKey,
+    _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
     file: Annotated[
         UploadFile,
         File(description="JSONL {source,target}, TSV source<TAB>target, or text (one sentence a line); gzip allowed"),
@@ -104,16 +105,14 @@ def upload_dataset(
         503: {"description": "Broker down"},
     },
 )
-def register_dataset(
-    body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: CurrentKey
-) -> DatasetPublic:
+def register_dataset(body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: TrainKey) -> DatasetPublic:
     """A dataset read in place from an object-store URI (`s3://bucket/key`, under DATASET_URI_PREFIXES), never
     copied through the API: a worker parses it from there, as after an upload."""
     return DatasetPublic.model_validate(datasets.register_uri(session, settings, key.owner_id, body))
 
 
 @router.get("", response_model=Page[DatasetPublic])
-def list_datasets(session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0) -> Page[DatasetPublic]:
+def list_datasets(session: SessionDep, key: ReadKey, limit: Limit = 50, offset: Offset = 0) -> Page[DatasetPublic]:
     return paginate(
         session,
         select(Dataset).where(Dataset.owner_id == key.owner_id),
@@ -125,7 +124,7 @@ def list_datasets(session: SessionDep, key: CurrentKey, limit: Limit = 50, offse
 
 
 @router.get("/{dataset_id}", response_model=DatasetPublic, responses={404: {"description": "Not found"}})
-def read_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> DatasetPublic:
+def read_dataset(dataset_id: str, session: SessionDep, key: ReadKey) -> DatasetPublic:
     return DatasetPublic.model_validate(_owned(session, dataset_id, key.owner_id))
 
 
@@ -133,7 +132,7 @@ def read_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> Datas
     "/{dataset_id}/report",
     responses={404: {"description": "No such dataset, or no report yet (still processing, or failed)"}},
 )
-def read_report(dataset_id: str, session: SessionDep, key: CurrentKey) -> dict[str, Any]:
+def read_report(dataset_id: str, session: SessionDep, key: ReadKey) -> dict[str, Any]:
     """The data report a worker wrote when it parsed the dataset (docs/data.md). Until then there is none: 404
     saying whether the dataset is still being processed or failed (and why)."""
     dataset = _owned(session, dataset_id, key.owner_id)
@@ -154,7 +153,7 @@ def read_report(dataset_id: str, session: SessionDep, key: CurrentKey) -> dict[s
         422: {"description": "Bad rules, a failed or monolingual dataset"},
     },
 )
-def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, key: CurrentKey) -> DatasetPublic:
+def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, key: TrainKey) -> DatasetPublic:
     """A new dataset of the rows the rules keep (its `parent_id` and `filter_rules` say how it was made): a worker
     writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left."""
     parent = _owned(session, dataset_id, key.owner_id)
@@ -166,7 +165,7 @@ def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, ke
     status_code=status.HTTP_204_NO_CONTENT,
     responses={404: {"description": "Not found"}, 409: {"description": "In use by a job"}},
 )
-def delete_dataset(dataset_id: str, session: SessionDep, key: CurrentKey) -> Response:
+def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> Response:
     dataset = _owned(session, dataset_id, key.owner_id)
     users = session.scalars(
         select(Job.id).where(

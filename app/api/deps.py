@@ -1,4 +1,5 @@
-"""Injected dependencies: a database session per request and the caller's API key."""
+"""Injected dependencies: a database session per request and the caller's API key (authenticated; app/api/scopes.py
+says what it may do)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from app.api import ttl_cache
 from app.core import logs
 from app.core.security import hash_key
 from app.core.settings import Settings, get_settings
+from app.db.base import utcnow
 from app.db.keys import Caller, identify
 from app.db.session import get_sessionmaker
 
@@ -40,7 +42,26 @@ async def current_settings() -> Settings:
 
 SettingsDep = Annotated[Settings, Depends(current_settings)]
 
-_bearer = HTTPBearer(auto_error=False, description="An API key from `python -m app.cli create-key NAME`")
+_bearer = HTTPBearer(
+    auto_error=False,
+    description="An API key (`POST /v1/keys`, or `python -m app.cli create-key NAME` for an organisation's first "
+    "admin). Each operation lists the scope it needs (docs/security.md); an empty list: any valid key.",
+)
+UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
+
+
+def _refuse_inactive(caller: Caller) -> None:
+    """401 naming why a known key no longer works: revoked, or expired (when)."""
+    if caller.revoked_at is not None:
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED, f"API key {caller.prefix}... was revoked", headers=UNAUTHORIZED
+        )
+    if caller.expires_at is not None and caller.expired(utcnow()):
+        raise HTTPException(
+            status.HTTP_401_UNAUTHORIZED,
+            f"API key {caller.prefix}... expired at {caller.expires_at.isoformat()}",
+            headers=UNAUTHORIZED,
+        )
 
 
 async def current_key(
@@ -48,16 +69,19 @@ async def current_key(
     session: SessionDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
-    unauthorized = {"WWW-Authenticate": "Bearer"}
+    """Authentication: the key's caller, or 401 naming why not (missing, invalid, revoked, expired). What the key may
+    do is app/api/scopes.py's question."""
     if credentials is None or credentials.scheme.lower() != "bearer":
-        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer API key", headers=unauthorized)
+        raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing bearer API key", headers=UNAUTHORIZED)
     digest = hash_key(credentials.credentials)
     caller = ttl_cache.callers().get(digest)
     if caller is None:
         caller = await run_in_threadpool(identify, session, credentials.credentials)
         if caller is None:
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid or revoked API key", headers=unauthorized)
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "invalid API key", headers=UNAUTHORIZED)
+        _refuse_inactive(caller)  # only active callers are remembered
         ttl_cache.callers().put(digest, caller)
+    _refuse_inactive(caller)  # a remembered key may have expired since
     # async, so the ids are bound in the request's own context: its later lines (and the access line) carry them
     path = request.path_params
     logs.bind(owner_id=caller.owner_id, job_id=path.get("job_id"), model_id=path.get("model_id"))

@@ -10,7 +10,8 @@ from typing import Any, Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
+from app.api.scopes import ReadKey
 from app.schemas.anatomy import Anatomy
 from app.schemas.common import Input
 from app.schemas.jobs import ModelSpec
@@ -41,7 +42,7 @@ class EstimateResponse(Anatomy):
     response_model=EstimateResponse,
     responses={400: {"description": "Body is not UTF-8 JSON"}, 422: {"description": "Invalid model config"}},
 )
-def estimate(body: EstimateRequest, session: SessionDep, settings: SettingsDep, _key: CurrentKey) -> EstimateResponse:
+def estimate(body: EstimateRequest, session: SessionDep, settings: SettingsDep, _key: ReadKey) -> EstimateResponse:
     config = resolve_model_config(body.model)
     limits = memory_limits(session, settings, body.accelerator)
     precision = body.precision or (limits[-1].default_precision if limits else "bf16")

@@ -8,10 +8,11 @@ from fastapi import APIRouter, HTTPException, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found
 from app.api.models import owned_model
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import ReadKey, TrainKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
 from app.db.tables import Evaluation
@@ -67,7 +68,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     responses=RESPONSES,
 )
 def create_evaluation(
-    model_id: str, body: EvaluationCreate, session: SessionDep, settings: SettingsDep, key: CurrentKey
+    model_id: str, body: EvaluationCreate, session: SessionDep, settings: SettingsDep, key: TrainKey
 ) -> EvaluationPublic:
     """Translate the dataset's sources with the model and score them against its targets (sacrebleu BLEU, chrF,
     chrF++); an inference worker does it in the background: poll the evaluation for progress and scores."""
@@ -86,7 +87,7 @@ def create_evaluation(
 
 @router.get("/{model_id}/evaluations", response_model=Page[EvaluationPublic], responses={404: RESPONSES[404]})
 def list_evaluations(
-    model_id: str, session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0
+    model_id: str, session: SessionDep, key: ReadKey, limit: Limit = 50, offset: Offset = 0
 ) -> Page[EvaluationPublic]:
     model = owned_model(session, model_id, key.owner_id)
     return paginate(
@@ -100,7 +101,7 @@ def list_evaluations(
 
 
 @router.get("/{model_id}/evaluations/{evaluation_id}", response_model=EvaluationPublic, responses={404: RESPONSES[404]})
-def read_evaluation(model_id: str, evaluation_id: str, session: SessionDep, key: CurrentKey) -> EvaluationPublic:
+def read_evaluation(model_id: str, evaluation_id: str, session: SessionDep, key: ReadKey) -> EvaluationPublic:
     return public(owned_evaluation(session, model_id, evaluation_id, key.owner_id))
 
 
@@ -114,7 +115,7 @@ def read_evaluation(model_id: str, evaluation_id: str, session: SessionDep, key:
         503: {"description": "Artifact store unavailable"},
     },
 )
-def read_hypotheses(model_id: str, evaluation_id: str, session: SessionDep, key: CurrentKey) -> Response:
+def read_hypotheses(model_id: str, evaluation_id: str, session: SessionDep, key: ReadKey) -> Response:
     evaluation = owned_evaluation(session, model_id, evaluation_id, key.owner_id)
     if evaluation.status != task_rows.SUCCEEDED or evaluation.hypotheses_key is None:
         raise HTTPException(

@@ -12,8 +12,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, status
 from fastapi.responses import FileResponse, JSONResponse, Response
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.models import owned_model
+from app.api.scopes import ReadKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import EXPORT
 from app.services import inference_client
@@ -36,7 +37,7 @@ def export_model(
     model_id: str,
     session: SessionDep,
     settings: SettingsDep,
-    key: CurrentKey,
+    key: ReadKey,
     fmt: Annotated[ExportFormat, Query(alias="format", description="native, huggingface or ctranslate2")] = "native",
     quantization: Annotated[
         Ct2Quantization | None, Query(description="ctranslate2 only: e.g. int8; none keeps float32")

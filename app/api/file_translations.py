@@ -12,10 +12,11 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Resp
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found, unprocessable
 from app.api.models import owned_model
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import InferenceKey, ReadKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
 from app.db.base import new_id
@@ -68,7 +69,6 @@ async def _known_form_fields(request: Request) -> None:
     "/{model_id}/translations",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=FileTranslationPublic,
-    dependencies=[Depends(_known_form_fields)],
     responses={
         400: {"description": "Body is not multipart form data"},
         404: {"description": "Not found"},
@@ -81,7 +81,8 @@ def translate_file(
     model_id: str,
     session: SessionDep,
     settings: SettingsDep,
-    key: CurrentKey,
+    key: InferenceKey,
+    _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
     file: Annotated[UploadFile, File(description="UTF-8 text, one segment a line")],
     beam_size: Annotated[int, Form(ge=1)] = 4,
     language: Annotated[
@@ -144,7 +145,7 @@ def translate_file(
 
 @router.get("/{model_id}/translations", response_model=Page[FileTranslationPublic], responses={404: {}})
 def list_translations(
-    model_id: str, session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0
+    model_id: str, session: SessionDep, key: ReadKey, limit: Limit = 50, offset: Offset = 0
 ) -> Page[FileTranslationPublic]:
     model = owned_model(session, model_id, key.owner_id)
     query = select(FileTranslation).where(FileTranslation.model_id == model.id)
@@ -152,7 +153,7 @@ def list_translations(
 
 
 @router.get("/{model_id}/translations/{translation_id}", response_model=FileTranslationPublic, responses={404: {}})
-def read_translation(model_id: str, translation_id: str, session: SessionDep, key: CurrentKey) -> FileTranslationPublic:
+def read_translation(model_id: str, translation_id: str, session: SessionDep, key: ReadKey) -> FileTranslationPublic:
     return public(owned_translation(session, model_id, translation_id, key.owner_id))
 
 
@@ -166,7 +167,7 @@ def read_translation(model_id: str, translation_id: str, session: SessionDep, ke
         503: {"description": "Artifact store unavailable"},
     },
 )
-def read_result(model_id: str, translation_id: str, session: SessionDep, key: CurrentKey) -> Response:
+def read_result(model_id: str, translation_id: str, session: SessionDep, key: ReadKey) -> Response:
     row = owned_translation(session, model_id, translation_id, key.owner_id)
     if row.status != task_rows.SUCCEEDED or row.result_key is None:
         raise HTTPException(status.HTTP_409_CONFLICT, f"translation {translation_id} is {row.status}, not succeeded")

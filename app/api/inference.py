@@ -9,9 +9,10 @@ from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
 from app.api import ttl_cache
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found, unprocessable
 from app.api.models import owned_model
+from app.api.scopes import InferenceKey, ReadKey
 from app.api.ttl_cache import ModelFacts
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
@@ -81,7 +82,7 @@ def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
 
 @router.post("/{model_id}/translate", response_model=TranslateResponse, responses=BODY_ERRORS)
 def translate(
-    model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
+    model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep, key: InferenceKey
 ) -> TranslateResponse:
     model_id = served_model(session, model_id, key.owner_id, "translate", "translation").id
     _check_texts(settings, body.texts, "texts")
@@ -113,7 +114,7 @@ def translate(
 
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)
 def fill_mask(
-    model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
+    model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep, key: InferenceKey
 ) -> FillMaskResponse:
     model_id = served_model(session, model_id, key.owner_id, "fill-mask", "denoising").id
     _check_texts(settings, [body.text], "text")
@@ -128,7 +129,7 @@ def fill_mask(
 
 @router.post("/{model_id}/attention", response_model=AttentionResponse, responses=BODY_ERRORS)
 def attention(
-    model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep, key: CurrentKey
+    model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep, key: InferenceKey
 ) -> AttentionResponse:
     model_id = served_model(session, model_id, key.owner_id).id
     _check_texts(settings, [body.text], "text")
@@ -144,7 +145,7 @@ def neighbors(
     model_id: str,
     session: SessionDep,
     settings: SettingsDep,
-    key: CurrentKey,
+    key: InferenceKey,
     token: Annotated[str, Query(min_length=1, max_length=100)],
     k: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> NeighborsResponse:
@@ -155,7 +156,7 @@ def neighbors(
 
 
 @router.get("/{model_id}/geometry", response_model=GeometryResponse, responses=ERRORS)
-def geometry(model_id: str, session: SessionDep, settings: SettingsDep, key: CurrentKey) -> GeometryResponse:
+def geometry(model_id: str, session: SessionDep, settings: SettingsDep, key: InferenceKey) -> GeometryResponse:
     """Are W_Q and W_K the embedding? Their shapes and storage, whether the embedding is tied to the output
     projection, and per layer how much the input directions each projection amplifies most overlap the
     embedding's principal directions (cosines of principal angles; `random_baseline` is chance)."""
@@ -169,7 +170,7 @@ def geometry(model_id: str, session: SessionDep, settings: SettingsDep, key: Cur
 def anatomy(
     model_id: str,
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     tokens_per_batch: Annotated[int | None, Query(ge=1, le=10_000_000)] = None,
     precision: Annotated[Literal["fp32", "bf16"] | None, Query()] = None,
 ) -> AnatomyResponse:

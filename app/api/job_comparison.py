@@ -9,9 +9,10 @@ from typing import Annotated, cast
 from fastapi import APIRouter, Query
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
 from app.api.errors import bad_query
 from app.api.jobs import NOT_FOUND, owned_job
+from app.api.scopes import ReadKey
 from app.db import metric_rows
 from app.db.tables import Job
 from app.schemas.jobs import ComparedJob, ComparedSeries, JobComparison, JobStatus, Objective
@@ -57,7 +58,7 @@ def compared_job(session: Session, job: Job, max_points: int) -> ComparedJob:
 )
 def compare_jobs(
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     ids: Annotated[str, Query(description="2 to 10 comma-separated ids of the caller's jobs")],
     max_points: Annotated[
         int, Query(ge=2, le=20000, description="each series averaged into at most this many buckets")

@@ -6,9 +6,10 @@ from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, status
 
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
 from app.api.jobs import NOT_FOUND, owned_job
 from app.api.models import owned_model
+from app.api.scopes import ReadKey
 from app.db import dynamics_rows
 from app.db.tables import JobDynamics
 from app.schemas.dynamics import DynamicsGroup, DynamicsKind, DynamicsPublic, EmbeddingsPublic
@@ -29,7 +30,7 @@ def evenly(n: int, k: int) -> list[int]:
 def read_dynamics(
     job_id: str,
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     kind: Annotated[DynamicsKind, Query(description="weights (per matrix and layer) or attention (per head)")] = (
         "weights"
     ),
@@ -82,7 +83,7 @@ def _embeddings(job_id: str, rows: list[JobDynamics]) -> EmbeddingsPublic:
 def read_embeddings(
     job_id: str,
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     max_records: Annotated[int, Query(ge=1, le=1000, description="checkpoints spread evenly over training")] = 50,
 ) -> EmbeddingsPublic:
     """At each checkpoint: a 2-D map (PCA) of the most frequent tokens' embeddings and the nearest neighbours of
@@ -94,7 +95,7 @@ def read_embeddings(
 
 
 @router.get("/v1/models/{model_id}/embeddings", response_model=EmbeddingsPublic, responses=NOT_FOUND, tags=["models"])
-def read_model_embeddings(model_id: str, session: SessionDep, key: CurrentKey) -> EmbeddingsPublic:
+def read_model_embeddings(model_id: str, session: SessionDep, key: ReadKey) -> EmbeddingsPublic:
     """The last embeddings record of the job that trained the model (its final checkpoint). A model imported
     rather than trained here has none: 404 saying so."""
     model = owned_model(session, model_id, key.owner_id)

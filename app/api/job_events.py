@@ -12,8 +12,9 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
 from app.api.jobs import NOT_FOUND, owned_job, progress_of
+from app.api.scopes import ReadKey
 from app.db.job_rows import TERMINAL_STATES
 from app.db.session import get_sessionmaker
 from app.db.tables import Job, Metric, TrainedModel
@@ -53,7 +54,7 @@ def job_events(
     job_id: str,
     request: Request,
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Server-Sent Events: `progress` when the job changes, `metric` for each new point, `end` when it is over."""

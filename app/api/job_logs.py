@@ -6,8 +6,9 @@ from typing import Annotated, cast
 
 from fastapi import APIRouter, Query
 
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
 from app.api.errors import not_found
+from app.api.scopes import ReadKey
 from app.db import log_rows
 from app.db.tables import Job
 from app.schemas.job_logs import JobLogLine, JobLogPublic, LogLevel
@@ -20,7 +21,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 def read_job_logs(
     job_id: str,
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     after: Annotated[int, Query(ge=0, le=2**31 - 1, description="only lines with a greater seq")] = 0,
     limit: Annotated[int, Query(ge=1, le=log_rows.MAX_LINES)] = 500,
     level: Annotated[LogLevel, Query(description="the lowest level shown")] = "info",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
 from app.api.jobs import NOT_FOUND, owned_job
+from app.api.scopes import ReadKey
 from app.db import memory_rows
 from app.schemas.memory import JobMemoryPublic
 
@@ -13,7 +14,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
 
 @router.get("/{job_id}/memory", response_model=JobMemoryPublic, responses=NOT_FOUND)
-def read_memory(job_id: str, session: SessionDep, key: CurrentKey) -> JobMemoryPublic:
+def read_memory(job_id: str, session: SessionDep, key: ReadKey) -> JobMemoryPublic:
     """Peak memory of one update on the job's first batch by kind (weights, gradients, Adam moments, saved
     activations by component, temporary buffers), model/probes/anatomy.py's estimate for the job's settings (as
     POST /v1/estimate gives it) and for the measured batch, and where they differ. A job the worker has not measured

@@ -11,9 +11,10 @@ from fastapi import APIRouter, BackgroundTasks, Header, Query, Response, status
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import bad_query, conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import ReadKey, TrainKey
 from app.core.settings import get_settings
 from app.db import metric_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
@@ -178,7 +179,7 @@ def create_job(
     body: JobCreate,
     session: SessionDep,
     settings: SettingsDep,
-    key: CurrentKey,
+    key: TrainKey,
     response: Response,
     background: BackgroundTasks,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
@@ -194,7 +195,7 @@ def create_job(
 @router.get("", response_model=Page[JobPublic])
 def list_jobs(
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
     objective: Objective | None = None,
     tag: Annotated[list[Tag] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
@@ -222,7 +223,7 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
-def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
+def read_job(job_id: str, session: SessionDep, key: ReadKey) -> JobPublic:
     return job_public(session, owned_job(session, job_id, key.owner_id))
 
 
@@ -231,7 +232,7 @@ def read_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
     response_model=JobPublic,
     responses={**NOT_FOUND, 400: {"description": "Body is not UTF-8 JSON"}, 422: {"description": "Invalid label"}},
 )
-def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: CurrentKey) -> JobPublic:
+def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: TrainKey) -> JobPublic:
     """Change a job's name, tags or note, whatever its status: only the fields given change. `add_tags` and
     `remove_tags` change the tags the job has when the request runs (the row is locked meanwhile, so two clients
     tagging the same job at once both see their change kept); `tags` replaces the list and goes with neither."""
@@ -266,7 +267,7 @@ def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: CurrentKe
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, 409: {"description": "Job already finished"}},
 )
-def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
+def cancel_job(job_id: str, session: SessionDep, key: TrainKey) -> JobPublic:
     job = owned_job(session, job_id, key.owner_id)
     if job.status in TERMINAL_STATES:
         raise conflict(f"job {job_id} is already {job.status}")
@@ -280,7 +281,7 @@ def cancel_job(job_id: str, session: SessionDep, key: CurrentKey) -> JobPublic:
 def read_metrics(
     job_id: str,
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     names: Annotated[str | None, Query(description="comma-separated series names")] = None,
     since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     until_step: Annotated[
@@ -308,7 +309,7 @@ def read_metrics(
 
 
 @router.get("/{job_id}/checkpoints", response_model=list[CheckpointPublic], responses=NOT_FOUND)
-def list_checkpoints(job_id: str, session: SessionDep, key: CurrentKey) -> list[CheckpointPublic]:
+def list_checkpoints(job_id: str, session: SessionDep, key: ReadKey) -> list[CheckpointPublic]:
     owned_job(session, job_id, key.owner_id)
     rows = session.scalars(select(JobCheckpoint).where(JobCheckpoint.job_id == job_id).order_by(JobCheckpoint.step))
     return [CheckpointPublic.model_validate(c) for c in rows]

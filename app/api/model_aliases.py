@@ -10,9 +10,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import ModelsWriteKey, ReadKey
 from app.db.tables import ModelAlias, ModelAliasEvent, TrainedModel
 from app.schemas.common import Page
 from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, AliasToVersion, check_alias
@@ -53,13 +54,13 @@ def _public(row: ModelAlias, version: int | None) -> AliasPublic:
 
 
 @router.get("/{name}/aliases", response_model=list[AliasPublic], responses=NOT_FOUND)
-def list_aliases(name: str, session: SessionDep, key: CurrentKey) -> list[AliasPublic]:
+def list_aliases(name: str, session: SessionDep, key: ReadKey) -> list[AliasPublic]:
     _owned_name(session, name, key.owner_id)
     return [_public(row, version) for row, version in registry.aliases_of(session, key.owner_id, name)]
 
 
 @router.get("/{name}/aliases/{alias}", response_model=AliasPublic, responses=NOT_FOUND)
-def read_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) -> AliasPublic:
+def read_alias(name: str, alias: str, session: SessionDep, key: ReadKey) -> AliasPublic:
     row = _owned_alias(session, name, alias, key.owner_id)
     return _public(row, session.scalar(select(TrainedModel.version).where(TrainedModel.id == row.model_id)))
 
@@ -74,7 +75,7 @@ def read_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) -> A
         422: {"description": "Invalid alias, or a version or model that is not one of this name's"},
     },
 )
-def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: CurrentKey) -> AliasPublic:
+def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: ModelsWriteKey) -> AliasPublic:
     """Point `name@alias` at one version of the name (`{"version": N}` or `{"model_id": "..."}`, not both), creating the
     alias or moving it; requests through `name@alias` reach the new version from the next one on."""
     _owned_name(session, name, key.owner_id)
@@ -99,7 +100,7 @@ def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: C
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
-def delete_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) -> Response:
+def delete_alias(name: str, alias: str, session: SessionDep, key: ModelsWriteKey) -> Response:
     registry.remove_alias(session, key, _owned_alias(session, name, alias, key.owner_id))
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
@@ -107,7 +108,7 @@ def delete_alias(name: str, alias: str, session: SessionDep, key: CurrentKey) ->
 
 @router.get("/{name}/aliases/{alias}/history", response_model=Page[AliasEventPublic], responses=NOT_FOUND)
 def alias_history(
-    name: str, alias: str, session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0
+    name: str, alias: str, session: SessionDep, key: ReadKey, limit: Limit = 50, offset: Offset = 0
 ) -> Page[AliasEventPublic]:
     """Every move of `name@alias`, newest first, the alias's current state or not (a removed alias keeps it)."""
     _owned_name(session, name, key.owner_id)

@@ -15,9 +15,10 @@ from typing import Annotated, Any, BinaryIO
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile, status
 from fastapi.responses import JSONResponse
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import unprocessable
 from app.api.models import owned_model
+from app.api.scopes import ModelsWriteKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import IMPORT
 from app.db.base import new_id
@@ -49,7 +50,6 @@ async def _only_the_file(request: Request) -> None:
 @router.post(
     "/import",
     status_code=status.HTTP_201_CREATED,
-    dependencies=[Depends(_only_the_file)],
     response_model=ModelPublic,
     responses={
         202: {"description": "Still being imported: GET the Location shortly"},
@@ -63,7 +63,8 @@ async def _only_the_file(request: Request) -> None:
 def import_model(
     session: SessionDep,
     settings: SettingsDep,
-    key: CurrentKey,
+    key: ModelsWriteKey,
+    _form: Annotated[None, Depends(_only_the_file)],  # after the key: a refused key learns nothing of the form
     file: Annotated[UploadFile, File(description="a .tar.gz from GET /v1/models/{id}/export?format=native")],
 ) -> Any:
     # The body, bounded by the BodySizeLimit middleware (MAX_DATASET_MB), was spooled to a temporary file by the

@@ -11,9 +11,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from app.api import ttl_cache
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
 from app.api.errors import conflict, not_found
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import ModelsWriteKey, ReadKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.db.tables import ModelTag, TrainedModel
 from app.schemas.common import Page
@@ -41,7 +42,7 @@ def owned_model(session: Session, model_id: str, owner_id: str) -> TrainedModel:
 @router.get("", response_model=Page[ModelPublic])
 def list_models(
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     name: Annotated[
         str | None, Query(pattern=f"^{model_refs.NAME_PATTERN.pattern}$", description="versions of this name only")
     ] = None,
@@ -72,7 +73,7 @@ def list_models(
 
 
 @router.get("/{model_id}", response_model=ModelPublic, responses=NOT_FOUND)
-def read_model(model_id: str, session: SessionDep, key: CurrentKey) -> ModelPublic:
+def read_model(model_id: str, session: SessionDep, key: ReadKey) -> ModelPublic:
     return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))
 
 
@@ -86,7 +87,7 @@ def read_model(model_id: str, session: SessionDep, key: CurrentKey) -> ModelPubl
         422: {"description": "Invalid name, tag, description or language"},
     },
 )
-def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: CurrentKey) -> ModelPublic:
+def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: ModelsWriteKey) -> ModelPublic:
     """Change a model's name, tags, description or languages: only the fields given change. A new `name` makes
     the model that name's next version (1, 2, ...); renaming removes the aliases of its old name that pointed at
     it (recorded in their history); `null` unregisters it."""
@@ -112,7 +113,7 @@ def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: Cur
     status_code=status.HTTP_204_NO_CONTENT,
     responses={**NOT_FOUND, 503: {"description": "Artifact store unavailable"}},
 )
-def delete_model(model_id: str, session: SessionDep, key: CurrentKey) -> Response:
+def delete_model(model_id: str, session: SessionDep, key: ModelsWriteKey) -> Response:
     """The files go first, then the row: a store that cannot be reached leaves the model whole (503, retry), and a
     retry after a failed commit finds the files already gone, which is fine. Aliases pointing at it go with it,
     each recorded in its history."""

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, status
 
-from app.api.deps import CurrentKey, SessionDep
+from app.api.deps import SessionDep
+from app.api.scopes import ReadKey
 from app.core.task_names import PING
 from app.db.tables import Ping
-from app.schemas.service import Me, PingCreate, PingPublic
+from app.schemas.service import PingCreate, PingPublic
 from app.services.queueing import send
 
 router = APIRouter(prefix="/v1", tags=["service"])
@@ -27,18 +28,13 @@ def _public(ping: Ping) -> PingPublic:
     )
 
 
-@router.get("/me", response_model=Me)
-def read_me(key: CurrentKey) -> Me:
-    return Me(owner=key.owner_name, key_name=key.name, key_prefix=key.prefix)
-
-
 @router.post(
     "/pings",
     response_model=PingPublic,
     status_code=status.HTTP_202_ACCEPTED,
     responses={400: {"description": "Body is not UTF-8 JSON"}, 503: {"description": "Broker unavailable"}},
 )
-def create_ping(body: PingCreate, session: SessionDep, key: CurrentKey) -> PingPublic:
+def create_ping(body: PingCreate, session: SessionDep, key: ReadKey) -> PingPublic:
     ping = Ping(owner_id=key.owner_id, queue=body.queue)
     session.add(ping)
     session.commit()  # enqueue after commit, never before
@@ -56,7 +52,7 @@ def create_ping(body: PingCreate, session: SessionDep, key: CurrentKey) -> PingP
 
 
 @router.get("/pings/{ping_id}", response_model=PingPublic, responses={404: {"description": "Not found"}})
-def read_ping(ping_id: str, session: SessionDep, key: CurrentKey) -> PingPublic:
+def read_ping(ping_id: str, session: SessionDep, key: ReadKey) -> PingPublic:
     ping = session.get(Ping, ping_id)
     if ping is None or ping.owner_id != key.owner_id:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"ping {ping_id} not found")

@@ -15,14 +15,14 @@ import time
 from functools import lru_cache
 from typing import Any
 
-from fastapi import Depends, HTTPException, status
+from fastapi import HTTPException, status
 from limits import RateLimitItem, RateLimitItemPerMinute
 from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 from starlette.concurrency import run_in_threadpool
 
-from app.api.deps import CurrentKey, SettingsDep
 from app.core.settings import Settings
+from app.db.keys import Caller
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,8 @@ SKIP_AFTER_FAILURE = 5.0  # seconds the limiter stays out of the way after its s
 WARN_EVERY = 30.0
 
 KEY_RESPONSES = {
-    401: {"description": "Missing, invalid or revoked API key"},
+    401: {"description": "Missing, invalid, revoked or expired API key"},
+    403: {"description": "The key lacks the scope the operation needs (its `x-required-scope`)"},
     429: {
         "description": "Over RATE_LIMIT_PER_MINUTE (or, for POST /v1/jobs, MAX_ACTIVE_JOBS_PER_KEY); see Retry-After",
         "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
@@ -94,8 +95,9 @@ def limiter_for(url: str) -> _Limiter:
     return _Limiter(url)
 
 
-async def rate_limit(key: CurrentKey, settings: SettingsDep) -> None:
-    """A dependency of every authenticated route: 429 + Retry-After over RATE_LIMIT_PER_MINUTE for this key."""
+async def count_request(key: Caller, settings: Settings) -> None:
+    """Every authenticated request counts (app/api/scopes.py authorize): 429 + Retry-After over
+    RATE_LIMIT_PER_MINUTE for this key."""
     per_minute = settings.rate_limit_per_minute
     if per_minute <= 0:
         return
@@ -112,5 +114,5 @@ async def rate_limit(key: CurrentKey, settings: SettingsDep) -> None:
         )
 
 
-# include_router(router, **KEYED): every route of the router needs a key (401) and counts against its rate (429).
-KEYED: dict[str, Any] = {"dependencies": [Depends(rate_limit)], "responses": KEY_RESPONSES}
+# include_router(router, **KEYED): the answers of a route that needs a key (each declares its scope, app/api/scopes.py).
+KEYED: dict[str, Any] = {"responses": KEY_RESPONSES}

@@ -10,10 +10,11 @@ from fastapi import APIRouter, BackgroundTasks, Header, Query, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import conflict, not_found
 from app.api.jobs import dispatch
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import ReadKey, TrainKey
 from app.db.job_rows import ACTIVE_STATES, request_cancel
 from app.db.tables import Job, Sweep
 from app.schemas.common import Page
@@ -48,7 +49,7 @@ def create_sweep(
     body: SweepCreate,
     session: SessionDep,
     settings: SettingsDep,
-    key: CurrentKey,
+    key: TrainKey,
     response: Response,
     background: BackgroundTasks,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
@@ -69,7 +70,7 @@ def create_sweep(
 @router.get("", response_model=Page[SweepPublic])
 def list_sweeps(
     session: SessionDep,
-    key: CurrentKey,
+    key: ReadKey,
     status_filter: Annotated[SweepStatus | None, Query(alias="status")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
@@ -83,7 +84,7 @@ def list_sweeps(
 
 
 @router.get("/{sweep_id}", response_model=SweepPublic, responses=NOT_FOUND)
-def read_sweep(sweep_id: str, session: SessionDep, key: CurrentKey) -> SweepPublic:
+def read_sweep(sweep_id: str, session: SessionDep, key: ReadKey) -> SweepPublic:
     return public(session, owned_sweep(session, sweep_id, key.owner_id))
 
 
@@ -93,7 +94,7 @@ def read_sweep(sweep_id: str, session: SessionDep, key: CurrentKey) -> SweepPubl
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, 409: {"description": "Sweep already finished"}},
 )
-def cancel_sweep(sweep_id: str, session: SessionDep, settings: SettingsDep, key: CurrentKey) -> SweepPublic:
+def cancel_sweep(sweep_id: str, session: SessionDep, settings: SettingsDep, key: TrainKey) -> SweepPublic:
     """No further trial starts; queued trials are cancelled at once, running ones at their next lease renewal.
     The sweep is `cancelled` once none runs; its best trial so far is shown but not registered."""
     owned_sweep(session, sweep_id, key.owner_id)

@@ -1,11 +1,13 @@
-"""What the last few seconds of requests already read from the database: who a key belongs to, whose a model is.
+"""What the last few seconds of requests already read from the database: who a key belongs to (its member's role and
+its scopes), whose a model is.
 
 Every authenticated request would otherwise query the key, and every inference request the model as well,
 before it does any work: on a translate request that is half the API's own CPU. Both facts change rarely
 (a key is revoked, a model deleted), so each API process keeps what it read for AUTH_CACHE_SECONDS (0: off):
 
-- a revoked key, or a deleted model, stops working at once in the API process that deleted it and within
-  AUTH_CACHE_SECONDS in the others (the bound the README gives under API keys);
+- a revoked key, a member's lowered role, or a deleted model, takes effect at once in the API process that made the
+  change (its route forgets the entries) and within AUTH_CACHE_SECONDS in the others (docs/security.md); a key's
+  expiry is checked on every request, remembered or not;
 - only successes are kept: an unknown key or model is looked up every time, so a new key works at once;
 - keys are kept by their SHA-256, never in clear;
 - models are kept by id only: a `name@alias` reference is resolved on every request (app/services/model_refs.py) and

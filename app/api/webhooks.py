@@ -9,9 +9,10 @@ from fastapi import APIRouter, Query, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.api.deps import CurrentKey, SessionDep, SettingsDep
+from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found
 from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import AdminKey
 from app.db.webhook_tables import WebhookDelivery, WebhookEndpoint
 from app.schemas.common import Page
 from app.schemas.webhooks import (
@@ -68,9 +69,7 @@ def delivery_public(delivery: WebhookDelivery) -> DeliveryPublic:
 
 
 @router.post("", response_model=WebhookWithSecret, status_code=status.HTTP_201_CREATED, responses=REFUSED)
-def create_webhook(
-    body: WebhookCreate, session: SessionDep, settings: SettingsDep, key: CurrentKey
-) -> WebhookWithSecret:
+def create_webhook(body: WebhookCreate, session: SessionDep, settings: SettingsDep, key: AdminKey) -> WebhookWithSecret:
     """Register an endpoint for the events listed. The answer holds its signing secret, which is never shown again
     (`rotate-secret` makes a new one)."""
     endpoint, secret = webhook_endpoints.create(session, settings, key.owner_id, body)
@@ -78,19 +77,19 @@ def create_webhook(
 
 
 @router.get("", response_model=Page[WebhookPublic])
-def list_webhooks(session: SessionDep, key: CurrentKey, limit: Limit = 50, offset: Offset = 0) -> Page[WebhookPublic]:
+def list_webhooks(session: SessionDep, key: AdminKey, limit: Limit = 50, offset: Offset = 0) -> Page[WebhookPublic]:
     query = select(WebhookEndpoint).where(WebhookEndpoint.owner_id == key.owner_id)
     return paginate(session, query, (WebhookEndpoint.created_at.desc(), WebhookEndpoint.id), limit, offset, public)
 
 
 @router.get("/{webhook_id}", response_model=WebhookPublic, responses=NOT_FOUND)
-def read_webhook(webhook_id: str, session: SessionDep, key: CurrentKey) -> WebhookPublic:
+def read_webhook(webhook_id: str, session: SessionDep, key: AdminKey) -> WebhookPublic:
     return public(owned_endpoint(session, webhook_id, key.owner_id))
 
 
 @router.patch("/{webhook_id}", response_model=WebhookPublic, responses={**NOT_FOUND, **REFUSED})
 def update_webhook(
-    webhook_id: str, body: WebhookUpdate, session: SessionDep, settings: SettingsDep, key: CurrentKey
+    webhook_id: str, body: WebhookUpdate, session: SessionDep, settings: SettingsDep, key: AdminKey
 ) -> WebhookPublic:
     """Change the URL, the events, `enabled` or the description: only the fields given change. A disabled endpoint
     gets no new deliveries, and those still due when it was disabled fail at their next attempt."""
@@ -99,7 +98,7 @@ def update_webhook(
 
 
 @router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
-def delete_webhook(webhook_id: str, session: SessionDep, key: CurrentKey) -> Response:
+def delete_webhook(webhook_id: str, session: SessionDep, key: AdminKey) -> Response:
     """The endpoint and its deliveries (one being attempted ends, unrecorded)."""
     session.delete(owned_endpoint(session, webhook_id, key.owner_id))
     session.commit()
@@ -107,7 +106,7 @@ def delete_webhook(webhook_id: str, session: SessionDep, key: CurrentKey) -> Res
 
 
 @router.post("/{webhook_id}/rotate-secret", response_model=WebhookWithSecret, responses=NOT_FOUND)
-def rotate_secret(webhook_id: str, session: SessionDep, key: CurrentKey) -> WebhookWithSecret:
+def rotate_secret(webhook_id: str, session: SessionDep, key: AdminKey) -> WebhookWithSecret:
     """A new signing secret, shown once. For 24 hours deliveries carry a signature by the previous secret too."""
     endpoint = owned_endpoint(session, webhook_id, key.owner_id)
     secret = webhook_endpoints.rotate_secret(session, endpoint)
@@ -120,7 +119,7 @@ def rotate_secret(webhook_id: str, session: SessionDep, key: CurrentKey) -> Webh
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, **DISABLED},
 )
-def send_test_event(webhook_id: str, session: SessionDep, key: CurrentKey) -> DeliveryPublic:
+def send_test_event(webhook_id: str, session: SessionDep, key: AdminKey) -> DeliveryPublic:
     """Send a `webhook.test` event to this endpoint (a delivery like any other, retried alike)."""
     endpoint = owned_endpoint(session, webhook_id, key.owner_id)
     delivery_id = webhook_endpoints.send_test(session, endpoint)
@@ -133,7 +132,7 @@ def send_test_event(webhook_id: str, session: SessionDep, key: CurrentKey) -> De
 def list_deliveries(
     webhook_id: str,
     session: SessionDep,
-    key: CurrentKey,
+    key: AdminKey,
     status_filter: Annotated[DeliveryStatus | None, Query(alias="status")] = None,
     event_type: Annotated[str | None, Query(max_length=50)] = None,
     limit: Limit = 50,
@@ -151,7 +150,7 @@ def list_deliveries(
 
 
 @router.get("/{webhook_id}/deliveries/{delivery_id}", response_model=DeliveryPublic, responses=NOT_FOUND)
-def read_delivery(webhook_id: str, delivery_id: str, session: SessionDep, key: CurrentKey) -> DeliveryPublic:
+def read_delivery(webhook_id: str, delivery_id: str, session: SessionDep, key: AdminKey) -> DeliveryPublic:
     return delivery_public(owned_delivery(session, webhook_id, delivery_id, key.owner_id))
 
 
@@ -169,7 +168,7 @@ def owned_delivery(session: Session, webhook_id: str, delivery_id: str, owner_id
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, 409: {"description": "The endpoint is disabled, or an attempt is being made now"}},
 )
-def redeliver(webhook_id: str, delivery_id: str, session: SessionDep, key: CurrentKey) -> DeliveryPublic:
+def redeliver(webhook_id: str, delivery_id: str, session: SessionDep, key: AdminKey) -> DeliveryPublic:
     """A new attempt now, with the same webhook-id. A delivery that had ended (succeeded or failed) gets this one
     attempt more; one still retrying keeps its schedule from here."""
     delivery = owned_delivery(session, webhook_id, delivery_id, key.owner_id)

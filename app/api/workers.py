@@ -5,6 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from app.api.deps import SessionDep, SettingsDep
+from app.api.scopes import requires
+from app.core.scopes import Scope
 from app.db.tables import Worker
 from app.db.worker_rows import live_workers
 from app.schemas.service import WorkerList, WorkerPublic
@@ -25,7 +27,7 @@ def worker_public(w: Worker) -> WorkerPublic:
     )
 
 
-@router.get("", response_model=WorkerList)
+@router.get("", response_model=WorkerList, dependencies=[requires(Scope.READ)])
 def list_workers(session: SessionDep, settings: SettingsDep) -> WorkerList:
     """Workers whose heartbeat was seen in the last three periods: queues, device kind and name, memory."""
     return WorkerList(workers=[worker_public(w) for w in live_workers(session, settings.worker_heartbeat_seconds)])

@@ -2,6 +2,7 @@
 // card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks),
 // the jobs list.
 
+import { applyScopes, clearMe, getMe, limitsNote, pageNeeds, scopeChips, setMe, watchScopes, whoText } from "./access.js";
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
 import { renderDataset } from "./dataset.js";
@@ -20,6 +21,7 @@ import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar
 const view = document.getElementById("view");
 const nav = document.getElementById("nav");
 const banner = document.getElementById("banner");
+const access = document.getElementById("access");
 let cleanup = null;
 
 export function showBanner(message) {
@@ -37,7 +39,8 @@ function renderSignIn(container, message) {
   const form = h("form", { class: "card signin", "aria-labelledby": "signin-title" },
     h("h1", { id: "signin-title" }, "Sign in"),
     h("p", { class: "muted" }, "Use an API key from ", h("code", {}, "python -m app.cli create-key NAME"),
-      " (or var/local-api-key). It is kept in this tab's session storage only."),
+      ", ", h("code", {}, "create-api-key"), " (or var/local-api-key). It is kept in this tab's session storage only. ",
+      "The pages then show what the key may do: actions its scopes do not allow are hidden or disabled."),
     field("API key", input), status, button);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
@@ -47,7 +50,7 @@ function renderSignIn(container, message) {
     try {
       const me = await api("/v1/me", { key });
       setKey(key);
-      sessionStorage.setItem("transformer.owner", me.owner);
+      setMe(me);
       route();
     } catch (err) {
       status.append(errorBox(`Sign-in failed: ${err.message}`));
@@ -186,9 +189,16 @@ function route() {
   showBanner("");
   if (!getKey()) { cleanup = renderSignIn(view); return; }
   nav.hidden = false;
-  document.getElementById("whoami").textContent = sessionStorage.getItem("transformer.owner") || "";
+  showAccess();
   const hash = location.hash || "#/jobs";
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", hash.startsWith(a.getAttribute("href")));
+  const needs = pageNeeds(hash);
+  if (needs) {
+    clear(view, h("h1", {}, "Not with this key"), h("p", { id: "page-needs-scope" },
+      `This page needs scope ${needs}; this key has ${getMe().scopes.join(", ") || "none"}. `,
+      h("a", { href: "#/jobs" }, "Back to the jobs.")));
+    return;
+  }
   for (const [pattern, render] of ROUTES) {
     const m = hash.match(pattern);
     if (m) {
@@ -200,15 +210,40 @@ function route() {
   clear(view, h("h1", {}, "Not found"), h("p", {}, "No such page. ", h("a", { href: "#/jobs" }, "Back to the jobs.")));
 }
 
+/** Who is signed in and what the key may do, in the topbar and a line under it; the controls it may not use off. */
+function showAccess() {
+  const me = getMe();
+  const who = document.getElementById("whoami");
+  if (!me) { who.textContent = ""; access.replaceChildren(); access.hidden = true; return; }
+  who.replaceChildren(whoText(me), " ", scopeChips(me));
+  const note = limitsNote(me);
+  access.replaceChildren(...(note ? [note] : []));
+  access.hidden = !note;
+  applyScopes(document.body);
+}
+
+async function refreshMe() {
+  // A role changed since sign-in shows at the next page load; the API enforces it at once either way.
+  if (!getKey()) return;
+  try {
+    setMe(await api("/v1/me"));
+    showAccess();
+  } catch { /* a refused key signs out through api-unauthorized */ }
+}
+
+watchScopes(document.body);
 window.addEventListener("hashchange", route);
 window.addEventListener("api-unauthorized", () => {
   clearKey();
   if (cleanup) { cleanup(); cleanup = null; }
-  renderSignIn(view, "Your API key was refused (invalid or revoked). Sign in again.");
+  clearMe();
+  showAccess();
+  renderSignIn(view, "Your API key was refused (invalid, revoked or expired). Sign in again.");
 });
 document.getElementById("signout").addEventListener("click", () => {
   clearKey();
-  sessionStorage.removeItem("transformer.owner");
+  clearMe();
   route();
 });
 route();
+refreshMe();

@@ -12,7 +12,8 @@ from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
 
 
 class Owner(Base):
-    """Whoever owns objects: every dataset, job and model belongs to one owner."""
+    """An organisation: every dataset, job and model belongs to one. Its people are members, whose keys act for it;
+    the table and the `owner_id` columns keep their first name (docs/security.md)."""
 
     __tablename__ = "owners"
 
@@ -21,10 +22,27 @@ class Owner(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
     keys: Mapped[list[ApiKey]] = relationship(back_populates="owner")
+    members: Mapped[list[Member]] = relationship(back_populates="owner")
+
+
+class Member(Base):
+    """A person or robot of an organisation; its role (app/core/scopes.py) caps the scopes of its keys."""
+
+    __tablename__ = "members"
+    __table_args__ = (UniqueConstraint("owner_id", "name"),)
+
+    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
+    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(100))
+    role: Mapped[str] = mapped_column(String(20))  # viewer | member | admin
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+    owner: Mapped[Owner] = relationship(back_populates="members")
 
 
 class ApiKey(Base):
-    """An API key, stored as its SHA-256 only (keys are 256-bit random, so a fast hash is enough)."""
+    """An API key, stored as its SHA-256 only (keys are 256-bit random, so a fast hash is enough). It acts for its
+    member's organisation with its scopes, as far as the member's role allows, until it expires or is revoked."""
 
     __tablename__ = "api_keys"
 
@@ -36,8 +54,12 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    member_id: Mapped[str] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"), index=True)
+    scopes: Mapped[list[str]] = mapped_column(JSON)  # app/core/scopes.py Scope values
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     owner: Mapped[Owner] = relationship(back_populates="keys")
+    member: Mapped[Member] = relationship()
 
 
 class Ping(Base):

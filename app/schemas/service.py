@@ -1,4 +1,4 @@
-"""Schemas of the service routes: health, identity, ping."""
+"""Schemas of the service routes: health, workers, ping."""
 
 from __future__ import annotations
 
@@ -33,12 +33,6 @@ class Health(Output):
     database: ComponentHealth
     broker: ComponentHealth
     workers: list[WorkerPublic]
-
-
-class Me(Output):
-    owner: str
-    key_name: str
-    key_prefix: str
 
 
 class PingCreate(Input):

@@ -40,6 +40,24 @@ class InvalidField(ServiceError):
         self.field, self.message = field, message
 
 
+class Forbidden(ServiceError):
+    """403: the caller's key may not do this (a scope it lacks, a member it does not act for); the detail says why."""
+
+    status = 403
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
+class NotFound(ServiceError):
+    """404 that reveals nothing about whether the object exists in another organisation."""
+
+    status = 404
+
+    def __init__(self, kind: str, object_id: str) -> None:
+        super().__init__(f"{kind} {object_id} not found")
+
+
 class Conflict(ServiceError):
     """409: the request contradicts what is stored (an Idempotency-Key reused for another body)."""
 

@@ -553,7 +553,7 @@ def test_wrong_key_shows_a_sign_in_error(page):
     page.sign_in("not-a-real-key")
     error = page.page.locator("#signin-error .error")
     error.wait_for()
-    assert "invalid or revoked API key" in error.inner_text()
+    assert "invalid API key" in error.inner_text()
     assert page.page.get_by_label("API key").is_visible()
     page.screenshot("signin-error")
 

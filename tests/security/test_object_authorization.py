@@ -29,6 +29,7 @@ SAMPLE_BODIES = {
     ("PUT", "/v1/models/{name}/aliases/{alias}"): {"version": 1},
     ("PATCH", "/v1/webhooks/{webhook_id}"): {"events": ["job.failed"], "enabled": False},
     ("POST", "/v1/datasets/{dataset_id}/filter"): {"rules": {"deduplicate": True}},
+    ("PATCH", "/v1/members/{member_id}"): {"role": "viewer"},
 }
 # Routes that take a multipart upload: their sample files (a dataset upload has its own tests below).
 SAMPLE_FILES = {("POST", "/v1/models/{model_id}/translations"): {"file": ("pears.txt", b"one pear\n")}}
@@ -135,6 +136,12 @@ def alice_objects(pg_client):
         },
     )
     assert sweep.status_code == 201, sweep.text
+    robot = pg_client.post("/v1/members", headers=alice, json={"name": "alice-robot", "role": "member"})
+    assert robot.status_code == 201, robot.text
+    robot_key = pg_client.post(
+        "/v1/keys", headers=alice, json={"name": "alice-robot-key", "member": "alice-robot", "scopes": ["read"]}
+    )
+    assert robot_key.status_code == 201, robot_key.text
     ids = {
         "name": "alice-secret-name",
         "alias": "alice-secret-alias",
@@ -147,6 +154,8 @@ def alice_objects(pg_client):
         "sweep_id": sweep.json()["id"],
         "webhook_id": webhook.json()["id"],
         "delivery_id": delivery.json()["id"],
+        "key_id": robot_key.json()["id"],
+        "member_id": robot.json()["id"],
     }
     secrets = [
         *ids.values(),
@@ -166,6 +175,8 @@ def alice_objects(pg_client):
         "alice-hook",
         webhook.json()["secret"],
         delivery.json()["message_id"],
+        "alice-robot",
+        robot_key.json()["prefix"],
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
 
@@ -263,6 +274,8 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
             "model": {"preset": "tiny", "vocab_size": 500},
         },
         ("POST", "/v1/pings"): {"queue": "inference"},
+        ("POST", "/v1/keys"): {"name": "ci"},
+        ("POST", "/v1/members"): {"name": "carol"},
         ("POST", "/v1/estimate"): {"model": {"preset": "tiny", "vocab_size": 500}},
         ("POST", "/v1/webhooks"): {"url": "https://93.184.215.14/in", "events": ["job.failed"]},
         ("POST", "/v1/datasets/register"): {"name": "wmt", "kind": "parallel", "uri": "s3://corpora/wmt.tsv"},

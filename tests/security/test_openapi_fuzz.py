@@ -25,7 +25,7 @@ CORPUS = "".join(json.dumps({"source": f"{n} apples", "target": f"{n} Äpfel"}) 
 
 
 def _fuzz_objects(url: str, key: str, database_url: str) -> dict[str, str]:
-    """A dataset, a queued job with a checkpoint and metrics, and a ping, all of the fuzzing key."""
+    """A dataset, a queued job with a checkpoint and metrics, a ping and a spare key, all of the fuzzing key."""
     http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
     dataset = http.post(
         "/v1/datasets", data={"name": "fuzz", "kind": "parallel"}, files={"file": ("corpus.jsonl", CORPUS.encode())}
@@ -43,8 +43,10 @@ def _fuzz_objects(url: str, key: str, database_url: str) -> dict[str, str]:
     assert job.status_code == 201, job.text
     ping = http.post("/v1/pings", json={"queue": "training"})
     assert ping.status_code == 202, ping.text
+    spare = http.post("/v1/keys", json={"name": "spare"})  # the one key the fuzzing may revoke
+    assert spare.status_code == 201, spare.text
     insert_job_outputs(database_url, job.json()["id"], f"jobs/{job.json()['id']}/step-00000010")
-    return {"FUZZ_JOB_ID": job.json()["id"], "FUZZ_PING_ID": ping.json()["id"]}
+    return {"FUZZ_JOB_ID": job.json()["id"], "FUZZ_PING_ID": ping.json()["id"], "FUZZ_SPARE_KEY_ID": spare.json()["id"]}
 
 
 def test_openapi_fuzzing_finds_no_server_error_and_no_schema_violation(api_stack, tmp_path):

@@ -1,0 +1,67 @@
+"""API keys: create one (its secret shown once), list them, revoke one. Any valid key manages its own member's keys
+within its own scopes; scope admin extends that to every member of the organisation (app/services/api_keys.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, status
+from sqlalchemy.orm import Session
+
+from app.api import ttl_cache
+from app.api.deps import SessionDep
+from app.api.pagination import Limit, Offset, paginate
+from app.api.scopes import AnyKey
+from app.core.scopes import parse_scopes
+from app.db.tables import ApiKey, Member
+from app.schemas.access import KeyCreate, KeyPublic, KeyWithSecret
+from app.schemas.common import Page
+from app.services import api_keys
+
+router = APIRouter(prefix="/v1/keys", tags=["access"])
+REFUSED: dict[int | str, dict[str, Any]] = {
+    403: {"description": "Scopes beyond the caller's own or the member's role, or another member without admin"},
+    422: {"description": "An unknown scope or member, no scope, an expiry in the past or without a timezone"},
+}
+
+
+def public(session: Session, row: ApiKey) -> KeyPublic:
+    member = session.get(Member, row.member_id)
+    return KeyPublic(
+        id=row.id,
+        prefix=row.prefix,
+        name=row.name,
+        scopes=parse_scopes(row.scopes),
+        member=member.name if member else "",
+        member_id=row.member_id,
+        created_at=row.created_at,
+        last_used_at=row.last_used_at,
+        expires_at=row.expires_at,
+        revoked_at=row.revoked_at,
+    )
+
+
+@router.post("", response_model=KeyWithSecret, status_code=status.HTTP_201_CREATED, responses=REFUSED)
+def create_key(body: KeyCreate, session: SessionDep, key: AnyKey) -> KeyWithSecret:
+    """A new key; `key` in the answer is its secret, shown this once and never again."""
+    row, clear = api_keys.create(
+        session, key, body.name, body.scopes, body.member, body.expires_at, body.expires_in_days
+    )
+    session.commit()
+    return KeyWithSecret(**public(session, row).model_dump(), key=clear)
+
+
+@router.get("", response_model=Page[KeyPublic])
+def list_keys(session: SessionDep, key: AnyKey, limit: Limit = 50, offset: Offset = 0) -> Page[KeyPublic]:
+    """The organisation's keys for a key with scope admin, else the keys of the caller's member; newest first."""
+    query = api_keys.visible(key)
+    return paginate(session, query, api_keys.NEWEST_FIRST, limit, offset, lambda row: public(session, row))
+
+
+@router.delete("/{key_id}", response_model=KeyPublic, responses={404: {"description": "Not found"}})
+def revoke_key(key_id: str, session: SessionDep, key: AnyKey) -> KeyPublic:
+    """Revoke a key at once in this API process, and within AUTH_CACHE_SECONDS in the others."""
+    row = api_keys.revoke(session, key, key_id)
+    session.commit()
+    ttl_cache.callers().forget(row.key_hash)
+    return public(session, row)

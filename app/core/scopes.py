@@ -1,0 +1,81 @@
+"""What a key may do: the scopes it holds, capped by its member's role (docs/security.md).
+
+A role caps scopes: viewer ⊆ {read}, member ⊆ {read, inference, train, models:write}, admin holds them all. A key's
+effective scopes are the ones it was given that its member's role still allows, computed at each request, so that
+lowering a member's role takes effect on the keys it already has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class Scope(StrEnum):
+    READ = "read"  # every GET: datasets, jobs, metrics, models, evaluations, results, workers
+    INFERENCE = "inference"  # run a model: translate, fill masks, attention, file translations, embedding probes
+    TRAIN = "train"  # datasets, jobs, sweeps, evaluations: what makes or measures models
+    MODELS_WRITE = "models:write"  # the registry: import, rename, tag, delete models, move aliases
+    ADMIN = "admin"  # the organisation: members, other members' keys, webhooks
+
+
+class Role(StrEnum):
+    VIEWER = "viewer"
+    MEMBER = "member"
+    ADMIN = "admin"
+
+
+ALL_SCOPES: tuple[Scope, ...] = tuple(Scope)
+MAX_EXPIRY_DAYS = 3650  # a key's lifetime, when it has one: ten years at most
+ROLE_SCOPES: dict[Role, frozenset[Scope]] = {
+    Role.VIEWER: frozenset({Scope.READ}),
+    Role.MEMBER: frozenset({Scope.READ, Scope.INFERENCE, Scope.TRAIN, Scope.MODELS_WRITE}),
+    Role.ADMIN: frozenset(ALL_SCOPES),
+}
+
+
+def parse_role(value: str) -> Role:
+    """The role named `value`; ValueError naming it and the roles there are otherwise."""
+    try:
+        return Role(value)
+    except ValueError:
+        raise ValueError(f"unknown role {value!r}: expected one of {', '.join(Role)}") from None
+
+
+def parse_scopes(values: Iterable[str]) -> list[Scope]:
+    """`values` as scopes, in the order of ALL_SCOPES, without repeats; ValueError naming an unknown one."""
+    wanted = set()
+    for value in values:
+        try:
+            wanted.add(Scope(value))
+        except ValueError:
+            raise ValueError(f"unknown scope {value!r}: expected some of {', '.join(ALL_SCOPES)}") from None
+    return [scope for scope in ALL_SCOPES if scope in wanted]
+
+
+def beyond_role(role: Role, scopes: Iterable[Scope]) -> list[Scope]:
+    """The scopes of `scopes` that `role` does not allow (none: the role allows them all)."""
+    allowed = ROLE_SCOPES[role]
+    return [scope for scope in scopes if scope not in allowed]
+
+
+def effective(role: Role, scopes: Iterable[Scope]) -> frozenset[Scope]:
+    """What a key holding `scopes` may do while its member has `role`."""
+    return frozenset(scopes) & ROLE_SCOPES[role]
+
+
+def expiry_days(value: str) -> int:
+    """A key's lifetime in days as typed on a command line: 1 to MAX_EXPIRY_DAYS; ValueError naming the value."""
+    try:
+        days = int(value)
+    except ValueError:
+        raise ValueError(f"expiry {value!r} is not a whole number of days") from None
+    if not 1 <= days <= MAX_EXPIRY_DAYS:
+        raise ValueError(f"expiry {days} days is outside 1-{MAX_EXPIRY_DAYS}")
+    return days
+
+
+def sorted_scopes(scopes: Iterable[Scope]) -> list[str]:
+    """Scopes as strings in the order of ALL_SCOPES (how answers and messages list them)."""
+    held = set(scopes)
+    return [scope.value for scope in ALL_SCOPES if scope in held]

@@ -1,0 +1,120 @@
+"""API keys over the API: a key creates keys within what it may do itself, lists and revokes its member's keys; a key
+with scope `admin` does so for every member of its organisation (docs/security.md)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from app.core.scopes import ROLE_SCOPES, Scope, parse_role, parse_scopes, sorted_scopes
+from app.db.base import utcnow
+from app.db.keys import Caller, insert_key
+from app.db.tables import ApiKey, Member
+from app.services.errors import Forbidden, InvalidField, NotFound
+
+log = logging.getLogger(__name__)
+
+
+def member_of(session: Session, caller: Caller, name_or_id: str) -> Member:
+    """The member of the caller's organisation with this name or id; 422 naming it if there is none."""
+    member = session.scalar(
+        select(Member).where(
+            Member.owner_id == caller.owner_id, (Member.name == name_or_id) | (Member.id == name_or_id)
+        )
+    )
+    if member is None:
+        raise InvalidField("member", f"no member named {name_or_id!r} in organisation {caller.owner_name!r}")
+    return member
+
+
+def _acting_for(session: Session, caller: Caller, name_or_id: str | None) -> Member:
+    """The member a new key is for: the caller's own, or (scope admin) another of its organisation."""
+    if name_or_id is None:
+        member = session.get(Member, caller.member_id)
+        assert member is not None, caller  # ON DELETE CASCADE: a key's member outlives it
+        return member
+    member = member_of(session, caller, name_or_id)
+    if member.id != caller.member_id and Scope.ADMIN not in caller.scopes:
+        raise Forbidden(
+            f"API key {caller.prefix}... lacks scope 'admin', which a key for another member ({member.name!r}) "
+            f"needs; its scopes: {', '.join(sorted_scopes(caller.scopes)) or 'none'}"
+        )
+    return member
+
+
+def _expiry(expires_at: datetime | None, expires_in_days: int | None) -> datetime | None:
+    if expires_in_days is not None:
+        return utcnow() + timedelta(days=expires_in_days)
+    if expires_at is not None and expires_at <= utcnow():
+        raise InvalidField("expires_at", f"expires_at {expires_at.isoformat()} is in the past")
+    return expires_at
+
+
+def create(
+    session: Session,
+    caller: Caller,
+    name: str,
+    scopes: Sequence[str] | None,
+    member_name: str | None = None,
+    expires_at: datetime | None = None,
+    expires_in_days: int | None = None,
+) -> tuple[ApiKey, str]:
+    """A new key (row, clear key). Its scopes (default: all the caller may use that the member's role allows) must be
+    ones the caller holds itself (no key makes a stronger one) and that the member's role allows: 403 naming them."""
+    member = _acting_for(session, caller, member_name)
+    role_allows = ROLE_SCOPES[parse_role(member.role)]
+    if scopes is None:
+        wanted = [scope for scope in parse_scopes(caller.scopes) if scope in role_allows]
+    else:
+        wanted = parse_scopes(scopes)
+    if not wanted:
+        raise InvalidField("scopes", "a key needs at least one scope")
+    stronger = [scope.value for scope in wanted if scope not in caller.scopes]
+    if stronger:
+        raise Forbidden(
+            f"API key {caller.prefix}... cannot give scopes it lacks itself: {', '.join(stronger)}; its scopes: "
+            f"{', '.join(sorted_scopes(caller.scopes)) or 'none'}"
+        )
+    try:
+        row, clear = insert_key(session, member, name, wanted, _expiry(expires_at, expires_in_days))
+    except ValueError as exc:  # beyond the member's role
+        raise Forbidden(str(exc)) from exc
+    log.info(
+        "key %s (%s) created for member %s with %s by key %s",
+        row.id,
+        name,
+        member.name,
+        ",".join(row.scopes),
+        caller.id,
+    )
+    return row, clear
+
+
+NEWEST_FIRST = (ApiKey.created_at.desc(), ApiKey.id)
+
+
+def visible(caller: Caller) -> Select[ApiKey]:
+    """The keys the caller may see: its organisation's with scope admin, else its member's (order: NEWEST_FIRST)."""
+    query = select(ApiKey).where(ApiKey.owner_id == caller.owner_id)
+    if Scope.ADMIN not in caller.scopes:
+        query = query.where(ApiKey.member_id == caller.member_id)
+    return query
+
+
+def revoke(session: Session, caller: Caller, key_id: str) -> ApiKey:
+    """Revoke a key the caller may see (404 for any other, as for an unknown one); revoking twice keeps the first
+    time. The caller's own key may revoke itself."""
+    row = session.get(ApiKey, key_id)
+    if row is None or row.owner_id != caller.owner_id:
+        raise NotFound("API key", key_id)
+    if row.member_id != caller.member_id and Scope.ADMIN not in caller.scopes:
+        raise NotFound("API key", key_id)
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        session.flush()
+        log.info("key %s revoked by key %s", row.id, caller.id)  # ids: a key's prefix is redacted from logs
+    return row

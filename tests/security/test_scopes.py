@@ -1,0 +1,135 @@
+"""Scopes: every /v1 route declares the one it needs, OpenAPI shows it, and the authorization matrix holds.
+
+The matrix is generated from `app.routes`: every /v1 route is called by a key holding a single scope (one key per
+scope) and by a key holding them all. A route declaring scope S answers 403 naming S to every key without it, and
+anything but 403 to every key with it. Path parameters are ids that exist nowhere and bodies are left out, so the
+calls that pass the scope check stop at 404 or 422: the point is the authorization layer, not the routes' work.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fastapi import APIRouter, FastAPI
+
+from app.api.scopes import ANY_KEY, declare_scopes, required_scope
+from app.core.scopes import ALL_SCOPES, Scope
+from tests.security.conftest import bearer
+from tests.security.test_object_authorization import v1_routes
+
+NOWHERE = "00000000-0000-0000-0000-000000000000"
+KEY_SETS = {scope.value: [scope.value] for scope in ALL_SCOPES} | {"all": [s.value for s in ALL_SCOPES]}
+
+
+@pytest.fixture
+def pg_env() -> dict[str, str]:
+    return {"RATE_LIMIT_PER_MINUTE": "0"}  # the matrix calls every route with one key
+
+
+def _key(owner: str, scopes: list[str]) -> dict[str, str]:
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        _row, clear = create_key(session, f"{owner}-{'-'.join(scopes)}", owner, scopes=scopes)
+    return {"Authorization": f"Bearer {clear}"}
+
+
+def test_every_v1_route_declares_exactly_one_scope():
+    from app.main import app
+
+    routes = v1_routes(app)
+    assert len(routes) > 60
+    declared = {(method, path): required_scope(route, path) for method, path, route in routes}
+    assert set(declared.values()) <= {*(s.value for s in ALL_SCOPES), ANY_KEY}
+    # The routes any valid key may call are few, and each is about the key itself.
+    assert {k for k, v in declared.items() if v == ANY_KEY} == {
+        ("GET", "/v1/me"),
+        ("GET", "/v1/keys"),
+        ("POST", "/v1/keys"),
+        ("DELETE", "/v1/keys/{key_id}"),
+    }
+    # Reading needs `read`, but for the organisation's settings (admin) and what runs a model (inference).
+    not_read = {k: v for k, v in declared.items() if k[0] == "GET" and v not in ("read", ANY_KEY)}
+    assert {path for _method, path in not_read if not path.startswith(("/v1/members", "/v1/webhooks"))} == {
+        "/v1/models/{model_id}/neighbors",
+        "/v1/models/{model_id}/geometry",
+    }
+
+
+def test_an_app_with_an_undeclared_v1_route_does_not_start():
+    router = APIRouter(prefix="/v1")
+
+    @router.get("/forgotten")
+    def forgotten() -> dict[str, str]:
+        return {}
+
+    app = FastAPI()
+    app.include_router(router)
+    with pytest.raises(ValueError, match=r"GET /v1/forgotten \(forgotten\) declares 0 scopes"):
+        declare_scopes(app)
+
+
+def test_openapi_shows_each_routes_scope(pg_client):
+    paths = pg_client.get("/openapi.json").json()["paths"]
+    operations = [(p, m, op) for p, ops in paths.items() if p.startswith("/v1/") for m, op in ops.items()]
+    assert operations
+    for path, method, operation in operations:
+        scope = operation["x-required-scope"]
+        assert operation["security"] == [{"HTTPBearer": [] if scope == ANY_KEY else [scope]}], (method, path)
+        assert operation["description"].startswith("Required scope:"), (method, path)
+    assert paths["/v1/jobs"]["post"]["x-required-scope"] == "train"
+    assert paths["/v1/models/{model_id}/translate"]["post"]["x-required-scope"] == "inference"
+    assert paths["/v1/models/{model_id}"]["delete"]["x-required-scope"] == "models:write"
+    assert paths["/v1/members"]["get"]["x-required-scope"] == "admin"
+
+
+@pytest.mark.parametrize("held", sorted(KEY_SETS))
+def test_authorization_matrix(pg_client, held):
+    """Fault: a key holding only `held` (or every scope) calls every /v1 route. Pass: 403 naming the route's scope
+    exactly where the key lacks it."""
+    headers = _key("acme", KEY_SETS[held])
+    wrong = []
+    for method, path, route in v1_routes(pg_client.app):
+        needed = required_scope(route, path)
+        url = re.sub(r"\{\w+\}", NOWHERE, path)
+        response = pg_client.request(method, url, headers=headers)
+        allowed = needed == ANY_KEY or needed in KEY_SETS[held]
+        if allowed and response.status_code == 403:
+            wrong.append(f"{method} {path} refused {held}: {response.text}")
+        elif not allowed:
+            detail = response.json().get("detail", "") if response.status_code == 403 else ""
+            if f"lacks scope {needed!r}, which {method} {url} needs; its scopes: {held}" not in str(detail):
+                wrong.append(f"{method} {path} ({needed}) answered {response.status_code} {response.text}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_refusal_names_the_scope_and_the_keys_scopes(pg_client):
+    headers = _key("acme", ["read", "inference"])
+    response = pg_client.post("/v1/jobs", headers=headers, json={})
+    assert response.status_code == 403
+    prefix = headers["Authorization"].removeprefix("Bearer ")[:10]
+    assert response.json() == {
+        "detail": f"API key {prefix}... lacks scope 'train', which POST /v1/jobs needs; its scopes: read, inference"
+    }
+
+
+def test_scopes_are_checked_before_the_body(pg_client):
+    """A key without the scope learns nothing about what the route would accept."""
+    response = pg_client.post("/v1/models/import", headers=_key("acme", ["read"]), files={"nope": ("x", b"x")})
+    assert response.status_code == 403 and "models:write" in response.text
+
+
+def test_a_key_with_every_scope_is_the_default(pg_client):
+    me = pg_client.get("/v1/me", headers=bearer("alice")).json()
+    assert me["scopes"] == me["key_scopes"] == [s.value for s in ALL_SCOPES]
+    assert (me["organisation"], me["member"], me["role"]) == ("alice", "alice", "admin")
+
+
+def test_role_scopes_are_a_chain():
+    from app.core.scopes import ROLE_SCOPES, Role
+
+    assert ROLE_SCOPES[Role.VIEWER] == {Scope.READ}
+    assert ROLE_SCOPES[Role.VIEWER] < ROLE_SCOPES[Role.MEMBER] < ROLE_SCOPES[Role.ADMIN] == set(ALL_SCOPES)
+    assert Scope.ADMIN not in ROLE_SCOPES[Role.MEMBER]
