@@ -84,11 +84,11 @@ def read_model(model_id: str, session: SessionDep, key: ReadKey) -> ModelPublic:
         **NOT_FOUND,
         400: {"description": "Body is not UTF-8 JSON"},
         409: {"description": "The name was being registered by another request at the same moment: try again"},
-        422: {"description": "Invalid name, tag, description or language"},
+        422: {"description": "Invalid name, tag, description, language or licence"},
     },
 )
 def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: ModelsWriteKey) -> ModelPublic:
-    """Change a model's name, tags, description or languages: only the fields given change. A new `name` makes
+    """Change a model's name, tags, description, languages or licence: only the fields given change. A new `name` makes
     the model that name's next version (1, 2, ...); renaming removes the aliases of its old name that pointed at
     it (recorded in their history); `null` unregisters it."""
     model = owned_model(session, model_id, key.owner_id)
@@ -98,7 +98,7 @@ def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: Mod
             registry.register(session, key, model, body.name)
         if "tags" in given:
             registry.set_tags(session, model, body.tags or [])
-        for field in ("description", "source_language", "target_language"):
+        for field in ("description", "source_language", "target_language", "license"):
             if field in given:
                 setattr(model, field, getattr(body, field))
         session.commit()

@@ -229,9 +229,19 @@ function downloadPanel(modelId) {
     });
     return button;
   });
+  const card = h("pre", { id: "model-card", class: "scroll-x" }, "Loading…");
+  const cardBox = h("details", { id: "model-card-box" }, h("summary", {}, "Model card (README.md in every archive)"), card);
+  cardBox.addEventListener("toggle", async () => {
+    if (!cardBox.open) return;
+    try {
+      card.textContent = await api(`/v1/models/${modelId}/card`, { headers: { Accept: "text/markdown" } });
+    } catch (err) {
+      card.replaceChildren(errorBox(err.message));
+    }
+  });
   return h("section", { class: "card", id: "downloads" }, h("h2", {}, "Download"),
     h("p", { class: "muted" }, "A .tar.gz holding one folder: this service's own format, a Hugging Face MarianMTModel, or CTranslate2 (int8)."),
-    h("div", { class: "inline" }, buttons), out);
+    h("div", { class: "inline" }, buttons), out, cardBox);
 }
 
 export function renderModel(container, modelId) {

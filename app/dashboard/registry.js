@@ -1,4 +1,4 @@
-// A model in the registry: its name@version, tags, description and languages (PATCH /v1/models/{id}), the
+// A model in the registry: its name@version, tags, description, languages and licence (PATCH /v1/models/{id}), the
 // aliases of its name pointing at it (PUT /v1/models/{name}/aliases/{alias}), and every move of the name's aliases
 // (GET /v1/models/{name}/aliases/{alias}/history). Shown on the model page.
 
@@ -83,11 +83,14 @@ export function registryCard(m, onSaved) {
   const source = h("input", { id: "model-source-language", value: m.source_language ?? "", placeholder: "en", size: 6 });
   const target = h("input", { id: "model-target-language", value: m.target_language ?? "", placeholder: "de", size: 6 });
   const description = h("textarea", { id: "model-description", rows: 2, maxlength: 10000 }, m.description ?? "");
+  const license = h("input", { id: "model-license", value: m.license ?? "", placeholder: "apache-2.0", size: 12,
+    pattern: "[A-Za-z0-9][A-Za-z0-9.+\\-]{0,63}", title: "an SPDX licence identifier (apache-2.0, mit, cc-by-4.0) or other" });
   const save = h("button", { type: "submit", id: "save-registry" }, "Save");
   const status = h("div", { "aria-live": "polite", id: "registry-status" });
   const form = h("form", { class: "labels" },
     h("div", { class: "inline" },
-      field("Name", name, "a new name makes this its next version"), field("From", source), field("To", target)),
+      field("Name", name, "a new name makes this its next version"), field("From", source), field("To", target),
+      field("Licence", license, "said by the model card of its downloads")),
     field("Tags", tags, "comma-separated"), field("Description", description),
     h("div", { class: "inline" }, save, status));
   form.addEventListener("submit", async (e) => {
@@ -100,6 +103,7 @@ export function registryCard(m, onSaved) {
         json: {
           name: name.value.trim() || null, tags: parseTags(tags.value), description: description.value.trim() || null,
           source_language: source.value.trim() || null, target_language: target.value.trim() || null,
+          license: license.value.trim() || null,
         },
       });
       onSaved?.(saved);

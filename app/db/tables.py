@@ -321,6 +321,7 @@ class TrainedModel(Base):
     # What it translates from and to, as its owner says (the rows it was trained on carry no language).
     source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
     target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    license: Mapped[str | None] = mapped_column(String(64), nullable=True)  # as its owner says: an SPDX id, "other"
 
     job: Mapped[Job] = relationship()
     tag_rows: Mapped[list[ModelTag]] = relationship(

@@ -30,6 +30,14 @@ def check_alias(alias: str) -> str:
 
 RegisteredName = Annotated[str, AfterValidator(check_name)]
 Description = Annotated[str, Field(max_length=10_000)]
+# An SPDX licence identifier as the Hugging Face Hub takes them in lowercase (apache-2.0, mit, cc-by-4.0), or "other".
+License = Annotated[
+    str,
+    Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9.+-]{0,63}$",
+        description="an SPDX licence identifier, e.g. apache-2.0, mit, cc-by-4.0, or other",
+    ),
+]
 
 
 class ModelUpdate(Input):
@@ -41,6 +49,7 @@ class ModelUpdate(Input):
     description: Description | None = None
     source_language: Language | None = None
     target_language: Language | None = None
+    license: License | None = None
 
 
 class ModelPublic(Output):
@@ -52,6 +61,7 @@ class ModelPublic(Output):
     aliases: list[str] = []  # aliases of `name` pointing at this version: `name@alias` reaches it
     source_language: str | None = None
     target_language: str | None = None
+    license: str | None = None  # as its owner set it; exports' model cards say it
     job_id: str | None  # None: imported (POST /v1/models/import)
     objective: Objective
     config: dict[str, Any]

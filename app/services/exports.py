@@ -28,12 +28,15 @@ def export_name(model_id: str, fmt: str, quantization: str | None) -> str:
     return f"{model_id}-{fmt}" + (f"-{quantization}" if quantization else "")
 
 
-def export_key(model_id: str, sha256: str, fmt: str, quantization: str | None) -> str:
+def export_key(model_id: str, sha256: str, fmt: str, quantization: str | None, card_digest: str = "") -> str:
+    """Where the export is kept: under the model's sha256 and its card's digest (app/services/model_card.py), so
+    new weights or a card that now says more (a licence, a test-set score) make a new export."""
     if fmt not in EXPORT_FORMATS:
         raise ValueError(f"format={fmt!r} must be one of {list(EXPORT_FORMATS)}")
     if quantization is not None and (fmt != "ctranslate2" or quantization not in CT2_QUANTIZATIONS):
         raise ValueError(
             f"quantization={quantization!r}: only format=ctranslate2 takes one, of {list(CT2_QUANTIZATIONS)}"
         )
-    version = sha256[:16] or "unhashed"  # rows made outside a job may lack one
+    version = (sha256[:16] or "unhashed") + (f"-{card_digest}" if card_digest else "")  # rows made outside a job
+    # may lack a sha256
     return f"{exports_prefix(model_id)}/{version}/{export_name(model_id, fmt, quantization)}.tar.gz"

@@ -23,6 +23,7 @@ from model.io.export import convert_to_ctranslate2, export_marian
 
 FORMATS = ("native", "huggingface", "ctranslate2")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+CARD_FILE = "README.md"  # the model card, where the Hugging Face Hub looks for it
 
 
 def _reset_owner(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -40,8 +41,16 @@ def _write_tar_gz(folder: Path, name: str, out: Path) -> Path:
     return out
 
 
-def build_export(checkpoint: str | Path, fmt: str, out: str | Path, name: str, quantization: str | None = None) -> Path:
-    """Write `out` (a .tar.gz) holding the model at `checkpoint` in format `fmt` as folder `name`; returns out.
+def build_export(
+    checkpoint: str | Path,
+    fmt: str,
+    out: str | Path,
+    name: str,
+    quantization: str | None = None,
+    card: str | None = None,
+) -> Path:
+    """Write `out` (a .tar.gz) holding the model at `checkpoint` in format `fmt` as folder `name`, with `card` as its
+    README.md (the model card; the native format's manifest does not list it, so an import ignores it); returns out.
 
     ValueError names what cannot be exported (a pre-norm model has no MarianMTModel equivalent, an unknown
     format, a quantization on a format other than ctranslate2); CheckpointError a checkpoint that fails its
@@ -66,4 +75,6 @@ def build_export(checkpoint: str | Path, fmt: str, out: str | Path, name: str, q
             convert_to_ctranslate2(marian, folder, quantization=quantization)
             for file in TOKENIZER_FILES:
                 shutil.copyfile(marian / file, folder / file)
+        if card is not None:
+            (folder / CARD_FILE).write_text(card, encoding="utf-8")
         return _write_tar_gz(folder, name, out)

@@ -1008,6 +1008,7 @@ def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack,
         p.page.locator("#model-source-language").fill("en")
         p.page.locator("#model-target-language").fill("de")
         p.page.locator("#model-description").fill("spells numbers in German")
+        p.page.locator("#model-license").fill("apache-2.0")
         p.page.get_by_role("button", name="Save", exact=True).click()
         p.page.locator("#model-ref", has_text=f"numbers-en-de@{version}").wait_for()
         assert p.page.locator("h1").inner_text() == f"Model numbers-en-de@{version}"
@@ -1027,6 +1028,11 @@ def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack,
         assert listed == [*made, ["new", "numbers-en-de@1", by]], listed
         assert moves.first.locator("td").nth(1).inner_text() == "@production"
     p.screenshot("model-registry")
+    p.page.locator("#model-card-box summary").click()  # the card its downloads carry says what was just saved
+    p.page.locator("#model-card", has_text="license: apache-2.0").wait_for()
+    card = p.page.locator("#model-card").inner_text()
+    assert card.startswith("---\nlanguage:\n- en\n- de\n") and "# numbers-en-de v2" in card
+    p.screenshot("model-card")
     saved = http.get(f"/v1/models/{first}").json()
     assert (saved["name"], saved["version"], saved["tags"], saved["aliases"]) == (
         "numbers-en-de",
@@ -1034,7 +1040,7 @@ def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack,
         ["numbers", "small"],
         [],  # production moved on to version 2
     )
-    assert (saved["source_language"], saved["target_language"]) == ("en", "de")
+    assert (saved["source_language"], saved["target_language"], saved["license"]) == ("en", "de", "apache-2.0")
     history = http.get("/v1/models/numbers-en-de/aliases/production/history").json()["data"]
     assert [(e["from_version"], e["to_version"]) for e in history] == [(1, 2), (None, 1)]
 

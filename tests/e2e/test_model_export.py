@@ -39,7 +39,7 @@ def _download(api: Api, model_id: str, into: Path, **params: str) -> Path:
 
 
 def _stored_exports(served, model_id: str) -> list[Path]:
-    return sorted((served["artifacts"] / "exports" / model_id).rglob("*.tar.gz"))
+    return sorted((served["artifacts"] / "exports" / model_id).rglob("*.tar.gz"), key=lambda p: (p.name, str(p)))
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +155,21 @@ def test_the_command_line_downloads_an_export(served, tmp_path):
     assert out.read_bytes() == stored.read_bytes()
     with pytest.raises(RuntimeError, match="error 404: model no-such-model not found"):
         run_cli(served["env"], "export", "no-such-model", "--url", served["url"], "--key", key)
+
+
+def test_every_export_carries_its_model_card_and_a_new_card_makes_a_new_export(served, exported, tmp_path):
+    hub = pytest.importorskip("huggingface_hub")
+    for fmt, library in (("native", None), ("huggingface", "transformers")):
+        card = hub.ModelCard.load(exported[fmt] / "README.md")
+        assert card.data.pipeline_tag == "translation" and card.data.library_name == library
+        assert "## Training data" in card.text and "| training | n.jsonl |" in card.text
+        assert "- device: cpu" in card.text and "Not set by its owner" in card.text
+    api, model_id = served["api"], served["models"]["denoising"]
+    first = hub.ModelCard.load(_download(api, model_id, tmp_path / "a", format="native") / "README.md")
+    assert first.data.pipeline_tag == "fill-mask" and first.data.license is None
+    assert api.http.get(f"/v1/models/{model_id}/card").text == first.content
+    response = api.http.patch(f"/v1/models/{model_id}", json={"license": "cc-by-4.0"})
+    assert response.status_code == 200 and response.json()["license"] == "cc-by-4.0"
+    second = hub.ModelCard.load(_download(api, model_id, tmp_path / "b", format="native") / "README.md")
+    assert second.data.license == "cc-by-4.0" and "`cc-by-4.0`, as its owner set it." in second.text
+    assert len(_stored_exports(served, model_id)) == 2  # the card changed: a new export beside the first

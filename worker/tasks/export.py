@@ -18,6 +18,7 @@ from app.core.task_names import EXPORT
 from app.db.session import session_scope
 from app.db.tables import TrainedModel
 from app.services.exports import export_key, export_name
+from app.services.model_card import card_digest
 from model.io.checkpoint_files import CheckpointError
 from model.io.export_archive import build_export
 from worker.serving.errors import ModelUnavailable
@@ -28,13 +29,16 @@ log = logging.getLogger(__name__)
 
 @shared_task(name=EXPORT, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
 @errors_as_results
-def export_task(model_id: str, fmt: str, quantization: str | None = None) -> dict[str, Any]:
+def export_task(model_id: str, fmt: str, quantization: str | None = None, card: str | None = None) -> dict[str, Any]:
+    """Build the export with `card` as its README.md (the API renders it: app/services/model_card.py); its digest
+    is part of the key."""
     with session_scope() as session:
         row = session.get(TrainedModel, model_id)
         if row is None:
             raise ModelUnavailable(404, f"model {model_id} not found")
         storage_key, sha256 = row.storage_key, row.sha256
-    key = export_key(model_id, sha256, fmt, quantization)  # ValueError (422) names a bad format or quantization
+    digest = card_digest(card) if card is not None else ""
+    key = export_key(model_id, sha256, fmt, quantization, digest)  # ValueError (422) names a bad format or quantization
     store = get_store()
     try:
         if store.exists(key):
@@ -45,7 +49,7 @@ def export_task(model_id: str, fmt: str, quantization: str | None = None) -> dic
             scratch.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=scratch) as tmp:
                 name = export_name(model_id, fmt, quantization)
-                archive = build_export(checkpoint, fmt, f"{tmp}/{name}.tar.gz", name, quantization)
+                archive = build_export(checkpoint, fmt, f"{tmp}/{name}.tar.gz", name, quantization, card)
                 size = archive.stat().st_size
                 store.push(archive, key)
     except ArtifactNotFound as exc:

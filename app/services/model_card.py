@@ -1,0 +1,334 @@
+"""A model's card: the README.md every export carries, in the Hugging Face layout, saying where the model came from.
+
+YAML metadata first (languages, licence, library, pipeline tag, tags, and a model-index of its test-set scores),
+written by huggingface_hub's ModelCardData, then Markdown: the model, the data it was trained on (names, ids,
+rows and sha256 of the files), its settings, the training run (when, how long, on what device), its validation
+metrics, its test-set scores with their sacrebleu signatures, the model it started from, and its licence.
+
+card_facts reads them from the database into plain data; render_card writes the card from those alone, so the same
+facts give the same card byte for byte (the export's key holds its digest: a card that changes gets a new export).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db import task_rows
+from app.db.tables import Dataset, Evaluation, Job, TrainedModel
+
+# What the card says to load each export with (the export's folder is `folder`).
+LIBRARIES = {"native": None, "huggingface": "transformers", "ctranslate2": "ctranslate2"}
+PIPELINE_TAGS = {"translation": "translation", "denoising": "fill-mask"}
+METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF", "ter": "TER"}  # as sacrebleu writes them
+CONFIG_SHOWN = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "vocab_size", "max_positions")
+
+
+@dataclass(frozen=True)
+class DatasetFacts:
+    role: str  # training, validation, test
+    id: str
+    name: str | None  # None: deleted since
+    rows: int | None = None
+    sha256: str | None = None
+    languages: str | None = None  # "en → fr" as declared
+
+
+@dataclass(frozen=True)
+class ScoreFacts:
+    dataset: DatasetFacts
+    sentences: int
+    beam_size: int | None
+    scores: dict[str, dict[str, Any]]  # {"bleu": {"score", "signature"}, ...}
+    finished_at: str | None
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    model_id: str
+    title: str  # name vN, or the id
+    description: str | None
+    objective: str
+    source_language: str | None
+    target_language: str | None
+    license: str | None
+    tags: list[str]
+    parameters: int
+    config: dict[str, Any]
+    checkpoint: str  # which checkpoint: best@1200, average of 3
+    sha256: str
+    created_at: str
+    metrics: dict[str, float]
+    parent: dict[str, Any] | None  # {"id", "title" | None (deleted)}
+    job: dict[str, Any] | None  # id, settings, device, worker, started_at, finished_at, seconds, step, tokens
+    datasets: list[DatasetFacts] = field(default_factory=list)
+    scores: list[ScoreFacts] = field(default_factory=list)
+
+
+def _title(model: TrainedModel) -> str:
+    return f"{model.name} v{model.version}" if model.name else f"model {model.id}"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat(timespec="seconds") if moment else None
+
+
+def _dataset(session: Session, role: str, dataset_id: str) -> DatasetFacts:
+    row = session.get(Dataset, dataset_id)
+    if row is None:
+        return DatasetFacts(role, dataset_id, None)
+    languages = f"{row.source_language} → {row.target_language}" if row.source_language else None
+    return DatasetFacts(role, row.id, row.name, row.rows, row.sha256 or None, languages)
+
+
+def _job(job: Job) -> dict[str, Any]:
+    seconds = (job.finished_at - job.started_at).total_seconds() if job.started_at and job.finished_at else None
+    return {
+        "id": job.id,
+        "name": job.name,
+        "model_settings": job.model_config,
+        "training_settings": job.training_config,
+        "device": job.device,
+        "worker": job.worker,
+        "started_at": _iso(job.started_at),
+        "finished_at": _iso(job.finished_at),
+        "seconds": round(seconds) if seconds is not None else None,
+        "steps": job.step,
+        "tokens_seen": job.tokens_seen,
+    }
+
+
+def card_facts(session: Session, model: TrainedModel) -> CardFacts:
+    """Everything the card says about `model`, read now (datasets, parent and evaluations as they stand)."""
+    job = session.get(Job, model.job_id) if model.job_id else None
+    datasets: list[DatasetFacts] = []
+    if job is not None:
+        for role, dataset_id in (
+            ("training", job.dataset_id),
+            ("validation", job.valid_dataset_id),
+            ("test", job.test_dataset_id),
+        ):
+            if dataset_id:
+                datasets.append(_dataset(session, role, dataset_id))
+    parent = None
+    if model.parent_model_id:
+        parent_row = session.get(TrainedModel, model.parent_model_id)
+        parent = {"id": model.parent_model_id, "title": _title(parent_row) if parent_row else None}
+    evaluations = session.scalars(
+        select(Evaluation)
+        .where(Evaluation.model_id == model.id, Evaluation.status == task_rows.SUCCEEDED)
+        .order_by(Evaluation.finished_at, Evaluation.id)
+    )
+    scores = [
+        ScoreFacts(
+            _dataset(session, "test", e.dataset_id) if e.dataset_id else DatasetFacts("test", "", None),
+            e.sentences,
+            e.settings.get("beam_size"),
+            e.scores or {},
+            _iso(e.finished_at),
+        )
+        for e in evaluations
+    ]
+    config = {name: model.config[name] for name in CONFIG_SHOWN if name in model.config}
+    return CardFacts(
+        model_id=model.id,
+        title=_title(model),
+        description=model.description,
+        objective=model.objective,
+        source_language=model.source_language,
+        target_language=model.target_language,
+        license=model.license,
+        tags=list(model.tags),
+        parameters=model.parameters,
+        config=config,
+        checkpoint=model.source,
+        sha256=model.sha256,
+        created_at=_iso(model.created_at) or "",
+        metrics=dict(model.metrics),
+        parent=parent,
+        job=_job(job) if job is not None else None,
+        datasets=datasets,
+        scores=scores,
+    )
+
+
+def _metadata(facts: CardFacts, fmt: str) -> str:
+    from huggingface_hub import EvalResult, ModelCardData  # the card alone needs it: not at the API's start
+
+    results = [
+        EvalResult(
+            task_type="translation",
+            task_name="Translation",
+            dataset_type=s.dataset.id or "unknown",
+            dataset_name=s.dataset.name or f"dataset {s.dataset.id} (deleted)",
+            metric_type=metric,
+            metric_value=value["score"],
+            metric_name=METRIC_NAMES.get(metric, metric),
+            metric_args={"signature": value["signature"]} if value.get("signature") else None,
+            verified=False,
+        )
+        for s in facts.scores
+        for metric, value in sorted(s.scores.items())
+        if isinstance(value, dict) and "score" in value
+    ]
+    languages = [lang for lang in (facts.source_language, facts.target_language) if lang]
+    data = ModelCardData(
+        language=list(dict.fromkeys(languages)) or None,
+        license=facts.license,
+        library_name=LIBRARIES.get(fmt),
+        pipeline_tag=PIPELINE_TAGS.get(facts.objective),
+        tags=["transformer", facts.objective, *facts.tags],
+        model_name=facts.title if results else None,
+        eval_results=results or None,
+    )
+    return data.to_yaml()
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> str:
+    def cell(value: Any) -> str:
+        return "–" if value is None or value == "" else str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _bullets(pairs: list[tuple[str, Any]]) -> str:
+    return "\n".join(f"- {name}: {'–' if value is None else value}" for name, value in pairs)
+
+
+def _settings_block(settings: dict[str, Any]) -> str:
+    return "```json\n" + json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n```"
+
+
+def _usage(fmt: str, folder: str) -> str:
+    if fmt == "huggingface":
+        return (
+            "```python\nfrom transformers import AutoTokenizer, MarianMTModel\n\n"
+            f'tokenizer = AutoTokenizer.from_pretrained("{folder}")\n'
+            f'model = MarianMTModel.from_pretrained("{folder}")\n'
+            'batch = tokenizer(["Hello world."], return_tensors="pt")\n'
+            "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))\n```"
+        )
+    if fmt == "ctranslate2":
+        return (
+            "```python\nimport ctranslate2\nfrom transformers import AutoTokenizer\n\n"
+            f'translator = ctranslate2.Translator("{folder}")\n'
+            f'tokenizer = AutoTokenizer.from_pretrained("{folder}")\n'
+            'tokens = tokenizer.convert_ids_to_tokens(tokenizer.encode("Hello world."))\n'
+            "best = translator.translate_batch([tokens])[0].hypotheses[0]\n"
+            "print(tokenizer.decode(tokenizer.convert_tokens_to_ids(best), skip_special_tokens=True))\n```"
+        )
+    return (
+        "This is the service's own checkpoint folder (`manifest.json` holds every file's sha256): import it into a "
+        "service with `POST /v1/models/import` (`python -m app.cli import ARCHIVE`)."
+    )
+
+
+def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
+    """The README.md of the `fmt` export whose folder is named `folder`."""
+    out = [f"---\n{_metadata(facts, fmt)}\n---", f"# {facts.title}"]
+    if facts.description:
+        out.append(facts.description)
+    languages = (
+        f"{facts.source_language or '?'} → {facts.target_language or '?'}"
+        if facts.source_language or facts.target_language
+        else "not declared by its owner"
+    )
+    out.append(
+        "An encoder-decoder Transformer (Vaswani et al., 2017) trained for "
+        f"{'translation' if facts.objective == 'translation' else 'masked-span filling (denoising)'}, "
+        f"{facts.parameters:,} parameters; languages: {languages}."
+    )
+    out.append("## Model\n\n" + _table(["setting", "value"], [[k, v] for k, v in facts.config.items()]))
+    out.append(
+        _bullets(
+            [
+                ("model id", f"`{facts.model_id}`"),
+                ("checkpoint", facts.checkpoint),
+                ("weights sha256", f"`{facts.sha256}`"),
+            ]
+        )
+    )
+    if facts.parent is not None:
+        title, parent_id = facts.parent["title"], facts.parent["id"]
+        named = f"{title} (`{parent_id}`)" if title and not title.endswith(parent_id) else f"model `{parent_id}`"
+        out.append(f"Trained starting from {named}{'' if title else ', deleted since'}.")
+    if facts.job is not None:
+        job = facts.job
+        out.append(
+            "## Training data\n\n"
+            + _table(
+                ["role", "dataset", "id", "rows", "languages", "sha256"],
+                [[d.role, d.name or "deleted", d.id, d.rows, d.languages, d.sha256] for d in facts.datasets],
+            )
+        )
+        minutes = f"{job['seconds'] / 60:.1f} minutes" if job["seconds"] is not None else None
+        out.append(
+            "## Training\n\n"
+            + _bullets(
+                [
+                    ("job", f"`{job['id']}`" + (f" ({job['name']})" if job["name"] else "")),
+                    ("started", job["started_at"]),
+                    ("finished", job["finished_at"]),
+                    ("training time", minutes),
+                    ("device", job["device"]),
+                    ("worker", job["worker"]),
+                    ("steps", job["steps"]),
+                    ("tokens seen", f"{job['tokens_seen']:,}" if job["tokens_seen"] else None),
+                ]
+            )
+            + "\n\nModel settings as submitted:\n\n"
+            + _settings_block(job["model_settings"])
+            + "\n\nTraining settings:\n\n"
+            + _settings_block(job["training_settings"])
+        )
+    else:
+        out.append("## Training\n\nImported: this service did not train it, so it cannot say on what data.")
+    if facts.metrics:
+        out.append(
+            "## Validation metrics\n\nOn the validation set, at the checkpoint kept:\n\n"
+            + _table(["metric", "value"], [[k, round(v, 4)] for k, v in sorted(facts.metrics.items())])
+        )
+    if facts.scores:
+        rows = [
+            [
+                s.dataset.name or "deleted",
+                s.dataset.sha256,
+                s.sentences,
+                s.beam_size,
+                metric,
+                value.get("score"),
+                f"`{value['signature']}`" if value.get("signature") else None,
+            ]
+            for s in facts.scores
+            for metric, value in sorted(s.scores.items())
+            if isinstance(value, dict)
+        ]
+        out.append(
+            "## Test-set scores\n\nsacrebleu, with the signature that makes each score reproducible:\n\n"
+            + _table(["test set", "sha256", "sentences", "beam", "metric", "score", "signature"], rows)
+        )
+    else:
+        out.append("## Test-set scores\n\nNone yet: `POST /v1/models/{id}/evaluations` scores it on a test set.")
+    out.append(f"## How to use\n\n{_usage(fmt, folder)}")
+    out.append(
+        "## Licence\n\n"
+        + (
+            f"`{facts.license}`, as its owner set it."
+            if facts.license
+            else "Not set by its owner (`PATCH /v1/models/{id}` with `license`): ask them before you share it."
+        )
+    )
+    return "\n\n".join(out) + "\n"
+
+
+def card_digest(card: str) -> str:
+    """12 hex digits of the card's sha256: part of its export's key."""
+    return hashlib.sha256(card.encode("utf-8")).hexdigest()[:12]
