@@ -21,7 +21,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db import task_rows
-from app.db.tables import Dataset, Evaluation, Job, TrainedModel
+from app.db.tables import Dataset, Evaluation, Job, TrainedModel, Worker
 
 # What the card says to load each export with (the export's folder is `folder`).
 LIBRARIES = {"native": None, "huggingface": "transformers", "ctranslate2": "ctranslate2"}
@@ -87,14 +87,21 @@ def _dataset(session: Session, role: str, dataset_id: str) -> DatasetFacts:
     return DatasetFacts(role, row.id, row.name, row.rows, row.sha256 or None, languages)
 
 
-def _job(job: Job) -> dict[str, Any]:
+def _device(session: Session, job: Job) -> str | None:
+    """The job's device, with its worker's accelerator name while that worker's row is kept (cuda (NVIDIA H100...))."""
+    worker = session.get(Worker, job.worker) if job.worker else None
+    name = worker.device_name if worker is not None else None
+    return f"{job.device} ({name})" if job.device and name and name != job.device else job.device
+
+
+def _job(session: Session, job: Job) -> dict[str, Any]:
     seconds = (job.finished_at - job.started_at).total_seconds() if job.started_at and job.finished_at else None
     return {
         "id": job.id,
         "name": job.name,
         "model_settings": job.model_config,
         "training_settings": job.training_config,
-        "device": job.device,
+        "device": _device(session, job),
         "worker": job.worker,
         "started_at": _iso(job.started_at),
         "finished_at": _iso(job.finished_at),
@@ -152,7 +159,7 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
         created_at=_iso(model.created_at) or "",
         metrics=dict(model.metrics),
         parent=parent,
-        job=_job(job) if job is not None else None,
+        job=_job(session, job) if job is not None else None,
         datasets=datasets,
         scores=scores,
     )

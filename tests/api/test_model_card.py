@@ -12,7 +12,7 @@ from huggingface_hub import ModelCard
 
 from app.db.base import utcnow
 from app.db.session import session_scope
-from app.db.tables import Dataset, Evaluation, Job, TrainedModel
+from app.db.tables import Dataset, Evaluation, Job, TrainedModel, Worker
 from app.services.model_card import card_digest, card_facts, render_card
 from tests.api.test_init_model import _model_row
 
@@ -26,7 +26,11 @@ def _trained_on(model_id: str, dataset_id: str, parent_id: str | None = None) ->
         job = session.get(Job, model.job_id)
         started = utcnow() - timedelta(minutes=12)
         job.dataset_id, job.test_dataset_id = dataset_id, dataset_id
-        job.started_at, job.finished_at, job.device, job.step, job.tokens_seen = started, utcnow(), "cpu", 300, 45678
+        job.started_at, job.finished_at, job.device, job.step, job.tokens_seen = started, utcnow(), "cuda", 300, 45678
+        job.worker = "gpu-host-1"
+        session.add(
+            Worker(hostname="gpu-host-1", queues="training", pid=1, device_kind="cuda", device_name="NVIDIA H100")
+        )
         job.training_config = {"max_steps": 300, "lr": 0.0007}
         model.metrics = {"valid_loss": 1.23456, "valid_bleu": 31.5}
         model.source_language, model.target_language, model.parent_model_id = "en", "de", parent_id
@@ -63,7 +67,12 @@ def test_the_card_says_data_settings_run_scores_parent_and_licence(client, alice
     assert results["chrf"].metric_value == 51.2 and results["chrf"].metric_name == "chrF"
     text = card.text
     assert "| training | " in text and sha in text and "| test | " in text and "en → de" in text
-    assert "- device: cpu" in text and "- training time: 12.0 minutes" in text and "- tokens seen: 45,678" in text
+    assert (
+        "- device: cuda (NVIDIA H100)" in text
+        and "- worker: gpu-host-1" in text
+        and "- training time: 12.0 minutes" in text
+        and "- tokens seen: 45,678" in text
+    )
     assert '"lr": 0.0007' in text and "| valid_loss | 1.2346 |" in text
     assert "`" + SIGNATURE.replace("|", "\\|") + "`" in text and "| bleu | 27.3 |" in text  # escaped in a table
     assert f"Trained starting from model `{parent}`, deleted since." in text
