@@ -47,6 +47,17 @@ class TokenStore:
     def __getitem__(self, i: int) -> np.ndarray:
         return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for i in range(len(self)):
+            yield self.ids[self.offsets[i] : self.offsets[i + 1]]
+
+    def select(self, keep: np.ndarray) -> TokenStore:
+        """The sequences where the (n,) boolean `keep` is true, in order, in arrays of their own."""
+        lengths = self.lengths[keep]
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return TokenStore(self.ids[np.repeat(keep, self.lengths)], offsets)
+
     @property
     def lengths(self) -> np.ndarray:
         """(n,) int64: the length of each sequence."""

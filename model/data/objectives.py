@@ -10,15 +10,16 @@ draws the same random numbers for both, and shares an array's ids as the target 
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Literal
 
 import numpy as np
 
 from model.data.batching import Example, LengthReport, Overlong, TokenIds, fit_length
-from model.data.example_store import ExampleStore
+from model.data.example_store import ExampleStore, TokenStore
 from model.data.special_tokens import MASK_ID
 from model.data.tokenizer import Tokenizer
 
@@ -43,27 +44,30 @@ def make_translation_examples(
             reports.append(report)
             yield kept
 
-    store = ExampleStore.build(chunks(), tokenizer.id_dtype)
-    total = LengthReport(
-        kept=sum(r.kept for r in reports),
-        dropped=sum(r.dropped for r in reports),
-        truncated=sum(r.truncated for r in reports),
-    )
-    return store, total
+    return ExampleStore.build(chunks(), tokenizer.id_dtype), _total(reports)
 
 
 def encode_sentences(
     sentences: Sequence[str], tokenizer: Tokenizer, max_len: int, overlong: Overlong = "drop"
-) -> tuple[list[TokenIds], LengthReport]:
-    """Token ids of monolingual sentences as arrays, length-limited before any noise is added; read ENCODE_ROWS
-    sentences at a time."""
-    encoded = [
-        Example(ids, ids)
-        for start in range(0, len(sentences), ENCODE_ROWS)
-        for ids in tokenizer.encode_arrays(sentences[start : start + ENCODE_ROWS])
-    ]
-    examples, report = fit_length(encoded, max_len, overlong)
-    return [e.tgt_ids for e in examples], report
+) -> tuple[TokenStore, LengthReport]:
+    """Token ids of monolingual sentences in a TokenStore, length-limited before any noise is added; read
+    ENCODE_ROWS sentences at a time."""
+    reports: list[LengthReport] = []
+    stores: list[TokenStore] = []
+    for start in range(0, len(sentences), ENCODE_ROWS):
+        encoded = tokenizer.encode_arrays(sentences[start : start + ENCODE_ROWS])
+        kept, report = fit_length([Example(ids, ids) for ids in encoded], max_len, overlong)
+        reports.append(report)
+        stores.append(TokenStore.concat([np.asarray(e.tgt_ids) for e in kept], tokenizer.id_dtype))
+    return TokenStore.join(stores, tokenizer.id_dtype), _total(reports)
+
+
+def _total(reports: Sequence[LengthReport]) -> LengthReport:
+    return LengthReport(
+        kept=sum(r.kept for r in reports),
+        dropped=sum(r.dropped for r in reports),
+        truncated=sum(r.truncated for r in reports),
+    )
 
 
 def _budget(n: int, mask_ratio: float) -> int:
@@ -134,6 +138,16 @@ def mask_spans(
     return src, list(ids)
 
 
+def _noised(
+    token_ids: Iterable[TokenIds], rng: random.Random, mode: MaskMode, mask_ratio: float, mean_span: float, mask_id: int
+) -> Iterator[Example]:
+    if mode == "span":
+        return (Example(*mask_spans(ids, mask_id, rng, mask_ratio, mean_span)) for ids in token_ids)
+    if mode == "token":
+        return (Example(*mask_tokens(ids, mask_id, rng, mask_ratio)) for ids in token_ids)
+    raise ValueError(f"mode={mode!r} must be 'span' or 'token'")
+
+
 def noise_examples(
     token_ids: Sequence[TokenIds],
     seed: int,
@@ -144,23 +158,30 @@ def noise_examples(
     mask_id: int = MASK_ID,
 ) -> list[Example]:
     """Denoising examples (noised source, original target); the noise depends only on (seed, epoch)."""
-    rng = random.Random(f"denoise:{seed}:{epoch}")
-    if mode == "span":
-        return [Example(*mask_spans(ids, mask_id, rng, mask_ratio, mean_span)) for ids in token_ids]
-    if mode == "token":
-        return [Example(*mask_tokens(ids, mask_id, rng, mask_ratio)) for ids in token_ids]
-    raise ValueError(f"mode={mode!r} must be 'span' or 'token'")
+    return list(_noised(token_ids, random.Random(f"denoise:{seed}:{epoch}"), mode, mask_ratio, mean_span, mask_id))
 
 
 def renoising(
-    token_ids: Sequence[TokenIds],
+    token_ids: Sequence[TokenIds] | TokenStore,
     seed: int,
     mode: MaskMode = "span",
     mask_ratio: float = 0.15,
     mean_span: float = 3.0,
     mask_id: int = MASK_ID,
-) -> Callable[[int], list[Example]]:
-    """epoch -> fresh denoising examples; pass it to TokenBatcher so every epoch sees new noise. Arrays are kept
-    as they are (nothing writes into them), lists copied."""
+) -> Callable[[int], Sequence[Example]]:
+    """epoch -> fresh denoising examples; pass it to TokenBatcher so every epoch sees new noise. A TokenStore's
+    epochs are ExampleStores, noised ENCODE_ROWS sentences at a time (the same noise as noise_examples draws);
+    other sentences' are lists, arrays kept as they are (nothing writes into them), lists copied."""
+    if mode not in ("span", "token"):
+        raise ValueError(f"mode={mode!r} must be 'span' or 'token'")
+    if isinstance(token_ids, TokenStore):
+        store = token_ids
+
+        def epoch_store(epoch: int) -> ExampleStore:
+            noised = _noised(store, random.Random(f"denoise:{seed}:{epoch}"), mode, mask_ratio, mean_span, mask_id)
+            chunks = iter(lambda: list(itertools.islice(noised, ENCODE_ROWS)), [])
+            return ExampleStore.build(chunks, store.ids.dtype)
+
+        return epoch_store
     ids = [t if isinstance(t, np.ndarray) else list(t) for t in token_ids]
     return lambda epoch: noise_examples(ids, seed, epoch, mode, mask_ratio, mean_span, mask_id)

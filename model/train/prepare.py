@@ -30,8 +30,8 @@ class PreparedData:
     objective: str
     tokenizer: Tokenizer
     model_config: ModelConfig
-    # translation: an ExampleStore (model/data/example_store.py); denoising: fresh noise every epoch
-    train_examples: Sequence[Example] | Callable[[int], list[Example]]
+    # an ExampleStore (model/data/example_store.py); denoising: a function of the epoch (fresh noise every epoch)
+    train_examples: Sequence[Example] | Callable[[int], Sequence[Example]]
     valid_examples: list[Example]
     stats: dict[str, int]
     init_state: dict[str, Tensor] | None = None  # weights to start from (start_from); None: initialised afresh
@@ -143,15 +143,14 @@ def prepare(
         valid = list(valid_store)
         n_train: int = len(train)
         empty = valid_empty = 0  # _check_rows refused an empty source or target
-        train_examples: Sequence[Example] | Callable[[int], list[Example]] = train
+        train_examples: Sequence[Example] | Callable[[int], Sequence[Example]] = train
     else:
         sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
-        ids, report = encode_sentences(sentences, tokenizer, max_length, overlong)
-        valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_length, overlong)
-        kept = [t for t in ids if len(t)]  # nothing left to mask in an empty one
-        valid_kept = [t for t in valid_ids if len(t)]
-        empty, valid_empty = len(ids) - len(kept), len(valid_ids) - len(valid_kept)
-        ids, valid_ids = kept, valid_kept
+        all_ids, report = encode_sentences(sentences, tokenizer, max_length, overlong)
+        all_valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_length, overlong)
+        ids = all_ids.select(all_ids.lengths > 0)  # nothing left to mask in an empty one
+        valid_ids = list(all_valid_ids.select(all_valid_ids.lengths > 0))
+        empty, valid_empty = len(all_ids) - len(ids), len(all_valid_ids) - len(valid_ids)
         n_train = len(ids)
         train_examples = renoising(ids, seed, noise, mask_ratio, mean_span)
         # Validation noise is drawn once (epoch -1 never occurs in training), so every evaluation is comparable.

@@ -95,3 +95,28 @@ def test_a_batcher_keeps_a_store_and_names_an_example_too_big():
     ]
     with pytest.raises(ValueError, match=r"example \d+ needs 13 tokens > max_tokens=12"):
         TokenBatcher(store, 12).batch_indices()
+
+
+def test_selecting_sequences_keeps_their_ids_in_order():
+    sequences = [np.array(s, dtype=np.uint16) for s in ([5, 6], [], [7], [8, 9, 10], [])]
+    store = TokenStore.concat(sequences, np.uint16)
+    kept = store.select(store.lengths > 0)
+    assert [t.tolist() for t in kept] == [[5, 6], [7], [8, 9, 10]] and kept.ids.dtype == np.uint16
+    assert len(store.select(np.zeros(5, dtype=bool))) == 0
+
+
+@pytest.mark.parametrize("mode", ["span", "token"])
+def test_a_stores_epochs_draw_exactly_the_noise_of_noise_examples(monkeypatch, mode):
+    from model.data import objectives
+
+    monkeypatch.setattr(objectives, "ENCODE_ROWS", 7)  # many chunks: the noise runs on across them
+    sentences = [e.tgt_ids for e in _examples(40, seed=4)]
+    store = TokenStore.concat(sentences, np.uint16)
+    epochs = objectives.renoising(store, seed=3, mode=mode, mask_ratio=0.3)
+    for epoch in (0, 1):
+        noised = epochs(epoch)
+        assert isinstance(noised, ExampleStore) and noised.src.ids.dtype == np.uint16
+        assert list(noised) == objectives.noise_examples(sentences, 3, epoch, mode, 0.3)
+    assert list(epochs(0)) != list(epochs(1))
+    with pytest.raises(ValueError, match="mode='words'"):
+        objectives.renoising(store, seed=3, mode="words")
