@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile, status
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -112,10 +112,19 @@ def register_dataset(body: DatasetRegister, session: SessionDep, settings: Setti
 
 
 @router.get("", response_model=Page[DatasetPublic])
-def list_datasets(session: SessionDep, key: ReadKey, limit: Limit = 50, offset: Offset = 0) -> Page[DatasetPublic]:
+def list_datasets(
+    session: SessionDep,
+    key: ReadKey,
+    parent_id: Annotated[str | None, Query(max_length=36, description="the datasets filtered from this one")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Page[DatasetPublic]:
+    query = select(Dataset).where(Dataset.owner_id == key.owner_id)
+    if parent_id:
+        query = query.where(Dataset.parent_id == parent_id)
     return paginate(
         session,
-        select(Dataset).where(Dataset.owner_id == key.owner_id),
+        query,
         (Dataset.created_at.desc(), Dataset.id),
         limit,
         offset,

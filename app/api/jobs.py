@@ -8,7 +8,7 @@ import logging
 from typing import Annotated, Any, Literal, cast
 
 from fastapi import APIRouter, BackgroundTasks, Header, Query, Response, status
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from app.api.deps import SessionDep, SettingsDep
@@ -200,10 +200,17 @@ def list_jobs(
     objective: Objective | None = None,
     tag: Annotated[list[Tag] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
     sweep_id: Annotated[str | None, Query(max_length=36, description="the trials of this sweep")] = None,
+    dataset_id: Annotated[
+        str | None, Query(max_length=36, description="jobs that train, validate or test on this dataset")
+    ] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobPublic]:
     query = select(Job).where(Job.owner_id == key.owner_id).options(selectinload(Job.tag_rows))
+    if dataset_id:
+        query = query.where(
+            or_(Job.dataset_id == dataset_id, Job.valid_dataset_id == dataset_id, Job.test_dataset_id == dataset_id)
+        )
     if status_filter:
         query = query.where(Job.status == status_filter)
     if objective:

@@ -6,11 +6,11 @@ import { api } from "./api.js";
 import { bars } from "./charts.js";
 import { cleanCard } from "./cleanform.js";
 import { pct, reportCards } from "./datareport.js";
-import { allDatasets, languagesText } from "./datasets.js";
+import { languagesText } from "./datasets.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, shortId, statusBadge } from "./ui.js";
 
 const BUSY_MS = 2000, IDLE_MS = 15000;  // read again this often while it (or a child) is processing, and otherwise
-const JOB_PAGES = 5, JOB_PAGE = 100;  // the jobs that use it are found among the newest 500
+const JOB_PAGES = 5, JOB_PAGE = 100;  // the newest 500 jobs that use it
 const RULE_ORDER = ["empty", "invalid_characters", "length", "ratio_outliers", "duplicates", "copies",
   "placeholder_mismatches", "wrong_language", "misaligned"];
 
@@ -92,12 +92,12 @@ function ruleOn(rule, rules) {
   return Boolean(rules[`drop_${rule}`]);
 }
 
-/** The jobs among the newest few hundred that train, validate or test on it (GET /v1/jobs has no dataset filter). */
+/** The newest few hundred jobs that train, validate or test on it (GET /v1/jobs?dataset_id=). */
 async function jobsCard(id, signal) {
   const found = [];
   let seen = 0, total = 0;
   for (let i = 0; i < JOB_PAGES; i++) {
-    const page = await api(`/v1/jobs?limit=${JOB_PAGE}&offset=${i * JOB_PAGE}`, { signal });
+    const page = await api(`/v1/jobs?dataset_id=${encodeURIComponent(id)}&limit=${JOB_PAGE}&offset=${i * JOB_PAGE}`, { signal });
     total = page.total;
     seen += page.data.length;
     for (const job of page.data) {
@@ -116,7 +116,7 @@ async function jobsCard(id, signal) {
     : h("p", { class: "muted" }, "No job uses it yet.");
   return h("section", { class: "card", id: "dataset-jobs", "aria-labelledby": "dataset-jobs-title" },
     h("h2", { id: "dataset-jobs-title" }, "Jobs"), body,
-    seen < total ? h("p", { class: "muted small-note" }, `Among your newest ${fmtNumber(seen)} of ${fmtNumber(total)} jobs.`) : null);
+    seen < total ? h("p", { class: "muted small-note" }, `The newest ${fmtNumber(seen)} of the ${fmtNumber(total)} jobs that use it.`) : null);
 }
 
 /** Delete, after a second press that names the dataset. */
@@ -177,9 +177,11 @@ export function renderDataset(container, id) {
   async function load() {
     let busy = false;
     try {
-      const [d, datasets] = await Promise.all([api(`/v1/datasets/${id}`, { signal: controller.signal }), allDatasets(controller.signal)]);
-      const parent = datasets.find((p) => p.id === d.parent_id) ?? null;
-      const children = datasets.filter((c) => c.parent_id === id);
+      const [d, filtered] = await Promise.all([api(`/v1/datasets/${id}`, { signal: controller.signal }),
+        api(`/v1/datasets?parent_id=${encodeURIComponent(id)}&limit=500`, { signal: controller.signal })]);
+      const parent = d.parent_id ? await api(`/v1/datasets/${d.parent_id}`, { signal: controller.signal })
+        .catch((err) => { if (err.status === 404) return null; throw err; }) : null;  // null: deleted
+      const children = filtered.data;
       title.replaceChildren(d.name, " ", statusBadge(d.status));
       document.title = `${d.name} · Transformer dashboard`;
       note.replaceChildren();
