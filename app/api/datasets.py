@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Resp
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
@@ -61,6 +62,7 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
     },
 )
 def upload_dataset(
+    request: Request,
     session: SessionDep,
     key: TrainKey,
     _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
@@ -81,6 +83,8 @@ def upload_dataset(
     naming the first bad line. Jobs wait for `ready`."""
     if holds_nul(name):  # a form field: app.schemas.common.Input does this for JSON bodies
         raise unprocessable("name", f"name {NUL_MESSAGE}")
+    details = {"name": name, "kind": kind, "filename": file.filename or ""}
+    audit.record(session, key, request, "dataset.uploaded", "dataset", Dataset, details)
     dataset = datasets.create_upload(
         session,
         key.owner_id,
@@ -105,9 +109,13 @@ def upload_dataset(
         503: {"description": "Broker down"},
     },
 )
-def register_dataset(body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: TrainKey) -> DatasetPublic:
+def register_dataset(
+    body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: TrainKey, request: Request
+) -> DatasetPublic:
     """A dataset read in place from an object-store URI (`s3://bucket/key`, under DATASET_URI_PREFIXES), never
     copied through the API: a worker parses it from there, as after an upload."""
+    details = {"name": body.name, "uri": body.uri}
+    audit.record(session, key, request, "dataset.registered", "dataset", Dataset, details)
     return DatasetPublic.model_validate(datasets.register_uri(session, settings, key.owner_id, body))
 
 
@@ -153,10 +161,14 @@ def read_report(dataset_id: str, session: SessionDep, key: ReadKey) -> dict[str,
         422: {"description": "Bad rules, a failed or monolingual dataset"},
     },
 )
-def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, key: TrainKey) -> DatasetPublic:
+def filter_dataset(
+    dataset_id: str, body: DatasetFilter, session: SessionDep, key: TrainKey, request: Request
+) -> DatasetPublic:
     """A new dataset of the rows the rules keep (its `parent_id` and `filter_rules` say how it was made): a worker
     writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left."""
     parent = _owned(session, dataset_id, key.owner_id)
+    details = {"parent_id": parent.id, "rules": body.model_dump(mode="json", exclude_unset=True)}
+    audit.record(session, key, request, "dataset.filtered", "dataset", Dataset, details)
     return DatasetPublic.model_validate(datasets.create_filtered(session, parent, body))
 
 
@@ -165,7 +177,7 @@ def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, ke
     status_code=status.HTTP_204_NO_CONTENT,
     responses={404: {"description": "Not found"}, 409: {"description": "In use by a job"}},
 )
-def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> Response:
+def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey, request: Request) -> Response:
     dataset = _owned(session, dataset_id, key.owner_id)
     users = session.scalars(
         select(Job.id).where(
@@ -175,6 +187,7 @@ def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> Respo
     if users:
         raise conflict(f"dataset {dataset_id} is used by active job(s) {', '.join(users)}; cancel them or wait")
     session.delete(dataset)
+    audit.record(session, key, request, "dataset.deleted", "dataset", dataset_id, {"name": dataset.name})
     session.commit()
     datasets.store_delete(f"datasets/{dataset_id}")  # nothing for a dataset read in place: its URI is not ours
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -15,6 +15,7 @@ from typing import Annotated, Any, BinaryIO
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile, status
 from fastapi.responses import JSONResponse
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import unprocessable
 from app.api.models import owned_model
@@ -61,6 +62,7 @@ async def _only_the_file(request: Request) -> None:
     },
 )
 def import_model(
+    request: Request,
     session: SessionDep,
     settings: SettingsDep,
     key: ModelsWriteKey,
@@ -88,6 +90,9 @@ def import_model(
             settings, IMPORT, [staging, model_id, key.owner_id, filename], timeout=settings.export_timeout_seconds
         )
     except WorkerTimeout:
+        details = {"filename": filename, "status": "importing"}
+        audit.record(session, key, request, "model.import_requested", "model", model_id, details)
+        session.commit()
         # Queued but not answered: a worker may still import it (and deletes the upload either way), or the
         # message expires unread and the model never appears (a later upload is a new import); the workers' reaper
         # then removes the upload (worker/reaper.py: staged uploads older than this expiry and an import's run).
@@ -105,4 +110,8 @@ def import_model(
             raise unprocessable("file", str(exc.detail)) from exc
         get_store().delete(staging)
         raise
-    return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))
+    # The worker created the model in its own transaction: the audit row follows it, once the import succeeded.
+    model = owned_model(session, model_id, key.owner_id)
+    audit.record(session, key, request, "model.imported", "model", model.id, {"filename": filename, "name": model.name})
+    session.commit()
+    return ModelPublic.model_validate(model)
