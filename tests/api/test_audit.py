@@ -4,6 +4,7 @@ rows to admin keys only, newest first, paged and filtered."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -215,3 +216,18 @@ def test_only_admin_keys_read_the_trail_and_only_their_organisations(client, ali
     assert [e["details"]["name"] for e in _events(client, bob)] == ["bea"]
     ann = _events(client, alice)[0]["object_id"]
     assert _events(client, bob, object_id=ann) == []
+
+
+def test_the_cli_lists_the_trail_with_filters(cli, alice):
+    key = alice["Authorization"].removeprefix("Bearer ")
+    assert cli("member-add", "max", "--key", key)[0] == 0
+    assert cli("create-api-key", "ci", "--scope", "read", "--key", key)[0] == 0
+    code, out, err = cli("audit", "--key", key)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["WHEN", "ACTION", "OBJECT", "BY"]
+    assert [line.split()[2] for line in lines[1:]] == ["key.created", "member.added"]  # newest first
+    code, out, _ = cli("audit", "--action", "member.added", "--json", "--key", key)
+    assert [json.loads(line)["details"]["name"] for line in out.splitlines()] == ["max"]
+    code, _, err = cli("audit", "--kind", "planet", "--key", key)
+    assert code != 0 and "unknown kind 'planet'" in err
