@@ -1,5 +1,5 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
-// card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks),
+// card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks, #/audit),
 // the jobs list.
 
 import { applyScopes, clearMe, getMe, limitsNote, pageNeeds, scopeChips, setMe, watchScopes, whoText } from "./access.js";
@@ -15,6 +15,7 @@ import { renderNewJob } from "./newjob.js";
 import { renderSweep } from "./sweep.js";
 import { renderSweeps } from "./sweeps.js";
 import { renderWebhooks } from "./webhooks.js";
+import { renderAudit } from "./audit.js";
 import { renderWorkers } from "./workers.js";
 import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
@@ -182,6 +183,7 @@ const ROUTES = [
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],
   [/^#\/webhooks$/, renderWebhooks],
+  [/^#\/audit$/, renderAudit],
 ];
 
 function route() {
