@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Response, UploadFile, status
@@ -17,7 +18,7 @@ from app.db.job_rows import ACTIVE_STATES
 from app.db.tables import Dataset, Job
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
 from app.schemas.datasets import DatasetFilter, DatasetKind, DatasetPublic, DatasetRegister
-from app.services import datasets
+from app.services import datasets, quotas
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -56,7 +57,7 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
     status_code=status.HTTP_201_CREATED,
     responses={
         400: {"description": "Body is not multipart form data"},
-        413: {"description": "Over MAX_DATASET_MB"},
+        413: {"description": "Over MAX_DATASET_MB, or over the organisation's storage quota"},
         422: {"description": "Empty file or a bad field"},
         503: {"description": "Artifact store or broker unavailable"},
     },
@@ -64,6 +65,7 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
 def upload_dataset(
     request: Request,
     session: SessionDep,
+    settings: SettingsDep,
     key: TrainKey,
     _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
     file: Annotated[
@@ -83,6 +85,8 @@ def upload_dataset(
     naming the first bad line. Jobs wait for `ready`."""
     if holds_nul(name):  # a form field: app.schemas.common.Input does this for JSON bodies
         raise unprocessable("name", f"name {NUL_MESSAGE}")
+    if file.size is not None:  # the form parser spooled it: known before anything is stored
+        quotas.check_storage(session, settings, key.owner_id, file.size)
     details = {"name": name, "kind": kind, "filename": file.filename or ""}
     audit.record(session, key, request, "dataset.uploaded", "dataset", Dataset, details)
     dataset = datasets.create_upload(
@@ -95,6 +99,7 @@ def upload_dataset(
         format,
         _language("source_language", source_language),
         _language("target_language", target_language),
+        check_size=None if file.size is not None else partial(quotas.check_storage, session, settings, key.owner_id),
     )
     return DatasetPublic.model_validate(dataset)
 

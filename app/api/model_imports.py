@@ -24,7 +24,7 @@ from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import IMPORT
 from app.db.base import new_id
 from app.schemas.models import ModelPublic
-from app.services import inference_client
+from app.services import inference_client, quotas
 from app.services.errors import ServiceError, WorkerTimeout
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -55,7 +55,7 @@ async def _only_the_file(request: Request) -> None:
     responses={
         202: {"description": "Still being imported: GET the Location shortly"},
         400: {"description": "Body is not multipart form data"},
-        413: {"description": "Over MAX_DATASET_MB"},
+        413: {"description": "Over MAX_DATASET_MB, or over the organisation's storage quota"},
         422: {"description": "Not an importable archive; the detail says why"},
         503: {"description": "Artifact store or broker unavailable"},
         504: {"description": "No inference worker answered"},
@@ -73,6 +73,7 @@ def import_model(
     # form parser: it goes to the store a chunk at a time, never whole in memory (an OPUS-MT archive is ~300 MB).
     if file.size == 0:
         raise unprocessable("file", "the file is empty")
+    quotas.check_storage(session, settings, key.owner_id, file.size or 0)  # the archive, about the model's size
     if not _is_tar(file.file):  # the worker checks every member; this spares it (and the caller's wait) the obvious
         raise unprocessable("file", f"{file.filename}: not a readable .tar.gz archive")
     model_id = new_id()
