@@ -30,6 +30,7 @@ from app.api import (
     models,
     pings,
     sweeps,
+    usage,
     webhooks,
     workers,
 )
@@ -65,6 +66,7 @@ def create_app() -> FastAPI:
     app.include_router(keys.router, **KEYED)
     app.include_router(members.router, **KEYED)
     app.include_router(audit_log.router, **KEYED)
+    app.include_router(usage.router, **KEYED)
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
     app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id
