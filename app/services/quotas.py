@@ -20,7 +20,7 @@ from app.db.job_rows import ACTIVE_STATES, RUNNING
 from app.db.tables import Dataset, Job, JobCheckpoint, Owner, TrainedModel
 from app.services.errors import PayloadTooLarge, TooManyRequests
 
-GB = 1024**3
+GB = 1024**3  # QUOTA_STORAGE_GB counts binary gigabytes (GiB)
 MINUTES_RETRY_AFTER = 600  # seconds: worker minutes come back at midnight UTC, or never sooner than a job ends
 
 
@@ -110,7 +110,7 @@ def check_storage(session: Session, settings: Settings, owner_id: str, adding: i
     if used + adding > limit:
         raise PayloadTooLarge(
             f"storage quota exceeded: {used} bytes stored + {adding} bytes would pass the limit of {limit} bytes "
-            f"({limit / GB:g} GB); delete datasets or models first"
+            f"({limit / GB:g} GiB); delete datasets or models first"
         )
 
 
