@@ -16,6 +16,7 @@ import { renderSweep } from "./sweep.js";
 import { renderSweeps } from "./sweeps.js";
 import { renderWebhooks } from "./webhooks.js";
 import { renderAudit } from "./audit.js";
+import { usagePanel } from "./usage.js";
 import { renderWorkers } from "./workers.js";
 import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
@@ -97,7 +98,7 @@ function renderJobs(container) {
     h("div", { class: "page-head" }, h("h1", {}, "Jobs"),
       h("div", { class: "inline" }, field("Status", filter), field("Tag", tagFilter), compare,
         h("a", { class: "button", href: "#/new" }, "New job"))),
-    note, h("div", { class: "card flush" }, table), more);
+    note, usagePanel(), h("div", { class: "card flush" }, table), more);
   let timer = null, stopped = false, controller = null;
   async function load() {
     controller = new AbortController();
