@@ -231,3 +231,27 @@ def test_the_cli_lists_the_trail_with_filters(cli, alice):
     assert [json.loads(line)["details"]["name"] for line in out.splitlines()] == ["max"]
     code, _, err = cli("audit", "--kind", "planet", "--key", key)
     assert code != 0 and "unknown kind 'planet'" in err
+
+
+def test_model_and_webhook_updates_and_test_events_are_recorded(client, alice):
+    model = _model_row("alice")
+    assert client.patch(f"/v1/models/{model}", json={"description": "first try"}, headers=alice).status_code == 200
+    assert client.patch(f"/v1/models/{model}", json={"name": "en-de"}, headers=alice).status_code == 200
+    assert client.patch(f"/v1/models/{model}", json={"name": None}, headers=alice).status_code == 200
+    hook = client.post("/v1/webhooks", headers=alice, json={"url": PUBLIC, "events": ["job.succeeded"]}).json()
+    assert client.patch(f"/v1/webhooks/{hook['id']}", headers=alice, json={"description": "ci"}).status_code == 200
+    assert client.post(f"/v1/webhooks/{hook['id']}/test", headers=alice).status_code == 202
+    assert _actions(client, alice) == [
+        ("model.updated", model),
+        ("model.registered", model),
+        ("model.unregistered", model),
+        ("webhook.created", hook["id"]),
+        ("webhook.updated", hook["id"]),
+        ("webhook.tested", hook["id"]),
+    ]
+    unregistered = _events(client, alice, action="model.unregistered")[0]["details"]
+    assert (unregistered["from"], unregistered["to"]) == (
+        {"name": "en-de", "version": 1},
+        {"name": None, "version": None},
+    )
+    assert _events(client, alice, action="webhook.updated")[0]["details"] == {"description": "ci"}
