@@ -6,7 +6,7 @@ and the client's address). Rows go with their organisation (ON DELETE CASCADE) a
 keys, members and objects they speak of.
 
 Revision ID: 0023
-Revises: 0021
+Revises: 0022
 Create Date: 2026-11-27 12:30:00.000000
 """
 
