@@ -7,7 +7,7 @@ Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
 `sweep-status [--watch]`, `sweep-cancel`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
 `webhook-test`, `webhook-deliveries`, `webhook-redeliver`; access `whoami`, `keys`, `create-api-key`, `revoke-api-key`,
-`members`, `member-add`, `member-role`; `delete model|dataset|webhook`.
+`members`, `member-add`, `member-role`, `audit`; `delete model|dataset|webhook`.
 Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import ValidationError
 
-from app.client import access, datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
+from app.client import access, audit, datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
 from app.client.access import days_argument, scopes_argument
 from app.client.connection import add_connection_arguments
 from app.core.scopes import ALL_SCOPES, Role
@@ -105,6 +105,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     delete = sub.add_parser("delete", help="delete models, datasets or webhooks (a job is cancelled, not deleted)")
     kinds = delete.add_subparsers(dest="kind", required=True, metavar="{model,dataset,webhook}")
     access.register(sub)
+    audit.register(sub)
     datasets.register(sub, kinds)
     jobs.register(sub)
     job_logs.register(sub)

@@ -6,6 +6,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from app.api import (
+    audit_log,
     dashboard,
     datasets,
     estimate,
@@ -29,6 +30,7 @@ from app.api import (
     models,
     pings,
     sweeps,
+    usage,
     webhooks,
     workers,
 )
@@ -63,6 +65,8 @@ def create_app() -> FastAPI:
     app.include_router(me.router, **KEYED)
     app.include_router(keys.router, **KEYED)
     app.include_router(members.router, **KEYED)
+    app.include_router(audit_log.router, **KEYED)
+    app.include_router(usage.router, **KEYED)
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
     app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id

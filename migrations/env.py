@@ -1,5 +1,5 @@
 """Alembic environment: the URL comes from the service settings, the schema from app.db.tables and
-app.db.webhook_tables."""
+app.db.webhook_tables and app.db.audit_tables."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from alembic import context
 
 from app.core.settings import get_settings
-from app.db import tables, webhook_tables  # noqa: F401  (register the tables)
+from app.db import audit_tables, tables, webhook_tables  # noqa: F401  (register the tables)
 from app.db.base import Base
 from app.db.session import make_engine
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
@@ -16,7 +18,7 @@ from app.db.job_rows import ACTIVE_STATES
 from app.db.tables import Dataset, Job
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
 from app.schemas.datasets import DatasetFilter, DatasetKind, DatasetPublic, DatasetRegister
-from app.services import datasets
+from app.services import datasets, quotas
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -55,13 +57,15 @@ def _owned(session: Session, dataset_id: str, owner_id: str) -> Dataset:
     status_code=status.HTTP_201_CREATED,
     responses={
         400: {"description": "Body is not multipart form data"},
-        413: {"description": "Over MAX_DATASET_MB"},
+        413: {"description": "Over MAX_DATASET_MB, or over the organisation's storage quota"},
         422: {"description": "Empty file or a bad field"},
         503: {"description": "Artifact store or broker unavailable"},
     },
 )
 def upload_dataset(
+    request: Request,
     session: SessionDep,
+    settings: SettingsDep,
     key: TrainKey,
     _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
     file: Annotated[
@@ -81,6 +85,10 @@ def upload_dataset(
     naming the first bad line. Jobs wait for `ready`."""
     if holds_nul(name):  # a form field: app.schemas.common.Input does this for JSON bodies
         raise unprocessable("name", f"name {NUL_MESSAGE}")
+    if file.size is not None:  # the form parser spooled it: known before anything is stored
+        quotas.check_storage(session, settings, key.owner_id, file.size)
+    details = {"name": name, "kind": kind, "filename": file.filename or ""}
+    audit.record(session, key, request, "dataset.uploaded", "dataset", Dataset, details)
     dataset = datasets.create_upload(
         session,
         key.owner_id,
@@ -91,6 +99,7 @@ def upload_dataset(
         format,
         _language("source_language", source_language),
         _language("target_language", target_language),
+        check_size=None if file.size is not None else partial(quotas.check_storage, session, settings, key.owner_id),
     )
     return DatasetPublic.model_validate(dataset)
 
@@ -105,9 +114,13 @@ def upload_dataset(
         503: {"description": "Broker down"},
     },
 )
-def register_dataset(body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: TrainKey) -> DatasetPublic:
+def register_dataset(
+    body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: TrainKey, request: Request
+) -> DatasetPublic:
     """A dataset read in place from an object-store URI (`s3://bucket/key`, under DATASET_URI_PREFIXES), never
     copied through the API: a worker parses it from there, as after an upload."""
+    details = {"name": body.name, "uri": body.uri}
+    audit.record(session, key, request, "dataset.registered", "dataset", Dataset, details)
     return DatasetPublic.model_validate(datasets.register_uri(session, settings, key.owner_id, body))
 
 
@@ -162,10 +175,14 @@ def read_report(dataset_id: str, session: SessionDep, key: ReadKey) -> dict[str,
         422: {"description": "Bad rules, a failed or monolingual dataset"},
     },
 )
-def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, key: TrainKey) -> DatasetPublic:
+def filter_dataset(
+    dataset_id: str, body: DatasetFilter, session: SessionDep, key: TrainKey, request: Request
+) -> DatasetPublic:
     """A new dataset of the rows the rules keep (its `parent_id` and `filter_rules` say how it was made): a worker
     writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left."""
     parent = _owned(session, dataset_id, key.owner_id)
+    details = {"parent_id": parent.id, "rules": body.model_dump(mode="json", exclude_unset=True)}
+    audit.record(session, key, request, "dataset.filtered", "dataset", Dataset, details)
     return DatasetPublic.model_validate(datasets.create_filtered(session, parent, body))
 
 
@@ -174,7 +191,7 @@ def filter_dataset(dataset_id: str, body: DatasetFilter, session: SessionDep, ke
     status_code=status.HTTP_204_NO_CONTENT,
     responses={404: {"description": "Not found"}, 409: {"description": "In use by a job"}},
 )
-def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> Response:
+def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey, request: Request) -> Response:
     dataset = _owned(session, dataset_id, key.owner_id)
     users = session.scalars(
         select(Job.id).where(
@@ -184,6 +201,7 @@ def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey) -> Respo
     if users:
         raise conflict(f"dataset {dataset_id} is used by active job(s) {', '.join(users)}; cancel them or wait")
     session.delete(dataset)
+    audit.record(session, key, request, "dataset.deleted", "dataset", dataset_id, {"name": dataset.name})
     session.commit()
     datasets.store_delete(f"datasets/{dataset_id}")  # nothing for a dataset read in place: its URI is not ours
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found
 from app.api.models import owned_model
@@ -68,11 +69,19 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     responses=RESPONSES,
 )
 def create_evaluation(
-    model_id: str, body: EvaluationCreate, session: SessionDep, settings: SettingsDep, key: TrainKey
+    model_id: str,
+    body: EvaluationCreate,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: TrainKey,
+    request: Request,
 ) -> EvaluationPublic:
     """Translate the dataset's sources with the model and score them against its targets (sacrebleu BLEU, chrF,
     chrF++); an inference worker does it in the background: poll the evaluation for progress and scores."""
-    evaluation = create(session, settings, owned_model(session, model_id, key.owner_id), body)
+    model = owned_model(session, model_id, key.owner_id)
+    details = {"model_id": model.id, "dataset_id": str(body.dataset_id)}
+    audit.record(session, key, request, "evaluation.requested", "evaluation", Evaluation, details)
+    evaluation = create(session, settings, model, body)
     try:
         dispatch(evaluation.id)
     except Exception as exc:

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Request, Resp
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found, unprocessable
 from app.api.models import owned_model
@@ -79,6 +80,7 @@ async def _known_form_fields(request: Request) -> None:
 )
 def translate_file(
     model_id: str,
+    request: Request,
     session: SessionDep,
     settings: SettingsDep,
     key: InferenceKey,
@@ -126,6 +128,8 @@ def translate_file(
         ) from exc
     try:
         session.add(row)
+        details = {"model_id": model.id, "filename": row.filename, "lines": row.lines}
+        audit.record(session, key, request, "translation.requested", "translation", row.id, details)
         session.commit()
     except BaseException:
         session.rollback()

@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any, Literal, cast
 
-from fastapi import APIRouter, BackgroundTasks, Header, Query, Response, status
+from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session, selectinload
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import bad_query, conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
@@ -182,8 +183,11 @@ def create_job(
     key: TrainKey,
     response: Response,
     background: BackgroundTasks,
+    request: Request,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
 ) -> JobPublic:
+    details = {"dataset_id": str(body.dataset_id), "objective": body.objective}
+    audit.record(session, key, request, "job.submitted", "job", Job, details)  # written with the job, if it is new
     job, created = job_submission.create(session, settings, key.owner_id, body, idempotency_key)
     if created:
         background.add_task(dispatch, job.id)  # after the commit, and after the response is sent
@@ -239,7 +243,7 @@ def read_job(job_id: str, session: SessionDep, key: ReadKey) -> JobPublic:
     response_model=JobPublic,
     responses={**NOT_FOUND, 400: {"description": "Body is not UTF-8 JSON"}, 422: {"description": "Invalid label"}},
 )
-def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: TrainKey) -> JobPublic:
+def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: TrainKey, request: Request) -> JobPublic:
     """Change a job's name, tags or note, whatever its status: only the fields given change. `add_tags` and
     `remove_tags` change the tags the job has when the request runs (the row is locked meanwhile, so two clients
     tagging the same job at once both see their change kept); `tags` replaces the list and goes with neither."""
@@ -264,6 +268,7 @@ def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: TrainKey)
         job.tag_rows.clear()
         session.flush()  # the old rows go before the new ones come: a kept tag has the same primary key
         job.tag_rows.extend(job_submission.tag_rows(tags))
+    audit.record(session, key, request, "job.labelled", "job", job.id, body.model_dump(mode="json", exclude_unset=True))
     session.commit()
     return job_public(session, job)
 
@@ -274,10 +279,11 @@ def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: TrainKey)
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, 409: {"description": "Job already finished"}},
 )
-def cancel_job(job_id: str, session: SessionDep, key: TrainKey) -> JobPublic:
+def cancel_job(job_id: str, session: SessionDep, key: TrainKey, request: Request) -> JobPublic:
     job = owned_job(session, job_id, key.owner_id)
     if job.status in TERMINAL_STATES:
         raise conflict(f"job {job_id} is already {job.status}")
+    audit.record(session, key, request, "job.cancelled", "job", job.id, {"status": job.status})
     if request_cancel(session, job):  # a queued job: cancelled now (a running one by its worker, which reports it)
         webhooks.emit_job(session, job, job.status)
         session.commit()

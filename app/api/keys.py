@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 from sqlalchemy.orm import Session
 
-from app.api import ttl_cache
+from app.api import audit, ttl_cache
 from app.api.deps import SessionDep
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import AnyKey
@@ -42,11 +42,14 @@ def public(session: Session, row: ApiKey) -> KeyPublic:
 
 
 @router.post("", response_model=KeyWithSecret, status_code=status.HTTP_201_CREATED, responses=REFUSED)
-def create_key(body: KeyCreate, session: SessionDep, key: AnyKey) -> KeyWithSecret:
+def create_key(body: KeyCreate, session: SessionDep, key: AnyKey, request: Request) -> KeyWithSecret:
     """A new key; `key` in the answer is its secret, shown this once and never again."""
     row, clear = api_keys.create(
         session, key, body.name, body.scopes, body.member, body.expires_at, body.expires_in_days
     )
+    session.flush()  # the key's id
+    details = {"name": row.name, "prefix": row.prefix, "member_id": row.member_id, "scopes": list(row.scopes or [])}
+    audit.record(session, key, request, "key.created", "key", row.id, details)
     session.commit()
     return KeyWithSecret(**public(session, row).model_dump(), key=clear)
 
@@ -59,9 +62,13 @@ def list_keys(session: SessionDep, key: AnyKey, limit: Limit = 50, offset: Offse
 
 
 @router.delete("/{key_id}", response_model=KeyPublic, responses={404: {"description": "Not found"}})
-def revoke_key(key_id: str, session: SessionDep, key: AnyKey) -> KeyPublic:
+def revoke_key(key_id: str, session: SessionDep, key: AnyKey, request: Request) -> KeyPublic:
     """Revoke a key at once in this API process, and within AUTH_CACHE_SECONDS in the others."""
+    found = session.get(ApiKey, key_id)
+    was_revoked = found is not None and found.revoked_at is not None
     row = api_keys.revoke(session, key, key_id)
+    if not was_revoked:  # revoked now (again: the same answer, nothing recorded)
+        audit.record(session, key, request, "key.revoked", "key", row.id, {"name": row.name, "prefix": row.prefix})
     session.commit()
     ttl_cache.callers().forget(row.key_hash)
     return public(session, row)

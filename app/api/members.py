@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Request, status
 
-from app.api import ttl_cache
+from app.api import audit, ttl_cache
 from app.api.deps import SessionDep
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import AdminKey
@@ -28,8 +28,10 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found"}}
     status_code=status.HTTP_201_CREATED,
     responses={409: {"description": "The organisation has a member of that name"}},
 )
-def create_member(body: MemberCreate, session: SessionDep, key: AdminKey) -> MemberPublic:
+def create_member(body: MemberCreate, session: SessionDep, key: AdminKey, request: Request) -> MemberPublic:
     member = members.add(session, key, body.name, parse_role(body.role))
+    session.flush()  # the member's id
+    audit.record(session, key, request, "member.added", "member", member.id, {"name": member.name, "role": member.role})
     session.commit()
     return MemberPublic.model_validate(member)
 
@@ -46,8 +48,15 @@ def list_members(session: SessionDep, key: AdminKey, limit: Limit = 50, offset: 
     response_model=MemberPublic,
     responses={**NOT_FOUND, 409: {"description": "The caller's own member, or the last admin losing the role"}},
 )
-def update_member(member_id: str, body: MemberUpdate, session: SessionDep, key: AdminKey) -> MemberPublic:
+def update_member(
+    member_id: str, body: MemberUpdate, session: SessionDep, key: AdminKey, request: Request
+) -> MemberPublic:
+    found = session.get(Member, member_id)
+    before = found.role if found is not None else None
     member = members.set_role(session, key, member_id, parse_role(body.role))
+    if member.role != before:
+        details = {"name": member.name, "from": before, "to": member.role}
+        audit.record(session, key, request, "member.role_changed", "member", member.id, details)
     session.commit()
     for digest in key_hashes(session, member.id):  # its keys' callers hold the old role
         ttl_cache.callers().forget(digest)

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Response, status
+from fastapi import APIRouter, HTTPException, Request, Response, status
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.api import audit
 from app.api.deps import SessionDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
@@ -75,7 +76,9 @@ def read_alias(name: str, alias: str, session: SessionDep, key: ReadKey) -> Alia
         422: {"description": "Invalid alias, or a version or model that is not one of this name's"},
     },
 )
-def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: ModelsWriteKey) -> AliasPublic:
+def set_alias(
+    name: str, alias: str, body: AliasSet, session: SessionDep, key: ModelsWriteKey, request: Request
+) -> AliasPublic:
     """Point `name@alias` at one version of the name (`{"version": N}` or `{"model_id": "..."}`, not both), creating the
     alias or moving it; requests through `name@alias` reach the new version from the next one on."""
     _owned_name(session, name, key.owner_id)
@@ -90,8 +93,18 @@ def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: M
         model = model_refs.resolve(session, body.model_id, key.owner_id) if "@" not in body.model_id else None
         if model is None or model.name != name:
             raise unprocessable("model_id", f"model {body.model_id} is not a version of {name}")
+    current = session.get(ModelAlias, (key.owner_id, name, alias))
+    before = session.get(TrainedModel, current.model_id) if current is not None else None
     try:
         row = registry.point_alias(session, key, name, alias, model)
+        if before is None or before.id != model.id:
+            details = {
+                "from_version": before.version if before is not None else None,
+                "to_version": model.version,
+                "from_model_id": before.id if before is not None else None,
+                "to_model_id": model.id,
+            }
+            audit.record(session, key, request, "alias.moved", "alias", f"{name}@{alias}", details)
         session.commit()
     except IntegrityError as exc:
         session.rollback()
@@ -100,8 +113,11 @@ def set_alias(name: str, alias: str, body: AliasSet, session: SessionDep, key: M
 
 
 @router.delete("/{name}/aliases/{alias}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
-def delete_alias(name: str, alias: str, session: SessionDep, key: ModelsWriteKey) -> Response:
-    registry.remove_alias(session, key, _owned_alias(session, name, alias, key.owner_id))
+def delete_alias(name: str, alias: str, session: SessionDep, key: ModelsWriteKey, request: Request) -> Response:
+    row = _owned_alias(session, name, alias, key.owner_id)
+    details = {"model_id": row.model_id}
+    registry.remove_alias(session, key, row)
+    audit.record(session, key, request, "alias.removed", "alias", f"{name}@{alias}", details)
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

@@ -15,6 +15,7 @@ from typing import Annotated, Any, BinaryIO
 from fastapi import APIRouter, Depends, File, HTTPException, Request, UploadFile, status
 from fastapi.responses import JSONResponse
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import unprocessable
 from app.api.models import owned_model
@@ -23,7 +24,7 @@ from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import IMPORT
 from app.db.base import new_id
 from app.schemas.models import ModelPublic
-from app.services import inference_client
+from app.services import inference_client, quotas
 from app.services.errors import ServiceError, WorkerTimeout
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -54,13 +55,14 @@ async def _only_the_file(request: Request) -> None:
     responses={
         202: {"description": "Still being imported: GET the Location shortly"},
         400: {"description": "Body is not multipart form data"},
-        413: {"description": "Over MAX_DATASET_MB"},
+        413: {"description": "Over MAX_DATASET_MB, or over the organisation's storage quota"},
         422: {"description": "Not an importable archive; the detail says why"},
         503: {"description": "Artifact store or broker unavailable"},
         504: {"description": "No inference worker answered"},
     },
 )
 def import_model(
+    request: Request,
     session: SessionDep,
     settings: SettingsDep,
     key: ModelsWriteKey,
@@ -71,6 +73,7 @@ def import_model(
     # form parser: it goes to the store a chunk at a time, never whole in memory (an OPUS-MT archive is ~300 MB).
     if file.size == 0:
         raise unprocessable("file", "the file is empty")
+    quotas.check_storage(session, settings, key.owner_id, file.size or 0)  # the archive, about the model's size
     if not _is_tar(file.file):  # the worker checks every member; this spares it (and the caller's wait) the obvious
         raise unprocessable("file", f"{file.filename}: not a readable .tar.gz archive")
     model_id = new_id()
@@ -88,6 +91,9 @@ def import_model(
             settings, IMPORT, [staging, model_id, key.owner_id, filename], timeout=settings.export_timeout_seconds
         )
     except WorkerTimeout:
+        details = {"filename": filename, "status": "importing"}
+        audit.record(session, key, request, "model.import_requested", "model", model_id, details)
+        session.commit()
         # Queued but not answered: a worker may still import it (and deletes the upload either way), or the
         # message expires unread and the model never appears (a later upload is a new import); the workers' reaper
         # then removes the upload (worker/reaper.py: staged uploads older than this expiry and an import's run).
@@ -105,4 +111,8 @@ def import_model(
             raise unprocessable("file", str(exc.detail)) from exc
         get_store().delete(staging)
         raise
-    return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))
+    # The worker created the model in its own transaction: the audit row follows it, once the import succeeded.
+    model = owned_model(session, model_id, key.owner_id)
+    audit.record(session, key, request, "model.imported", "model", model.id, {"filename": filename, "name": model.name})
+    session.commit()
+    return ModelPublic.model_validate(model)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response, status
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
-from app.api import ttl_cache
+from app.api import audit, ttl_cache
 from app.api.deps import SessionDep
 from app.api.errors import conflict, not_found
 from app.api.pagination import Limit, Offset, paginate
@@ -77,6 +77,12 @@ def read_model(model_id: str, session: SessionDep, key: ReadKey) -> ModelPublic:
     return ModelPublic.model_validate(owned_model(session, model_id, key.owner_id))
 
 
+def _update_action(given: set[str], name: str | None) -> str:
+    if "name" not in given:
+        return "model.updated"
+    return "model.registered" if name is not None else "model.unregistered"
+
+
 @router.patch(
     "/{model_id}",
     response_model=ModelPublic,
@@ -87,15 +93,22 @@ def read_model(model_id: str, session: SessionDep, key: ReadKey) -> ModelPublic:
         422: {"description": "Invalid name, tag, description, language or licence"},
     },
 )
-def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: ModelsWriteKey) -> ModelPublic:
+def update_model(
+    model_id: str, body: ModelUpdate, session: SessionDep, key: ModelsWriteKey, request: Request
+) -> ModelPublic:
     """Change a model's name, tags, description, languages or licence: only the fields given change. A new `name` makes
     the model that name's next version (1, 2, ...); renaming removes the aliases of its old name that pointed at
     it (recorded in their history); `null` unregisters it."""
     model = owned_model(session, model_id, key.owner_id)
     given = body.model_fields_set
+    before = {"name": model.name, "version": model.version}
     try:
         if "name" in given:
             registry.register(session, key, model, body.name)
+        details: dict[str, Any] = {"fields": sorted(given)}
+        if "name" in given:
+            details.update({"from": before, "to": {"name": model.name, "version": model.version}})
+        audit.record(session, key, request, _update_action(given, model.name), "model", model.id, details)
         if "tags" in given:
             registry.set_tags(session, model, body.tags or [])
         for field in ("description", "source_language", "target_language", "license"):
@@ -113,7 +126,7 @@ def update_model(model_id: str, body: ModelUpdate, session: SessionDep, key: Mod
     status_code=status.HTTP_204_NO_CONTENT,
     responses={**NOT_FOUND, 503: {"description": "Artifact store unavailable"}},
 )
-def delete_model(model_id: str, session: SessionDep, key: ModelsWriteKey) -> Response:
+def delete_model(model_id: str, session: SessionDep, key: ModelsWriteKey, request: Request) -> Response:
     """The files go first, then the row: a store that cannot be reached leaves the model whole (503, retry), and a
     retry after a failed commit finds the files already gone, which is fine. Aliases pointing at it go with it,
     each recorded in its history."""
@@ -131,6 +144,8 @@ def delete_model(model_id: str, session: SessionDep, key: ModelsWriteKey) -> Res
         ) from exc
     registry.drop_aliases(session, key, model)
     session.delete(model)
+    details = {"name": model.name, "version": model.version}
+    audit.record(session, key, request, "model.deleted", "model", model_id, details)
     session.commit()
     ttl_cache.models().forget(model.id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import logging
 from typing import Annotated, Any
 
-from fastapi import APIRouter, BackgroundTasks, Header, Query, Response, status
+from fastapi import APIRouter, BackgroundTasks, Header, Query, Request, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import conflict, not_found
 from app.api.jobs import dispatch
@@ -52,10 +53,12 @@ def create_sweep(
     key: TrainKey,
     response: Response,
     background: BackgroundTasks,
+    request: Request,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
 ) -> SweepPublic:
     """Start a sweep: its first trials (up to max_concurrent_trials) are queued as jobs at once; each that ends
     starts the next while the budget lasts; the best trial's model is then registered as `name@best`."""
+    audit.record(session, key, request, "sweep.created", "sweep", Sweep, {"name": body.name})  # if it is new
     sweep, created = sweeps.create(session, settings, key, body, idempotency_key)
     if created:
         started = sweep_runner.advance(session, settings, sweep.id)
@@ -94,7 +97,9 @@ def read_sweep(sweep_id: str, session: SessionDep, key: ReadKey) -> SweepPublic:
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, 409: {"description": "Sweep already finished"}},
 )
-def cancel_sweep(sweep_id: str, session: SessionDep, settings: SettingsDep, key: TrainKey) -> SweepPublic:
+def cancel_sweep(
+    sweep_id: str, session: SessionDep, settings: SettingsDep, key: TrainKey, request: Request
+) -> SweepPublic:
     """No further trial starts; queued trials are cancelled at once, running ones at their next lease renewal.
     The sweep is `cancelled` once none runs; its best trial so far is shown but not registered."""
     owned_sweep(session, sweep_id, key.owner_id)
@@ -104,6 +109,7 @@ def cancel_sweep(sweep_id: str, session: SessionDep, settings: SettingsDep, key:
         session.rollback()
         raise conflict(f"sweep {sweep_id} is already {sweep.status}")
     sweep.cancel_requested = True
+    audit.record(session, key, request, "sweep.cancelled", "sweep", sweep_id, {"name": sweep.name})
     session.commit()
     for job in session.scalars(select(Job).where(Job.sweep_id == sweep_id, Job.status.in_(ACTIVE_STATES))).all():
         if request_cancel(session, job):  # queued: cancelled now (a running one by its worker, which reports it)

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found
 from app.api.pagination import Limit, Offset, paginate
@@ -69,9 +70,13 @@ def delivery_public(delivery: WebhookDelivery) -> DeliveryPublic:
 
 
 @router.post("", response_model=WebhookWithSecret, status_code=status.HTTP_201_CREATED, responses=REFUSED)
-def create_webhook(body: WebhookCreate, session: SessionDep, settings: SettingsDep, key: AdminKey) -> WebhookWithSecret:
+def create_webhook(
+    body: WebhookCreate, session: SessionDep, settings: SettingsDep, key: AdminKey, request: Request
+) -> WebhookWithSecret:
     """Register an endpoint for the events listed. The answer holds its signing secret, which is never shown again
     (`rotate-secret` makes a new one)."""
+    details = {"url": body.url, "events": list(body.events)}
+    audit.record(session, key, request, "webhook.created", "webhook", WebhookEndpoint, details)
     endpoint, secret = webhook_endpoints.create(session, settings, key.owner_id, body)
     return with_secret(endpoint, secret)
 
@@ -89,26 +94,31 @@ def read_webhook(webhook_id: str, session: SessionDep, key: AdminKey) -> Webhook
 
 @router.patch("/{webhook_id}", response_model=WebhookPublic, responses={**NOT_FOUND, **REFUSED})
 def update_webhook(
-    webhook_id: str, body: WebhookUpdate, session: SessionDep, settings: SettingsDep, key: AdminKey
+    webhook_id: str, body: WebhookUpdate, session: SessionDep, settings: SettingsDep, key: AdminKey, request: Request
 ) -> WebhookPublic:
     """Change the URL, the events, `enabled` or the description: only the fields given change. A disabled endpoint
     gets no new deliveries, and those still due when it was disabled fail at their next attempt."""
     endpoint = owned_endpoint(session, webhook_id, key.owner_id)
+    details = body.model_dump(mode="json", exclude_unset=True)
+    audit.record(session, key, request, "webhook.updated", "webhook", endpoint.id, details)
     return public(webhook_endpoints.update(session, settings, endpoint, body))
 
 
 @router.delete("/{webhook_id}", status_code=status.HTTP_204_NO_CONTENT, responses=NOT_FOUND)
-def delete_webhook(webhook_id: str, session: SessionDep, key: AdminKey) -> Response:
+def delete_webhook(webhook_id: str, session: SessionDep, key: AdminKey, request: Request) -> Response:
     """The endpoint and its deliveries (one being attempted ends, unrecorded)."""
-    session.delete(owned_endpoint(session, webhook_id, key.owner_id))
+    endpoint = owned_endpoint(session, webhook_id, key.owner_id)
+    session.delete(endpoint)
+    audit.record(session, key, request, "webhook.deleted", "webhook", webhook_id, {"url": endpoint.url})
     session.commit()
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.post("/{webhook_id}/rotate-secret", response_model=WebhookWithSecret, responses=NOT_FOUND)
-def rotate_secret(webhook_id: str, session: SessionDep, key: AdminKey) -> WebhookWithSecret:
+def rotate_secret(webhook_id: str, session: SessionDep, key: AdminKey, request: Request) -> WebhookWithSecret:
     """A new signing secret, shown once. For 24 hours deliveries carry a signature by the previous secret too."""
     endpoint = owned_endpoint(session, webhook_id, key.owner_id)
+    audit.record(session, key, request, "webhook.secret_rotated", "webhook", endpoint.id)  # never the secret
     secret = webhook_endpoints.rotate_secret(session, endpoint)
     return with_secret(endpoint, secret)
 
@@ -119,9 +129,10 @@ def rotate_secret(webhook_id: str, session: SessionDep, key: AdminKey) -> Webhoo
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, **DISABLED},
 )
-def send_test_event(webhook_id: str, session: SessionDep, key: AdminKey) -> DeliveryPublic:
+def send_test_event(webhook_id: str, session: SessionDep, key: AdminKey, request: Request) -> DeliveryPublic:
     """Send a `webhook.test` event to this endpoint (a delivery like any other, retried alike)."""
     endpoint = owned_endpoint(session, webhook_id, key.owner_id)
+    audit.record(session, key, request, "webhook.tested", "webhook", endpoint.id)
     delivery_id = webhook_endpoints.send_test(session, endpoint)
     delivery = session.get(WebhookDelivery, delivery_id)
     assert delivery is not None  # just committed
@@ -168,10 +179,14 @@ def owned_delivery(session: Session, webhook_id: str, delivery_id: str, owner_id
     status_code=status.HTTP_202_ACCEPTED,
     responses={**NOT_FOUND, 409: {"description": "The endpoint is disabled, or an attempt is being made now"}},
 )
-def redeliver(webhook_id: str, delivery_id: str, session: SessionDep, key: AdminKey) -> DeliveryPublic:
+def redeliver(
+    webhook_id: str, delivery_id: str, session: SessionDep, key: AdminKey, request: Request
+) -> DeliveryPublic:
     """A new attempt now, with the same webhook-id. A delivery that had ended (succeeded or failed) gets this one
     attempt more; one still retrying keeps its schedule from here."""
     delivery = owned_delivery(session, webhook_id, delivery_id, key.owner_id)
+    details = {"delivery_id": delivery.id, "event_type": delivery.event_type}
+    audit.record(session, key, request, "webhook.redelivered", "webhook", webhook_id, details)
     webhook_endpoints.redeliver(session, owned_endpoint(session, webhook_id, key.owner_id), delivery)
     session.refresh(delivery)
     return delivery_public(delivery)

@@ -123,6 +123,11 @@ class Settings(BaseSettings):
     # Abuse limits (0 = off): queued + running jobs of a key's owner, and requests per minute per API key.
     max_active_jobs_per_key: int = Field(8, ge=0)
     rate_limit_per_minute: int = Field(600, ge=0)
+    # Quotas per organisation (0 = unlimited; an organisation's own value in the owners table replaces each one):
+    # bytes stored (datasets, models, checkpoints), jobs queued or running, and worker minutes per UTC day.
+    quota_storage_gb: float = Field(0.0, ge=0)
+    quota_active_jobs: int = Field(0, ge=0)
+    quota_worker_minutes_per_day: int = Field(0, ge=0)
     # How long an API process reuses a key's or a model's lookup (app/api/ttl_cache.py); a revoked key or deleted model
     # can keep working this long in the other API processes. 0: look both up on every request.
     auth_cache_seconds: float = Field(5.0, ge=0, le=300)

@@ -17,10 +17,10 @@ const CONTROLS = [
   ["#translate-form, #fill-form, #attention-form, #neighbors-form, #translate-file-button", "inference"],
   ['a[href$="/explain"]', "inference"],
   ["#import, #alias-form, #registry form", "models:write"],
-  ['a[href="#/webhooks"]', "admin"],
+  ['a[href="#/webhooks"], a[href="#/audit"]', "admin"],
 ];
 // Pages that are all about one scope: shown as a note instead of a form that cannot be sent.
-const PAGES = [[/^#\/new/, "train"], [/^#\/webhooks/, "admin"]];
+const PAGES = [[/^#\/new/, "train"], [/^#\/webhooks/, "admin"], [/^#\/audit/, "admin"]];
 
 export const getMe = () => JSON.parse(sessionStorage.getItem(ME_NAME) || "null");
 export const setMe = (me) => sessionStorage.setItem(ME_NAME, JSON.stringify(me));

@@ -1,5 +1,5 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
-// card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks),
+// card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks, #/audit),
 // the jobs list.
 
 import { applyScopes, clearMe, getMe, limitsNote, pageNeeds, scopeChips, setMe, watchScopes, whoText } from "./access.js";
@@ -15,6 +15,8 @@ import { renderNewJob } from "./newjob.js";
 import { renderSweep } from "./sweep.js";
 import { renderSweeps } from "./sweeps.js";
 import { renderWebhooks } from "./webhooks.js";
+import { renderAudit } from "./audit.js";
+import { usagePanel } from "./usage.js";
 import { renderWorkers } from "./workers.js";
 import { clear, errorBox, field, fmtDuration, fmtNumber, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
@@ -96,7 +98,7 @@ function renderJobs(container) {
     h("div", { class: "page-head" }, h("h1", {}, "Jobs"),
       h("div", { class: "inline" }, field("Status", filter), field("Tag", tagFilter), compare,
         h("a", { class: "button", href: "#/new" }, "New job"))),
-    note, h("div", { class: "card flush" }, table), more);
+    note, usagePanel(), h("div", { class: "card flush" }, table), more);
   let timer = null, stopped = false, controller = null;
   async function load() {
     controller = new AbortController();
@@ -182,6 +184,7 @@ const ROUTES = [
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],
   [/^#\/webhooks$/, renderWebhooks],
+  [/^#\/audit$/, renderAudit],
 ];
 
 function route() {

@@ -20,6 +20,10 @@ class Owner(Base):
     id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
     name: Mapped[str] = mapped_column(String(100), unique=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # The organisation's own quotas (None: the service's QUOTA_* setting; 0: unlimited), app/services/quotas.py.
+    quota_storage_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
+    quota_active_jobs: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    quota_worker_minutes_per_day: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     keys: Mapped[list[ApiKey]] = relationship(back_populates="owner")
     members: Mapped[list[Member]] = relationship(back_populates="owner")

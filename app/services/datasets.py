@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from typing import BinaryIO
 
 from sqlalchemy import update
@@ -73,9 +74,11 @@ def create_upload(
     fmt: str = "auto",
     source_language: str | None = None,
     target_language: str | None = None,
+    check_size: Callable[[int], None] | None = None,
 ) -> Dataset:
     """Store an uploaded file (seekable: the form parser's spooled file) a chunk at a time, then its row
-    (`processing`), then queue its parsing. The file first, whole or not at all: a row never points at nothing."""
+    (`processing`), then queue its parsing. The file first, whole or not at all: a row never points at nothing.
+    `check_size(bytes stored)` may refuse the file once stored (a quota): it is deleted, and no row is made."""
     empty, compressed = _peek_gzip(stream)
     if empty:
         raise InvalidField("file", "the file is empty")
@@ -106,6 +109,8 @@ def create_upload(
         raise ServiceUnavailable("the artifact store is unavailable; try again", STORE_RETRY_AFTER) from exc
     dataset.size_bytes, dataset.sha256 = hashing.size, hashing.sha256.hexdigest()
     try:
+        if check_size is not None:
+            check_size(dataset.size_bytes)
         session.add(dataset)
         session.commit()
     except BaseException:

@@ -67,6 +67,15 @@ class Conflict(ServiceError):
         super().__init__(message)
 
 
+class PayloadTooLarge(ServiceError):
+    """413: what the request would store passes a quota; the detail names the quota, the usage and the limit."""
+
+    status = 413
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+
+
 class TooManyRequests(ServiceError):
     """429: over a quota; Retry-After says how long before asking again is worth it."""
 

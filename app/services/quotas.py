@@ -1,0 +1,135 @@
+"""Quotas per organisation: bytes stored, jobs queued or running, worker minutes per UTC day.
+
+A limit is the organisation's own (a column of `owners`) or else the service's QUOTA_* setting; 0 is unlimited.
+Usage is read from the rows: the sizes recorded for datasets stored by the service (not those read in place from a
+URI), models and checkpoints; the jobs queued or running; and the minutes jobs ran today (from started_at to
+finished_at, a running job's up to now). Checked when work is asked for: storage before an upload or import is
+stored (413), jobs and minutes before a job is queued (429).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from app.core.settings import Settings
+from app.db.job_rows import ACTIVE_STATES, RUNNING
+from app.db.tables import Dataset, Job, JobCheckpoint, Owner, TrainedModel
+from app.services.errors import PayloadTooLarge, TooManyRequests
+
+GB = 1024**3  # QUOTA_STORAGE_GB counts binary gigabytes (GiB)
+MINUTES_RETRY_AFTER = 600  # seconds: worker minutes come back at midnight UTC, or never sooner than a job ends
+
+
+@dataclass(frozen=True)
+class Limits:
+    storage_bytes: int  # 0: unlimited
+    active_jobs: int
+    worker_minutes_per_day: int
+
+
+@dataclass(frozen=True)
+class Usage:
+    storage_bytes: int
+    active_jobs: int
+    worker_minutes_today: float
+
+
+def limits(settings: Settings, owner: Owner) -> Limits:
+    storage_gb = owner.quota_storage_gb if owner.quota_storage_gb is not None else settings.quota_storage_gb
+    jobs = owner.quota_active_jobs if owner.quota_active_jobs is not None else settings.quota_active_jobs
+    minutes = owner.quota_worker_minutes_per_day
+    return Limits(
+        storage_bytes=round(storage_gb * GB),
+        active_jobs=jobs,
+        worker_minutes_per_day=minutes if minutes is not None else settings.quota_worker_minutes_per_day,
+    )
+
+
+def storage_bytes(session: Session, owner_id: str) -> int:
+    datasets = select(func.coalesce(func.sum(Dataset.size_bytes), 0)).where(
+        Dataset.owner_id == owner_id, Dataset.storage_key != ""
+    )
+    models = select(func.coalesce(func.sum(TrainedModel.size_bytes), 0)).where(TrainedModel.owner_id == owner_id)
+    checkpoints = (
+        select(func.coalesce(func.sum(JobCheckpoint.size_bytes), 0))
+        .join(Job, Job.id == JobCheckpoint.job_id)
+        .where(Job.owner_id == owner_id)
+    )
+    return sum(int(session.scalar(query) or 0) for query in (datasets, models, checkpoints))
+
+
+def worker_minutes_today(session: Session, owner_id: str, now: datetime) -> float:
+    """Minutes jobs of the owner ran since midnight UTC: finished ones from start to end, running ones up to now."""
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    rows = session.execute(
+        select(Job.started_at, Job.finished_at, Job.status).where(
+            Job.owner_id == owner_id,
+            Job.started_at.is_not(None),
+            Job.started_at < now,
+            or_(Job.finished_at >= midnight, Job.status == RUNNING),
+        )
+    )
+    total = timedelta()
+    for started, finished, status in rows:
+        if started is None:  # excluded by the query; for the type checker
+            continue
+        end = now if status == RUNNING or finished is None else min(finished, now)
+        start = max(started, midnight)
+        if end > start:
+            total += end - start
+    return total.total_seconds() / 60
+
+
+def active_jobs(session: Session, owner_id: str) -> int:
+    count = session.scalar(select(func.count()).where(Job.owner_id == owner_id, Job.status.in_(ACTIVE_STATES)))
+    return int(count or 0)
+
+
+def usage(session: Session, owner_id: str, now: datetime) -> Usage:
+    return Usage(
+        storage_bytes(session, owner_id), active_jobs(session, owner_id), worker_minutes_today(session, owner_id, now)
+    )
+
+
+def _owner(session: Session, owner_id: str) -> Owner:
+    owner = session.get(Owner, owner_id)
+    assert owner is not None  # the caller's key belongs to it
+    return owner
+
+
+def check_storage(session: Session, settings: Settings, owner_id: str, adding: int) -> None:
+    """PayloadTooLarge when storing `adding` more bytes would pass the organisation's storage quota."""
+    limit = limits(settings, _owner(session, owner_id)).storage_bytes
+    if limit <= 0:
+        return
+    used = storage_bytes(session, owner_id)
+    if used + adding > limit:
+        raise PayloadTooLarge(
+            f"storage quota exceeded: {used} bytes stored + {adding} bytes would pass the limit of {limit} bytes "
+            f"({limit / GB:g} GiB); delete datasets or models first"
+        )
+
+
+def check_jobs(session: Session, settings: Settings, owner_id: str, now: datetime) -> None:
+    """TooManyRequests when one more job would pass the active-jobs quota, or today's worker minutes are spent."""
+    quota = limits(settings, _owner(session, owner_id))
+    if quota.active_jobs > 0:
+        active = active_jobs(session, owner_id)
+        if active >= quota.active_jobs:
+            raise TooManyRequests(
+                f"active jobs quota: {active} jobs queued or running, the limit is {quota.active_jobs}; wait for one "
+                "to finish or cancel one",
+                60,
+            )
+    if quota.worker_minutes_per_day > 0:
+        minutes = worker_minutes_today(session, owner_id, now)
+        if minutes >= quota.worker_minutes_per_day:
+            raise TooManyRequests(
+                f"worker minutes quota: {minutes:.1f} minutes used today (UTC), the limit is "
+                f"{quota.worker_minutes_per_day} per day; it starts again at midnight UTC",
+                MINUTES_RETRY_AFTER,
+            )

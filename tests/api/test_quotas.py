@@ -1,0 +1,129 @@
+"""Quotas per organisation: bytes stored, jobs queued or running, worker minutes per UTC day. Each is the service's
+QUOTA_* setting unless the organisation has its own; 0 is unlimited. Over one: an upload or import is 413, a job 429,
+each naming the quota, the usage and the limit; GET /v1/usage shows usage and limits."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select, update
+
+from tests.api.test_datasets import _jsonl, _upload
+
+GB = 1024**3
+
+
+def _set_owner(owner: str, **quotas: object) -> None:
+    from app.db.session import session_scope
+    from app.db.tables import Owner
+
+    with session_scope() as session:
+        session.execute(update(Owner).where(Owner.name == owner).values(**quotas))
+
+
+def _job(client, headers, dataset_id):
+    return client.post("/v1/jobs", json={"objective": "translation", "dataset_id": dataset_id}, headers=headers)
+
+
+def test_usage_is_unlimited_by_default_and_counts_what_is_stored(client, alice):
+    assert client.get("/v1/usage", headers=alice).json() == {
+        "storage_bytes": 0,
+        "storage_limit_bytes": 0,
+        "active_jobs": 0,
+        "active_jobs_limit": 0,
+        "worker_minutes_today": 0.0,
+        "worker_minutes_per_day_limit": 0,
+    }
+    data = _jsonl([("one", "eins"), ("two", "zwei")])
+    assert _upload(client, alice, data).status_code == 201
+    assert client.get("/v1/usage", headers=alice).json()["storage_bytes"] == len(data)
+
+
+def test_an_upload_past_the_storage_quota_is_413_naming_usage_and_limit(client, alice):
+    data = _jsonl([("one", "eins"), ("two", "zwei")])
+    _set_owner("alice", quota_storage_gb=(2 * len(data)) / GB)  # room for exactly two such files
+    assert _upload(client, alice, data).status_code == 201
+    assert _upload(client, alice, data).status_code == 201  # at the limit: allowed
+    refused = _upload(client, alice, data)
+    assert refused.status_code == 413
+    limit = round(2 * len(data) / GB * GB)
+    assert refused.json()["detail"].startswith(
+        f"storage quota exceeded: {2 * len(data)} bytes stored + {len(data)} bytes would pass the limit of {limit} "
+    )
+    assert client.get("/v1/datasets", headers=alice).json()["total"] == 2
+    assert [e["action"] for e in client.get("/v1/audit", headers=alice).json()["data"]].count("dataset.uploaded") == 2
+
+
+def test_a_stream_of_unknown_size_is_refused_after_it_is_stored_and_deleted(client, alice, settings_env, tmp_path):
+    """Fault: the size is known only once stored. Pass: 413, and neither the file nor a row is left."""
+    from app.core.settings import get_settings
+    from app.db.session import session_scope
+    from app.db.tables import Owner
+    from app.services import datasets, quotas
+    from app.services.errors import PayloadTooLarge
+
+    settings_env(QUOTA_STORAGE_GB=str(10 / GB))
+    with session_scope() as session:
+        owner_id = session.scalar(select(Owner.id).where(Owner.name == "alice"))
+        assert owner_id is not None
+
+        def check(size: int) -> None:
+            quotas.check_storage(session, get_settings(), owner_id, size)
+
+        stream = io.BytesIO(_jsonl([("one", "eins")]))
+        with pytest.raises(PayloadTooLarge, match="would pass the limit of 10 bytes"):
+            datasets.create_upload(session, owner_id, "big", "parallel", "a.jsonl", stream, check_size=check)
+    files = [p for p in (tmp_path / "var").rglob("*") if p.is_file() and "datasets" in p.parts]
+    assert files == []
+    assert client.get("/v1/datasets", headers=alice).json()["total"] == 0
+
+
+def test_the_active_jobs_quota_is_429_at_the_limit_and_an_organisations_own_replaces_the_setting(
+    client, alice, parallel_id, settings_env
+):
+    settings_env(QUOTA_ACTIVE_JOBS="1")
+    assert _job(client, alice, parallel_id).status_code == 201
+    refused = _job(client, alice, parallel_id)
+    assert refused.status_code == 429 and refused.headers["Retry-After"] == "60"
+    assert refused.json()["detail"].startswith("active jobs quota: 1 jobs queued or running, the limit is 1;")
+    _set_owner("alice", quota_active_jobs=2)
+    assert _job(client, alice, parallel_id).status_code == 201
+    assert _job(client, alice, parallel_id).status_code == 429
+    _set_owner("alice", quota_active_jobs=0)  # the organisation's own 0: unlimited, whatever the setting
+    assert _job(client, alice, parallel_id).status_code == 201
+    usage = client.get("/v1/usage", headers=alice).json()
+    assert (usage["active_jobs"], usage["active_jobs_limit"]) == (3, 0)
+
+
+def test_the_worker_minutes_quota_counts_finished_and_running_jobs_since_midnight(client, alice, parallel_id):
+    from app.db.base import utcnow
+    from app.db.session import session_scope
+    from app.db.tables import Job
+
+    now = utcnow()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    first = _job(client, alice, parallel_id).json()["id"]
+    second = _job(client, alice, parallel_id).json()["id"]
+    with session_scope() as session:  # one ran 10 minutes across midnight (counts from midnight), one runs now
+        span = {"started_at": midnight - timedelta(minutes=5), "finished_at": midnight + timedelta(minutes=5)}
+        session.execute(update(Job).where(Job.id == first).values(status="succeeded", **span))
+        started = now - timedelta(minutes=3) if now - midnight > timedelta(minutes=3) else midnight
+        session.execute(update(Job).where(Job.id == second).values(status="running", started_at=started))
+    minutes = client.get("/v1/usage", headers=alice).json()["worker_minutes_today"]
+    expected = 5 + (now - started).total_seconds() / 60
+    assert abs(minutes - expected) < 0.2, (minutes, expected)
+    _set_owner("alice", quota_worker_minutes_per_day=int(expected) + 2)
+    assert _job(client, alice, parallel_id).status_code == 201
+    _set_owner("alice", quota_worker_minutes_per_day=int(expected))
+    refused = _job(client, alice, parallel_id)
+    assert refused.status_code == 429
+    assert refused.json()["detail"].startswith("worker minutes quota: ")
+    assert f"the limit is {int(expected)} per day" in refused.json()["detail"]
+
+
+def test_usage_needs_a_key_and_shows_only_its_organisation(client, alice, make_key):
+    assert client.get("/v1/usage").status_code == 401
+    _upload(client, alice, _jsonl([("one", "eins")]))
+    assert client.get("/v1/usage", headers=make_key("bob")).json()["storage_bytes"] == 0
