@@ -248,3 +248,42 @@ def test_the_lineage_says_a_parent_dataset_was_deleted(client, alice, parallel_i
     assert client.delete(f"/v1/datasets/{parallel_id}", headers=alice).status_code == 204
     body = client.get(f"/v1/datasets/{child_id}", headers=alice).json()
     assert (body["parent_id"], body["parent_deleted"]) == (parallel_id, True)
+
+
+@pytest.fixture
+def pg(settings_env, fresh_postgres_url):
+    """The same API on PostgreSQL: conditional deletes, cascades and row counts as production has them."""
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+    from tests.support.api_app import migrated_client
+
+    settings_env(DATABASE_URL=fresh_postgres_url)
+    with migrated_client() as pg_client:
+        with session_scope() as session:
+            _row, clear = create_key(session, "alice")
+        yield pg_client, {"Authorization": f"Bearer {clear}"}
+
+
+def test_on_postgresql_a_job_a_model_and_a_name_are_deleted_whole(pg):
+    from app.db.tables import ArtifactTombstone, Metric
+
+    client, alice = pg
+    v1, v2 = _model_row("alice"), _model_row("alice")
+    job_id = _job_of(v1)
+    _register(client, alice, v1, "en-de")
+    _register(client, alice, v2, "en-de")
+    _point(client, alice, "en-de", "production", 1)
+    _set_job(job_id, status="running")
+    assert client.delete(f"/v1/jobs/{job_id}", headers=alice).status_code == 409
+    _set_job(job_id, status="failed")
+    assert client.delete(f"/v1/jobs/{job_id}", headers=alice).status_code == 204
+    assert _count(Metric, job_id=job_id) == 0
+    assert client.get(f"/v1/models/{v1}", headers=alice).json()["job_deleted"] is True
+
+    moved = client.delete(f"/v1/models/{v1}?move_aliases_to={v2}", headers=alice)
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["aliases"][0]["model_id"] == v2
+    names = client.delete("/v1/models/names/en-de?versions=delete", headers=alice)
+    assert names.status_code == 200, names.text
+    assert [v["id"] for v in names.json()["versions"]] == [v2]
+    assert _count(ArtifactTombstone) == 1 + 4 + 4  # the job's prefix, then each model's four
