@@ -40,10 +40,12 @@ def due(session: Session, before: datetime, limit: int = 500) -> list[int]:
 def still_referenced(session: Session, tombstone: ArtifactTombstone) -> str | None:
     """Why the tombstone's prefix must not be deleted yet (a row refers to it), or None."""
     under = tombstone.prefix.rstrip("/") + "/"
-    key_rows = or_(TrainedModel.storage_key == tombstone.prefix, TrainedModel.storage_key.startswith(under))
+    key_rows = or_(
+        TrainedModel.storage_key == tombstone.prefix, TrainedModel.storage_key.startswith(under, autoescape=True)
+    )
     if session.scalar(select(exists().where(key_rows))):
         return "a model's files are stored under it"
-    data_rows = or_(Dataset.storage_key == tombstone.prefix, Dataset.storage_key.startswith(under))
+    data_rows = or_(Dataset.storage_key == tombstone.prefix, Dataset.storage_key.startswith(under, autoescape=True))
     if session.scalar(select(exists().where(data_rows))):
         return "a dataset's file is stored under it"
     live = {"job": Job, "model": TrainedModel, "dataset": Dataset}.get(tombstone.kind)
