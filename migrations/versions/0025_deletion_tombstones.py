@@ -5,8 +5,8 @@ same transaction as the rows; the collector (worker/tasks/collect.py) deletes th
 passed. A model outlives the job that trained it and a filtered dataset its parent: `models.job_id` and
 `datasets.parent_id` keep the id of a deleted row (no foreign key), so the lineage can say it was deleted.
 
-Revision ID: 0022
-Revises: 0021
+Revision ID: 0025
+Revises: 0024
 Create Date: 2026-11-27 12:30:00.000000
 """
 
@@ -18,8 +18,8 @@ from alembic import op
 import app.db.base
 
 
-revision = "0022"
-down_revision = "0021"
+revision = "0025"
+down_revision = "0024"
 branch_labels = None
 depends_on = None
 
