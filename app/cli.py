@@ -20,7 +20,19 @@ from typing import TYPE_CHECKING
 import httpx
 from pydantic import ValidationError
 
-from app.client import access, audit, datasets, job_logs, jobs, models, registry, sweeps, translations, webhooks
+from app.client import (
+    access,
+    audit,
+    datasets,
+    deletions,
+    job_logs,
+    jobs,
+    models,
+    registry,
+    sweeps,
+    translations,
+    webhooks,
+)
 from app.client.access import days_argument, scopes_argument
 from app.client.connection import add_connection_arguments
 from app.core.scopes import ALL_SCOPES, Role
@@ -102,14 +114,15 @@ def cmd_serve(args: argparse.Namespace) -> None:
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The commands that talk to the API, each with --url and --key; `delete KIND ID...` groups the deletions."""
     before = set(sub.choices)
-    delete = sub.add_parser("delete", help="delete models, datasets or webhooks (a job is cancelled, not deleted)")
-    kinds = delete.add_subparsers(dest="kind", required=True, metavar="{model,dataset,webhook}")
+    delete = sub.add_parser("delete", help="delete jobs, models, names, datasets or webhooks")
+    kinds = delete.add_subparsers(dest="kind", required=True, metavar="{job,model,name,dataset,webhook}")
+    deletions.register(kinds)
     access.register(sub)
     audit.register(sub)
     datasets.register(sub, kinds)
     jobs.register(sub)
     job_logs.register(sub)
-    models.register(sub, kinds)
+    models.register(sub)
     registry.register(sub)
     sweeps.register(sub)
     translations.register(sub)

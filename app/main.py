@@ -16,6 +16,7 @@ from app.api import (
     health,
     inference,
     job_comparison,
+    job_deletion,
     job_dynamics,
     job_events,
     job_logs,
@@ -27,6 +28,7 @@ from app.api import (
     metrics,
     model_aliases,
     model_imports,
+    model_names,
     models,
     pings,
     sweeps,
@@ -71,6 +73,7 @@ def create_app() -> FastAPI:
     app.include_router(datasets.router, **KEYED)
     app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id
     app.include_router(jobs.router, **KEYED)
+    app.include_router(job_deletion.router, **KEYED)
     app.include_router(sweeps.router, **KEYED)
     app.include_router(job_events.router, **KEYED)
     app.include_router(job_dynamics.router, **KEYED)
@@ -79,6 +82,7 @@ def create_app() -> FastAPI:
     app.include_router(model_imports.router, **KEYED)  # before models: /v1/models/import is not an id
     app.include_router(models.router, **KEYED)
     app.include_router(model_aliases.router, **KEYED)
+    app.include_router(model_names.router, **KEYED)
     app.include_router(exports.router, **KEYED)
     app.include_router(evaluations.router, **KEYED)
     app.include_router(file_translations.router, **KEYED)

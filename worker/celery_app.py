@@ -61,6 +61,7 @@ app.conf.include = [
     "worker.tasks.dataset",
     "worker.tasks.file_translation",
     "worker.tasks.webhook",
+    "worker.tasks.collect",
 ]
 
 

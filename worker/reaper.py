@@ -1,6 +1,7 @@
 """The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, sends again
 or fails datasets stuck in processing, sends the messages of webhook deliveries that are due with none on its way,
-and removes uploads staged for an import that no worker will ever read, and webhook deliveries that ended long ago.
+removes uploads staged for an import that no worker will ever read and webhook deliveries that ended long ago, and
+sends the collector the files of deleted rows whose grace period has passed (worker/collector.py).
 
 Every worker runs it from its heartbeat thread; the conditional UPDATEs in app.db.job_rows make concurrent
 reapers harmless, and a duplicate message is a no-op for the training task. Two reapers deleting the same stale
@@ -17,12 +18,13 @@ from celery import Celery
 
 from app.artifacts import ArtifactStore, ArtifactStoreError, get_store
 from app.core.settings import Settings, get_settings
-from app.core.task_names import DATA_QUEUE, FILTER_DATASET, PROCESS_DATASET
+from app.core.task_names import COLLECT_ARTIFACTS, DATA_QUEUE, FILTER_DATASET, PROCESS_DATASET
 from app.db import dataset_rows, job_rows, webhook_rows
 from app.db.session import session_scope
 from app.db.tables import Job
 from app.services import sweep_runner, webhooks
 from app.services.queueing import dispatch_training
+from worker import collector
 from worker.data import ingest
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,9 @@ _next_sweep_advance = 0.0
 DELIVERY_RETENTION = timedelta(days=30)  # webhook deliveries that ended are kept this long
 DELIVERY_PRUNE_SECONDS = 3600  # remove them at most this often, per process
 _next_delivery_prune = 0.0
+COLLECT_SWEEP_SECONDS = 300  # send the collector the tombstones that are due at most this often, per process
+COLLECT_BATCH = 200  # tombstone ids per message
+_next_collect = 0.0
 
 
 def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
@@ -59,7 +64,21 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
     sweep_datasets(celery, settings)
     dispatched += advance_sweeps(celery, settings)
     send_due_deliveries(settings)
+    send_due_collections(celery, settings)
     return requeued, failed, dispatched
+
+
+def send_due_collections(celery: Celery, settings: Settings, force: bool = False) -> list[int]:
+    """Send the ids of tombstones older than ARTIFACT_GRACE_SECONDS to the collector (worker/tasks/collect.py) on
+    the data queue, at most every COLLECT_SWEEP_SECONDS. Returns the ids sent."""
+    global _next_collect
+    if not force and time.monotonic() < _next_collect:
+        return []
+    _next_collect = time.monotonic() + COLLECT_SWEEP_SECONDS
+    ids = collector.due_ids(timedelta(seconds=settings.artifact_grace_seconds))
+    for start in range(0, len(ids), COLLECT_BATCH):
+        celery.send_task(COLLECT_ARTIFACTS, args=[ids[start : start + COLLECT_BATCH]], queue=DATA_QUEUE)
+    return ids
 
 
 def sweep_datasets(celery: Celery, settings: Settings) -> tuple[list[str], list[str]]:

@@ -14,6 +14,7 @@ from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ReadKey, TrainKey
+from app.db import tombstone_rows
 from app.db.job_rows import ACTIVE_STATES
 from app.db.tables import Dataset, Job
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
@@ -200,8 +201,12 @@ def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey, request:
     ).all()
     if users:
         raise conflict(f"dataset {dataset_id} is used by active job(s) {', '.join(users)}; cancel them or wait")
+    if dataset.storage_key:  # nothing for a dataset read in place: its URI is not ours
+        # the collector deletes the file if the deletion just below cannot (a store away for a moment)
+        tombstone_rows.bury(session, dataset.owner_id, "dataset", dataset.id, [f"datasets/{dataset_id}"])
     session.delete(dataset)
     audit.record(session, key, request, "dataset.deleted", "dataset", dataset_id, {"name": dataset.name})
     session.commit()
-    datasets.store_delete(f"datasets/{dataset_id}")  # nothing for a dataset read in place: its URI is not ours
+    if dataset.storage_key:
+        datasets.store_delete(f"datasets/{dataset_id}")
     return Response(status_code=status.HTTP_204_NO_CONTENT)

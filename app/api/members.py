@@ -26,7 +26,10 @@ NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found"}}
     "",
     response_model=MemberPublic,
     status_code=status.HTTP_201_CREATED,
-    responses={409: {"description": "The organisation has a member of that name"}},
+    responses={
+        400: {"description": "Body is not UTF-8 JSON"},
+        409: {"description": "The organisation has a member of that name"},
+    },
 )
 def create_member(body: MemberCreate, session: SessionDep, key: AdminKey, request: Request) -> MemberPublic:
     member = members.add(session, key, body.name, parse_role(body.role))
@@ -46,7 +49,11 @@ def list_members(session: SessionDep, key: AdminKey, limit: Limit = 50, offset: 
 @router.patch(
     "/{member_id}",
     response_model=MemberPublic,
-    responses={**NOT_FOUND, 409: {"description": "The caller's own member, or the last admin losing the role"}},
+    responses={
+        **NOT_FOUND,
+        400: {"description": "Body is not UTF-8 JSON"},
+        409: {"description": "The caller's own member, or the last admin losing the role"},
+    },
 )
 def update_member(
     member_id: str, body: MemberUpdate, session: SessionDep, key: AdminKey, request: Request

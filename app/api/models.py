@@ -3,27 +3,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Query, Request
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from app.api import audit, ttl_cache
 from app.api.deps import SessionDep
-from app.api.errors import conflict, not_found
+from app.api.errors import bad_query, conflict, not_found
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ModelsWriteKey, ReadKey
-from app.artifacts import ArtifactStoreError, get_store
 from app.db.tables import ModelTag, TrainedModel
 from app.schemas.common import Page
 from app.schemas.jobs import Objective, Tag
-from app.schemas.models import ModelPublic, ModelUpdate
-from app.services import model_refs, registry
-from app.services.evaluations import evaluations_prefix
-from app.services.exports import exports_prefix
-from app.services.file_translations import translations_prefix
+from app.schemas.models import AliasOutcomePublic, ModelDeleted, ModelPublic, ModelUpdate
+from app.services import deletion, model_refs, registry
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -123,29 +119,55 @@ def update_model(
 
 @router.delete(
     "/{model_id}",
-    status_code=status.HTTP_204_NO_CONTENT,
-    responses={**NOT_FOUND, 503: {"description": "Artifact store unavailable"}},
+    response_model=ModelDeleted,
+    responses={
+        **NOT_FOUND,
+        409: {"description": "Aliases point at it, and the request says neither ?aliases=drop nor ?move_aliases_to"},
+        422: {"description": "Both options, or a move target that is not another version of the model's name"},
+    },
 )
-def delete_model(model_id: str, session: SessionDep, key: ModelsWriteKey, request: Request) -> Response:
-    """The files go first, then the row: a store that cannot be reached leaves the model whole (503, retry), and a
-    retry after a failed commit finds the files already gone, which is fine. Aliases pointing at it go with it,
-    each recorded in its history."""
+def delete_model(
+    model_id: str,
+    session: SessionDep,
+    key: ModelsWriteKey,
+    request: Request,
+    aliases: Annotated[Literal["drop"] | None, Query(description="`drop`: remove the aliases pointing at it")] = None,
+    move_aliases_to: Annotated[
+        str | None,
+        Query(min_length=1, max_length=100, description="an id or `name@version` of another version of its name"),
+    ] = None,
+) -> ModelDeleted:
+    """Its rows go in one transaction (tags, aliases, evaluations, file translations); its files, exports,
+    hypotheses and translated files are deleted by the collector after ARTIFACT_GRACE_SECONDS. While aliases point
+    at it the deletion is refused (409 naming them) unless they are dropped or moved; the answer says what became of
+    each, and each move is recorded in the alias's history."""
     model = owned_model(session, model_id, key.owner_id)
-    try:
-        get_store().delete(exports_prefix(model.id))  # downloads built from it first: never left without a model
-        get_store().delete(evaluations_prefix(model.id))  # hypotheses of its evaluations (rows: ON DELETE CASCADE)
-        get_store().delete(translations_prefix(model.id))  # files translated with it, likewise
-        get_store().delete(model.storage_key)
-    except ArtifactStoreError as exc:
-        raise HTTPException(
-            status.HTTP_503_SERVICE_UNAVAILABLE,
-            f"model {model_id} was not deleted: the artifact store is unavailable ({type(exc).__name__}); try again",
-            headers={"Retry-After": "10"},
-        ) from exc
-    registry.drop_aliases(session, key, model)
-    session.delete(model)
-    details = {"name": model.name, "version": model.version}
+    target = _move_target(session, model, move_aliases_to, key.owner_id) if move_aliases_to is not None else None
+    if target is not None and aliases is not None:
+        raise bad_query("aliases", "give ?aliases=drop or ?move_aliases_to, not both")
+    details: dict[str, Any] = {"name": model.name, "version": model.version}
+    outcomes = deletion.delete_model(session, key, model, aliases == "drop", target)
+    details["aliases"] = [f"{o.name}@{o.alias}: {o.action}" for o in outcomes]
     audit.record(session, key, request, "model.deleted", "model", model_id, details)
     session.commit()
     ttl_cache.models().forget(model.id)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return ModelDeleted(id=model.id, aliases=public_outcomes(outcomes))
+
+
+def public_outcomes(outcomes: list[deletion.AliasOutcome]) -> list[AliasOutcomePublic]:
+    return [
+        AliasOutcomePublic(name=o.name, alias=o.alias, action=o.action, model_id=o.model_id, version=o.version)
+        for o in outcomes
+    ]
+
+
+def _move_target(session: Session, model: TrainedModel, ref: str, owner_id: str) -> TrainedModel:
+    """The version that `?move_aliases_to` names: another version of the model's name, or 422 saying why not."""
+    target = model_refs.resolve(session, ref, owner_id)
+    if target is None:
+        raise bad_query("move_aliases_to", f"model {ref} not found")
+    if target.id == model.id:
+        raise bad_query("move_aliases_to", f"model {ref} is the one being deleted")
+    if model.name is None or target.name != model.name:
+        raise bad_query("move_aliases_to", f"model {ref} is not another version of {model.name or 'its name'}")
+    return target

@@ -1,4 +1,4 @@
-"""Trained models: `models`, `delete model`, `export`, `evaluate`, `import`.
+"""Trained models: `models`, `export`, `evaluate`, `import` (`delete model` is in deletions.py).
 
 A model argument is passed to the API unchanged (an id, or any reference a model route accepts, such as
 `name@alias`), quoted as one path segment by `connection.path`.
@@ -35,14 +35,6 @@ def cmd_models(args: argparse.Namespace) -> None:
         params = {"name": args.name, "tag": args.tag or None, "objective": args.objective}
         models = connection.page_through(client, "/v1/models", {k: v for k, v in params.items() if v}, args.limit)
         print_items(models, MODEL_COLUMNS, args.json)
-
-
-def cmd_delete_model(args: argparse.Namespace) -> None:
-    """DELETE /v1/models/{id}: the model, its exports, evaluations and translated files."""
-    with connection.open_client(args) as client:
-        for model in args.ids:
-            check(client.delete(path("models", model)))
-            print(f"deleted model {model}")
 
 
 def cmd_export(args: argparse.Namespace) -> None:
@@ -118,19 +110,13 @@ def cmd_import(args: argparse.Namespace) -> None:
     print(model["id"])
 
 
-def register(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser],
-    delete: argparse._SubParsersAction[argparse.ArgumentParser],
-) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("models", help="list trained models, newest first (every page)")
     p.add_argument("--objective", choices=("translation", "denoising"))
     p.add_argument("--name", help="only the versions of this registered name")
     p.add_argument("--tag", action="append", help="only models with this tag (repeat: every one)")
     add_output_arguments(p)
     p.set_defaults(func=cmd_models)
-    p = delete.add_parser("model", help="delete models with their exports, evaluations and translated files")
-    p.add_argument("ids", nargs="+", metavar="MODEL")
-    p.set_defaults(func=cmd_delete_model)
     p = sub.add_parser("export", help="download a model as a .tar.gz (native, huggingface or ctranslate2)")
     p.add_argument("model")
     p.add_argument("--format", choices=("native", "huggingface", "ctranslate2"), default="native")

@@ -75,6 +75,9 @@ class Settings(BaseSettings):
     # took on a loaded 2-core host (a slow parse sent again is parsed twice; the first to finish is recorded).
     dataset_processing_timeout_seconds: int = Field(3600, ge=5)
     dataset_max_attempts: int = Field(2, ge=1, le=20)
+    # Files of deleted jobs, models and datasets stay this long before the collector deletes them (worker/tasks/
+    # collect.py): far longer than a cancelled job's last checkpoint write or an export being built takes.
+    artifact_grace_seconds: int = Field(3600, ge=0)
     worker_memory_limit_gb: float = Field(16.0, gt=0)
     # The device a worker process computes on: cpu, cuda (= cuda:0) or cuda:N, N counted among the GPUs that
     # CUDA_VISIBLE_DEVICES leaves visible. Empty: cuda:0 when the host has a GPU, else cpu. One worker per GPU:

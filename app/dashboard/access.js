@@ -12,11 +12,11 @@ const SCOPE_WORDS = {
 // [selector, scope it needs]: links are hidden, forms and buttons disabled.
 const CONTROLS = [
   ['a[href="#/new"], a[href^="#/new?"]', "train"],
-  ["#cancel-job, #cancel-sweep, #dataset-delete, #upload-button", "train"],
+  ["#cancel-job, #delete-job, #cancel-sweep, #dataset-delete, #upload-button", "train"],
   ["#labels form, #evaluate-form, .clean-form, #dataset-upload-form", "train"],
   ["#translate-form, #fill-form, #attention-form, #neighbors-form, #translate-file-button", "inference"],
   ['a[href$="/explain"]', "inference"],
-  ["#import, #alias-form, #registry form", "models:write"],
+  ["#import, #alias-form, #registry form, #delete-model", "models:write"],
   ['a[href="#/webhooks"], a[href="#/audit"]', "admin"],
 ];
 // Pages that are all about one scope: shown as a note instead of a form that cannot be sent.

@@ -61,7 +61,8 @@ const ruleText = ([k, v]) => (v === true ? k : `${k} ${v}`);
 function lineageCard(d, parent, children) {
   const counts = d.filter_counts;
   const parentText = d.parent_id
-    ? h("a", { href: `#/datasets/${d.parent_id}`, id: "dataset-parent" }, parent ? parent.name : `${shortId(d.parent_id)} (deleted)`)
+    ? d.parent_deleted ? h("span", { id: "dataset-parent", class: "muted" }, `${shortId(d.parent_id)} (deleted)`)
+      : h("a", { href: `#/datasets/${d.parent_id}`, id: "dataset-parent" }, parent ? parent.name : shortId(d.parent_id))
     : h("span", { class: "muted" }, d.source_uri ? "none: read in place from its URI" : "none: uploaded");
   const removed = counts ? RULE_ORDER.filter((rule) => rule in counts.removed || (d.filter_rules && ruleOn(rule, d.filter_rules)))
     .map((rule) => ({ label: rule, value: counts.removed[rule] ?? 0,

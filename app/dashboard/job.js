@@ -1,5 +1,5 @@
 // Job page: status, progress (of the budget that binds: steps or minutes), live uPlot curves over Server-Sent
-// Events, config, checkpoints, cancel.
+// Events, config, checkpoints, cancel, delete.
 
 import { api, streamEvents } from "./api.js";
 import { CurveChart } from "./curves.js";
@@ -121,12 +121,25 @@ export function renderJob(container, jobId, { card } = {}) {
         cancel.disabled = false;
       }
     });
+    const remove = h("button", { type: "button", class: "danger", id: "delete-job" }, "Delete job");
+    remove.addEventListener("click", async () => {
+      const kept = state.model_id ? " The model it trained stays." : "";
+      if (!confirm(`Delete this job with its metrics, logs and checkpoints?${kept}`)) return;
+      remove.disabled = true;
+      try {
+        await api(`/v1/jobs/${jobId}`, { method: "DELETE" });
+        location.hash = "#/jobs";
+      } catch (err) {
+        liveNote.replaceChildren(errorBox(`Not deleted: ${err.message}`));
+        remove.disabled = false;
+      }
+    });
     clear(summary,
       h("div", { class: "summary-row" }, statusBadge(state.status),
         h("span", {}, `${job.objective}${languagePair(job)} · ${job.model.preset} · attempt ${state.attempt}/${job.max_attempts}`),
         job.device ? h("span", { class: "muted" }, job.device) : null,
         job.sweep_id ? h("a", { href: `#/sweeps/${job.sweep_id}`, id: "sweep-link" }, `trial #${job.trial_number} of its sweep`) : null,
-        !TERMINAL.has(state.status) ? cancel : null,
+        !TERMINAL.has(state.status) ? cancel : remove,
         state.model_id ? h("a", { class: "button", href: `#/models/${state.model_id}`, id: "model-link" }, "Open the model") : null),
       waitingNote(state),
       progressBar(p.fraction, timeBudgetText(p) ? "training progress by time" : "training progress"),

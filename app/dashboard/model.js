@@ -45,7 +45,8 @@ export function renderModels(container) {
       h("td", { "data-label": "Objective" }, m.objective),
       h("td", { "data-label": "Parameters" }, fmtCount(m.parameters)),
       h("td", { "data-label": "Metrics" }, Object.entries(m.metrics).slice(0, 4).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ")),
-      h("td", { "data-label": "Job" }, m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, shortId(m.job_id)) : "imported"),
+      h("td", { "data-label": "Job" }, !m.job_id ? "imported"
+        : m.job_deleted ? `${shortId(m.job_id)} (deleted)` : h("a", { href: `#/jobs/${m.job_id}` }, shortId(m.job_id))),
       h("td", { "data-label": "Created" }, fmtTime(m.created_at))));
     clear(container, h("h1", {}, "Models"), importCard(), page.data.length ? h("div", { class: "card flush" }, h("table", {},
       h("thead", {}, h("tr", {}, ["Model", "Objective", "Parameters", "Metrics", "Job", "Created"].map((x) => h("th", { scope: "col" }, x)))),
@@ -244,6 +245,34 @@ function downloadPanel(modelId) {
     h("div", { class: "inline" }, buttons), out, cardBox);
 }
 
+/** Where the model came from: its job, a job since deleted, or an import. */
+function jobLink(m) {
+  if (!m.job_id) return h("span", { class: "muted" }, "imported");
+  if (m.job_deleted) return h("span", { class: "muted", id: "model-job" }, `job ${shortId(m.job_id)} (deleted)`);
+  return h("a", { href: `#/jobs/${m.job_id}`, id: "model-job" }, "the job it came from");
+}
+
+/** Delete, after a confirm that names the aliases that point at it: they are dropped with it (?aliases=drop). */
+function deleteButton(m, container) {
+  const button = h("button", { type: "button", class: "danger", id: "delete-model" }, "Delete");
+  button.addEventListener("click", async () => {
+    const aliases = m.aliases.map((a) => `${m.name}@${a}`);
+    const question = aliases.length
+      ? `Delete model ${modelRef(m)}? ${aliases.join(", ")} point${aliases.length > 1 ? "" : "s"} at it and will be removed.`
+      : `Delete model ${modelRef(m)} with its exports, evaluations and translated files?`;
+    if (!confirm(question)) return;
+    button.disabled = true;
+    try {
+      await api(`/v1/models/${m.id}${aliases.length ? "?aliases=drop" : ""}`, { method: "DELETE" });
+      location.hash = "#/models";
+    } catch (err) {
+      container.prepend(errorBox(`Not deleted: ${err.message}`));
+      button.disabled = false;
+    }
+  });
+  return button;
+}
+
 export function renderModel(container, modelId) {
   const controller = new AbortController();
   api(`/v1/models/${modelId}`, { signal: controller.signal }).then((m) => {
@@ -259,9 +288,10 @@ export function renderModel(container, modelId) {
     clear(container,
       h("div", { class: "page-head" }, title,
         h("div", { class: "inline" },
-          m.job_id ? h("a", { href: `#/jobs/${m.job_id}` }, "the job it came from") : h("span", { class: "muted" }, "imported"),
+          jobLink(m),
           h("a", { href: `#/models/${m.id}/explain`, id: "explain-link" }, "explained"),
-          h("a", { class: "button", id: "fine-tune", href: `#/new?from=${m.id}` }, "Fine-tune"))),
+          h("a", { class: "button", id: "fine-tune", href: `#/new?from=${m.id}` }, "Fine-tune"),
+          deleteButton(m, container))),
       h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
         h("dt", {}, "objective"), h("dd", {}, m.objective),
         ...(m.source_language || m.target_language ? [h("dt", {}, "languages"),
@@ -270,7 +300,9 @@ export function renderModel(container, modelId) {
         h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
         h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
         ...(m.parent_model_id ? [h("dt", {}, "fine-tuned from"),
-          h("dd", {}, h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`))] : []),
+          h("dd", {}, m.parent_model_deleted
+            ? h("span", { id: "parent-model", class: "muted" }, `model ${shortId(m.parent_model_id)} (deleted)`)
+            : h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`))] : []),
         h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
         h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v))))),
       registry,
@@ -278,7 +310,7 @@ export function renderModel(container, modelId) {
       m.objective === "translation" ? fileTranslationPanel(m.id, controller.signal) : null,
       m.objective === "translation" ? evaluationsPanel(m.id, controller.signal) : null,
       attentionPanel(m.id, m.objective), neighborsPanel(m.id),
-      m.job_id ? embeddingsPanel(`/v1/models/${m.id}/embeddings`, { signal: controller.signal, title: "Embeddings at the end of training" }) : null,
+      m.job_id && !m.job_deleted ? embeddingsPanel(`/v1/models/${m.id}/embeddings`, { signal: controller.signal, title: "Embeddings at the end of training" }) : null,
       downloadPanel(m.id), anatomy);
     anatomyPanel(anatomy, m.id, controller.signal);
   }).catch((err) => {

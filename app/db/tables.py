@@ -6,9 +6,15 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, mapped_column, object_session, relationship
 
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
+
+
+def _gone(row: Base, table: type[Base], row_id: str | None) -> bool:
+    """Whether the row `row` names by `row_id` (a job, a parent) was deleted: the lineage keeps the id and says so."""
+    session = object_session(row)
+    return row_id is not None and session is not None and session.get(table, row_id) is None
 
 
 class Owner(Base):
@@ -124,7 +130,8 @@ class Dataset(Base):
     source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)  # as declared (ISO 639-1)
     target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # model/data/report.py
-    parent_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True)
+    # no foreign key: a deleted parent's id stays, and `parent_deleted` says it was deleted
+    parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     filter_rules: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     filter_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
@@ -132,6 +139,10 @@ class Dataset(Base):
     # sends it again when it stays processing too long, and fails it after DATASET_MAX_ATTEMPTS (dataset_rows.py).
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    @property
+    def parent_deleted(self) -> bool:
+        return _gone(self, Dataset, self.parent_id)
 
 
 class Sweep(Base):
@@ -306,7 +317,8 @@ class TrainedModel(Base):
     id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
     owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
     # None for an imported model (POST /v1/models/import)
-    job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), unique=True, nullable=True)
+    # no foreign key: a model outlives the job that trained it (DELETE /v1/jobs/{id}), and keeps its id
+    job_id: Mapped[str | None] = mapped_column(String(36), unique=True, nullable=True)
     objective: Mapped[str] = mapped_column(String(20))
     config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the full ModelConfig
     tokenizer_fingerprint: Mapped[str] = mapped_column(String(64))
@@ -327,7 +339,7 @@ class TrainedModel(Base):
     target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
     license: Mapped[str | None] = mapped_column(String(64), nullable=True)  # as its owner says: an SPDX id, "other"
 
-    job: Mapped[Job] = relationship()
+    job: Mapped[Job | None] = relationship(primaryjoin="foreign(TrainedModel.job_id) == Job.id", viewonly=True)
     tag_rows: Mapped[list[ModelTag]] = relationship(
         order_by="ModelTag.position", cascade="all, delete-orphan", passive_deletes=True
     )
@@ -342,6 +354,16 @@ class TrainedModel(Base):
     @property
     def aliases(self) -> list[str]:
         return [row.alias for row in self.alias_rows]
+
+    @property
+    def job_deleted(self) -> bool:
+        """The job that trained it was deleted (DELETE /v1/jobs/{id}); `job_id` still names it."""
+        return _gone(self, Job, self.job_id)
+
+    @property
+    def parent_model_deleted(self) -> bool:
+        """The model it was fine-tuned from was deleted; `parent_model_id` still names it."""
+        return _gone(self, TrainedModel, self.parent_model_id)
 
 
 class ModelTag(Base):
@@ -497,3 +519,18 @@ class JobMemory(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     report: Mapped[dict[str, Any]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ArtifactTombstone(Base):
+    """A store prefix whose rows were deleted (a job's checkpoints, a model's files and exports, a dataset's file).
+    Written in the transaction that deletes the rows; the collector (worker/tasks/collect.py) deletes the files once
+    ARTIFACT_GRACE_SECONDS have passed and nothing refers to the prefix, then this row."""
+
+    __tablename__ = "artifact_tombstones"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    owner_id: Mapped[str] = mapped_column(String(36))  # plain: the files go even when the organisation went
+    kind: Mapped[str] = mapped_column(String(20))  # "job", "model" or "dataset"
+    object_id: Mapped[str] = mapped_column(String(36))  # the deleted row's id
+    prefix: Mapped[str] = mapped_column(String(500))
+    deleted_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)

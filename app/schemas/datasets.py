@@ -30,6 +30,7 @@ class DatasetPublic(Output):
     target_language: str | None = None
     stats: dict[str, Any]
     parent_id: str | None = Field(None, description="the dataset it was filtered from")
+    parent_deleted: bool = Field(False, description="that dataset was deleted since: `parent_id` names it")
     filter_rules: dict[str, Any] | None = None
     filter_counts: dict[str, Any] | None = Field(None, description="rows each filter rule removed, kept and total")
     created_at: datetime

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -63,6 +63,7 @@ class ModelPublic(Output):
     target_language: str | None = None
     license: str | None = None  # as its owner set it; exports' model cards say it
     job_id: str | None  # None: imported (POST /v1/models/import)
+    job_deleted: bool = False  # the job that trained it was deleted: `job_id` names it, nothing more is left
     objective: Objective
     config: dict[str, Any]
     parameters: int
@@ -71,6 +72,7 @@ class ModelPublic(Output):
     source: str
     size_bytes: int
     parent_model_id: str | None = None  # the model its job started from (fine-tuning)
+    parent_model_deleted: bool = False  # that model was deleted since: `parent_model_id` names it
     sha256: str
     created_at: datetime
 
@@ -110,3 +112,33 @@ class AliasEventPublic(Output):
     key_id: str
     key_prefix: str
     created_at: datetime
+
+
+class AliasOutcomePublic(Output):
+    """What a deletion did to one alias: `dropped`, or `moved` to `model_id` (version `version`)."""
+
+    name: str
+    alias: str
+    action: Literal["dropped", "moved"]
+    model_id: str | None = None
+    version: int | None = None
+
+
+class ModelDeleted(Output):
+    """DELETE /v1/models/{id}: the model is gone (its files follow, reclaimed by the collector)."""
+
+    id: str
+    aliases: list[AliasOutcomePublic] = Field(description="every alias that pointed at it, and what became of it")
+
+
+class VersionDeleted(Output):
+    id: str
+    version: int | None
+
+
+class NameDeleted(Output):
+    """DELETE /v1/models/names/{name}: the name, its versions and its aliases are gone."""
+
+    name: str
+    versions: list[VersionDeleted]
+    aliases: list[AliasOutcomePublic]

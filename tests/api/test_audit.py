@@ -94,7 +94,7 @@ def test_the_registry_records_names_alias_moves_and_deletions(client, alice):
     assert client.put("/v1/models/en-de/aliases/prod", json={"version": 2}, headers=alice).status_code == 200
     assert client.put("/v1/models/en-de/aliases/prod", json={"version": 2}, headers=alice).status_code == 200
     assert client.delete("/v1/models/en-de/aliases/prod", headers=alice).status_code == 204
-    assert client.delete(f"/v1/models/{first}", headers=alice).status_code == 204
+    assert client.delete(f"/v1/models/{first}", headers=alice).status_code == 200
     assert _actions(client, alice) == [
         ("model.registered", first),
         ("model.registered", second),
@@ -255,3 +255,25 @@ def test_model_and_webhook_updates_and_test_events_are_recorded(client, alice):
         {"name": None, "version": None},
     )
     assert _events(client, alice, action="webhook.updated")[0]["details"] == {"description": "ci"}
+
+
+def test_deleting_a_job_a_model_and_a_name_is_recorded_and_a_refused_deletion_is_not(client, alice, parallel_id):
+    from app.db.session import session_scope
+    from app.db.tables import TrainedModel
+
+    job_model, aliased, named = _model_row("alice"), _model_row("alice"), _model_row("alice")
+    with session_scope() as session:
+        job_id = session.get(TrainedModel, job_model).job_id
+    client.patch(f"/v1/models/{aliased}", json={"name": "en-fr"}, headers=alice)
+    client.put("/v1/models/en-fr/aliases/production", json={"version": 1}, headers=alice)
+    client.patch(f"/v1/models/{named}", json={"name": "en-es"}, headers=alice)
+    assert client.delete(f"/v1/models/{aliased}", headers=alice).status_code == 409  # refused: no row
+    assert client.delete(f"/v1/jobs/{job_id}", headers=alice).status_code == 204
+    assert client.delete(f"/v1/models/{aliased}?aliases=drop", headers=alice).status_code == 200
+    assert client.delete("/v1/models/names/en-es?versions=delete", headers=alice).status_code == 200
+    deletions = [e for e in _events(client, alice) if e["action"].endswith(".deleted")]
+    by_action = {e["action"]: e for e in deletions}
+    assert sorted(by_action) == ["job.deleted", "model.deleted", "name.deleted"] and len(deletions) == 3
+    assert by_action["job.deleted"]["object_id"] == job_id
+    assert by_action["model.deleted"]["details"]["aliases"] == ["en-fr@production: dropped"]
+    assert (by_action["name.deleted"]["object_id"], by_action["name.deleted"]["details"]["versions"]) == ("en-es", [1])

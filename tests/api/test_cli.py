@@ -149,7 +149,35 @@ def test_delete_a_model_and_a_dataset_then_they_are_404(cli, alice, client, para
     assert cli("delete", "dataset", parallel_id, "--key", key)[:2] == (0, f"deleted dataset {parallel_id}\n")
     code, _, err = cli("delete", "dataset", parallel_id, "--key", key)
     assert code == 1 and err.strip() == f"error 404: dataset {parallel_id} not found"
-    assert cli("delete", "job", "x", "--key", key)[0] == 2  # jobs are cancelled, not deleted: argparse says so
+    code, _, err = cli("delete", "job", "x", "--key", key)
+    assert code == 1 and err.strip() == "error 404: job x not found"
+
+
+def test_delete_a_stopped_job_and_refuse_a_queued_one(cli, alice, client):
+    queued = job_rows("alice", 1)[0]
+    done = job_rows("alice", 1, status="succeeded")[0]
+    key = _key(alice)
+    assert cli("delete", "job", done, "--key", key)[:2] == (0, f"deleted job {done}\n")
+    assert client.get(f"/v1/jobs/{done}", headers=alice).status_code == 404
+    code, _, err = cli("delete", "job", queued, "--key", key)
+    assert code == 1 and err.strip().startswith(f"error 409: job {queued} is queued: cancel it first"), err
+
+
+def test_delete_a_model_with_an_alias_and_a_name_with_its_versions(cli, alice, client):
+    v1, v2 = _model_row("alice"), _model_row("alice")
+    key = _key(alice)
+    for model in (v1, v2):
+        assert client.patch(f"/v1/models/{model}", json={"name": "en-de"}, headers=alice).status_code == 200
+    assert client.put("/v1/models/en-de/aliases/prod", json={"version": 1}, headers=alice).status_code == 200
+    code, _, err = cli("delete", "model", v1, "--key", key)
+    assert code == 1 and f"error 409: model {v1} is what en-de@prod point(s) at" in err, err
+    code, out, _ = cli("delete", "model", v1, "--move-aliases-to", "en-de@2", "--key", key)
+    assert (code, out) == (0, f"deleted model {v1}\n  alias en-de@prod moved to v2 {v2}\n")
+    code, _, err = cli("delete", "name", "en-de", "--key", key)
+    assert code == 1 and err.startswith(f"error 409: name en-de has versions en-de@2 ({v2})"), err
+    code, out, _ = cli("delete", "name", "en-de", "--versions", "--key", key)
+    assert (code, out) == (0, f"deleted name en-de\n  version 2 {v2}\n  alias en-de@prod dropped\n")
+    assert client.get(f"/v1/models/{v2}", headers=alice).status_code == 404
 
 
 def test_datasets_lists_every_dataset(cli, alice, parallel_id, mono_id):

@@ -174,7 +174,11 @@ def test_renaming_or_deleting_a_model_removes_its_aliases_and_records_it(client,
     _point(client, alice, "en-de@staging", version=2)
     _register(client, alice, v1, "en-de-old")
     assert [a["alias"] for a in client.get("/v1/models/en-de/aliases", headers=alice).json()] == ["staging"]
-    assert client.delete(f"/v1/models/{v2}", headers=alice).status_code == 204
+    deleted = client.delete(f"/v1/models/{v2}?aliases=drop", headers=alice)
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["aliases"] == [
+        {"name": "en-de", "alias": "staging", "action": "dropped", "model_id": None, "version": None}
+    ]
     assert client.get("/v1/models/en-de/aliases", headers=alice).json() == []
     for alias, gone in (("production", v1), ("staging", v2)):
         last = client.get(f"/v1/models/en-de/aliases/{alias}/history", headers=alice).json()["data"][0]
@@ -195,7 +199,7 @@ def test_name_refs_reach_read_anatomy_translate_and_delete(client, alice, worker
         assert translated.json()["translations"][0]["text"] == expected
         assert client.get(f"/v1/models/{ref}/evaluations", headers=alice).status_code == 200
         assert client.get(f"/v1/models/{ref}/translations", headers=alice).status_code == 200
-    assert client.delete("/v1/models/en-de@production", headers=alice).status_code == 204
+    assert client.delete("/v1/models/en-de@production?aliases=drop", headers=alice).status_code == 200
     assert client.get(f"/v1/models/{v1}", headers=alice).status_code == 404
     assert client.get(f"/v1/models/{v2}", headers=alice).status_code == 200
 

@@ -10,6 +10,7 @@ import pytest
 
 from model.data.demo import grammar_cloze
 from tests.support.client import Api
+from tests.support.collect import collect_now
 from tests.support.rows import insert_model
 from tests.support.stack import create_key
 
@@ -271,8 +272,10 @@ def test_a_deleted_model_is_404(served, tmp_path):
     shutil.copytree(served["artifacts"] / key, served["artifacts"] / "models" / "doomed-copy")
     doomed = insert_model(served["env"]["DATABASE_URL"], "alice", "models/doomed-copy", sha)
     assert api.http.post(f"/v1/models/{doomed}/translate", json={"texts": ["one"]}).status_code == 200
-    assert api.http.delete(f"/v1/models/{doomed}").status_code == 204
+    assert api.http.delete(f"/v1/models/{doomed}").status_code == 200
     assert api.http.get(f"/v1/models/{doomed}").status_code == 404
     assert api.http.post(f"/v1/models/{doomed}/translate", json={"texts": ["one"]}).status_code == 404
+    assert (served["artifacts"] / "models" / "doomed-copy").exists()  # left to the collector
+    assert "models/doomed-copy" in collect_now(served["env"])
     assert not (served["artifacts"] / "models" / "doomed-copy").exists()
     assert api.http.get(f"/v1/models/{trained}").status_code == 200

@@ -18,6 +18,7 @@ from model.io.checkpoint_files import checkpoint_sha256
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from tests.support.client import Api
+from tests.support.collect import collect_now
 from tests.support.rows import insert_model
 from tests.support.stack import create_key, run_cli
 
@@ -127,8 +128,9 @@ def test_bad_requests_are_4xx_naming_the_problem_and_build_nothing(served, tmp_p
     refused = api.http.get(f"/v1/models/{pre_norm}/export", params={"format": "huggingface"}, timeout=60)
     assert refused.status_code == 422 and "norm_first=True (pre-norm) cannot be exported" in refused.text
     assert _download(api, pre_norm, tmp_path, format="native").is_dir()
-    assert api.http.delete(f"/v1/models/{pre_norm}").status_code == 204
-    assert _stored_exports(served, pre_norm) == []  # the model's exports go with it
+    assert api.http.delete(f"/v1/models/{pre_norm}").status_code == 200
+    assert f"exports/{pre_norm}" in collect_now(served["env"])
+    assert _stored_exports(served, pre_norm) == []  # the model's exports go with it, collected
     with create_engine(served["env"]["DATABASE_URL"]).connect() as c:
         assert c.execute(text("SELECT count(*) FROM models WHERE id = :m"), {"m": pre_norm}).scalar() == 0
 
