@@ -134,3 +134,29 @@ def test_role_scopes_are_a_chain():
     assert ROLE_SCOPES[Role.VIEWER] == {Scope.READ}
     assert ROLE_SCOPES[Role.VIEWER] < ROLE_SCOPES[Role.MEMBER] < ROLE_SCOPES[Role.ADMIN] == set(ALL_SCOPES)
     assert Scope.ADMIN not in ROLE_SCOPES[Role.MEMBER]
+
+
+@pytest.mark.parametrize("role", ["viewer", "member", "admin"])
+def test_authorization_matrix_by_role(pg_client, role):
+    """Fault: a key given every scope while its member was an admin, whose member is then made a `role`, calls every
+    /v1 route. Pass: 403 saying the member's role exactly where the role does not allow the route's scope."""
+    from app.core.scopes import ROLE_SCOPES, Role
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+    from app.db.tables import Member
+
+    with session_scope() as session:
+        row, clear = create_key(session, f"{role}-key", "roles", member_name=f"m-{role}", scopes=list(KEY_SETS["all"]))
+        session.get(Member, row.member_id).role = role  # before the key's first request: nothing cached yet
+    headers = {"Authorization": f"Bearer {clear}"}
+    allows = {scope.value for scope in ROLE_SCOPES[Role(role)]}
+    wrong = []
+    for method, path, route in v1_routes(pg_client.app):
+        needed = required_scope(route, path)
+        response = pg_client.request(method, re.sub(r"\{\w+\}", NOWHERE, path), headers=headers)
+        if needed == ANY_KEY or needed in allows:
+            if response.status_code == 403:
+                wrong.append(f"{method} {path} refused a {role}: {response.text}")
+        elif response.status_code != 403 or f"is now a {role}, whose keys may use only" not in response.text:
+            wrong.append(f"{method} {path} ({needed}) answered a {role} {response.status_code} {response.text}")
+    assert not wrong, "\n".join(wrong)
