@@ -1,7 +1,7 @@
 """Command line: `python -m app.cli COMMAND`.
 
 Administration (direct database access): `create-key NAME` (an organisation's first admin key), `revoke-key
-PREFIX_OR_NAME`, `migrate`, `serve`.
+PREFIX_OR_NAME`, `set-quota ORGANISATION`, `migrate`, `serve`.
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
 `cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`;
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import httpx
@@ -105,6 +106,49 @@ def cmd_revoke_key(args: argparse.Namespace) -> None:
     )
 
 
+def _quota(kind: type[int] | type[float]) -> Callable[[str], int | float | None]:
+    """A quota's value on the command line: a number (0: unlimited) or `default` (the service's QUOTA_* setting)."""
+
+    def parse(text: str) -> int | float | None:
+        if text == "default":
+            return None
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number or 'default'") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{text} is negative: 0 is unlimited")
+        return value
+
+    return parse
+
+
+def cmd_set_quota(args: argparse.Namespace) -> None:
+    from app.db.session import session_scope
+    from app.services.quotas import limits, set_own_limits
+
+    settings = _settings_or_exit()
+    changes = {
+        column: getattr(args, column)
+        for column in ("quota_storage_gb", "quota_active_jobs", "quota_worker_minutes_per_day")
+        if hasattr(args, column)  # a flag not given: left as it is
+    }
+    try:
+        with session_scope() as session:
+            owner = set_own_limits(session, args.organisation, changes)
+            now = limits(settings, owner)
+    except ValueError as exc:
+        sys.exit(f"error: {exc}")
+
+    def shown(n: float, unit: str = "") -> str:
+        return "unlimited" if not n else f"{n:g}{unit}"
+
+    print(
+        f"{args.organisation}: storage {shown(now.storage_bytes / 2**30, ' GiB')}, {shown(now.active_jobs)} jobs "
+        f"queued or running, {shown(now.worker_minutes_per_day)} worker minutes a day"
+    )
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     from app.embedded import serve
 
@@ -161,6 +205,17 @@ def main(argv: list[str] | None = None) -> None:
     p = sub.add_parser("revoke-key", help="revoke the active keys with this display prefix (tsk_xxxxxx) or name")
     p.add_argument("key", metavar="PREFIX_OR_NAME")
     p.set_defaults(func=cmd_revoke_key)
+    p = sub.add_parser(
+        "set-quota", help="give an organisation its own quotas (a number, 0 unlimited, or default: QUOTA_* again)"
+    )
+    p.add_argument("organisation")
+    for flag, column, kind in (
+        ("--storage-gb", "quota_storage_gb", float),
+        ("--active-jobs", "quota_active_jobs", int),
+        ("--worker-minutes-per-day", "quota_worker_minutes_per_day", int),
+    ):
+        p.add_argument(flag, dest=column, type=_quota(kind), default=argparse.SUPPRESS, metavar="N|default")
+    p.set_defaults(func=cmd_set_quota)
     p = sub.add_parser("serve", help="migrate, then run the API and the workers (embedded mode)")
     p.add_argument("--no-workers", action="store_true", help="run only the API")
     p.set_defaults(func=cmd_serve)

@@ -49,6 +49,29 @@ def limits(settings: Settings, owner: Owner) -> Limits:
     )
 
 
+# The organisation's own limits an operator may set (python -m app.cli set-quota): column -> what it counts.
+OWN_LIMITS = {
+    "quota_storage_gb": "storage in GiB",
+    "quota_active_jobs": "jobs queued or running",
+    "quota_worker_minutes_per_day": "worker minutes a UTC day",
+}
+
+
+def set_own_limits(session: Session, organisation: str, changes: dict[str, float | int | None]) -> Owner:
+    """Give organisation `organisation` its own limits (a value; 0 unlimited; None: the service's setting again);
+    ValueError naming an organisation that does not exist or a negative limit."""
+    owner = session.scalar(select(Owner).where(Owner.name == organisation))
+    if owner is None:
+        raise ValueError(f"no organisation is named {organisation!r}")
+    for column, value in changes.items():
+        if column not in OWN_LIMITS:
+            raise ValueError(f"{column!r} is not a quota: one of {sorted(OWN_LIMITS)}")
+        if value is not None and value < 0:
+            raise ValueError(f"{column}={value} must be >= 0 (0: unlimited)")
+        setattr(owner, column, value)
+    return owner
+
+
 def storage_bytes(session: Session, owner_id: str) -> int:
     datasets = select(func.coalesce(func.sum(Dataset.size_bytes), 0)).where(
         Dataset.owner_id == owner_id, Dataset.storage_key != ""

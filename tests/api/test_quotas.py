@@ -127,3 +127,24 @@ def test_usage_needs_a_key_and_shows_only_its_organisation(client, alice, make_k
     assert client.get("/v1/usage").status_code == 401
     _upload(client, alice, _jsonl([("one", "eins")]))
     assert client.get("/v1/usage", headers=make_key("bob")).json()["storage_bytes"] == 0
+
+
+def test_an_operator_sets_an_organisations_own_quotas_from_the_command_line(client, alice, parallel_id, capsys):
+    from app.cli import main
+
+    main(["set-quota", "alice", "--active-jobs", "1", "--storage-gb", "0.5"])
+    said = capsys.readouterr().out.strip()
+    assert said == "alice: storage 0.5 GiB, 1 jobs queued or running, unlimited worker minutes a day"
+    assert _job(client, alice, parallel_id).status_code == 201
+    assert _job(client, alice, parallel_id).status_code == 429
+    main(["set-quota", "alice", "--active-jobs", "default"])  # the setting again (unlimited); storage unchanged
+    assert (
+        capsys.readouterr().out.strip()
+        == "alice: storage 0.5 GiB, unlimited jobs queued or running, unlimited worker minutes a day"
+    )
+    assert _job(client, alice, parallel_id).status_code == 201
+    with pytest.raises(SystemExit, match="no organisation is named 'nobody'"):
+        main(["set-quota", "nobody", "--active-jobs", "1"])
+    with pytest.raises(SystemExit) as refused:
+        main(["set-quota", "alice", "--active-jobs", "-1"])
+    assert refused.value.code == 2 and "-1 is negative: 0 is unlimited" in capsys.readouterr().err
