@@ -34,9 +34,9 @@ from app.client import (
     translations,
     webhooks,
 )
-from app.client.access import days_argument, scopes_argument
+from app.client.access import add_scope_argument, days_argument
 from app.client.connection import add_connection_arguments
-from app.core.scopes import ALL_SCOPES, Role
+from app.core.scopes import Role
 
 if TYPE_CHECKING:
     from app.core.settings import Settings
@@ -189,15 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("--member", help="the member it belongs to (default: named as the organisation), created if new")
     p.add_argument("--role", choices=[r.value for r in Role], help="a new member's role (default: admin)")
-    p.add_argument(
-        "--scope",
-        "--scopes",
-        dest="scope",
-        action="extend",
-        type=scopes_argument,
-        metavar="SCOPE[,SCOPE...]",
-        help=f"scopes it holds, of {', '.join(ALL_SCOPES)} (repeatable; default: all its member's role allows)",
-    )
+    add_scope_argument(p, "all its member's role allows")
     p.add_argument(
         "--expires-in-days", type=days_argument, metavar="N", help="it stops working N days from now (1-3650)"
     )

@@ -111,16 +111,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_keys)
     p = sub.add_parser("create-api-key", help="create an API key over the API; prints it, once, as the last line")
     p.add_argument("name")
-    p.add_argument(
-        "--scope",
-        "--scopes",
-        dest="scope",
-        action="extend",
-        type=scopes_argument,
-        metavar="SCOPE[,SCOPE...]",
-        help=f"scopes it holds, of {', '.join(ALL_SCOPES)} (repeatable; default: all of yours its member's role "
-        "allows)",
-    )
+    add_scope_argument(p, "all of yours its member's role allows")
     p.add_argument("--member", help="the member it is for (name or id; another than yours needs scope admin)")
     expiry = p.add_mutually_exclusive_group()
     expiry.add_argument(
@@ -143,6 +134,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("member", metavar="ID")
     p.add_argument("role", choices=[r.value for r in Role])
     p.set_defaults(func=cmd_member_role)
+
+
+def add_scope_argument(parser: argparse.ArgumentParser, default: str) -> None:
+    """--scope/--scopes SCOPE[,SCOPE...], repeatable, into args.scope (a key's scopes when it is created)."""
+    parser.add_argument(
+        "--scope",
+        "--scopes",
+        dest="scope",
+        action="extend",
+        type=scopes_argument,
+        metavar="SCOPE[,SCOPE...]",
+        help=f"scopes it holds, of {', '.join(ALL_SCOPES)} (repeatable; default: {default})",
+    )
 
 
 def days_argument(value: str) -> int:
