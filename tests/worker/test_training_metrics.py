@@ -46,7 +46,7 @@ def _info(step: int, **counts: int) -> StepInfo:
 
 
 def test_the_padding_of_each_step_reaches_the_jobs_metrics(client, tmp_path: Path):
-    from worker.tasks.training import _callbacks
+    from worker.training.callbacks import _callbacks
     from worker.training.lease import RunState, flush
 
     job_id, headers, claim = _running_job(client)
