@@ -22,7 +22,14 @@ from celery.worker.consumer import Consumer
 
 from app.core import logs
 from app.core.settings import get_settings
-from app.core.task_names import ACCELERATOR_QUEUES, DATA_QUEUE, INFERENCE_QUEUE, TRAINING_QUEUE, WEBHOOK_QUEUE
+from app.core.task_names import (
+    ACCELERATOR_QUEUES,
+    DATA_QUEUE,
+    INFERENCE_QUEUE,
+    NODE_QUEUES,
+    TRAINING_QUEUE,
+    WEBHOOK_QUEUE,
+)
 from app.db import job_rows
 from app.db.session import session_scope
 from app.services.queueing import make_celery
@@ -54,6 +61,7 @@ app = make_celery("worker")
 app.conf.include = [
     "worker.tasks.ping",
     "worker.tasks.training",
+    "worker.tasks.training_node",
     "worker.tasks.inference",
     "worker.tasks.export",
     "worker.tasks.evaluation",
@@ -76,7 +84,8 @@ worker_process_init.connect(set_torch_threads)
 
 
 def _consume_the_device_queue(sender: str, instance: WorkController, **_kwargs: object) -> None:
-    """A training worker also takes the jobs that asked for its kind of device (app/core/task_names.py)."""
+    """A training worker also takes the jobs that asked for its kind of device, and the join tasks of multi-host jobs
+    on workers of its kind (app/core/task_names.py)."""
     queues = instance.app.amqp.queues
     if TRAINING_QUEUE not in queues.consume_from:
         return
@@ -85,6 +94,7 @@ def _consume_the_device_queue(sender: str, instance: WorkController, **_kwargs: 
     except device.DeviceError:
         return  # worker_init refuses to start it, naming the device
     queues.select_add(ACCELERATOR_QUEUES[kind])
+    queues.select_add(NODE_QUEUES[kind])
 
 
 celeryd_after_setup.connect(_consume_the_device_queue)

@@ -65,6 +65,15 @@ def check_data_parallel(setting: str, devices: int) -> None:
     )
 
 
+def check_gpus(device: str, devices: int, count: Callable[[], int] = torch.cuda.device_count) -> None:
+    """A data-parallel job's host runs one process per GPU: refuse before starting any when it has too few."""
+    if torch.device(device).type == "cuda" and count() < devices:
+        raise TrainingError(
+            f"training.devices={devices} needs {devices} GPUs, but this worker has {count()}; "
+            "lower training.devices or run it on a bigger host"
+        )
+
+
 def worker_device() -> torch.device:
     """This process's device, from WORKER_DEVICE and torch.cuda.device_count()."""
     return resolve_device(get_settings().worker_device, torch.cuda.device_count())

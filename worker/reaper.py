@@ -54,7 +54,7 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
     for job_id in requeued:
         log.warning("job %s: lease expired; back in the queue", job_id)
     for job_id in failed:
-        log.error("job %s: lease expired on its last attempt; failed", job_id)
+        log.error("job %s: lease expired on its last attempt, or with a cancel asked for; ended", job_id)
         _report_failed(job_id)
     dispatched = []
     for job_id in to_send:
@@ -111,12 +111,13 @@ def sweep_datasets(celery: Celery, settings: Settings) -> tuple[list[str], list[
 
 
 def _report_failed(job_id: str) -> None:
-    """job.failed for a job the reaper failed (webhooks.emit logs its own errors; the row's are logged here)."""
+    """job.failed (or job.cancelled) for a job the reaper ended (webhooks.emit logs its own errors; the row's are
+    logged here)."""
     try:
         with session_scope() as session:
             job = session.get(Job, job_id)
             if job is not None:
-                webhooks.emit_job(session, job, job_rows.FAILED, error=job.error)
+                webhooks.emit_job(session, job, job.status, error=job.error if job.status == job_rows.FAILED else None)
     except Exception:
         log.exception("job %s: its job.failed event was not emitted", job_id)
 

@@ -17,7 +17,7 @@ from app.api.errors import bad_query, conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ReadKey, TrainKey
 from app.core.settings import get_settings
-from app.db import metric_rows
+from app.db import metric_rows, node_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
 from app.db.tables import Dataset, Job, JobCheckpoint, JobTag, Metric, TrainedModel
 from app.db.worker_rows import live_workers, trains
@@ -93,8 +93,12 @@ def progress_of(job: Job) -> Progress:
 
 
 def waiting_for(session: Session, job: Job) -> str | None:
-    """What a queued job waits for: its datasets while a worker parses them, or the accelerator it asked for if no
-    live training worker has that device."""
+    """What a job waits for: a queued one, its datasets while a worker parses them, or the accelerator it asked for
+    if no live training worker has that device; a running multi-host one, the hosts that have not joined it yet."""
+    if job.status == "running":
+        nodes = TrainingSpec.stored(job.training_config).nodes
+        joined = len(node_rows.nodes(session, job.id, job.attempt)) if nodes > 1 else nodes
+        return f"nodes: {joined} of {nodes} joined" if joined < nodes else None
     if job.status != "queued":
         return None
     ids = [i for i in (job.dataset_id, job.valid_dataset_id) if i]

@@ -84,6 +84,13 @@ class Settings(BaseSettings):
     # give each its own WORKER_DEVICE (or CUDA_VISIBLE_DEVICES). A worker given a device it lacks refuses to start.
     worker_device: str = Field("", pattern=r"^(cpu|cuda(:\d{1,3})?)?$")
     max_devices_per_job: int = Field(8, ge=1, le=64)  # training.devices above it is refused (GPUs of a worker host)
+    # Multi-host jobs (training.nodes > 1, docs/operations.md): the address and port at which the worker that claims
+    # one hosts its rendezvous, which the other hosts' workers must reach (empty: this host's name; port 0: a free
+    # one); how long the job waits for all its hosts to join; and the most hosts a job may ask for.
+    worker_rendezvous_host: str = ""
+    worker_rendezvous_port: int = Field(0, ge=0, le=65535)
+    job_nodes_timeout_seconds: int = Field(600, ge=5)
+    max_nodes_per_job: int = Field(4, ge=1, le=64)
     torch_threads: int = Field(0, ge=0, le=512)  # CPU threads per worker process; 0 = PyTorch's default
     # Batch tokens per second that settings chosen from a job's time budget assume (model/train/budget.py); 0: measured
     # by a few timed steps at the job's start. Pin it to make those choices the same on every host.

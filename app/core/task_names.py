@@ -7,6 +7,9 @@ INFERENCE_QUEUE = "inference"
 # A job's training.accelerator -> the queue its task goes to. Every training worker consumes "training"; a GPU
 # worker also "training.gpu" and a CPU worker "training.cpu" (worker/celery_app.py adds it from its device).
 ACCELERATOR_QUEUES = {"any": TRAINING_QUEUE, "gpu": "training.gpu", "cpu": "training.cpu"}
+# A multi-host job's further nodes: the worker that claimed it sends N-1 join tasks to the queue of its own device
+# kind, which every training worker of that kind consumes (worker/celery_app.py), so the hosts match.
+NODE_QUEUES = {"gpu": "training.nodes.gpu", "cpu": "training.nodes.cpu"}
 # Datasets' parsing, reports and filtering, and webhook deliveries: short of a worker of their own (`-Q data` or
 # `-Q webhooks`), every inference worker takes them too (worker/celery_app.py).
 DATA_QUEUE = "data"
@@ -15,6 +18,8 @@ QUEUES = (
     TRAINING_QUEUE,
     ACCELERATOR_QUEUES["gpu"],
     ACCELERATOR_QUEUES["cpu"],
+    NODE_QUEUES["gpu"],
+    NODE_QUEUES["cpu"],
     INFERENCE_QUEUE,
     DATA_QUEUE,
     WEBHOOK_QUEUE,
@@ -22,6 +27,7 @@ QUEUES = (
 
 PING = "service.ping"
 TRAIN = "service.train"
+JOIN_TRAINING = "service.join_training"
 TRANSLATE = "service.translate"
 FILL_MASK = "service.fill_mask"
 ATTENTION = "service.attention"

@@ -189,7 +189,8 @@ def mark_dispatched(session: Session, job_id: str) -> None:
 
 
 def reap_expired(session: Session, now: datetime | None = None) -> tuple[list[str], list[str]]:
-    """Jobs whose lease expired: back to the queue (attempt < max) or failed. Returns (requeued, failed)."""
+    """Jobs whose lease expired: back to the queue (attempt < max), failed, or cancelled if a cancel was asked for.
+    Returns (requeued, ended)."""
     now = now or utcnow()
     expired = session.scalars(select(Job).where(Job.status == RUNNING, Job.lease_expires_at < now)).all()
     requeued: list[str] = []
@@ -197,7 +198,10 @@ def reap_expired(session: Session, now: datetime | None = None) -> tuple[list[st
     for job in expired:
         lost = f"worker {job.worker} stopped renewing its lease during attempt {job.attempt}"
         guard = and_(Job.id == job.id, Job.status == RUNNING, Job.attempt == job.attempt, Job.lease_expires_at < now)
-        if job.attempt >= job.max_attempts:
+        if job.cancel_requested:  # its owner asked to stop it: cancelled, not queued again (nothing would claim it)
+            values = dict(status=CANCELLED, finished_at=now, error=f"{lost}; cancelled as asked")
+            target = failed
+        elif job.attempt >= job.max_attempts:
             values = dict(status=FAILED, finished_at=now, error=f"{lost}; gave up after {job.attempt} attempts")
             target = failed
         else:

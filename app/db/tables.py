@@ -265,6 +265,22 @@ class Job(Base):
         return [row.tag for row in self.tag_rows]
 
 
+class JobNode(Base):
+    """A host of a multi-host job's attempt (training.nodes > 1): node 0 is the worker that claimed the job, nodes
+    1..N-1 the workers that took its join tasks. One row per (job, attempt, node): a join task delivered twice
+    finds its node taken and leaves. `error` says why the node's share of the group failed, if it did."""
+
+    __tablename__ = "job_nodes"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    attempt: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    worker: Mapped[str] = mapped_column(String(255))  # "<celery hostname>/<pid>"
+    joined_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    left_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
 class JobTag(Base):
     """One tag of a job; `position` keeps the order it was given in. Indexed by tag for `GET /v1/jobs?tag=`."""
 

@@ -66,6 +66,21 @@ class TrainingSpec(Input, DataSettings, TrainSettings):
         "or CPU processes); the global batch is max_tokens_per_batch x grad_accum_steps x devices. "
         "At most MAX_DEVICES_PER_JOB",
     )
+    nodes: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="worker hosts the job spans, each running `devices` processes: the worker that claims the job "
+        "and nodes - 1 more of the same device kind, which join it; the global batch grows by the same factor. "
+        "At most MAX_NODES_PER_JOB",
+    )
+    max_restarts: int = Field(
+        0,
+        ge=0,
+        le=100,
+        description="data-parallel jobs (devices or nodes above 1): how many times a host restarts its processes "
+        "when one of them dies, each time resuming from the last checkpoint, before the job fails",
+    )
     accelerator: Literal["any", "gpu", "cpu"] = Field(
         "any",
         description="which workers may train it: any, only GPU workers (the job waits for one), or only CPU ones",

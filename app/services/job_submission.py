@@ -181,6 +181,11 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
             "training.devices",
             f"devices={training.devices} exceeds the limit of {settings.max_devices_per_job} (MAX_DEVICES_PER_JOB)",
         )
+    if training.nodes > settings.max_nodes_per_job:
+        raise InvalidField(
+            "training.nodes",
+            f"nodes={training.nodes} exceeds the limit of {settings.max_nodes_per_job} (MAX_NODES_PER_JOB)",
+        )
     refusal = memory_refusal(session, settings, config, batch_tokens, training.accelerator, training.precision)
     if refusal:
         raise InvalidField("training.max_tokens_per_batch", refusal)

@@ -48,11 +48,13 @@ def trial_jobs(session: Session, sweep_id: str) -> dict[int, Job]:
 
 
 def worker_minutes(job: Job, now: datetime) -> float:
-    """Minutes of worker time a trial has taken: its run (first claim to end, or to now), times its devices."""
+    """Minutes of worker time a trial has taken: its run (first claim to end, or to now), times its processes
+    (devices x nodes)."""
     if job.started_at is None:
         return 0.0
     end = job.finished_at or now
-    return max(0.0, (end - job.started_at).total_seconds() / 60) * TrainingSpec.stored(job.training_config).devices
+    spec = TrainingSpec.stored(job.training_config)
+    return max(0.0, (end - job.started_at).total_seconds() / 60) * spec.devices * spec.nodes
 
 
 def _committed_minutes(sweep: Sweep, jobs: list[Job], now: datetime) -> float:

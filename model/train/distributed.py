@@ -1,21 +1,28 @@
-"""Data-parallel training of one model on N devices of one host with torch.distributed (DDP).
+"""Data-parallel training of one model on N processes with torch.distributed (DDP), on one host or several.
 
 Every process (rank) holds a whole replica and takes every N-th micro-batch of the same TokenBatcher order, so
 an update sees the same global batch, and leaves the data at the same position, as one process accumulating
 grad_accum_steps x N micro-batches. DistributedDataParallel averages the gradients over the ranks during the last
 backward of an update (model/train/step.py scales the loss so the average is the gradient per target token of the
 whole update). Rank 0 alone evaluates, writes checkpoints and calls back; the checkpoints are those of a single
-process (the bare model's weights, no `module.` prefixes), so a run resumes on another number of devices.
+process (the bare model's weights, no `module.` prefixes), so a run resumes on another number of processes or hosts.
+Where the ranks run (which host, which local GPU) changes nothing but `local_rank`: rank r trains the same way on
+one host of N processes or on N hosts of one.
 
-On CUDA rank r uses cuda:r and NCCL; on CPU the gloo backend. Rank 0 hosts the rendezvous:
+On CUDA a rank uses cuda:<local rank> and NCCL; on CPU the gloo backend. Started by PyTorch's elastic launcher
+(torchrun, or torch.distributed.launcher.api as worker/training/agent.py does), each rank joins through the
+store of the launcher's round:
 
-    store = rendezvous_store(world_size)          # rank 0, before it starts the others with store.port
-    ctx = init_process_group(0, world_size, "cuda", store=store)
-    ctx = init_process_group(r, world_size, "cuda", master_port=port)   # rank r > 0
+    ctx = init_process_group(rank, world_size, "cuda", local_rank=local_rank, store=launcher_store())
     try:
         train(data, config, checkpoint_root, callbacks, dist=ctx)
     finally:
         destroy_process_group()
+
+Without a launcher (tests, a notebook), one process hosts the store and passes its port to the others:
+
+    store = rendezvous_store(world_size)
+    ctx = init_process_group(0, world_size, "cpu", store=store)          # rank r > 0: master_port=store.port
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import time
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -40,7 +47,6 @@ if TYPE_CHECKING:  # torch.distributed re-exports these from here without markin
 T = TypeVar("T")
 S = TypeVar("S", bound=str)
 DEFAULT_TIMEOUT = timedelta(minutes=30)  # a collective waits this long for a slow rank (rank 0 evaluating, saving)
-JOIN_POLL_SECONDS = 0.2
 
 
 class DistributedError(RuntimeError):
@@ -52,19 +58,36 @@ def backend_for(device_type: str) -> str:
     return "nccl" if device_type == "cuda" else "gloo"
 
 
-def device_for(rank: int, device_type: str) -> torch.device:
-    """cuda:rank on a GPU host (one GPU per rank), else the CPU."""
-    return torch.device("cuda", rank) if device_type == "cuda" else torch.device(device_type)
+def device_for(local_rank: int, device_type: str) -> torch.device:
+    """cuda:local_rank on a GPU host (one GPU per rank of the host), else the CPU."""
+    return torch.device("cuda", local_rank) if device_type == "cuda" else torch.device(device_type)
 
 
 def rendezvous_store(
     world_size: int, host: str = "127.0.0.1", port: int = 0, timeout: timedelta = DEFAULT_TIMEOUT
 ) -> TCPStore:
-    """The rendezvous server, in rank 0. Port 0 picks a free port: pass store.port to the other ranks."""
+    """A rendezvous server for ranks started without a launcher. Port 0 picks a free port: pass store.port on."""
     server: TCPStore = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
         host, port, world_size, is_master=True, timeout=timeout, wait_for_workers=False
     )
     return server
+
+
+def launcher_store(timeout: timedelta = DEFAULT_TIMEOUT, env: dict[str, str] | None = None) -> TCPStore:
+    """The store of the round of PyTorch's elastic launcher that started this process: at MASTER_ADDR:MASTER_PORT,
+    hosted by the launcher's rank 0 (RANK). The launcher's numbering decides only who hosts it; the process group may
+    number the ranks its own way. One store per round: run the launcher with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, or
+    a restarted group would find the previous round's keys in the agents' shared store."""
+    env = dict(os.environ) if env is None else env
+    store: TCPStore = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
+        env["MASTER_ADDR"],
+        int(env["MASTER_PORT"]),
+        int(env["WORLD_SIZE"]),
+        is_master=int(env["RANK"]) == 0,
+        timeout=timeout,
+        multi_tenant=True,
+    )
+    return store
 
 
 def init_process_group(
@@ -72,47 +95,35 @@ def init_process_group(
     world_size: int,
     device_type: str = "cpu",
     *,
+    local_rank: int | None = None,
     store: Store | None = None,
     master_addr: str = "127.0.0.1",
     master_port: int | None = None,
     timeout: timedelta = DEFAULT_TIMEOUT,
-    poll: Callable[[], None] | None = None,
 ) -> DistContext:
-    """Join the default process group as `rank` and return its context.
-
-    Rank 0 passes the store from rendezvous_store(); the others connect to master_addr:master_port. Rank 0 waits
-    until every rank has checked in, calling poll() every 0.2 s meanwhile (raise from it to give up, e.g. when a
-    peer process died), then all form the group.
-    """
+    """Join the default process group as `rank` (on this host's GPU `local_rank`, default `rank`) and return its
+    context. The ranks meet through `store` (launcher_store(), rendezvous_store()), else the store at
+    master_addr:master_port. The call returns once every rank has joined."""
     if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
         raise DistributedError(f"rank={rank!r} must be in [0, world_size={world_size!r})")
     if device_type not in ("cpu", "cuda"):
         raise DistributedError(f"device_type={device_type!r} must be 'cpu' or 'cuda'")
-    if device_type == "cuda" and torch.cuda.device_count() < world_size:
+    local_rank = rank if local_rank is None else local_rank
+    if device_type == "cuda" and torch.cuda.device_count() <= local_rank:
         raise DistributedError(
-            f"{world_size} processes need {world_size} GPUs, but this host has {torch.cuda.device_count()}"
+            f"local rank {local_rank} needs GPU cuda:{local_rank}, but this host has {torch.cuda.device_count()}"
         )
     if dist.is_initialized():
         raise DistributedError("this process is already in a process group; destroy it first")
-    device = device_for(rank, device_type)
+    device = device_for(local_rank, device_type)
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if store is None:
         if master_port is None:
-            raise DistributedError(f"rank {rank} needs master_port (rank 0's store.port) to join")
+            raise DistributedError(f"rank {rank} needs a store or master_port to join")
         store = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
             master_addr, master_port, world_size, is_master=False, timeout=timeout
         )
-    store.set(f"joined/{rank}", "1")
-    if rank == 0:
-        keys = [f"joined/{r}" for r in range(world_size)]
-        deadline = time.monotonic() + timeout.total_seconds()
-        while not store.check(keys):
-            if poll is not None:
-                poll()
-            if time.monotonic() > deadline:
-                raise DistributedError(f"not every one of {world_size} ranks joined within {timeout}")
-            time.sleep(JOIN_POLL_SECONDS)
     dist.init_process_group(
         backend_for(device_type),
         store=store,
@@ -121,7 +132,7 @@ def init_process_group(
         timeout=timeout,
         device_id=device if device.type == "cuda" else None,
     )
-    return DistContext(rank, world_size, device, backend_for(device_type), store)
+    return DistContext(rank, world_size, device, backend_for(device_type))
 
 
 def destroy_process_group() -> None:
@@ -150,7 +161,6 @@ class DistContext:
     world_size: int
     device: torch.device
     backend: str
-    store: Store  # kept alive: rank 0's store is the rendezvous server
 
     @property
     def is_main(self) -> bool:

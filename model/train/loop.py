@@ -397,8 +397,9 @@ def train(
         good = resume_point(checkpoint_root) if trainer.is_main and resume else None
         if trainer.is_main and not resume:
             remove_stale_temp_dirs(checkpoint_root)
-        if dist is not None:
-            good = dist.broadcast(good)
+        if dist is not None:  # by name: each host's ranks read their own copy of the job's checkpoints
+            name = dist.broadcast(None if good is None else Path(good).name)
+            good = None if name is None else Path(checkpoint_root) / name
         if good is not None:
             trainer.restore(good)
     return trainer.fit()

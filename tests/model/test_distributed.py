@@ -116,7 +116,7 @@ def _rank_main(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
         (out_dir / f"mismatch-rank{rank}.json").write_text(json.dumps({"error": error}))
     finally:
         destroy_process_group()
-    # As worker/training/ddp_peer.py does: leave without C++ destructors, as gloo threads still winding down after
+    # As worker/training/rank.py does: leave without C++ destructors, as gloo threads still winding down after
     # destroy_process_group() abort the interpreter's exit now and then ("terminate called without an active
     # exception"), which spawn reports as a crashed rank. An exception above still reaches spawn's error file.
     sys.stdout.flush()

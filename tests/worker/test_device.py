@@ -83,9 +83,10 @@ def test_a_worker_given_a_gpu_this_host_lacks_refuses_to_start(tmp_path):
 @pytest.mark.parametrize(
     ("setting", "gpus", "queue", "consumed"),
     [
-        ("cuda", 1, "training", ["training", "training.gpu"]),  # a GPU worker of the compose gpu profile
-        ("", 2, "training", ["training", "training.gpu"]),  # the default on a GPU host: its first GPU
-        ("cpu", 2, "training", ["training", "training.cpu"]),  # a CPU worker on a GPU host
+        # a GPU worker of the compose gpu profile; its kind's join tasks of multi-host jobs too
+        ("cuda", 1, "training", ["training", "training.gpu", "training.nodes.gpu"]),
+        ("", 2, "training", ["training", "training.gpu", "training.nodes.gpu"]),  # the default on a GPU host
+        ("cpu", 2, "training", ["training", "training.cpu", "training.nodes.cpu"]),  # a CPU worker on a GPU host
         ("cuda", 1, "inference", ["data", "inference", "webhooks"]),  # no training queue; datasets and webhooks
     ],
 )

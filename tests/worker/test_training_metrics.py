@@ -46,12 +46,12 @@ def _info(step: int, **counts: int) -> StepInfo:
 
 
 def test_the_padding_of_each_step_reaches_the_jobs_metrics(client, tmp_path: Path):
-    from worker.training.callbacks import _callbacks
+    from worker.training.callbacks import job_callbacks
     from worker.training.lease import RunState, flush
 
     job_id, headers, claim = _running_job(client)
     state = RunState(claim)
-    on_step = _callbacks(state, job_id, tmp_path, 60).on_step
+    on_step = job_callbacks(state, job_id, tmp_path, 60).on_step
     assert on_step is not None
     on_step(_info(1, padded_tokens=100, src_tokens=80, padded_src_tokens=120))
     on_step(_info(2, padded_tokens=90, src_tokens=80, padded_src_tokens=100))

@@ -35,16 +35,15 @@ from model.train.config import TrainingError
 from model.train.events import Callbacks, TrainResult
 from model.train.loop import train
 from model.train.prepare import PreparedData
-from worker.device import check_data_parallel, worker_device
-from worker.training import job_log
+from worker.device import check_data_parallel, check_gpus, worker_device
+from worker.training import group, job_log
 from worker.training.auto_settings import choose_settings, pending
-from worker.training.callbacks import LeaseLost, _callbacks, checkpoint_key, eval_metrics
+from worker.training.callbacks import LeaseLost, checkpoint_key, eval_metrics, job_callbacks
 from worker.training.job_data import datasets_pending, load_job, prepare_job, train_config
-from worker.training.lease import LeaseKeeper, RunState, flush, track, untrack
+from worker.training.lease import KEEPER_SECONDS, LeaseKeeper, RunState, flush, track, untrack
 from worker.training.sweep_trial import advance_sweep_of
 
 log = logging.getLogger(__name__)
-KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
 
 
 def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
@@ -123,17 +122,16 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
     keeper.start()
     try:
         job, data, device, root = _prepare(claim, state)
-        result = _train(
-            job,
-            data,
-            device,
-            root,
-            _callbacks(state, job.id, root, settings.job_lease_seconds, trial=job.sweep_id is not None),
-            state,
-        )
+        spec = TrainingSpec.stored(job.training_config)
+        if spec.devices == 1 and spec.nodes == 1:
+            callbacks = job_callbacks(state, job.id, root, settings.job_lease_seconds, trial=job.sweep_id is not None)
+            result = _train(job, data, device, root, callbacks, state)
+        else:  # the ranks prepare the data themselves: this process keeps only the tokenizer they train with
+            tokenizer = data.tokenizer
+            del data
+            result = _train_group(claim, state, job, tokenizer, device, root)
     finally:
         keeper.stop()
-    spec = TrainingSpec.stored(job.training_config)
     flush(state, settings.job_lease_seconds)
     if state.lease_lost:
         raise LeaseLost(job.id)
@@ -188,17 +186,23 @@ def _evaluate_on_test_set(job: Job, model_id: str) -> None:
 
 
 def _train(job: Job, data: PreparedData, device: str, root: Path, callbacks: Callbacks, state: RunState) -> TrainResult:
-    """Train here, or with training.devices = N > 1 as rank 0 of N data-parallel processes (training/ddp_peer.py)."""
-    devices = TrainingSpec.stored(job.training_config).devices
-    if devices == 1:
-        return train(data, train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
-    from worker.training.ddp_peer import train_data_parallel  # only data-parallel jobs need it
+    """Train in this process (one device, one host)."""
+    return train(data, train_config(job, device), root, callbacks, resume=True, meta={"job_id": job.id})
 
-    check_data_parallel(get_settings().worker_device, devices)
 
-    state.set_progress(device=f"{devices}x {device}")
-    log.info("job %s: data-parallel on %d × %s", job.id, devices, device)
-    return train_data_parallel(job.id, data, train_config(job, device), devices, root, callbacks, {"job_id": job.id})
+def _train_group(
+    claim: job_rows.Claim, state: RunState, job: Job, tokenizer: Tokenizer, device: str, root: Path
+) -> TrainResult:
+    """training.devices or training.nodes above 1: node 0 of a data-parallel group launched by PyTorch's elastic
+    agent (worker/training/group.py); rank 0's TrainResult."""
+    spec = TrainingSpec.stored(job.training_config)
+    check_data_parallel(get_settings().worker_device, spec.devices)
+    check_gpus(device, spec.devices)
+    label = f"{spec.devices}x {device}" if spec.nodes == 1 else f"{spec.nodes}x{spec.devices} {device}"
+    state.set_progress(device=label)
+    flush(state, get_settings().job_lease_seconds)  # before rank 0 takes over the progress
+    log.info("job %s: data-parallel on %d host(s) x %d × %s", job.id, spec.nodes, spec.devices, device)
+    return group.lead(claim, state, job, tokenizer, train_config(job, device), root)
 
 
 def _hand_back(claim: job_rows.Claim, step: int) -> None:

@@ -33,7 +33,7 @@ def checkpoint_key(job_id: str) -> str:
     return f"jobs/{job_id}/checkpoints"
 
 
-def _callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int, trial: bool = False) -> Callbacks:
+def job_callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int, trial: bool = False) -> Callbacks:
     """The trainer's hooks for job `job_id`; a sweep's trial (`trial`) also reports each evaluation to its sweep."""
 
     def on_step(info: StepInfo) -> None:

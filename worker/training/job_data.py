@@ -1,8 +1,8 @@
 """A job's row and datasets turned into training input: its stored sections read through the schema's types
 (ModelSpec, TrainingSpec: model/train/settings.py declares the training fields once), then prepare() and TrainConfig.
 
-Rank 0 (worker/tasks/training.py) and the data-parallel peers (worker/training/ddp_peer.py) both read a job through
-here. Nothing here names a training option: a new one reaches the trainer by its field alone.
+The training task (worker/tasks/training.py) and every rank of a data-parallel group (worker/training/rank.py) read a
+job through here. Nothing here names a training option: a new one reaches the trainer by its field alone.
 """
 
 from __future__ import annotations

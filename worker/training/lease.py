@@ -21,6 +21,7 @@ from app.db.session import session_scope
 from worker.training import job_log
 
 log = logging.getLogger(__name__)
+KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
 
 
 @dataclass(eq=False)  # compared by identity, hashable for the registry below
