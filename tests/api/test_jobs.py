@@ -327,3 +327,29 @@ def test_metrics_history_gives_the_event_id_to_stream_only_newer_points(client, 
         if line.startswith("data: ")
     ]
     assert streamed == [4]
+
+
+def test_a_running_multi_host_job_says_how_many_hosts_joined_until_all_have(client, alice, parallel_id):
+    """Pass: training.nodes = 3 is stored; running, the job waits for "nodes: 1 of 3 joined", then 2, then nothing;
+    a later attempt counts its own hosts only."""
+    from sqlalchemy import update
+
+    from app.db import node_rows
+    from app.db.session import session_scope
+    from app.db.tables import Job
+
+    body = _job(parallel_id, training={"max_steps": 50, "nodes": 3, "max_restarts": 2})
+    job = client.post("/v1/jobs", json=body, headers=alice).json()
+    assert (job["training"]["nodes"], job["training"]["max_restarts"], job["training"]["devices"]) == (3, 2, 1)
+    with session_scope() as session:
+        session.execute(update(Job).where(Job.id == job["id"]).values(status="running", attempt=1, worker="a@h/1"))
+    waiting = []
+    for node, worker in ((0, "a@h/1"), (1, "b@h/2"), (2, "c@h/3")):
+        with session_scope() as session:
+            assert node_rows.join(session, job["id"], 1, node, worker)
+        waiting.append(client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["waiting_for"])
+    assert waiting == ["nodes: 1 of 3 joined", "nodes: 2 of 3 joined", None]
+    with session_scope() as session:
+        session.execute(update(Job).where(Job.id == job["id"]).values(attempt=2))
+    listed = client.get("/v1/jobs", headers=alice).json()["data"]
+    assert [j["waiting_for"] for j in listed if j["id"] == job["id"]] == ["nodes: 0 of 3 joined"]
