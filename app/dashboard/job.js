@@ -43,14 +43,22 @@ function settingsText(settings) {
   return Object.entries(settings).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}`).join("\n");
 }
 
-/** What a queued job waits for ("a GPU worker"): it asked for a kind of worker none of which is running. */
+/** What a job waits for: a queued one, the kind of worker it asked for ("a GPU worker") when none is running; a
+ * running multi-host one, the hosts still to join it ("nodes: 1 of 2 joined"). */
 export function waitingFor(job) {
-  return job.status === "queued" && job.waiting_for ? job.waiting_for : null;
+  if (!job.waiting_for) return null;
+  if (job.status === "queued") return job.waiting_for;
+  return job.status === "running" && job.waiting_for.startsWith("nodes:") ? job.waiting_for : null;
 }
 
 function waitingNote(job) {
   const what = waitingFor(job);
   if (!what) return null;
+  if (job.status === "running") {
+    return h("p", { class: "waiting", id: "waiting-for" }, h("strong", {}, `Waiting for hosts, ${what}`),
+      `: the job spans ${job.training.nodes} training workers of the same device kind. It trains once all have ` +
+      "joined, and fails naming the missing ones if they do not join in time.");
+  }
   return h("p", { class: "waiting", id: "waiting-for" }, h("strong", {}, `Waiting for ${what}`),
     `: the job asked for ${job.training.accelerator.toUpperCase()} workers only and none is running now. ` +
     "It stays queued and starts when one comes.");
@@ -183,13 +191,20 @@ export function renderJob(container, jobId, { card } = {}) {
     }
   }
 
+  /** Whether the job may be waiting now or soon: for a kind of worker, or (multi-host) for its other hosts until its
+   * first step. */
+  function mayWait() {
+    const gathering = job.training.nodes > 1 && !TERMINAL.has(job.status) && !(job.progress?.step > 0);
+    return Boolean(waitingFor(job)) || gathering;
+  }
+
   async function watchWaiting() {
-    while (waitingFor(job)) {
+    while (mayWait()) {
       await new Promise((resolve) => setTimeout(resolve, WAITING_POLL_MS));
       if (signal.aborted) return;
       try {
         const now = await api(`/v1/jobs/${jobId}`, { signal });
-        if (job.status === "queued") {  // the events own the status; only the wait is read here
+        if (job.status === "queued" || job.status === "running") {  // the events own the status; only the wait
           job = { ...job, waiting_for: now.waiting_for };
           renderSummary(job);
         }

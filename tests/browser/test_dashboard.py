@@ -549,6 +549,36 @@ def test_a_job_asking_for_a_gpu_says_it_waits_for_a_gpu_worker(page, demo_files)
     row.locator(".waiting-note").wait_for(state="detached")  # a cancelled job waits for nothing
 
 
+def test_a_job_across_two_hosts_says_it_waits_for_the_second_one(page, demo_files):
+    """training.nodes = 2 with the embedded service's one training worker: the job runs as node 0 and its page and
+    the jobs list say it waits for hosts, 1 of 2 joined; cancelled meanwhile, it ends cancelled at once."""
+    p = page
+    http = _api(p.stack)
+    with open(demo_files["translation_train"], "rb") as f:
+        dataset = http.post("/v1/datasets", data={"name": "hosts", "kind": "parallel"}, files={"file": f}).json()
+    body = {"objective": "translation", "dataset_id": dataset["id"], "model": {"preset": "tiny", "vocab_size": 500},
+            "training": {"max_steps": 20, "nodes": 2}}  # fmt: skip
+    job_id = http.post("/v1/jobs", json=body).json()["id"]
+    wait = time.monotonic() + 120
+    while (job := http.get(f"/v1/jobs/{job_id}").json())["waiting_for"] != "nodes: 1 of 2 joined":
+        assert time.monotonic() < wait and job["status"] in ("queued", "running"), job
+        time.sleep(0.5)
+    p.sign_in()
+    p.page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    note = p.page.locator("#waiting-for")
+    note.wait_for()
+    assert note.inner_text().startswith("Waiting for hosts, nodes: 1 of 2 joined: the job spans 2 training workers")
+    assert p.page.locator("#job-summary .badge").inner_text() == "running"
+    p.screenshot("job-waiting-for-hosts")
+    p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
+    p.page.locator(f'tr[data-job="{job_id}"] .waiting-note', has_text="waiting for nodes: 1 of 2 joined").wait_for()
+    assert http.post(f"/v1/jobs/{job_id}/cancel").status_code == 202
+    wait = time.monotonic() + 60
+    while http.get(f"/v1/jobs/{job_id}").json()["status"] != "cancelled":
+        assert time.monotonic() < wait, "the job waiting for hosts was not cancelled"
+        time.sleep(0.5)
+
+
 def test_wrong_key_shows_a_sign_in_error(page):
     page.sign_in("not-a-real-key")
     error = page.page.locator("#signin-error .error")

@@ -47,10 +47,10 @@ def test_make_run_serves_health_docs_and_pings_then_stops_on_ctrl_c(tmp_path):
         health = wait_for(healthy_with_workers(url, 2), timeout=120, what="make run to become healthy")
         assert health["database"]["detail"] == "sqlite"
         assert health["broker"]["detail"].startswith("sqla+sqlite")
-        # the training worker also takes the jobs that ask for a CPU (training.accelerator "cpu"), the inference
-        # worker the parsing of datasets and the webhook deliveries
+        # the training worker also takes the jobs that ask for a CPU (training.accelerator "cpu") and the CPU join
+        # tasks of multi-host jobs, the inference worker the parsing of datasets and the webhook deliveries
         assert sorted(q for w in health["workers"] for q in w["queues"]) == [
-            "data", "inference", "training", "training.cpu", "webhooks"
+            "data", "inference", "training", "training.cpu", "training.nodes.cpu", "webhooks"
         ]  # fmt: skip
         assert httpx.get(f"{url}/docs", timeout=5).status_code == 200
         output = wait_for(
