@@ -21,7 +21,7 @@ from app.db.session import session_scope
 from app.db.tables import Job
 from tests.support.api_app import migrated_client
 from tests.worker.test_job_log import new_job
-from worker.training import agent, group
+from worker.training import agent, group, lead
 from worker.training.lease import RunState
 from worker.training.rank import place
 
@@ -158,10 +158,10 @@ def test_a_node_is_taken_once_per_attempt_and_only_while_that_attempt_runs(job_i
 
 
 def test_node_0_stops_its_agent_on_a_lost_lease_a_cancel_while_gathering_and_hosts_that_never_join(job_id, monkeypatch):
-    monkeypatch.setattr(group, "NODES_POLL_SECONDS", 0.0)
+    monkeypatch.setattr(lead, "NODES_POLL_SECONDS", 0.0)
     claim = job_rows.Claim(job_id=job_id, worker="a@h/1", attempt=1)
     state = RunState(claim=claim)
-    watch = group._Lead(claim, state, nodes=2, timeout=3600)
+    watch = lead._Lead(claim, state, nodes=2, timeout=3600)
     assert not watch() and watch.joined == 0
     with session_scope() as session:
         node_rows.join(session, job_id, 1, 0, "a@h/1")
@@ -169,14 +169,14 @@ def test_node_0_stops_its_agent_on_a_lost_lease_a_cancel_while_gathering_and_hos
     assert watch() and watch.joined == 1  # a cancel while a host is missing: nothing to wait for
     with session_scope() as session:
         node_rows.join(session, job_id, 1, 1, "b@h/2")
-    watch = group._Lead(claim, state, nodes=2, timeout=3600)
+    watch = lead._Lead(claim, state, nodes=2, timeout=3600)
     assert not watch()  # every host is there: rank 0 stops the group itself, given CANCEL_GRACE_SECONDS
-    watch.cancelled_at = time.monotonic() - group.CANCEL_GRACE_SECONDS - 1
+    watch.cancelled_at = time.monotonic() - lead.CANCEL_GRACE_SECONDS - 1
     assert watch()
-    late = group._Lead(claim, RunState(claim=claim), nodes=3, timeout=0)
+    late = lead._Lead(claim, RunState(claim=claim), nodes=3, timeout=0)
     assert late() and late.timed_out
     lost = RunState(claim=claim, lease_lost=True)
-    assert group._Lead(claim, lost, nodes=2, timeout=3600)()
+    assert lead._Lead(claim, lost, nodes=2, timeout=3600)()
 
 
 def test_an_expired_lease_of_a_job_asked_to_cancel_is_cancelled_not_queued_again(job_id):

@@ -36,10 +36,11 @@ from model.train.events import Callbacks, TrainResult
 from model.train.loop import train
 from model.train.prepare import PreparedData
 from worker.device import check_data_parallel, check_gpus, worker_device
-from worker.training import group, job_log
+from worker.training import job_log
 from worker.training.auto_settings import choose_settings, pending
 from worker.training.callbacks import LeaseLost, checkpoint_key, eval_metrics, job_callbacks
 from worker.training.job_data import datasets_pending, load_job, prepare_job, train_config
+from worker.training.lead import lead
 from worker.training.lease import KEEPER_SECONDS, LeaseKeeper, RunState, flush, track, untrack
 from worker.training.sweep_trial import advance_sweep_of
 
@@ -202,7 +203,7 @@ def _train_group(
     state.set_progress(device=label)
     flush(state, get_settings().job_lease_seconds)  # before rank 0 takes over the progress
     log.info("job %s: data-parallel on %d host(s) x %d × %s", job.id, spec.nodes, spec.devices, device)
-    return group.lead(claim, state, job, tokenizer, train_config(job, device), root)
+    return lead(claim, state, job, tokenizer, train_config(job, device), root)
 
 
 def _hand_back(claim: job_rows.Claim, step: int) -> None:
