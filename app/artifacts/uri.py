@@ -1,5 +1,8 @@
 """Objects outside the artifact store, read in place by URI (a dataset registered from s3://bucket/key): with the
-same endpoint and credentials as an S3 artifact store (AWS_*), which may be another bucket's or none at all."""
+same endpoint and credentials as an S3 artifact store (AWS_*), which may be another bucket's or none at all.
+
+boto3 is imported by the functions that read a URI, not here: the workers import UriError and split_uri at start,
+and a host without boto3 (a GPU host's image, bench/gpu_wheels.sh) must start as long as it reads no s3:// URI."""
 
 from __future__ import annotations
 
@@ -8,13 +11,6 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import boto3
-from boto3.exceptions import Boto3Error
-from boto3.s3.transfer import TransferConfig
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-
-from app.artifacts.s3 import PART_SIZE
 from app.core.settings import S3_BUCKET, Settings
 
 TEMP_SUFFIX = ".part"
@@ -34,6 +30,9 @@ def split_uri(uri: str) -> tuple[str, str]:
 
 
 def client(settings: Settings) -> Any:
+    import boto3  # here, not at the top: see the module docstring
+    from botocore.config import Config
+
     secret = settings.aws_secret_access_key.get_secret_value()
     return boto3.session.Session().client(
         "s3",
@@ -52,7 +51,17 @@ def client(settings: Settings) -> Any:
     )
 
 
+def _errors() -> tuple[type[Exception], ...]:
+    """What boto3 raises when an object cannot be read (imported here: see the module docstring)."""
+    from boto3.exceptions import Boto3Error
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    return ClientError, BotoCoreError, Boto3Error
+
+
 def _why(uri: str, exc: Exception) -> UriError:
+    from botocore.exceptions import ClientError
+
     if isinstance(exc, ClientError):
         code = str(exc.response.get("Error", {}).get("Code", ""))
         if code in ("404", "NoSuchKey", "NotFound"):
@@ -68,16 +77,22 @@ def _why(uri: str, exc: Exception) -> UriError:
 def head_uri(settings: Settings, uri: str) -> int:
     """The object's size in bytes; UriError when it cannot be read."""
     bucket, key = split_uri(uri)
+    errors = _errors()
     try:
         return int(client(settings).head_object(Bucket=bucket, Key=key)["ContentLength"])
-    except (ClientError, BotoCoreError, Boto3Error) as exc:
+    except errors as exc:
         raise _why(uri, exc) from exc
 
 
 def download_uri(settings: Settings, uri: str, path: Path) -> Path:
     """The object, downloaded to `path` in parts (constant memory) unless a file of its size and ETag is already
     there (recorded beside it); readers see the old file or the new one, never half of one."""
+    from boto3.s3.transfer import TransferConfig
+
+    from app.artifacts.s3 import PART_SIZE  # the S3 store's module: boto3 is here already
+
     bucket, key = split_uri(uri)
+    errors = _errors()
     s3 = client(settings)
     try:
         head = s3.head_object(Bucket=bucket, Key=key)
@@ -93,5 +108,5 @@ def download_uri(settings: Settings, uri: str, path: Path) -> Path:
             tmp.unlink(missing_ok=True)
         etag_file.write_text(head["ETag"])
         return path
-    except (ClientError, BotoCoreError, Boto3Error) as exc:
+    except errors as exc:
         raise _why(uri, exc) from exc
