@@ -36,8 +36,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from opusfilter.filters import LengthFilter, LengthRatioFilter
-
 from model.data.alignment import LexicalAssociations
 from model.data.hashtable import HashTable64
 from model.data.language import MIN_CHARS, ODDS, LanguageCheck, known_languages, language_code
@@ -165,7 +163,11 @@ def _deciders(
         out["invalid_characters"] = lambda rows: [
             not invalid_characters(s) and not invalid_characters(t) for _, s, t in rows
         ]
+    # OpusFilter is the worker's: imported where a rule that needs it is built, not with this module, so a host
+    # without it (a GPU host's image, bench/gpu_wheels.sh) starts.
     if "length" in active:
+        from opusfilter.filters import LengthFilter
+
         lengths = LengthFilter(
             min_length=rules.min_length or 0,
             max_length=math.inf if rules.max_length is None else rules.max_length,
@@ -173,6 +175,8 @@ def _deciders(
         )
         out["length"] = lambda rows: [lengths.accept(x) for x in lengths.score([(s, t) for _, s, t in rows])]
     if "ratio_outliers" in active:
+        from opusfilter.filters import LengthRatioFilter
+
         ratios = LengthRatioFilter(threshold=rules.max_ratio, unit="char")
 
         def ratio_ok(rows: list[Row]) -> list[bool]:

@@ -28,9 +28,12 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
+from functools import cache
+from typing import TYPE_CHECKING
 
-import xxhash
-from opusfilter.segment_hash import SegmentHasher
+if TYPE_CHECKING:
+    from opusfilter.segment_hash import SegmentHasher
 
 RATIO_BOUND = 3.0
 RATIO_MIN_CHARS = 10
@@ -50,17 +53,34 @@ _TAG = re.compile(r"^<(/?)([A-Za-z][\w:.-]*)[^>]*?(/?)>$")
 _DIGITS = re.compile(r"\d+")
 _PLACEHOLDER_MARK = re.compile(r"[%{<$]")  # a text without any of these has no placeholder: the fast path
 
-# OpusFilter's own duplicate hash (xxh64 of the segments joined by a newline, as its RemoveDuplicatesFilter and
-# `opusfilter-duplicates` compute it), so that our counts match what OpusFilter's tools would find.
-_PAIR_HASHER = SegmentHasher(compare="all", method="xxh64")
+# OpusFilter and xxhash (which it brings) are the worker's: imported on the first hash, not with this module, so a
+# host without them (a GPU host's image, bench/gpu_wheels.sh) starts; only the data report and the filters hash.
+
+
+@cache
+def _pair_hasher() -> SegmentHasher:
+    """OpusFilter's own duplicate hash (xxh64 of the segments joined by a newline, as its RemoveDuplicatesFilter and
+    `opusfilter-duplicates` compute it), so that our counts match what OpusFilter's tools would find."""
+    from opusfilter.segment_hash import SegmentHasher
+
+    return SegmentHasher(compare="all", method="xxh64")
+
+
+@cache
+def _xxh64() -> Callable[[bytes], int]:
+    import xxhash
+
+    digest: Callable[[bytes], int] = xxhash.xxh64_intdigest
+    return digest
 
 
 def row_hash(*sides: str) -> int:
     """64-bit hash of a whole row (both sides of a pair, or the one side of a monolingual row)."""
+    hasher = _pair_hasher()
     try:
-        hashed: int = _PAIR_HASHER.apply(sides)
+        hashed: int = hasher.apply(sides)
     except UnicodeEncodeError:  # an unpaired surrogate (from a JSON escape): hash its UTF-8 bytes spelled out
-        hashed = _PAIR_HASHER.apply(tuple(_spelled(side) for side in sides))
+        hashed = hasher.apply(tuple(_spelled(side) for side in sides))
     return hashed
 
 
@@ -70,7 +90,7 @@ def _spelled(text: str) -> str:
 
 def text_hash(text: str) -> int:
     """64-bit hash of one side (a source, to find sources that come with more than one target)."""
-    return xxhash.xxh64_intdigest(text.encode("utf-8", "surrogatepass"))
+    return _xxh64()(text.encode("utf-8", "surrogatepass"))
 
 
 def is_blank(text: str) -> bool:
