@@ -3,7 +3,10 @@
 # package registry (a GPU host without a network installs them from there):
 #   bash bench/gpu_wheels.sh            # Python 3.12, manylinux x86_64, the versions pyproject.toml pins
 # The API's dependencies and the worker's CTranslate2, num2words and sentencex, with what they pull in, less the
-# packages the image already holds (IMAGE_HAS: PyTorch, numpy, transformers, tokenizers, httpx, ...). The total must
+# packages the image already holds (IMAGE_HAS: PyTorch, numpy, transformers, tokenizers, httpx, ...). So the host
+# lacks boto3 and psycopg (S3 and PostgreSQL) and the worker's OpusFilter (with xxhash) and py3langid: the service
+# imports each only where it is used, and starts without them (tests/test_optional_imports.py), but a dataset's
+# data report and cleaning filters need OpusFilter and py3langid, so processing a dataset fails there. The total must
 # stay under 60 MB: a device run carries at most 64 MiB with the repository. nvidia-cublas-cu12 (581 MB), which
 # CTranslate2's float16 needs on a CUDA 13 host, does not fit: on such a host CTranslate2 runs on the CPU and the
 # suite says so (docs/gpu.md).
