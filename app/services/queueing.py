@@ -19,7 +19,10 @@ from app.db.job_rows import mark_dispatched
 from app.db.session import session_scope
 from app.db.tables import Job
 from app.schemas.jobs import TrainingSpec
+from app.services import broker_wake
 
+# The embedded broker (an sqla+ URL) wakes its consumers when a message is sent (app/services/broker_wake.py).
+broker_wake.install()
 # A task sent while handling a request carries the request's id (its lines in the worker carry it too).
 before_task_publish.connect(logs.publish_request_id, weak=False)
 
