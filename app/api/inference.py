@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
 from app.api import ttl_cache
@@ -13,6 +13,7 @@ from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import not_found, unprocessable
 from app.api.models import owned_model
 from app.api.scopes import InferenceKey, ReadKey
+from app.api.server_timing import set_server_timing
 from app.api.ttl_cache import ModelFacts
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
@@ -82,8 +83,14 @@ def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
 
 @router.post("/{model_id}/translate", response_model=TranslateResponse, responses=BODY_ERRORS)
 def translate(
-    model_id: str, body: TranslateRequest, session: SessionDep, settings: SettingsDep, key: InferenceKey
+    model_id: str,
+    body: TranslateRequest,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: InferenceKey,
+    response: Response,
 ) -> TranslateResponse:
+    started = time.perf_counter()
     model_id = served_model(session, model_id, key.owner_id, "translate", "translation").id
     _check_texts(settings, body.texts, "texts")
     if body.beam_size > settings.max_beam_size:
@@ -91,7 +98,6 @@ def translate(
     if body.n_best > body.beam_size:
         raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
     session.close()  # do not hold a connection while a worker decodes
-    started = time.perf_counter()
     options = {
         "beam_size": body.beam_size,
         "n_best": body.n_best,
@@ -104,18 +110,27 @@ def translate(
         body.texts,
         lambda texts: inference_client.call(settings, TRANSLATE, [model_id, texts], options)[0],
     )
+    elapsed = (time.perf_counter() - started) * 1000
+    set_server_timing(response, elapsed, answer["compute_ms"])
     return TranslateResponse(
         translations=answer["translations"],
         model_id=model_id,
         backend=answer["backend"],  # the one that answered: "auto" asks the worker to choose
-        elapsed_ms=round((time.perf_counter() - started) * 1000, 2),
+        elapsed_ms=round(elapsed, 2),
+        compute_ms=answer["compute_ms"],
     )
 
 
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)
 def fill_mask(
-    model_id: str, body: FillMaskRequest, session: SessionDep, settings: SettingsDep, key: InferenceKey
+    model_id: str,
+    body: FillMaskRequest,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: InferenceKey,
+    response: Response,
 ) -> FillMaskResponse:
+    started = time.perf_counter()
     model_id = served_model(session, model_id, key.owner_id, "fill-mask", "denoising").id
     _check_texts(settings, [body.text], "text")
     if "<mask>" not in body.text:
@@ -123,20 +138,31 @@ def fill_mask(
     if body.top_k > settings.max_top_k:
         raise unprocessable("top_k", f"top_k={body.top_k} exceeds MAX_TOP_K={settings.max_top_k}")
     session.close()
-    answer, elapsed = inference_client.call(settings, FILL_MASK, [model_id, body.text, body.top_k])
-    return FillMaskResponse(masks=answer["masks"], model_id=model_id, elapsed_ms=round(elapsed, 2))
+    answer, _ = inference_client.call(settings, FILL_MASK, [model_id, body.text, body.top_k])
+    elapsed = (time.perf_counter() - started) * 1000
+    set_server_timing(response, elapsed, answer["compute_ms"])
+    return FillMaskResponse(
+        masks=answer["masks"], model_id=model_id, elapsed_ms=round(elapsed, 2), compute_ms=answer["compute_ms"]
+    )
 
 
 @router.post("/{model_id}/attention", response_model=AttentionResponse, responses=BODY_ERRORS)
 def attention(
-    model_id: str, body: AttentionRequest, session: SessionDep, settings: SettingsDep, key: InferenceKey
+    model_id: str,
+    body: AttentionRequest,
+    session: SessionDep,
+    settings: SettingsDep,
+    key: InferenceKey,
+    response: Response,
 ) -> AttentionResponse:
+    started = time.perf_counter()
     model_id = served_model(session, model_id, key.owner_id).id
     _check_texts(settings, [body.text], "text")
     if body.target is not None:
         _check_texts(settings, [body.target], "target")
     session.close()
     answer, _ = inference_client.call(settings, ATTENTION, [model_id, body.text, body.target])
+    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms"))
     return AttentionResponse(**answer)
 
 
@@ -147,22 +173,29 @@ def neighbors(
     settings: SettingsDep,
     key: InferenceKey,
     token: Annotated[str, Query(min_length=1, max_length=100)],
+    response: Response,
     k: Annotated[int, Query(ge=1, le=100)] = 10,
 ) -> NeighborsResponse:
+    started = time.perf_counter()
     model_id = served_model(session, model_id, key.owner_id).id
     session.close()
     answer, _ = inference_client.call(settings, NEIGHBORS, [model_id, token, k])
+    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms"))
     return NeighborsResponse(**answer)
 
 
 @router.get("/{model_id}/geometry", response_model=GeometryResponse, responses=ERRORS)
-def geometry(model_id: str, session: SessionDep, settings: SettingsDep, key: InferenceKey) -> GeometryResponse:
+def geometry(
+    model_id: str, session: SessionDep, settings: SettingsDep, key: InferenceKey, response: Response
+) -> GeometryResponse:
     """Are W_Q and W_K the embedding? Their shapes and storage, whether the embedding is tied to the output
     projection, and per layer how much the input directions each projection amplifies most overlap the
     embedding's principal directions (cosines of principal angles; `random_baseline` is chance)."""
+    started = time.perf_counter()
     served_model(session, model_id, key.owner_id)
     session.close()
     answer, _ = inference_client.call(settings, GEOMETRY, [model_id])
+    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms"))
     return GeometryResponse(**answer)
 
 

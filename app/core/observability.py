@@ -38,6 +38,7 @@ from app.services.queueing import read_depth  # the same reading the inference q
 log = logging.getLogger(__name__)
 JOB_STATUSES = (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED, PRUNED)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+INFERENCE_BUCKETS = (0.001, 0.0025, *LATENCY_BUCKETS)  # a request on a warm worker takes milliseconds
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # No `*_created` series: Prometheus does not need them and they double the output.
 disable_created_metrics()
@@ -64,8 +65,24 @@ INFERENCE_BATCH = Histogram(
 )
 
 
+INFERENCE_TIME = Histogram(
+    "inference_duration_seconds",
+    "Where an inference request's time went, by task: `compute` on the worker, `queue` the rest (the broker both "
+    "ways, waiting for a worker, the answer's way back), `total` from sending to the answer.",
+    ("task", "part"),
+    buckets=INFERENCE_BUCKETS,
+    registry=None,
+)
+
+
 def observe_batch_size(size: int) -> None:
     INFERENCE_BATCH.observe(size)
+
+
+def observe_inference(task: str, total_ms: float, compute_ms: float) -> None:
+    """One inference task's time (task: its name's last part, e.g. `translate`)."""
+    for part, ms in (("total", total_ms), ("compute", compute_ms), ("queue", max(0.0, total_ms - compute_ms))):
+        INFERENCE_TIME.labels(task, part).observe(ms / 1000)
 
 
 # --- Scrape time: the database and the broker ----------------------------------------------------------------
@@ -137,7 +154,7 @@ def scrape_registry() -> CollectorRegistry:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:
-        for series in (HTTP_REQUESTS, HTTP_LATENCY, INFERENCE_BATCH):
+        for series in (HTTP_REQUESTS, HTTP_LATENCY, INFERENCE_BATCH, INFERENCE_TIME):
             registry.register(series)
     registry.register(ServiceCollector())
     return registry

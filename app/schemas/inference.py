@@ -60,7 +60,8 @@ class TranslateResponse(Output):
     translations: list[Translation]
     model_id: str
     backend: AnsweringBackend = Field(description="the backend that translated these texts")
-    elapsed_ms: float
+    elapsed_ms: float = Field(description="the request's time in the API, from its arrival to this answer")
+    compute_ms: float = Field(description="the worker's time on it (with the texts decoded beside it)")
 
 
 class FillMaskRequest(Input):
@@ -83,7 +84,8 @@ class MaskFill(Output):
 class FillMaskResponse(Output):
     masks: list[MaskFill]
     model_id: str
-    elapsed_ms: float
+    elapsed_ms: float = Field(description="the request's time in the API, from its arrival to this answer")
+    compute_ms: float = Field(description="the worker's time on it")
 
 
 class AttentionRequest(Input):

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
 
-from app.core.observability import observe_batch_size
+from app.core.observability import observe_batch_size, observe_inference
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, INFERENCE_QUEUE, NEIGHBORS, TRANSLATE
 from app.services.coalesce import Coalescer
@@ -99,4 +99,6 @@ def call(
         raise WorkerRefused(answer["error"]["status"], answer["error"]["detail"])
     if "batch_size" in answer:  # translations: the micro-batch this request was decoded in, for /metrics only
         observe_batch_size(answer.pop("batch_size"))
-    return answer, (time.perf_counter() - started) * 1000
+    elapsed = (time.perf_counter() - started) * 1000
+    observe_inference(task.rsplit(".", 1)[-1], elapsed, float(answer.get("compute_ms", 0.0)))
+    return answer, elapsed

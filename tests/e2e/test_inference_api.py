@@ -15,6 +15,15 @@ from tests.support.rows import insert_model
 from tests.support.stack import create_key
 
 
+def server_timing(header: str) -> dict[str, float]:
+    """`queue;dur=1.20;desc="...", compute;dur=3.40` -> {"queue": 1.2, "compute": 3.4}."""
+    parts = {}
+    for metric in header.split(","):
+        name, *params = (p.strip() for p in metric.split(";"))
+        parts[name] = next(float(p[4:]) for p in params if p.startswith("dur="))
+    return parts
+
+
 def test_translate_spells_held_out_numbers(served):
     from num2words import num2words
 
@@ -27,6 +36,11 @@ def test_translate_spells_held_out_numbers(served):
         assert response.status_code == 200, response.text
         body = response.json()
         assert body["model_id"] == model_id and body["elapsed_ms"] > 0
+        timing = server_timing(response.headers["Server-Timing"])
+        assert set(timing) == {"queue", "compute", "total"}
+        assert 0 < body["compute_ms"] == pytest.approx(timing["compute"], abs=0.01)  # the worker's, in both
+        assert timing["queue"] + timing["compute"] == pytest.approx(timing["total"], abs=0.02)
+        assert timing["total"] == pytest.approx(body["elapsed_ms"], abs=0.01)
         assert body["backend"] == "ctranslate2"  # the default where the model converts
         translations += body["translations"]
     correct = sum(t["text"] == num2words(n, lang="de") for t, n in zip(translations, numbers))
@@ -130,6 +144,7 @@ def test_fill_mask_completes_the_grammar(served):
         response = api.http.post(f"/v1/models/{model_id}/fill-mask", json={"text": masked, "top_k": 5})
         assert response.status_code == 200, response.text
         mask = response.json()["masks"][0]
+        assert server_timing(response.headers["Server-Timing"])["compute"] == response.json()["compute_ms"] > 0
         assert sum(c["score"] for c in mask["candidates"]) <= 1.0 + 1e-6
         assert mask["candidates"][0]["sequence"].count("<mask>") == 0
         correct += mask["candidates"][0]["token"] == answer
@@ -152,7 +167,10 @@ def test_anatomy_totals_equal_the_real_parameter_count(served):
 
 def test_attention_rows_sum_to_one(served):
     api, model_id = served["api"], served["models"]["translation"]
-    body = api.http.post(f"/v1/models/{model_id}/attention", json={"text": "forty two"}).json()
+    response = api.http.post(f"/v1/models/{model_id}/attention", json={"text": "forty two"})
+    assert server_timing(response.headers["Server-Timing"])["compute"] > 0
+    body = response.json()
+    assert "compute_ms" not in body  # in the header only: the attention maps are the body
     assert body["target"] and body["source_tokens"][-1] == "</s>"
     for name in ("encoder_self", "decoder_self", "cross"):
         layers = body[name]

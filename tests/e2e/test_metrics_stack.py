@@ -7,6 +7,7 @@ import sys
 import uuid
 
 import httpx
+import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
@@ -145,6 +146,10 @@ def test_metrics_of_a_training_job_and_a_translation(tmp_path, fresh_postgres_ur
         assert value(samples, "inference_batch_size_sum") == 3  # ... of its three sentences
         assert value(samples, "inference_batch_size_bucket", le="2.0") == 0
         assert value(samples, "inference_batch_size_bucket", le="4.0") == 1
+        for part in ("queue", "compute", "total"):  # where the request's time went, as its Server-Timing says
+            assert value(samples, "inference_duration_seconds_count", task="translate", part=part) == 1
+        compute = value(samples, "inference_duration_seconds_sum", task="translate", part="compute")
+        assert compute * 1000 == pytest.approx(response.json()["compute_ms"], abs=0.01)
         assert value(samples, "metrics_source_up", source="database") == 1
         assert value(samples, "metrics_source_up", source="broker") == 1
     finally:
