@@ -29,7 +29,7 @@ from app.schemas.inference import (
     TranslateResponse,
 )
 from app.schemas.jobs import TrainingSpec
-from app.services import inference_client, model_refs
+from app.services import inference_client, inference_limits, model_refs
 from app.services.job_submission import describe_anatomy
 from model.nn.config import ModelConfig
 
@@ -64,13 +64,12 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
     return facts
 
 
-def _check_texts(settings: Settings, texts: list[str], field: str) -> None:
-    if len(texts) > settings.max_texts_per_request:
-        raise unprocessable(
-            field,
-            f"{len(texts)} texts exceed the limit of {settings.max_texts_per_request} per "
-            f"request (MAX_TEXTS_PER_REQUEST)",
-        )
+def _check_texts(settings: Settings, texts: list[str], field: str, session: Session | None = None) -> None:
+    """Each text's length, and with a session (a route that takes several texts) their number."""
+    if session is not None:
+        limit, source = inference_limits.max_texts_per_request(session, settings)
+        if len(texts) > limit:
+            raise unprocessable(field, f"{len(texts)} texts exceed the limit of {limit} per request ({source})")
     for i, text in enumerate(texts):
         if len(text) > settings.max_chars_per_text:
             raise unprocessable(
@@ -92,7 +91,7 @@ def translate(
 ) -> TranslateResponse:
     started = time.perf_counter()
     model_id = served_model(session, model_id, key.owner_id, "translate", "translation").id
-    _check_texts(settings, body.texts, "texts")
+    _check_texts(settings, body.texts, "texts", session)
     if body.beam_size > settings.max_beam_size:
         raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
     if body.n_best > body.beam_size:

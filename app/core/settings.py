@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     # "s3://corpora/,s3://shared/wmt/"), with the AWS_* credentials; empty: none.
     dataset_uri_prefixes: str = ""
     max_body_kb: int = Field(1024, ge=1)
-    max_texts_per_request: int = Field(64, ge=1)
+    max_texts_per_request: int | None = Field(None, ge=1)  # default 64, 512 with a GPU inference worker
     max_chars_per_text: int = Field(2000, ge=1)
     max_beam_size: int = Field(16, ge=1)
     max_top_k: int = Field(50, ge=1)
@@ -126,7 +126,8 @@ class Settings(BaseSettings):
     serving_compile: bool = False
     inference_queue_limit: int = Field(256, ge=1)  # waiting inference requests before 503 + Retry-After
     inference_cache_models: int = Field(4, ge=1)  # models kept loaded per inference worker process
-    inference_max_batch: int = Field(64, ge=1)  # sentences decoded together
+    # Sentences decoded together (a micro-batch); default 64 on a CPU worker, 1024 on a GPU (serving/decode_limits.py)
+    inference_max_batch: int | None = Field(None, ge=1)
     # How long a batch waits for company. 0: none, requests that arrive while a batch decodes form the next one.
     inference_batch_wait_ms: float = Field(0.0, ge=0, le=1000)
     health_timeout_seconds: float = Field(2.0, gt=0)

@@ -28,6 +28,9 @@ log = logging.getLogger(__name__)
 # first argument names.
 DECODING_TASKS = frozenset({TRANSLATE, FILL_MASK, ATTENTION, NEIGHBORS, GEOMETRY})
 BROKER_RETRY_SECONDS = 5  # the broker or result backend is away: a restart or failover takes seconds
+# Texts a group of translate requests sends as one task when INFERENCE_MAX_BATCH is unset (the API does not know the
+# workers' devices; a GPU worker's micro-batcher puts several such tasks in one batch).
+COALESCE_MAX_TEXTS = 64
 QUEUE_FULL_RETRY_SECONDS = 2  # the inference queue is full: the workers drain it in about this long
 
 
@@ -39,7 +42,7 @@ def _coalescer(max_texts: int, wait_seconds: float) -> Coalescer:
 def coalescer(settings: Settings) -> Coalescer:
     """This process's grouping of translate requests (see app/services/coalesce.py); a request waits for its group at
     most about twice the inference timeout before it goes alone."""
-    return _coalescer(settings.inference_max_batch, 2 * settings.inference_timeout_seconds + 1)
+    return _coalescer(settings.inference_max_batch or COALESCE_MAX_TEXTS, 2 * settings.inference_timeout_seconds + 1)
 
 
 def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseException) -> ServiceError:

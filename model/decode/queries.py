@@ -16,6 +16,7 @@ from torch import Tensor
 from model.data.batching import pad_sequences
 from model.data.special_tokens import SPECIAL_TOKENS
 from model.data.tokenizer import Tokenizer, byte_level_entry
+from model.decode.batches import CPU_BATCH_SENTENCES, decode_batches
 from model.decode.beam import Hypothesis, beam_search
 from model.decode.greedy import eval_mode, greedy_decode
 from model.nn.transformer import Transformer
@@ -58,7 +59,8 @@ def translate(
     max_len_b: int = 10,
     return_alignment: bool = False,
     alignment_layer: AlignmentLayer = -1,
-    batch_size: int = 32,
+    batch_size: int = CPU_BATCH_SENTENCES,
+    max_beam_tokens: int | None = None,
 ) -> list[dict[str, Any]]:
     """Beam-search translations of texts, in order: one dict per text.
 
@@ -66,22 +68,34 @@ def translate(
     see model.decode.beam; tokens are vocabulary strings, without <s> and </s>); with n_best > 1, "alternatives":
     the next n_best - 1 hypotheses as the same dicts. With return_alignment, "source_tokens" and
     "alignment": for target token i, the index into source_tokens it attends to most (see align()).
-    Texts are batched by length, batch_size at a time.
+    Texts are batched by length, at most batch_size and max_beam_tokens (beam x sentences x longest source) at a
+    time (model/decode/batches.py); a batch the device has no memory for is decoded in two halves.
     """
     _check_texts(texts)
-    if batch_size < 1:
-        raise ValueError(f"batch_size={batch_size} must be >= 1")
     if return_alignment:
         _check_layer(model, alignment_layer)
     sources = [source_ids(model, tokenizer, t) for t in texts]
-    device = _device(model)
-    order = sorted(range(len(texts)), key=lambda i: len(sources[i]))  # similar lengths pad little
+    batches = decode_batches([len(s) for s in sources], batch_size, beam_size, max_beam_tokens)
     nbest: list[list[Hypothesis]] = [[] for _ in texts]
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        src = pad_sequences([sources[i] for i in idx], model.config.pad_id).to(device)
-        for i, hyps in zip(idx, beam_search(model, src, beam_size, n_best, alpha, max_len_a, max_len_b)):
+
+    def decode(idx: list[int]) -> None:
+        src = pad_sequences([sources[i] for i in idx], model.config.pad_id).to(_device(model))
+        try:
+            found = beam_search(model, src, beam_size, n_best, alpha, max_len_a, max_len_b)
+        except torch.OutOfMemoryError:
+            if len(idx) == 1:
+                raise
+            del src
+            torch.cuda.empty_cache()
+            half = len(idx) // 2
+            decode(idx[:half])
+            decode(idx[half:])
+            return
+        for i, hyps in zip(idx, found):
             nbest[i] = hyps
+
+    for batch in batches:
+        decode(batch)
     results = []
     for src_ids, hyps in zip(sources, nbest):
         result = _hypothesis_dict(tokenizer, hyps[0])

@@ -87,6 +87,7 @@ def reset_caches() -> None:
     from app.artifacts import get_store
     from app.core.settings import get_settings
     from app.db import session
+    from app.services import inference_limits
     from app.services.queueing import get_sender
 
     if session.get_engine.cache_info().currsize:
@@ -94,3 +95,4 @@ def reset_caches() -> None:
     for cached in (get_settings, session.get_engine, session.get_sessionmaker, get_sender, get_store):
         cached.cache_clear()
     ttl_cache.clear()
+    inference_limits.forget()

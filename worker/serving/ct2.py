@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from app.core.settings import get_settings
+from model.decode.batches import CPU_BATCH_SENTENCES, GPU_BATCH_SENTENCES
 from model.decode.beam import max_target_len
 from model.decode.greedy import never_emitted
 from model.decode.queries import align
@@ -225,6 +226,8 @@ class CT2Translator:
             max_decoding_length=limit,
             return_scores=True,
             suppress_sequences=[[tokenizer.id_to_token(i)] for i in never_emitted(config)],  # as our decoders
+            # sorted by length and cut into batches of this many, as our decoder does (worker/serving/decode_limits.py)
+            max_batch_size=GPU_BATCH_SENTENCES if self.placement.device == "cuda" else CPU_BATCH_SENTENCES,
         )
         out = []
         for source, result in zip(sources, results):

@@ -27,6 +27,7 @@ from model.decode.queries import translate as beam_translate
 from model.nn.compile import eager_on_failure
 from worker.serving import ct2
 from worker.serving.ct2_models import Ct2Models
+from worker.serving.decode_limits import decode_limits
 from worker.serving.errors import RequestError, backend_failed, decoding
 from worker.serving.model_cache import LoadedModel
 
@@ -96,6 +97,7 @@ def translate(
 
 
 def _pytorch(loaded: LoadedModel, texts: list[str], options: Options) -> list[dict[str, Any]]:
+    limits = decode_limits(loaded.model, next(loaded.model.parameters()).device)
     with torch.inference_mode():
         return eager_on_failure(  # SERVING_COMPILE: a compiler failure serves this request (and later ones) eagerly
             loaded.model,
@@ -109,6 +111,8 @@ def _pytorch(loaded: LoadedModel, texts: list[str], options: Options) -> list[di
                 max_len_a=0.0 if options.max_length else 2.0,
                 max_len_b=options.max_length or 10,
                 return_alignment=options.return_alignment,
+                batch_size=limits.max_sentences,
+                max_beam_tokens=limits.max_beam_tokens,
             ),
             keep=(RequestError,),
         )

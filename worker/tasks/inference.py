@@ -26,7 +26,9 @@ from model.decode.fill_mask import fill_mask
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids
 from model.nn.compile import eager_on_failure
 from model.probes.geometry import weight_geometry
+from worker.device import worker_device
 from worker.serving import translation
+from worker.serving.decode_limits import micro_batch
 from worker.serving.errors import RequestError, decoding
 from worker.serving.microbatch import MicroBatcher
 from worker.serving.model_cache import LoadedModel, ModelCache
@@ -65,7 +67,7 @@ def batcher() -> MicroBatcher[BatchKey]:
         settings = get_settings()
         _batcher = MicroBatcher(
             _translate_batch,
-            settings.inference_max_batch,
+            micro_batch(settings.inference_max_batch, worker_device()),
             settings.inference_batch_wait_ms / 1000,
             on_batch=_note_batch,
         )

@@ -1,0 +1,52 @@
+"""MAX_TEXTS_PER_REQUEST, or its default from the inference workers' devices: 64 texts while every inference worker
+computes on a CPU (a request of 64 short sentences takes a CPU worker about a second), 512 once one computes on a GPU
+(where hundreds of sentences decode in one batch: worker/serving/decode_limits.py). The API learns the devices from
+the workers' heartbeats (the `workers` table), read at most every WORKERS_TTL seconds per API process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy.orm import Session
+
+from app.core.settings import Settings
+from app.core.task_names import INFERENCE_QUEUE
+from app.db.worker_rows import live_workers
+
+CPU_MAX_TEXTS = 64
+GPU_MAX_TEXTS = 512
+WORKERS_TTL = 10.0
+_read: tuple[float, bool] | None = None  # (when, a live inference worker computes on a GPU)
+_lock = threading.Lock()
+
+
+def gpu_serving(session: Session, settings: Settings) -> bool:
+    """Whether a live inference worker computes on a GPU, as read in the last WORKERS_TTL seconds."""
+    global _read
+    with _lock:
+        if _read is not None and time.monotonic() - _read[0] < WORKERS_TTL:
+            return _read[1]
+    found = any(
+        w.device_kind == "cuda" and INFERENCE_QUEUE in w.queues.split(",")
+        for w in live_workers(session, settings.worker_heartbeat_seconds)
+    )
+    with _lock:
+        _read = (time.monotonic(), found)
+    return found
+
+
+def forget() -> None:
+    """Read the workers again at the next request (tests)."""
+    global _read
+    with _lock:
+        _read = None
+
+
+def max_texts_per_request(session: Session, settings: Settings) -> tuple[int, str]:
+    """The limit, and where it comes from (for the 422 that names it)."""
+    if settings.max_texts_per_request is not None:
+        return settings.max_texts_per_request, "MAX_TEXTS_PER_REQUEST"
+    if gpu_serving(session, settings):
+        return GPU_MAX_TEXTS, "MAX_TEXTS_PER_REQUEST's default with a GPU inference worker"
+    return CPU_MAX_TEXTS, "MAX_TEXTS_PER_REQUEST's default with CPU inference workers"
