@@ -13,7 +13,7 @@ from app.api.deps import SessionDep
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import AnyKey
 from app.core.scopes import parse_scopes
-from app.db.tables import ApiKey, Member
+from app.db.access_tables import ApiKey, Member
 from app.schemas.access import KeyCreate, KeyPublic, KeyWithSecret
 from app.schemas.common import Page
 from app.services import api_keys

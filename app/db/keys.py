@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 
 from app.core.scopes import ALL_SCOPES, ROLE_SCOPES, Role, Scope, beyond_role, effective, parse_role, parse_scopes
 from app.core.security import display_prefix, generate_key, hash_key, key_matches
+from app.db.access_tables import ApiKey, Member, Owner
 from app.db.base import utcnow
 from app.db.members import find_or_create_member
-from app.db.tables import ApiKey, Member, Owner
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # avoid a write on every request
 MAX_NAME = 100

@@ -11,9 +11,9 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.core.scopes import ROLE_SCOPES, Scope, parse_role, parse_scopes, sorted_scopes
+from app.db.access_tables import ApiKey, Member
 from app.db.base import utcnow
 from app.db.keys import Caller, insert_key
-from app.db.tables import ApiKey, Member
 from app.services.errors import Forbidden, InvalidField, NotFound
 
 log = logging.getLogger(__name__)
