@@ -64,6 +64,8 @@ class ApiKey(Base):
     member_id: Mapped[str] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"), index=True)
     scopes: Mapped[list[str]] = mapped_column(JSON)  # app/core/scopes.py Scope values
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    # Its own requests per minute (PATCH /v1/keys/{id}, admins); None: the service's RATE_LIMIT_PER_MINUTE.
+    rate_limit_per_minute: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     owner: Mapped[Owner] = relationship(back_populates="keys")
     member: Mapped[Member] = relationship()
