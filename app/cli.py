@@ -7,7 +7,7 @@ Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
 `sweep-status [--watch]`, `sweep-cancel`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
 `webhook-test`, `webhook-deliveries`, `webhook-redeliver`; access `whoami`, `keys`, `create-api-key`, `revoke-api-key`,
-`members`, `member-add`, `member-role`, `audit`; `delete model|dataset|webhook`.
+`key-rate-limit`, `members`, `member-add`, `member-role`, `audit`; `delete model|dataset|webhook`.
 Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
 """
 

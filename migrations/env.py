@@ -1,4 +1,4 @@
-"""Alembic environment: the URL comes from the service settings, the schema from app.db.tables and
+"""Alembic environment: the URL comes from the service settings, the schema from app.db.access_tables, app.db.tables,
 app.db.webhook_tables and app.db.audit_tables."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from alembic import context
 
 from app.core.settings import get_settings
-from app.db import audit_tables, tables, webhook_tables  # noqa: F401  (register the tables)
+from app.db import access_tables, audit_tables, tables, webhook_tables  # noqa: F401  (register the tables)
 from app.db.base import Base
 from app.db.session import make_engine
 

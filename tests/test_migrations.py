@@ -139,3 +139,39 @@ def test_sqlite_owners_become_organisations_with_an_admin(tmp_path):
 
 def test_postgresql_owners_become_organisations_with_an_admin(fresh_postgres_url):
     _assert_owners_become_organisations(fresh_postgres_url)
+
+
+def _assert_keys_get_no_rate_limit_of_their_own(url: str) -> None:
+    """Fault: a database with keys is upgraded past 0027, then downgraded. Pass: every key keeps working with no limit
+    of its own (the setting applies), one set afterwards is stored, and downgrading drops the column but no key."""
+    from sqlalchemy import text
+
+    _insert_owners_and_keys_at_0019(url)
+    command.upgrade(_config(url), "0027")
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            limits = connection.execute(text("SELECT id, rate_limit_per_minute FROM api_keys ORDER BY id")).all()
+            assert [tuple(row) for row in limits] == [("k-1", None), ("k-2", None), ("k-3", None)]
+            connection.execute(text("UPDATE api_keys SET rate_limit_per_minute = 5000 WHERE id = 'k-1'"))
+            stored = connection.execute(text("SELECT rate_limit_per_minute FROM api_keys WHERE id = 'k-1'"))
+            assert stored.scalar() == 5000
+    finally:
+        engine.dispose()
+    command.downgrade(_config(url), "0026")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            columns = {column["name"] for column in inspect(connection).get_columns("api_keys")}
+            assert "rate_limit_per_minute" not in columns and "expires_at" in columns
+            assert connection.execute(text("SELECT count(*) FROM api_keys")).scalar() == 3
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_keys_get_no_rate_limit_of_their_own(tmp_path):
+    _assert_keys_get_no_rate_limit_of_their_own(f"sqlite:///{tmp_path / 'service.db'}")
+
+
+def test_postgresql_keys_get_no_rate_limit_of_their_own(fresh_postgres_url):
+    _assert_keys_get_no_rate_limit_of_their_own(fresh_postgres_url)

@@ -9,6 +9,7 @@ from __future__ import annotations
 AUDITED: dict[tuple[str, str], tuple[str, ...]] = {
     ("POST", "/v1/keys"): ("key.created",),
     ("DELETE", "/v1/keys/{key_id}"): ("key.revoked",),
+    ("PATCH", "/v1/keys/{key_id}"): ("key.rate_limit_changed",),
     ("POST", "/v1/members"): ("member.added",),
     ("PATCH", "/v1/members/{member_id}"): ("member.role_changed",),
     ("POST", "/v1/datasets"): ("dataset.uploaded",),

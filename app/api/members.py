@@ -12,8 +12,8 @@ from app.api.deps import SessionDep
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import AdminKey
 from app.core.scopes import parse_role
+from app.db.access_tables import Member
 from app.db.members import key_hashes
-from app.db.tables import Member
 from app.schemas.access import MemberCreate, MemberPublic, MemberUpdate
 from app.schemas.common import Page
 from app.services import members

@@ -2,8 +2,12 @@
 
 The request counts live in Redis when the broker is Redis, so every API process shares them, and in
 memory in embedded mode (one API process). The `limits` library keeps them in a moving window: at most
-RATE_LIMIT_PER_MINUTE requests in any 60 seconds. A limiter whose storage cannot be reached lets requests
-through and logs it (at most every WARN_EVERY seconds): a Redis outage must not refuse or fail requests.
+RATE_LIMIT_PER_MINUTE requests in any 60 seconds, or the key's own `rate_limit_per_minute` where an admin set one
+(PATCH /v1/keys/{id}). The key's limit travels in its Caller, which each API process remembers for
+AUTH_CACHE_SECONDS (app/api/ttl_cache.py): a changed limit applies at once in the process that changed it and within
+that time in the others. Each limit counts on its own: requests made under another limit do not count against it.
+A limiter whose storage cannot be reached lets requests through and logs it (at most every WARN_EVERY seconds): a
+Redis outage must not refuse or fail requests.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ KEY_RESPONSES = {
     401: {"description": "Missing, invalid, revoked or expired API key"},
     403: {"description": "The key lacks the scope the operation needs (its `x-required-scope`)"},
     429: {
-        "description": "Over RATE_LIMIT_PER_MINUTE (or, for POST /v1/jobs, MAX_ACTIVE_JOBS_PER_KEY); see Retry-After",
+        "description": "Over the key's own rate_limit_per_minute, else RATE_LIMIT_PER_MINUTE (or, for POST /v1/jobs, "
+        "MAX_ACTIVE_JOBS_PER_KEY); see Retry-After",
         "headers": {"Retry-After": {"description": "seconds to wait", "schema": {"type": "integer"}}},
     },
 }
@@ -95,10 +100,18 @@ def limiter_for(url: str) -> _Limiter:
     return _Limiter(url)
 
 
+def limit_for(key: Caller, settings: Settings) -> tuple[int, str]:
+    """The requests per minute `key` may make (0: unlimited) and where that number comes from, as a 429 names it:
+    the key's own limit if it has one, else the service's setting."""
+    if key.rate_limit_per_minute is not None:
+        return key.rate_limit_per_minute, f"the key's own rate_limit_per_minute={key.rate_limit_per_minute}"
+    return settings.rate_limit_per_minute, f"RATE_LIMIT_PER_MINUTE={settings.rate_limit_per_minute}"
+
+
 async def count_request(key: Caller, settings: Settings) -> None:
-    """Every authenticated request counts (app/api/scopes.py authorize): 429 + Retry-After over
-    RATE_LIMIT_PER_MINUTE for this key."""
-    per_minute = settings.rate_limit_per_minute
+    """Every authenticated request counts (app/api/scopes.py authorize): 429 + Retry-After over the key's limit
+    (`limit_for`)."""
+    per_minute, source = limit_for(key, settings)
     if per_minute <= 0:
         return
     limiter, item = limiter_for(storage_url(settings)), RateLimitItemPerMinute(per_minute)
@@ -108,8 +121,8 @@ async def count_request(key: Caller, settings: Settings) -> None:
         retry_after = await run_in_threadpool(limiter.retry_after, item, key.id)
     if retry_after is not None:
         raise too_many_requests(
-            f"API key {key.prefix}... made more than {per_minute} requests in the last minute "
-            f"(RATE_LIMIT_PER_MINUTE={per_minute}); retry in {retry_after} s",
+            f"API key {key.prefix}... made more than {per_minute} requests in the last minute ({source}); "
+            f"retry in {retry_after} s",
             retry_after,
         )
 

@@ -6,8 +6,8 @@ from fastapi import APIRouter
 
 from app.api.deps import SessionDep, SettingsDep
 from app.api.scopes import ReadKey
+from app.db.access_tables import Owner
 from app.db.base import utcnow
-from app.db.tables import Owner
 from app.schemas.usage import UsagePublic
 from app.services import quotas
 

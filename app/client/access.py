@@ -4,6 +4,7 @@ whoami                                                        organisation, memb
 keys                                                          your keys (an admin: the organisation's), newest first
 create-api-key NAME [--scope S[,S...] ...] [--member M] [--expires-in-days N | --expires-at TIME]   prints it, once
 revoke-api-key ID                                             revoke a key at once
+key-rate-limit ID N|default                                   a key's own requests per minute (admin)
 members                                                       the organisation's members (admin)
 member-add NAME [--role R]                                    add a member (admin)
 member-role ID ROLE                                           change a member's role (admin)
@@ -18,7 +19,7 @@ from typing import Any
 from app.client import connection
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, print_items, print_json, when
-from app.core.scopes import ALL_SCOPES, Role, expiry_days, parse_scopes
+from app.core.scopes import ALL_SCOPES, Role, expiry_days, key_rate_limit, parse_scopes
 
 KEY_COLUMNS: list[Column] = [
     ("ID", lambda k: k["id"]),
@@ -30,6 +31,7 @@ KEY_COLUMNS: list[Column] = [
     ("LAST USED", lambda k: when(k, "last_used_at")),
     ("EXPIRES", lambda k: when(k, "expires_at") if k["expires_at"] else None),
     ("REVOKED", lambda k: when(k, "revoked_at") if k["revoked_at"] else None),
+    ("LIMIT/MIN", lambda k: k["rate_limit_per_minute"]),  # -: the service's RATE_LIMIT_PER_MINUTE
 ]
 MEMBER_COLUMNS: list[Column] = [("ID", lambda m: m["id"]), ("NAME", lambda m: m["name"]), ("ROLE", lambda m: m["role"])]
 
@@ -84,6 +86,17 @@ def cmd_revoke(args: argparse.Namespace) -> None:
     print(f"revoked key {key['prefix']}... ({key['name']})")
 
 
+def cmd_rate_limit(args: argparse.Namespace) -> None:
+    with connection.open_client(args) as client:
+        body = {"rate_limit_per_minute": args.per_minute}
+        key = check(client.patch(path("keys", args.key_id), json=body))
+    limit = key["rate_limit_per_minute"]
+    print(
+        f"key {key['prefix']}... ({key['name']}) may make "
+        + (f"{limit} requests per minute" if limit else "the service's RATE_LIMIT_PER_MINUTE requests per minute")
+    )
+
+
 def cmd_members(args: argparse.Namespace) -> None:
     with connection.open_client(args) as client:
         print_items(connection.page_through(client, "/v1/members", {}, args.limit), MEMBER_COLUMNS, args.json)
@@ -123,6 +136,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("revoke-api-key", help="revoke an API key by its id (see `keys`)")
     p.add_argument("key_id", metavar="ID")
     p.set_defaults(func=cmd_revoke)
+    p = sub.add_parser("key-rate-limit", help="set a key's own requests per minute (scope admin)")
+    p.add_argument("key_id", metavar="ID")
+    p.add_argument(
+        "per_minute",
+        type=rate_limit_argument,
+        metavar="N|default",
+        help="1-1000000, or default: the service's RATE_LIMIT_PER_MINUTE",
+    )
+    p.set_defaults(func=cmd_rate_limit)
     p = sub.add_parser("members", help="the organisation's members and their roles (scope admin)")
     add_output_arguments(p)
     p.set_defaults(func=cmd_members)
@@ -153,6 +175,20 @@ def days_argument(value: str) -> int:
     """argparse's type for --expires-in-days: a refused value is a usage error naming it (exit 2)."""
     try:
         return expiry_days(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def rate_limit_argument(value: str) -> int | None:
+    """argparse's type for key-rate-limit: `default` (None) or 1 to MAX_KEY_RATE_LIMIT; a usage error naming it."""
+    if value == "default":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"rate limit {value!r} is neither a whole number nor default") from None
+    try:
+        return key_rate_limit(number)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

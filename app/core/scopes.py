@@ -27,6 +27,7 @@ class Role(StrEnum):
 
 ALL_SCOPES: tuple[Scope, ...] = tuple(Scope)
 MAX_EXPIRY_DAYS = 3650  # a key's lifetime, when it has one: ten years at most
+MAX_KEY_RATE_LIMIT = 1_000_000  # a key's own requests per minute, when it has one (app/api/ratelimit.py)
 ROLE_SCOPES: dict[Role, frozenset[Scope]] = {
     Role.VIEWER: frozenset({Scope.READ}),
     Role.MEMBER: frozenset({Scope.READ, Scope.INFERENCE, Scope.TRAIN, Scope.MODELS_WRITE}),
@@ -73,6 +74,16 @@ def expiry_days(value: str) -> int:
     if not 1 <= days <= MAX_EXPIRY_DAYS:
         raise ValueError(f"expiry {days} days is outside 1-{MAX_EXPIRY_DAYS}")
     return days
+
+
+def key_rate_limit(value: int) -> int:
+    """A key's own requests per minute: 1 to MAX_KEY_RATE_LIMIT; ValueError naming the value."""
+    if not 1 <= value <= MAX_KEY_RATE_LIMIT:
+        raise ValueError(
+            f"rate_limit_per_minute {value} is outside 1-{MAX_KEY_RATE_LIMIT}; null gives the key the service's "
+            "RATE_LIMIT_PER_MINUTE"
+        )
+    return value
 
 
 def sorted_scopes(scopes: Iterable[Scope]) -> list[str]:

@@ -11,9 +11,9 @@ from sqlalchemy.orm import Session
 
 from app.core.scopes import ALL_SCOPES, ROLE_SCOPES, Role, Scope, beyond_role, effective, parse_role, parse_scopes
 from app.core.security import display_prefix, generate_key, hash_key, key_matches
+from app.db.access_tables import ApiKey, Member, Owner
 from app.db.base import utcnow
 from app.db.members import find_or_create_member
-from app.db.tables import ApiKey, Member, Owner
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # avoid a write on every request
 MAX_NAME = 100
@@ -37,6 +37,7 @@ class Caller:
     key_scopes: frozenset[Scope] = frozenset(ALL_SCOPES)
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
+    rate_limit_per_minute: int | None = None  # the key's own; None: RATE_LIMIT_PER_MINUTE (app/api/ratelimit.py)
 
     @property
     def scopes(self) -> frozenset[Scope]:
@@ -58,9 +59,10 @@ def insert_key(
     name: str,
     scopes: Iterable[Scope],
     expires_at: datetime | None = None,
+    rate_limit_per_minute: int | None = None,
 ) -> tuple[ApiKey, str]:
-    """A new key of `member` holding `scopes`; ValueError naming what its role does not allow. Returns (row, clear
-    key): the clear key is shown once and never stored."""
+    """A new key of `member` holding `scopes` (and its own requests per minute, if any); ValueError naming what its
+    role does not allow. Returns (row, clear key): the clear key is shown once and never stored."""
     if not name or len(name) > MAX_NAME:
         raise ValueError(f"key name must be 1-{MAX_NAME} characters, got {len(name)}")
     scopes = list(scopes)
@@ -82,6 +84,7 @@ def insert_key(
         key_hash=hash_key(clear),
         scopes=[scope.value for scope in ALL_SCOPES if scope in set(scopes)],
         expires_at=expires_at,
+        rate_limit_per_minute=rate_limit_per_minute,
     )
     session.add(row)
     session.flush()
@@ -158,6 +161,7 @@ def caller_of(session: Session, row: ApiKey) -> Caller:
         key_scopes=frozenset(key_scopes(row)),
         expires_at=row.expires_at,
         revoked_at=row.revoked_at,
+        rate_limit_per_minute=row.rate_limit_per_minute,
     )
 
 

@@ -6,7 +6,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.core.scopes import Role
-from app.db.tables import ApiKey, Member, Owner
+from app.db.access_tables import ApiKey, Member, Owner
 
 MAX_NAME = 100
 

@@ -1,4 +1,7 @@
-"""Tables. Schema changes go through Alembic (migrations/); tests check the two agree."""
+"""Tables. Schema changes go through Alembic (migrations/); tests check the two agree.
+
+Organisations, members and API keys are in app/db/access_tables.py, imported here: every `owner_id` below refers
+to its `owners` table."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, object_session, relationship
 
+import app.db.access_tables  # noqa: F401  (the owners table every owner_id refers to)
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
 
 
@@ -15,61 +19,6 @@ def _gone(row: Base, table: type[Base], row_id: str | None) -> bool:
     """Whether the row `row` names by `row_id` (a job, a parent) was deleted: the lineage keeps the id and says so."""
     session = object_session(row)
     return row_id is not None and session is not None and session.get(table, row_id) is None
-
-
-class Owner(Base):
-    """An organisation: every dataset, job and model belongs to one. Its people are members, whose keys act for it;
-    the table and the `owner_id` columns keep their first name (docs/security.md)."""
-
-    __tablename__ = "owners"
-
-    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    # The organisation's own quotas (None: the service's QUOTA_* setting; 0: unlimited), app/services/quotas.py.
-    quota_storage_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
-    quota_active_jobs: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    quota_worker_minutes_per_day: Mapped[int | None] = mapped_column(Integer, nullable=True)
-
-    keys: Mapped[list[ApiKey]] = relationship(back_populates="owner")
-    members: Mapped[list[Member]] = relationship(back_populates="owner")
-
-
-class Member(Base):
-    """A person or robot of an organisation; its role (app/core/scopes.py) caps the scopes of its keys."""
-
-    __tablename__ = "members"
-    __table_args__ = (UniqueConstraint("owner_id", "name"),)
-
-    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
-    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(100))
-    role: Mapped[str] = mapped_column(String(20))  # viewer | member | admin
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-    owner: Mapped[Owner] = relationship(back_populates="members")
-
-
-class ApiKey(Base):
-    """An API key, stored as its SHA-256 only (keys are 256-bit random, so a fast hash is enough). It acts for its
-    member's organisation with its scopes, as far as the member's role allows, until it expires or is revoked."""
-
-    __tablename__ = "api_keys"
-
-    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
-    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
-    name: Mapped[str] = mapped_column(String(100))
-    prefix: Mapped[str] = mapped_column(String(16))  # shown to humans to tell keys apart
-    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-    member_id: Mapped[str] = mapped_column(ForeignKey("members.id", ondelete="CASCADE"), index=True)
-    scopes: Mapped[list[str]] = mapped_column(JSON)  # app/core/scopes.py Scope values
-    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
-
-    owner: Mapped[Owner] = relationship(back_populates="keys")
-    member: Mapped[Member] = relationship()
 
 
 class Ping(Base):

@@ -11,9 +11,9 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from app.core.scopes import ROLE_SCOPES, Scope, parse_role, parse_scopes, sorted_scopes
+from app.db.access_tables import ApiKey, Member
 from app.db.base import utcnow
 from app.db.keys import Caller, insert_key
-from app.db.tables import ApiKey, Member
 from app.services.errors import Forbidden, InvalidField, NotFound
 
 log = logging.getLogger(__name__)
@@ -38,12 +38,18 @@ def _acting_for(session: Session, caller: Caller, name_or_id: str | None) -> Mem
         assert member is not None, caller  # ON DELETE CASCADE: a key's member outlives it
         return member
     member = member_of(session, caller, name_or_id)
-    if member.id != caller.member_id and Scope.ADMIN not in caller.scopes:
-        raise Forbidden(
-            f"API key {caller.prefix}... lacks scope 'admin', which a key for another member ({member.name!r}) "
-            f"needs; its scopes: {', '.join(sorted_scopes(caller.scopes)) or 'none'}"
-        )
+    if member.id != caller.member_id:
+        _need_admin(caller, f"a key for another member ({member.name!r})")
     return member
+
+
+def _need_admin(caller: Caller, what: str) -> None:
+    """403 naming `what` unless the caller holds scope admin."""
+    if Scope.ADMIN not in caller.scopes:
+        raise Forbidden(
+            f"API key {caller.prefix}... lacks scope 'admin', which {what} needs; its scopes: "
+            f"{', '.join(sorted_scopes(caller.scopes)) or 'none'}"
+        )
 
 
 def _expiry(expires_at: datetime | None, expires_in_days: int | None) -> datetime | None:
@@ -62,9 +68,13 @@ def create(
     member_name: str | None = None,
     expires_at: datetime | None = None,
     expires_in_days: int | None = None,
+    rate_limit_per_minute: int | None = None,
 ) -> tuple[ApiKey, str]:
     """A new key (row, clear key). Its scopes (default: all the caller may use that the member's role allows) must be
-    ones the caller holds itself (no key makes a stronger one) and that the member's role allows: 403 naming them."""
+    ones the caller holds itself (no key makes a stronger one) and that the member's role allows: 403 naming them.
+    A limit of its own (`rate_limit_per_minute`) needs scope admin, as setting it later does."""
+    if rate_limit_per_minute is not None:
+        _need_admin(caller, f"a key's own rate_limit_per_minute ({rate_limit_per_minute})")
     member = _acting_for(session, caller, member_name)
     role_allows = ROLE_SCOPES[parse_role(member.role)]
     if scopes is None:
@@ -80,7 +90,8 @@ def create(
             f"{', '.join(sorted_scopes(caller.scopes)) or 'none'}"
         )
     try:
-        row, clear = insert_key(session, member, name, wanted, _expiry(expires_at, expires_in_days))
+        expiry = _expiry(expires_at, expires_in_days)
+        row, clear = insert_key(session, member, name, wanted, expiry, rate_limit_per_minute)
     except ValueError as exc:  # beyond the member's role
         raise Forbidden(str(exc)) from exc
     log.info(
@@ -118,3 +129,19 @@ def revoke(session: Session, caller: Caller, key_id: str) -> ApiKey:
         session.flush()
         log.info("key %s revoked by key %s", row.id, caller.id)  # ids: a key's prefix is redacted from logs
     return row
+
+
+def set_rate_limit(session: Session, caller: Caller, key_id: str, per_minute: int | None) -> tuple[ApiKey, int | None]:
+    """Give a key of the caller's organisation its own requests per minute (None: the service's RATE_LIMIT_PER_MINUTE
+    again); 404 for any other id, as for an unknown one. Returns (row, the limit it had). The route needs scope admin;
+    the limiter reads the new limit once the key's remembered caller is forgotten (app/api/ratelimit.py)."""
+    row = session.get(ApiKey, key_id)
+    if row is None or row.owner_id != caller.owner_id:
+        raise NotFound("API key", key_id)
+    _need_admin(caller, "a key's own rate_limit_per_minute")
+    before = row.rate_limit_per_minute
+    if per_minute != before:
+        row.rate_limit_per_minute = per_minute
+        session.flush()
+        log.info("key %s rate limit %s -> %s by key %s", row.id, before, per_minute, caller.id)
+    return row, before

@@ -11,9 +11,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from app.core.settings import Settings
+from app.db.access_tables import Owner
 from app.db.base import utcnow
 from app.db.job_rows import ACTIVE_STATES
-from app.db.tables import Job, Owner
+from app.db.tables import Job
 from app.services import quotas
 from app.services.errors import TooManyRequests
 

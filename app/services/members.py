@@ -10,9 +10,9 @@ from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from app.core.scopes import Role
+from app.db.access_tables import Member
 from app.db.keys import Caller
 from app.db.members import add_member
-from app.db.tables import Member
 from app.services.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)

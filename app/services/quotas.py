@@ -16,8 +16,9 @@ from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from app.core.settings import Settings
+from app.db.access_tables import Owner
 from app.db.job_rows import ACTIVE_STATES, RUNNING
-from app.db.tables import Dataset, Job, JobCheckpoint, Owner, TrainedModel
+from app.db.tables import Dataset, Job, JobCheckpoint, TrainedModel
 from app.services.errors import PayloadTooLarge, TooManyRequests
 
 GB = 1024**3  # QUOTA_STORAGE_GB counts binary gigabytes (GiB)

@@ -40,9 +40,9 @@ def test_every_v1_route_requires_a_key(client):
 
 def _revoke_all_keys() -> None:
     """Revoke in the database, as another API process or the CLI would: this process's cache is not told."""
+    from app.db.access_tables import ApiKey
     from app.db.base import utcnow
     from app.db.session import session_scope
-    from app.db.tables import ApiKey
 
     with session_scope() as session:
         for key in session.scalars(select(ApiKey)):

@@ -255,8 +255,9 @@ def _running_job(owner: str, **training) -> str:
 
 def _finish_later(job_id: str, owner: str, delay: float) -> threading.Thread:
     """What a worker does, `delay` seconds from now: a step with a new loss, then success with a model."""
+    from app.db.access_tables import Owner
     from app.db.session import session_scope
-    from app.db.tables import Job, Metric, Owner, TrainedModel
+    from app.db.tables import Job, Metric, TrainedModel
 
     def work() -> None:
         time.sleep(delay)

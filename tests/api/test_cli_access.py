@@ -1,5 +1,6 @@
-"""The access commands of the client CLI (whoami, keys, create-api-key, revoke-api-key, members, member-add,
-member-role) against the API in process, and the administration command create-key with a role and scopes."""
+"""The access commands of the client CLI (whoami, keys, create-api-key, revoke-api-key, key-rate-limit, members,
+member-add, member-role) against the API in process, and the administration command create-key with a role and
+scopes."""
 
 from __future__ import annotations
 
@@ -41,6 +42,29 @@ def test_create_list_and_revoke_a_key(cli, alice):
     assert out.startswith(f"revoked key {keys['ci']['prefix']}...")
     code, _, err = cli("whoami", "--key", ci)
     assert code == 1 and "error 401: API key" in err and "was revoked" in err
+
+
+def test_an_admin_sets_a_keys_rate_limit(cli, alice):
+    admin = _key(alice)
+    code, out, err = cli("create-api-key", "batch", "--scopes", "read,inference", "--key", admin)
+    assert code == 0, err
+    batch = out.strip().splitlines()[-1]
+    code, out, _ = cli("keys", "--key", admin, "--json")
+    batch_id = next(k["id"] for k in map(json.loads, out.splitlines()) if k["name"] == "batch")
+    code, out, err = cli("key-rate-limit", batch_id, "5000", "--key", admin)
+    assert code == 0, err
+    assert out.strip().endswith("(batch) may make 5000 requests per minute")
+    code, out, _ = cli("keys", "--key", admin)
+    header, *rows = out.splitlines()
+    assert header.split()[-1] == "LIMIT/MIN"
+    assert sorted(row.split()[-1] for row in rows) == ["-", "5000"]
+    code, out, err = cli("key-rate-limit", batch_id, "default", "--key", admin)
+    assert code == 0 and out.strip().endswith("may make the service's RATE_LIMIT_PER_MINUTE requests per minute")
+    for value, words in (("0", "rate_limit_per_minute 0 is outside 1-1000000"), ("lots", "'lots' is neither")):
+        code, _, err = cli("key-rate-limit", batch_id, value, "--key", admin)
+        assert code == 2 and words in err, err
+    code, _, err = cli("key-rate-limit", batch_id, "10", "--key", batch)  # a key without admin: the API refuses
+    assert code == 1 and "error 403: API key" in err and "lacks scope 'admin'" in err, err
 
 
 def test_a_refused_key_request_names_why(cli, alice):

@@ -12,8 +12,9 @@ from tests.api.test_jobs import _job
 
 def _model_row(owner: str, objective: str = "translation", **config_overrides) -> str:
     """A succeeded job and its model, as a finished run leaves them (no files: nothing here loads them)."""
+    from app.db.access_tables import Owner
     from app.db.session import session_scope
-    from app.db.tables import Job, Owner, TrainedModel
+    from app.db.tables import Job, TrainedModel
 
     config = ModelConfig.from_preset("tiny", 489, **config_overrides).to_dict()
     with session_scope() as session:

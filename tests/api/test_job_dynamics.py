@@ -96,8 +96,9 @@ def test_attention_records_are_apart_from_the_weights_and_keep_their_nulls(clien
 def _model_row(owner: str, job_id: str | None) -> str:
     from sqlalchemy import select
 
+    from app.db.access_tables import Owner
     from app.db.session import session_scope
-    from app.db.tables import Owner, TrainedModel
+    from app.db.tables import TrainedModel
 
     with session_scope() as session:
         model = TrainedModel(

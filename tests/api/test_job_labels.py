@@ -15,9 +15,10 @@ from tests.api.test_jobs import _job
 
 def job_rows(owner: str, count: int, tags: tuple[str, ...] = (), **fields) -> list[str]:
     """Insert `count` jobs of `owner` directly (cheaper than POST /v1/jobs); their ids, oldest first."""
+    from app.db.access_tables import Owner
     from app.db.base import utcnow
     from app.db.session import session_scope
-    from app.db.tables import Job, JobTag, Owner
+    from app.db.tables import Job, JobTag
 
     with session_scope() as session:
         owner_id = session.scalar(select(Owner.id).where(Owner.name == owner))

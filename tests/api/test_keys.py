@@ -133,8 +133,8 @@ def test_a_member_revokes_only_its_own_keys(client, org_key):
 
 
 def test_an_expired_key_is_401_naming_when(client, make_key):
+    from app.db.access_tables import ApiKey
     from app.db.session import session_scope
-    from app.db.tables import ApiKey
 
     admin = make_key("acme")
     created = client.post("/v1/keys", headers=admin, json={"name": "short", "expires_in_days": 1}).json()
@@ -195,8 +195,8 @@ def test_lowering_a_role_takes_effect_on_existing_keys(client, org_key):
 
 def test_a_lowered_role_reaches_other_processes_within_auth_cache_seconds(client, org_key, settings_env):
     """Lowered in the database, as another API process would: this process's cache is not told."""
+    from app.db.access_tables import Member
     from app.db.session import session_scope
-    from app.db.tables import Member
 
     settings_env(AUTH_CACHE_SECONDS="0")
     member = org_key("max", "member")

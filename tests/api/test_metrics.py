@@ -89,9 +89,10 @@ def test_a_body_refused_before_routing_is_counted_under_its_route(client, settin
 
 
 def test_jobs_by_status_running_jobs_and_live_workers_are_read_from_the_database(client, settings_env):
+    from app.db.access_tables import Owner
     from app.db.base import utcnow
     from app.db.session import session_scope
-    from app.db.tables import Job, Owner, Worker
+    from app.db.tables import Job, Worker
 
     settings_env(METRICS_TOKEN=TOKEN, WORKER_HEARTBEAT_SECONDS="10")
     statuses = ["queued", "queued", "running", "running", "succeeded", "failed"]

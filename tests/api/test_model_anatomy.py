@@ -15,8 +15,9 @@ def _model_of(job_id: str | None, device: str | None = None) -> str:
     """A model row of alice's with CONFIG, trained by job_id, which ran on `device`."""
     from sqlalchemy import select
 
+    from app.db.access_tables import Owner
     from app.db.session import session_scope
-    from app.db.tables import Job, Owner, TrainedModel
+    from app.db.tables import Job, TrainedModel
 
     with session_scope() as session:
         if job_id is not None:

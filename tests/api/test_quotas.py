@@ -16,8 +16,8 @@ GB = 1024**3
 
 
 def _set_owner(owner: str, **quotas: object) -> None:
+    from app.db.access_tables import Owner
     from app.db.session import session_scope
-    from app.db.tables import Owner
 
     with session_scope() as session:
         session.execute(update(Owner).where(Owner.name == owner).values(**quotas))
@@ -59,8 +59,8 @@ def test_an_upload_past_the_storage_quota_is_413_naming_usage_and_limit(client, 
 def test_a_stream_of_unknown_size_is_refused_after_it_is_stored_and_deleted(client, alice, settings_env, tmp_path):
     """Fault: the size is known only once stored. Pass: 413, and neither the file nor a row is left."""
     from app.core.settings import get_settings
+    from app.db.access_tables import Owner
     from app.db.session import session_scope
-    from app.db.tables import Owner
     from app.services import datasets, quotas
     from app.services.errors import PayloadTooLarge
 

@@ -14,7 +14,8 @@ from tests.support.stack import run_cli
 
 def _job_and_model(stack) -> tuple[str, str]:
     """A succeeded job and its model in the stack's database (no files: the pages read only rows)."""
-    from app.db.tables import Job, Owner, TrainedModel
+    from app.db.access_tables import Owner
+    from app.db.tables import Job, TrainedModel
 
     engine = create_engine(f"sqlite:///{stack.data_dir / 'service.db'}")
     with Session(engine) as session, session.begin():

@@ -30,6 +30,7 @@ SAMPLE_BODIES = {
     ("PATCH", "/v1/webhooks/{webhook_id}"): {"events": ["job.failed"], "enabled": False},
     ("POST", "/v1/datasets/{dataset_id}/filter"): {"rules": {"deduplicate": True}},
     ("PATCH", "/v1/members/{member_id}"): {"role": "viewer"},
+    ("PATCH", "/v1/keys/{key_id}"): {"rate_limit_per_minute": 1000},
 }
 # Routes that take a multipart upload: their sample files (a dataset upload has its own tests below).
 SAMPLE_FILES = {("POST", "/v1/models/{model_id}/translations"): {"file": ("pears.txt", b"one pear\n")}}

@@ -76,6 +76,51 @@ def test_requests_over_the_rate_are_429_with_retry_after_naming_the_limit(embedd
         assert {client.get(path, headers=alice).status_code for _ in range(8)} == {200}, path
 
 
+def test_a_keys_own_limit_replaces_the_setting_for_that_key_alone(embedded_client):
+    """Fault: an admin gives a batch key a limit of 3, raises it, then puts the setting back. Pass: the 4th request
+    in a minute is 429 naming the key's own limit while another key on the setting goes on; the raised limit lets it
+    through; without its own it is held to RATE_LIMIT_PER_MINUTE again. A limit set after the key was used and
+    remembered applies at its next request (this API process forgets the key)."""
+    client = embedded_client(RATE_LIMIT_PER_MINUTE="8")
+    admin = bearer("alice")
+    created = client.post("/v1/keys", headers=admin, json={"name": "batch"}).json()
+    batch, other = {"Authorization": f"Bearer {created['key']}"}, bearer("alice-ci")
+    assert client.get("/v1/me", headers=batch).status_code == 200  # remembered, with no limit of its own
+
+    def limit(value: int | None) -> None:
+        response = client.patch(f"/v1/keys/{created['id']}", headers=admin, json={"rate_limit_per_minute": value})
+        assert response.status_code == 200 and response.json()["rate_limit_per_minute"] == value, response.text
+
+    limit(3)
+    assert [client.get("/v1/me", headers=batch).status_code for _ in range(3)] == [200] * 3
+    refused = client.get("/v1/datasets", headers=batch)
+    _assert_429(refused, "the key's own rate_limit_per_minute=3")
+    assert "more than 3 requests" in refused.json()["detail"] and "RATE_LIMIT_PER_MINUTE" not in refused.text
+    assert [client.get("/v1/me", headers=other).status_code for _ in range(5)] == [200] * 5  # the setting's 8
+    limit(6)
+    assert [client.get("/v1/me", headers=batch).status_code for _ in range(6)] == [200] * 6
+    _assert_429(client.get("/v1/me", headers=batch), "the key's own rate_limit_per_minute=6")
+    limit(None)  # each limit counts on its own: the first request was made under the setting's 8, 7 are left
+    assert [client.get("/v1/me", headers=batch).status_code for _ in range(7)] == [200] * 7
+    _assert_429(client.get("/v1/me", headers=batch), "(RATE_LIMIT_PER_MINUTE=8)")
+
+
+def test_a_keys_own_limit_holds_with_the_setting_off_and_reaches_other_processes(embedded_client):
+    """RATE_LIMIT_PER_MINUTE=0 turns off the default only: a key's own limit still holds. Set in the database as
+    another API process would (this one's memory of the key is off), it applies at the next request."""
+    from app.db.access_tables import ApiKey
+    from app.db.session import session_scope
+
+    client = embedded_client(RATE_LIMIT_PER_MINUTE="0", AUTH_CACHE_SECONDS="0")
+    alice, other = bearer("alice"), bearer("alice-ci")
+    assert {client.get("/v1/me", headers=alice).status_code for _ in range(10)} == {200}
+    with session_scope() as session:
+        session.query(ApiKey).filter_by(name="alice").one().rate_limit_per_minute = 2
+    assert [client.get("/v1/me", headers=alice).status_code for _ in range(2)] == [200] * 2
+    _assert_429(client.get("/v1/me", headers=alice), "the key's own rate_limit_per_minute=2")
+    assert {client.get("/v1/me", headers=other).status_code for _ in range(10)} == {200}
+
+
 def test_rate_limit_zero_is_off(embedded_client):
     client = embedded_client(RATE_LIMIT_PER_MINUTE="0")
     alice = bearer("alice")

@@ -141,9 +141,9 @@ def test_authorization_matrix_by_role(pg_client, role):
     """Fault: a key given every scope while its member was an admin, whose member is then made a `role`, calls every
     /v1 route. Pass: 403 saying the member's role exactly where the role does not allow the route's scope."""
     from app.core.scopes import ROLE_SCOPES, Role
+    from app.db.access_tables import Member
     from app.db.keys import create_key
     from app.db.session import session_scope
-    from app.db.tables import Member
 
     with session_scope() as session:
         row, clear = create_key(session, f"{role}-key", "roles", member_name=f"m-{role}", scopes=list(KEY_SETS["all"]))

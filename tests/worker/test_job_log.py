@@ -27,8 +27,9 @@ def database(settings_env, fresh_postgres_url):
 
 
 def new_job(owner: str = "alice") -> str:
+    from app.db.access_tables import Owner
     from app.db.session import session_scope
-    from app.db.tables import Job, Owner
+    from app.db.tables import Job
 
     with session_scope() as session:
         row = session.scalar(select(Owner).where(Owner.name == owner)) or Owner(name=owner)

@@ -15,10 +15,10 @@ from sqlalchemy import update
 
 from app.core.settings import get_settings
 from app.db import webhook_rows
+from app.db.access_tables import ApiKey
 from app.db.base import utcnow
 from app.db.keys import create_key
 from app.db.session import get_sessionmaker, session_scope
-from app.db.tables import ApiKey
 from app.db.webhook_tables import WebhookDelivery
 from app.services import webhooks
 from tests.support.api_app import migrated_client
