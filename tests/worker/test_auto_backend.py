@@ -1,6 +1,6 @@
 """`backend: auto` on a GPU worker: CTranslate2 only where it translates on the GPU. Where it cannot (it sees no GPU,
 or a model loaded there fails the probe translation: no cuBLAS 12 on a CUDA 13 host), auto is PyTorch on the GPU,
-not CTranslate2 on the worker's CPU, and auto_backend says why; a request naming CTranslate2 is still served
+not CTranslate2 on the worker's CPU, and the worker's record says why; a request naming CTranslate2 is still served
 by it, on the CPU, logged once. A CPU worker is unchanged. No GPU here: the worker's device and what CTranslate2
 reports are injected, as a GPU host would report them; the translations are real (a tiny untrained model)."""
 
@@ -16,6 +16,7 @@ import torch
 from model.data.tokenizer import Tokenizer
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
+from worker import warm
 from worker.serving import ct2, translation
 from worker.serving.ct2_models import Ct2Models
 from worker.serving.model_cache import LoadedModel, ModelCache
@@ -85,6 +86,10 @@ def test_a_cpu_worker_is_unchanged(monkeypatch, settings_env, tmp_path, tiny):
     assert translation.auto_backend() == translation.Auto("ctranslate2", None)
     assert translation.resolve("auto") == "auto"
     assert _translate()["backend"] == "ctranslate2" and Translator.made == ["cpu"]
+    record = warm.report(warm.State())
+    assert (record["backend_auto"], record["backend_note"]) == ("ctranslate2", None)
+    (model,) = record["warm_models"]  # loaded by the request: warm too, not pinned
+    assert (model["model_id"], model["pinned"], model["backend"]) == ("t-1", False, "ctranslate2")
 
 
 def test_a_gpu_worker_whose_ctranslate2_sees_no_gpu_serves_auto_with_pytorch(
@@ -106,6 +111,9 @@ def test_a_gpu_worker_whose_ctranslate2_sees_no_gpu_serves_auto_with_pytorch(
         assert _translate("ctranslate2")["backend"] == "ctranslate2" and Translator.made == ["cpu"]
         assert _translate("ctranslate2")["backend"] == "ctranslate2"
     assert len(_off_gpu_warnings(caplog)) == 1
+    record = warm.report(warm.State())
+    assert (record["backend_auto"], record["backend_note"]) == ("pytorch", auto.note)
+    assert [m["backend"] for m in record["warm_models"]] == ["pytorch"]  # auto would use PyTorch for it
 
 
 def test_a_gpu_worker_whose_ctranslate2_fails_the_probe_moves_auto_to_pytorch(
@@ -126,6 +134,7 @@ def test_a_gpu_worker_whose_ctranslate2_fails_the_probe_moves_auto_to_pytorch(
         assert _translate()["backend"] == "pytorch"
         assert _translate("ctranslate2")["backend"] == "ctranslate2"  # the CPU translator, as asked
     assert len(_off_gpu_warnings(caplog)) == 1 and Translator.made == ["cuda", "cpu"]
+    assert warm.report(warm.State())["backend_note"] == auto.note
 
 
 def test_a_gpu_worker_whose_ctranslate2_translates_on_the_gpu_keeps_it_for_auto(
