@@ -6,6 +6,7 @@ import logging
 import threading
 
 import torch
+from celery.concurrency.prefork import TaskPool as PreforkPool
 from celery.signals import (
     celeryd_after_setup,
     setup_logging,
@@ -33,7 +34,7 @@ from app.core.task_names import (
 from app.db import job_rows
 from app.db.session import session_scope
 from app.services.queueing import make_celery
-from worker import device, heartbeat
+from worker import device, heartbeat, warm
 from worker.training import job_log, lease
 
 log = logging.getLogger(__name__)
@@ -128,8 +129,20 @@ worker_process_init.connect(lambda **_kwargs: lease.mark_pool_process(), weak=Fa
 
 
 def _start_heartbeat(sender: Consumer, **_kwargs: object) -> None:
+    """Once the worker is ready: its heartbeat, and on an inference worker the warm models (worker/warm.py), loaded
+    in the background and reported by the heartbeat."""
     queues = sorted(q.name for q in sender.app.amqp.queues.consume_from.values())
-    heartbeat.start(sender.app, sender.hostname, queues)
+    serving = None
+    if INFERENCE_QUEUE in queues:
+        warm.start(in_process=not _prefork(sender))
+        serving = warm.report
+    heartbeat.start(sender.app, sender.hostname, queues, serving)
+
+
+def _prefork(sender: Consumer) -> bool:
+    """Whether the worker's tasks run in pool processes of their own (prefork), not in this process's threads."""
+    pool_cls = getattr(sender.controller, "pool_cls", None)
+    return isinstance(pool_cls, type) and issubclass(pool_cls, PreforkPool)
 
 
 worker_ready.connect(_start_heartbeat)

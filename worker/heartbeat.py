@@ -1,10 +1,13 @@
-"""A thread in the worker's main process that records it in the `workers` table every few seconds."""
+"""A thread in the worker's main process that records it in the `workers` table every few seconds: its queues,
+its device, and, for an inference worker, what it serves (worker/warm.py, read from this process's caches)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from celery import Celery
 from sqlalchemy import select
@@ -18,9 +21,16 @@ from worker.device import DeviceInfo, device_info, worker_device
 
 log = logging.getLogger(__name__)
 _stop = threading.Event()
+Serving = Callable[[], dict[str, Any] | None]  # what an inference worker serves now; None: unchanged
 
 
-def beat(hostname: str, queues: list[str], starting: bool = False, info: DeviceInfo | None = None) -> None:
+def beat(
+    hostname: str,
+    queues: list[str],
+    starting: bool = False,
+    info: DeviceInfo | None = None,
+    serving: dict[str, Any] | None = None,
+) -> None:
     with session_scope() as session:
         row = session.scalar(select(Worker).where(Worker.hostname == hostname))
         if row is None:
@@ -33,13 +43,15 @@ def beat(hostname: str, queues: list[str], starting: bool = False, info: DeviceI
         if info is not None:
             row.device_kind, row.device_name = info.kind, info.name[:200]
             row.device_memory_total, row.device_memory_free = info.memory_total, info.memory_free
+        if serving is not None:
+            row.serving = serving
 
 
-def _loop(celery: Celery, hostname: str, queues: list[str], every: float) -> None:
+def _loop(celery: Celery, hostname: str, queues: list[str], every: float, serving: Serving | None) -> None:
     starting = True
     while True:
         try:
-            beat(hostname, queues, starting, device_info(worker_device()))
+            beat(hostname, queues, starting, device_info(worker_device()), serving() if serving else None)
             starting = False
             reaper.sweep(celery)
         except Exception:  # the database or the broker may be briefly away; keep beating
@@ -48,10 +60,11 @@ def _loop(celery: Celery, hostname: str, queues: list[str], every: float) -> Non
             return
 
 
-def start(celery: Celery, hostname: str, queues: list[str]) -> None:
+def start(celery: Celery, hostname: str, queues: list[str], serving: Serving | None = None) -> None:
     _stop.clear()
     every = get_settings().worker_heartbeat_seconds
-    threading.Thread(target=_loop, args=(celery, hostname, queues, every), name="heartbeat", daemon=True).start()
+    args = (celery, hostname, queues, every, serving)
+    threading.Thread(target=_loop, args=args, name="heartbeat", daemon=True).start()
     log.info("worker %s consuming %s", hostname, ",".join(queues))
 
 

@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     serving_compile: bool = False
     inference_queue_limit: int = Field(256, ge=1)  # waiting inference requests before 503 + Retry-After
     inference_cache_models: int = Field(4, ge=1)  # models kept loaded per inference worker process
+    # Models an inference worker loads when it starts and never evicts (comma-separated ids, name@alias or
+    # name@version; worker/warm.py): their first request is not a cold one. At most INFERENCE_CACHE_MODELS load.
+    inference_warm_models: str = ""
     # Sentences decoded together (a micro-batch); default 64 on a CPU worker, 1024 on a GPU (serving/decode_limits.py)
     inference_max_batch: int | None = Field(None, ge=1)
     # How long a batch waits for company. 0: none, requests that arrive while a batch decodes form the next one.
@@ -232,6 +235,11 @@ class Settings(BaseSettings):
         if problems:
             raise ValueError("unsafe or invalid settings: " + "; ".join(problems))
         return self
+
+    @property
+    def warm_model_refs(self) -> list[str]:
+        """INFERENCE_WARM_MODELS as a list, blanks and repeats dropped, in its order."""
+        return list(dict.fromkeys(ref.strip() for ref in self.inference_warm_models.split(",") if ref.strip()))
 
     @property
     def is_sqlite(self) -> bool:

@@ -51,6 +51,9 @@ class Worker(Base):
     device_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     device_memory_total: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # bytes
     device_memory_free: Mapped[int | None] = mapped_column(BigInteger, nullable=True)  # bytes
+    # An inference worker's models and backends (worker/warm.py): warm_models, warm_failed, backend_auto,
+    # backend_note, ...; None for other workers and before its first heartbeat.
+    serving: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
 
 class Dataset(Base):

@@ -1,5 +1,6 @@
 """How a route names a model: its id, `name@version` (`my-en-de@3`), `name@alias` (`my-en-de@production`) or
-`name@latest` (the highest version). Every model route's `{model_id}` goes through `resolve`, and only there.
+`name@latest` (the highest version). Every model route's `{model_id}` goes through `resolve`, and only there; an
+inference worker's INFERENCE_WARM_MODELS, which no caller owns, go through `resolve_any_owner`.
 
 `parse` is pure; `resolve` reads the database each time it meets a name, so an alias that moved is followed by
 the very next request (callers may cache what they learn by the resolved id, never by the name).
@@ -67,3 +68,27 @@ def resolve(session: Session, ref: str, owner_id: str) -> TrainedModel | None:
             ModelAlias.owner_id == owner_id, ModelAlias.name == parsed.name, ModelAlias.alias == parsed.alias
         )
     return session.scalars(query).first()
+
+
+def resolve_any_owner(session: Session, ref: str) -> TrainedModel:
+    """The model `ref` names for a worker, which serves every organisation: an id, or `name@version|alias` of the
+    one organisation that has models under that name. LookupError saying why not (malformed, unknown, the name
+    used by several organisations: an id is then needed)."""
+    parsed = parse(ref)
+    if parsed is None:
+        raise LookupError(f"{ref!r} is neither a model id nor name@version, name@alias or name@latest")
+    if parsed.model_id is not None:
+        model = session.get(TrainedModel, parsed.model_id)
+        if model is None:
+            raise LookupError(f"no model has the id {ref!r}")
+        return model
+    owners = session.scalars(select(TrainedModel.owner_id).where(TrainedModel.name == parsed.name).distinct()).all()
+    if not owners:
+        raise LookupError(f"no model is registered under the name {parsed.name!r}")
+    if len(owners) > 1:
+        raise LookupError(f"{len(owners)} organisations have models named {parsed.name!r}: name the model by its id")
+    model = resolve(session, ref, owners[0])
+    if model is None:
+        which = f"version {parsed.version}" if parsed.version is not None else f"alias {parsed.alias!r}"
+        raise LookupError(f"{parsed.name!r} has no {which}")
+    return model

@@ -35,3 +35,45 @@ def test_a_later_heartbeat_updates_free_memory_and_one_without_info_keeps_it(cli
 
 def test_workers_need_an_api_key(client):
     assert client.get("/v1/workers").status_code == 401
+
+
+SERVING = {
+    "backend_auto": "pytorch",
+    "backend_note": "CTranslate2 cannot translate on cuda:0 (CTranslate2 sees 0 CUDA device(s), not cuda:0); PyTorch "
+    "translates on cuda:0",
+    "cache_slots": 4,
+    "warming": False,
+    "warm_models": [
+        {
+            "model_id": "m-1",
+            "pinned": True,
+            "ref": "en-de@live",
+            "backend": "pytorch",
+            "loaded_at": "2026-11-28T10:00:00+00:00",
+            "load_ms": 12345.6,
+        }
+    ],
+    "warm_failed": [{"ref": "nope@live", "error": "no model is registered under the name 'nope'"}],
+}
+
+
+def test_an_inference_workers_record_says_what_it_serves_with_a_key_only(client, make_key):
+    """What its heartbeat wrote (worker/warm.py) is in GET /v1/workers; /healthz, which needs no key, leaves it out;
+    a record the API cannot read (written by a worker of another version) is left out rather than a 500."""
+    beat("inference@gpu-host", ["inference"], starting=True, info=H100, serving=SERVING)
+    beat("training@h", ["training"], starting=True)
+    workers = {w["hostname"]: w for w in client.get("/v1/workers", headers=make_key("alice")).json()["workers"]}
+    shown = workers["inference@gpu-host"]["serving"]
+    assert shown["warm_models"][0].pop("loaded_at").startswith("2026-11-28T10:00:00")
+    assert shown == {
+        **SERVING,
+        "warm_models": [{k: v for k, v in SERVING["warm_models"][0].items() if k != "loaded_at"}],
+    }
+    assert workers["training@h"]["serving"] is None
+    assert all(w["serving"] is None for w in client.get("/healthz").json()["workers"])
+    beat("inference@gpu-host", ["inference"])  # a beat without a record keeps the last one
+    (kept,) = [w for w in client.get("/v1/workers", headers=make_key("alice")).json()["workers"] if w["serving"]]
+    assert kept["serving"]["warm_models"][0]["model_id"] == "m-1"
+    beat("inference@gpu-host", ["inference"], serving={"warm_models": "not a list"})
+    workers = {w["hostname"]: w for w in client.get("/v1/workers", headers=make_key("alice")).json()["workers"]}
+    assert workers["inference@gpu-host"]["serving"] is None

@@ -790,7 +790,14 @@ def test_job_page_on_a_phone_screen(browser, stack):
     assert p.errors == []
 
 
-def test_workers_page_shows_each_workers_device_and_memory(page):
+def test_workers_page_shows_each_workers_device_and_memory(page, submitted):
+    """Each worker's device and memory; the inference worker's serving: what `auto` means on it and the models it
+    holds warm (the job's model, loaded by a translation: not pinned)."""
+    http = _api(page.stack)
+    job = wait_for(lambda: (j := http.get(f"/v1/jobs/{submitted[1]}").json())["status"] in TERMINAL and j, 300, "job")
+    assert job["status"] == "succeeded", job
+    translated = http.post(f"/v1/models/{job['model_id']}/translate", json={"texts": ["seven"]})
+    assert translated.status_code == 200, translated.text
     page.sign_in()
     page.page.get_by_role("navigation").get_by_role("link", name="Workers").click()
     rows = page.page.locator("#workers-table tr[data-worker]")
@@ -803,6 +810,12 @@ def test_workers_page_shows_each_workers_device_and_memory(page):
         assert re.fullmatch(r"[\d.]+ GiB free of [\d.]+ GiB", row.locator(".worker-memory").inner_text())
     training = page.page.locator('#workers-table tr[data-worker^="training"]')
     assert "training, training.cpu" in training.inner_text()  # it also takes jobs asking for a CPU
+    assert training.locator(".worker-serving").inner_text() == "–"
+    serving = page.page.locator('#workers-table tr[data-worker^="inference"] .worker-serving')
+    expect(serving.locator(".worker-auto")).to_have_text("auto: CTranslate2")  # a CPU worker: no note
+    model = serving.locator(f'li[data-model="{job["model_id"]}"]')
+    expect(model).to_contain_text(" CTranslate2", timeout=30_000)  # within a heartbeat and a refresh
+    assert "pinned" not in model.inner_text() and re.search(r"[\d.]+ s to load", model.inner_text())
     page.screenshot("workers")
 
 

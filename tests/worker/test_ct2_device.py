@@ -133,12 +133,14 @@ def test_a_gpu_that_loads_the_model_but_cannot_translate_is_left_for_the_cpu_at_
     assert loads[1].batches == []  # the CPU is not probed
     assert backend.translator is loads[1] and backend.placement.device == "cpu"
     assert f"translating on cuda:0 failed: RuntimeError: {missing}; serving on the CPU" in caplog.text
+    assert backend.off_gpu == backend.placement.fallback  # a GPU worker's CTranslate2 on the CPU: auto leaves it
 
 
 def test_a_gpu_that_translates_keeps_the_model(monkeypatch, tmp_path, settings_env):
     backend, loads = translator_on_a_gpu_host(monkeypatch, tmp_path, settings_env)
     assert [(t.kwargs["device"], t.kwargs["compute_type"]) for t in loads] == [("cuda", "float16")]
     assert backend.translator is loads[0] and backend.placement == Ct2Placement("cuda", 0, "float16", None)
+    assert backend.off_gpu is None
 
 
 def test_a_cpu_host_never_preloads_cublas(monkeypatch, tmp_path, settings_env):
@@ -153,4 +155,5 @@ def test_a_cpu_host_never_preloads_cublas(monkeypatch, tmp_path, settings_env):
     monkeypatch.setattr(ctranslate2, "Translator", lambda path, **kwargs: FakeTranslator(kwargs, None))
     monkeypatch.setattr(ct2, "preload_cublas_once", lambda: pytest.fail("cuBLAS preloaded for a CPU"))
     loaded = LoadedModel("m-1", "translation", None, None, "span", {"sha256": "0" * 64})  # type: ignore[arg-type]
-    assert ct2.CT2Translator(loaded).placement.device == "cpu"
+    on_cpu = ct2.CT2Translator(loaded)
+    assert on_cpu.placement.device == "cpu" and on_cpu.off_gpu is None  # the CPU is this worker's own device

@@ -56,3 +56,21 @@ def test_a_model_that_cannot_be_loaded_waits_retry_seconds_unless_ctranslate2_is
     builds.fails.clear()  # the disk has room again
     assert models.get(_model("m"), required=False) is not None
     assert len(builds.made) == 3
+
+
+def test_a_pinned_model_keeps_its_translator_and_held_says_how_long_each_took():
+    now = [0.0]
+    builds = Builds()
+
+    def build(loaded: LoadedModel) -> Any:
+        now[0] += 2.5  # seconds converting and loading
+        return builds(loaded)
+
+    models = Ct2Models(1, build=build, clock=lambda: now[0])
+    models.pin("warm")
+    warm = models.get(_model("warm"), required=False)
+    models.get(_model("b"), required=False)  # loaded for its request, not kept: `warm` fills the only slot
+    assert models.get(_model("warm"), required=False) is warm
+    models.get(_model("b"), required=False)
+    assert builds.made == ["warm:0", "b:0", "b:0"]
+    assert models.held() == {"warm": (warm, 2500.0)}

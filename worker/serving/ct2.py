@@ -140,6 +140,10 @@ class CT2Translator:
             self._open(ctranslate2, _converted_dir(loaded))
         if self.placement.fallback:
             log.warning("model %s on CTranslate2: %s", loaded.model_id, self.placement.fallback)
+        # On a GPU worker, why CTranslate2 serves this model from the CPU instead (translation.py then leaves `auto`
+        # to PyTorch on the GPU); None where it is on the worker's own device.
+        on_gpu_worker = worker_device().type == "cuda"
+        self.off_gpu = self.placement.fallback if on_gpu_worker and self.placement.device == "cpu" else None
         log.info(
             "model %s on CTranslate2 %s:%d in %s",
             loaded.model_id,

@@ -4,6 +4,7 @@ The request threads, the micro-batcher's thread and the background tasks (evalua
 them; one lock keeps two threads from converting or loading the same model at once. A model that could not be
 converted or loaded is remembered for RETRY_SECONDS, so that requests leaving the backend to the service go
 straight to PyTorch instead of converting it again each time; one that asks for CTranslate2 by name always tries.
+Pinned models (INFERENCE_WARM_MODELS) are never evicted in favour of others, as in the PyTorch models' cache.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class Ct2Models:
         self.capacity, self.build, self.clock = capacity, build, clock
         self._loaded: OrderedDict[str, CT2Translator] = OrderedDict()
         self._failed: dict[str, tuple[float, str]] = {}  # key -> (when, why)
+        self._load_ms: dict[str, float] = {}  # key -> milliseconds its conversion and loading took
+        self._pinned: set[str] = set()  # model ids
         self._lock = threading.Lock()
 
     @staticmethod
@@ -49,6 +52,7 @@ class Ct2Models:
             failed = self._failed.get(key)
             if not required and failed is not None and self.clock() - failed[0] < RETRY_SECONDS:
                 return None
+            started = self.clock()
             try:
                 translator = self.build(loaded)
             except Exception as exc:  # conversion or loading: whatever CTranslate2 raises, ValueError included
@@ -63,11 +67,26 @@ class Ct2Models:
                 return None
             self._failed.pop(key, None)
             self._loaded[key] = translator
-            while len(self._loaded) > self.capacity:
-                self._loaded.popitem(last=False)
+            self._load_ms[key] = (self.clock() - started) * 1000
+            for old in [k for k in self._loaded if k.split(":")[0] not in self._pinned]:
+                if len(self._loaded) <= self.capacity:
+                    break
+                del self._loaded[old]
+                self._load_ms.pop(old, None)
             return translator
+
+    def pin(self, model_id: str) -> None:
+        """Keep the model's translators, whatever else is loaded after them."""
+        with self._lock:
+            self._pinned.add(model_id)
+
+    def held(self) -> dict[str, tuple[CT2Translator, float]]:
+        """By model id: its most recently used translator and how long that one took to convert and load (ms)."""
+        with self._lock:
+            return {key.split(":")[0]: (t, self._load_ms.get(key, 0.0)) for key, t in self._loaded.items()}
 
     def clear(self) -> None:
         with self._lock:
             self._loaded.clear()
             self._failed.clear()
+            self._load_ms.clear()

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import torch
 
 from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
 from app.core.settings import Settings, get_settings
+from app.db.base import utcnow
 from app.db.session import session_scope
 from app.db.tables import Job, TrainedModel
 from app.schemas.jobs import TrainingSpec
@@ -96,10 +100,26 @@ def _load(model_id: str) -> LoadedModel:
     return LoadedModel(model_id, objective, model, tokenizer, noise or meta.get("noise", "span"), meta)
 
 
+@dataclass(frozen=True)
+class Held:
+    """A model in the cache as the heartbeat reports it."""
+
+    model_id: str
+    pinned: bool  # INFERENCE_WARM_MODELS: never evicted in favour of another
+    loaded_at: datetime
+    load_ms: float
+
+
 class ModelCache:
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
+    """The least recently used model out beyond `capacity`, except pinned ones (INFERENCE_WARM_MODELS, loaded at
+    the worker's start): another model takes the least recently used unpinned slot, and where the pinned models
+    fill every slot it is loaded for its request and not kept."""
+
+    def __init__(self, capacity: int, load: Callable[[str], LoadedModel] = _load) -> None:
+        self.capacity, self.load = capacity, load
         self._models: OrderedDict[str, LoadedModel] = OrderedDict()
+        self._held: dict[str, tuple[datetime, float]] = {}  # model id -> (loaded at, milliseconds it took)
+        self._pinned: set[str] = set()
         self._lock = threading.Lock()
         self._loading: dict[str, threading.Lock] = {}
 
@@ -113,18 +133,42 @@ class ModelCache:
             with self._lock:
                 if model_id in self._models:
                     return self._models[model_id]
-            loaded = _load(model_id)
+            started = time.perf_counter()
+            loaded = self.load(model_id)
             with self._lock:
                 self._models[model_id] = loaded
-                while len(self._models) > self.capacity:
-                    evicted, _ = self._models.popitem(last=False)
-                    log.info("evicted model %s from the cache", evicted)
+                self._held[model_id] = (utcnow(), (time.perf_counter() - started) * 1000)
+                self._evict()
                 self._loading.pop(model_id, None)
             return loaded
+
+    def _evict(self) -> None:
+        """Under the lock: the least recently used unpinned models out until the cache fits its capacity."""
+        for model_id in [m for m in self._models if m not in self._pinned]:
+            if len(self._models) <= self.capacity:
+                return
+            del self._models[model_id]
+            self._held.pop(model_id, None)
+            log.info("evicted model %s from the cache", model_id)
+
+    def pin(self, model_id: str) -> None:
+        """Keep `model_id` once loaded, whatever else is loaded after it."""
+        with self._lock:
+            self._pinned.add(model_id)
+
+    def unpin(self, model_id: str) -> None:
+        with self._lock:
+            self._pinned.discard(model_id)
+
+    def held(self) -> list[Held]:
+        """The models loaded now, least recently used first."""
+        with self._lock:
+            return [Held(m, m in self._pinned, *self._held[m]) for m in self._models]
 
     def forget(self, model_id: str) -> None:
         with self._lock:
             self._models.pop(model_id, None)
+            self._held.pop(model_id, None)
 
     def __contains__(self, model_id: str) -> bool:
         return model_id in self._models

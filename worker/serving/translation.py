@@ -9,6 +9,11 @@ PyTorch; and PyTorch for a batch that CTranslate2 fails mid-decode (logged with 
 and anatomy are PyTorch's alone (worker/tasks/inference.py); alignments of a CTranslate2 translation come from the
 PyTorch model's cross-attention over that translation (`align`).
 
+On a GPU worker, auto means CTranslate2 only where CTranslate2 translates on that GPU: where it cannot (it sees no
+GPU, its CUDA runtime fails, or a model loaded there fails the probe translation: no cuBLAS 12 on a CUDA 13 host)
+it would serve from the worker's CPU, slower than PyTorch on the GPU, so auto is PyTorch there and `auto_backend`
+says why (the heartbeat reports it). A request naming CTranslate2 is still served by it, on the CPU (logged once).
+
 Every answer says which backend answered: the outputs may differ (CTranslate2's length penalty is len^alpha,
 ours GNMT's; int8 and float16 round differently), so evaluations record theirs.
 """
@@ -25,7 +30,9 @@ import torch
 from app.core.settings import get_settings
 from model.decode.queries import translate as beam_translate
 from model.nn.compile import eager_on_failure
+from worker.device import worker_device
 from worker.serving import ct2
+from worker.serving.ct2_device import place
 from worker.serving.ct2_models import Ct2Models
 from worker.serving.decode_limits import decode_limits
 from worker.serving.errors import RequestError, backend_failed, decoding
@@ -35,6 +42,11 @@ log = logging.getLogger(__name__)
 PYTORCH, CTRANSLATE2, AUTO = "pytorch", "ctranslate2", "auto"
 _ct2_models: Ct2Models | None = None
 _ct2_models_lock = threading.Lock()
+# By GPU ("cuda:0"): why CTranslate2 cannot translate on it, once this process has seen it (never forgotten: the
+# process's CUDA libraries do not change).
+_off_gpu: dict[str, str] = {}
+_on_gpu: set[str] = set()  # GPUs whose CTranslate2 device count and compute types were found fine
+_off_gpu_lock = threading.Lock()
 
 
 def ct2_models() -> Ct2Models:
@@ -55,17 +67,73 @@ class Options:
     alpha: float = 0.6  # length penalty exponent
 
 
+@dataclass(frozen=True)
+class Auto:
+    backend: str  # what SERVING_BACKEND=auto translates with on this worker: "ctranslate2" or "pytorch"
+    note: str | None  # why it is not CTranslate2 on the worker's own device, where it is not
+
+
+def auto_backend() -> Auto:
+    """What `auto` means on this worker now, and why where that is not CTranslate2 on the worker's device."""
+    setting = get_settings().serving_backend
+    if setting == PYTORCH:
+        return Auto(PYTORCH, "SERVING_BACKEND=pytorch")
+    if not ct2.available():
+        return Auto(PYTORCH, "CTranslate2 is not installed (pip install ctranslate2 transformers)")
+    device = worker_device()
+    why = _off_gpu_reason(device) if device.type == "cuda" else None
+    if why is None:
+        return Auto(CTRANSLATE2, None)
+    if setting == CTRANSLATE2:
+        return Auto(CTRANSLATE2, f"CTranslate2 cannot translate on {device} ({why}); SERVING_BACKEND=ctranslate2 "
+                                 "keeps it, on the CPU")  # fmt: skip
+    return Auto(PYTORCH, f"CTranslate2 cannot translate on {device} ({why}); PyTorch translates on {device}")
+
+
+def _off_gpu_reason(device: torch.device) -> str | None:
+    """Why CTranslate2 cannot translate on the GPU `device`: as a model's loading found it, or as CTranslate2's
+    own device count and compute types tell (worker/serving/ct2_device.py); None while nothing says it cannot."""
+    if str(device) in _off_gpu or str(device) in _on_gpu:
+        return _off_gpu.get(str(device))
+    import ctranslate2
+
+    placed = place(
+        device, get_settings().ct2_compute_type, ctranslate2.get_cuda_device_count,
+        ctranslate2.get_supported_compute_types,
+    )  # fmt: skip
+    if placed.device == "cpu":
+        note_off_gpu(device, placed.fallback or "CTranslate2 placed it on the CPU")
+    else:
+        _on_gpu.add(str(device))  # until a model loaded there fails the probe (note_off_gpu)
+    return _off_gpu.get(str(device))
+
+
+def note_off_gpu(device: torch.device, why: str) -> None:
+    """Record (and log, the first time) that CTranslate2 cannot translate on the GPU `device`."""
+    why = why.removesuffix("; serving on the CPU")
+    with _off_gpu_lock:
+        if str(device) in _off_gpu:
+            return
+        _off_gpu[str(device)] = why
+    log.warning(
+        "CTranslate2 cannot translate on %s (%s): translations leaving the backend to the service are made by "
+        "PyTorch on %s; those naming backend 'ctranslate2' by CTranslate2 on the CPU",
+        device, why, device,
+    )  # fmt: skip
+
+
 def resolve(requested: str) -> str:
     """What a request's backend means on this worker: "pytorch", "ctranslate2" (no fallback), or "auto"
-    (CTranslate2, PyTorch where it cannot). auto is SERVING_BACKEND; where CTranslate2 is not installed it is
-    "pytorch", so such requests share PyTorch's micro-batches. 422 for a backend that does not exist or
-    CTranslate2 named where it is not installed."""
+    (CTranslate2, PyTorch where it cannot). auto is SERVING_BACKEND; where CTranslate2 is not installed, or on a
+    GPU worker where it cannot translate on the GPU (auto_backend), it is "pytorch", so such requests share
+    PyTorch's micro-batches. 422 for a backend that does not exist or CTranslate2 named where it is not
+    installed."""
     backend = get_settings().serving_backend if requested == AUTO else requested
     if backend not in (AUTO, PYTORCH, CTRANSLATE2):
         raise RequestError(422, f"backend={requested!r} is not one of 'auto', 'pytorch', 'ctranslate2'")
+    if backend == AUTO:
+        return PYTORCH if auto_backend().backend == PYTORCH else AUTO
     if backend != PYTORCH and not ct2.available():
-        if backend == AUTO:
-            return PYTORCH
         raise RequestError(
             422,
             "backend 'ctranslate2' is not installed on the inference workers (pip install ctranslate2 transformers)",
@@ -80,6 +148,10 @@ def translate(
     `backend` as resolve() gives it. Texts are checked already: a failure here is the backend's (see above)."""
     if backend in (AUTO, CTRANSLATE2):
         translator = ct2_models().get(loaded, required=backend == CTRANSLATE2)
+        if translator is not None and translator.off_gpu is not None:  # a GPU worker's CTranslate2 on its CPU
+            note_off_gpu(worker_device(), translator.off_gpu)
+            if backend == AUTO:
+                translator = None  # PyTorch on the GPU: far faster than CTranslate2 on the CPU
         if translator is not None:
             try:
                 return translator.translate(
