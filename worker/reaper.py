@@ -41,8 +41,10 @@ DELIVERY_RETENTION = timedelta(days=30)  # webhook deliveries that ended are kep
 DELIVERY_PRUNE_SECONDS = 3600  # remove them at most this often, per process
 _next_delivery_prune = 0.0
 COLLECT_SWEEP_SECONDS = 300  # send the collector the tombstones that are due at most this often, per process
+RESULTS_SWEEP_SECONDS = 600  # remove unread inference answers past result_expires at most this often, per process
 COLLECT_BATCH = 200  # tombstone ids per message
 _next_collect = 0.0
+_next_results = 0.0
 
 
 def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
@@ -65,7 +67,19 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
     dispatched += advance_sweeps(celery, settings)
     send_due_deliveries(settings)
     send_due_collections(celery, settings)
+    clean_results(celery)
     return requeued, failed, dispatched
+
+
+def clean_results(celery: Celery, force: bool = False) -> None:
+    """Answers older than result_expires that no API read (their request timed out), at most every
+    RESULTS_SWEEP_SECONDS: files of the embedded default's result folder, rows of a database backend (Redis expires
+    its own). Celery's `backend_cleanup` does this from a beat this service does not run."""
+    global _next_results
+    if not force and time.monotonic() < _next_results:
+        return
+    _next_results = time.monotonic() + RESULTS_SWEEP_SECONDS
+    celery.backend.cleanup()
 
 
 def send_due_collections(celery: Celery, settings: Settings, force: bool = False) -> list[int]:

@@ -47,7 +47,7 @@ class Settings(BaseSettings):
     data_dir: Path = Path("var")
     database_url: str = ""  # default: sqlite:///<data_dir>/service.db
     celery_broker_url: str = ""  # default: sqla+sqlite:///<data_dir>/broker.db
-    # Where inference answers travel back to the API; default: the Redis broker, or db+sqlite:///<data_dir>/results.db
+    # Where inference answers travel back to the API; default: the Redis broker, or file://<data_dir>/results
     celery_result_backend: str = ""
     artifact_root: str = ""  # default: <data_dir>/artifacts; or s3://bucket/prefix (cached under <data_dir>/cache)
     # The S3-compatible store reads the standard AWS variables; empty ones leave it to boto3 (~/.aws, instance roles).
@@ -185,7 +185,7 @@ class Settings(BaseSettings):
             self.celery_broker_url = f"sqla+sqlite:///{data_dir / 'broker.db'}"
         if not self.celery_result_backend:
             self.celery_result_backend = (
-                f"db+sqlite:///{data_dir / 'results.db'}"
+                f"file://{data_dir / 'results'}"
                 if self.celery_broker_url.startswith("sqla+")
                 else self.celery_broker_url
             )

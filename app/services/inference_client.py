@@ -64,6 +64,21 @@ def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseEx
     return BackendFailed(backend, args[0], type(exc).__name__)
 
 
+def poll_seconds(settings: Settings) -> float:
+    """How often the API looks for an answer: Redis tells it (the interval is unused), a file costs microseconds to
+    look for (app/services/result_files.py), a database row a millisecond or more."""
+    return 0.001 if settings.celery_result_backend.startswith("file://") else 0.005
+
+
+def forget(result: Any) -> None:
+    """Remove an answer once read, rather than leave it to expire: the embedded default's result folder holds only
+    the answers on their way. Best effort: an answer left behind expires (worker/reaper.py)."""
+    try:
+        result.forget()
+    except Exception:  # noqa: BLE001  # the answer is read; its removal must not fail the request
+        log.warning("could not remove an inference answer from the result backend", exc_info=True)
+
+
 def call(
     settings: Settings,
     task: str,
@@ -91,11 +106,12 @@ def call(
     except Exception as exc:
         raise ServiceUnavailable(f"broker unavailable: {type(exc).__name__}", BROKER_RETRY_SECONDS) from exc
     try:  # propagate=False: the exception a task raised is returned, told apart from one raised here
-        answer = result.get(timeout=timeout, interval=0.005, propagate=False)  # results expire on their own
+        answer = result.get(timeout=timeout, interval=poll_seconds(settings), propagate=False)
     except CeleryTimeout as exc:
         raise WorkerTimeout(f"no inference worker answered within {timeout:g}s") from exc
     except Exception as exc:  # the answer could not be read (the result backend is away)
         raise ServiceUnavailable(f"result backend unavailable: {type(exc).__name__}", BROKER_RETRY_SECONDS) from exc
+    forget(result)
     if isinstance(answer, BaseException):  # the task raised instead of answering
         raise _task_failed(task, args, kwargs or {}, answer)
     if "error" in answer:

@@ -19,7 +19,7 @@ from app.db.job_rows import mark_dispatched
 from app.db.session import session_scope
 from app.db.tables import Job
 from app.schemas.jobs import TrainingSpec
-from app.services import broker_wake
+from app.services import broker_wake, result_files
 
 # The embedded broker (an sqla+ URL) wakes its consumers when a message is sent (app/services/broker_wake.py).
 broker_wake.install()
@@ -45,7 +45,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_transport_options": broker_transport_options(settings),
         "broker_connection_retry_on_startup": True,
         # Only inference answers use the result backend; jobs and their results live in the database.
-        "result_backend": settings.celery_result_backend,
+        "result_backend": result_files.celery_url(settings.celery_result_backend),
         "result_expires": 3600,
         "result_extended": False,
         "task_ignore_result": True,
