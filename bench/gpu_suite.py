@@ -18,7 +18,8 @@ The steps (bench/*.py, whose docstrings say what each measures):
 - beam-4 decoding of `base` with bf16 weights, as the inference workers load them: ours, generate() and
   CTranslate2 float16 at batches of 1, 32 and 128;
 - the service on its embedded default with WORKER_DEVICE=cuda: upload, a 2-minute job over HTTP, translations
-  by each backend.
+  by each backend;
+- translations over HTTP on the embedded default against the same engine in this process (bench/serve_http.py).
 """
 
 from __future__ import annotations
@@ -82,6 +83,16 @@ def train(name: str, preset: str, tokens: str, vocab: str, compile_: bool, estim
 # rest. Estimates from one H200 on 2026-11-27 (bench/results/gpu_suite-cuda-h200-2026-11-27*.json), rounded up:
 # a compiled step compiles one graph per length bucket its batches need, which took `base` 210 s in all.
 STEPS: tuple[Step, ...] = (
+    # What users get: translations over HTTP against the same engine in this process (embedded default: no Redis or
+    # PostgreSQL on a bare GPU host); base trained for a minute, beam 4, 1, 8 and 32 clients.
+    Step(
+        "serve-http",
+        "serve_http.py",
+        ("--device", "cuda", "--stacks", "embedded", "--preset", "base", "--requests", "100"),
+        ("--stacks", "embedded", "--backends", "pytorch", "--preset", "tiny", "--requests", "5", "--clients", "1,2"),
+        150,
+        330,
+    ),
     train("train-base-25k-v32k-compile", "base", "25000", "32000", True, 220),
     train("train-base-25k-v32k", "base", "25000", "32000", False, 25),
     Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 50, 180),

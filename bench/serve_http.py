@@ -1,0 +1,261 @@
+"""What a user's translate request gets over HTTP, against the same engine called in this process.
+
+For each stack of --stacks (`embedded`: `python -m app.cli serve` on SQLite and its local broker, as `make run`
+starts it; `redis`: the API and one inference worker on this machine's PostgreSQL and Redis) and each backend of
+--backends, the same model (trained here for a minute; quality is irrelevant) is imported over HTTP, as a user
+would, and measured three ways, each also called in this process through the worker's own decoding path
+(worker/serving/translation.py, the model loaded as the worker loads it):
+
+  one sentence   p50 and p99 latency of a one-sentence request, 1 client
+  32 sentences   sentences/s of 32-sentence requests at each --clients count (each client sends back to back)
+  in-process     the same calls with no HTTP, broker or worker: one sentence, and 32 x clients sentences at once
+                 (what the worker could at best decode for those clients together)
+
+Prints human lines, then one JSON object last: per stack and backend the figures, `timing` (the median of the
+Server-Timing header's queue and compute parts for the 32-sentence requests), and `ratio` = HTTP / in-process in
+sentences/s for 32-sentence requests from one client (the lowest of all stacks and backends; `ratios` has each,
+at every client count). Goals: p50 <= 30 ms for one sentence on a CPU, ratio >= 0.7 (>= 0.8 at 8 clients).
+
+    .venv/bin/python bench/serve_http.py [--stacks embedded,redis] [--backends pytorch,ctranslate2]
+        [--device cpu|cuda] [--preset tiny] [--clients 1,8,32] [--requests 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.serve_latency import cpu_ms, percentile, train_small_model  # noqa: E402
+from bench.service_session import embedded_service  # noqa: E402
+from tests.support import services  # noqa: E402
+from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
+
+SENTENCE = "three hundred and forty two"
+TEXTS = [f"{n} hundred and {m}" for n, m in zip(["one", "two", "five", "nine"] * 8, ["six", "ten", "eight"] * 11)]
+
+
+def native_archive(model_dir: Path, folder: Path) -> Path:
+    """The model as GET /v1/models/{id}/export?format=native gives it: one folder in a .tar.gz."""
+    out = folder / "model.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(model_dir, arcname="bench-model")
+    return out
+
+
+def import_model(client: httpx.Client, archive: Path) -> str:
+    with open(archive, "rb") as f:
+        r = client.post("/v1/models/import", files={"file": ("model.tar.gz", f, "application/gzip")}, timeout=600)
+    r.raise_for_status()
+    model_id = str(r.json()["id"])
+    wait_for(lambda: client.get(f"/v1/models/{model_id}").status_code == 200, 300, "the imported model")
+    return model_id
+
+
+@contextmanager
+def redis_service(tmp: Path, env_extra: dict[str, str]) -> Iterator[tuple[httpx.Client, int]]:
+    admin = services.postgres_url()
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    services.create_database(admin, name)
+    env = service_env(
+        DATABASE_URL=services.with_database(admin, name),
+        CELERY_BROKER_URL=services.redis_url(),
+        DATA_DIR=str(tmp / "var"),
+        ARTIFACT_ROOT=str(tmp / "artifacts"),
+        RATE_LIMIT_PER_MINUTE="1000000",
+        INFERENCE_QUEUE_LIMIT="10000",
+        **{k: v for k, v in env_extra.items() if k != "TORCH_THREADS"},
+    )
+    env["TORCH_THREADS"] = env_extra["TORCH_THREADS"]
+    run_cli(env, "migrate")
+    processes = Processes(tmp)
+    try:
+        url = processes.start_api(env, free_port())
+        worker = processes.start_worker(env, "inference,data", "bench-http", pool="threads", concurrency=32)
+        wait_for(healthy_with_workers(url, 1), timeout=120, what="the service")
+        key = create_key(env, "bench")
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120,
+                          limits=httpx.Limits(max_connections=64)) as client:  # fmt: skip
+            yield client, worker.pid
+    finally:
+        processes.stop()
+        services.drop_database(admin, name)
+
+
+@contextmanager
+def stack(kind: str, tmp: Path, env_extra: dict[str, str]) -> Iterator[tuple[httpx.Client, int | None]]:
+    if kind == "redis":
+        with redis_service(tmp, env_extra) as pair:
+            yield pair
+    else:
+        device = env_extra["WORKER_DEVICE"]  # its threads follow this process's torch threads
+        with embedded_service("serve-http-", WORKER_DEVICE=device) as client:
+            yield client, None
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1000
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """`queue;dur=1.2, compute;dur=3.4` -> {"queue": 1.2, "compute": 3.4}."""
+    parts: dict[str, float] = {}
+    for metric in filter(None, (m.strip() for m in header.split(","))):
+        name, *params = (p.strip() for p in metric.split(";"))
+        for param in params:
+            if param.startswith("dur="):
+                parts[name] = float(param[4:])
+    return parts
+
+
+def over_http(client: httpx.Client, model_id: str, backend: str, requests: int, clients: list[int]) -> dict[str, Any]:
+    seen: set[str] = set()
+    timing: dict[str, list[float]] = {}
+
+    def post(texts: list[str]) -> None:
+        r = client.post(f"/v1/models/{model_id}/translate", json={"texts": texts, "beam_size": 4, "backend": backend})
+        r.raise_for_status()
+        seen.add(r.json()["backend"])
+        if len(texts) > 1:
+            for name, ms in server_timing(r.headers.get("server-timing", "")).items():
+                timing.setdefault(name, []).append(ms)
+
+    for _ in range(3):  # loads (and converts) the model, and warms the path
+        post(TEXTS)
+    one = [timed(lambda: post([SENTENCE])) for _ in range(requests)]
+    rates = {}
+    for n in clients:
+        total = max(n * 4, 8)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(n) as pool:
+            list(pool.map(lambda _: post(TEXTS), range(total)))
+        rates[n] = total * len(TEXTS) / (time.perf_counter() - t0)
+    return {
+        "answered_by": sorted(seen),
+        "one_p50_ms": round(statistics.median(one), 2),
+        "one_p99_ms": round(percentile(one, 0.99), 2),
+        "sent_per_s": {str(n): round(r, 1) for n, r in rates.items()},
+        "timing_ms": {name: round(statistics.median(v), 2) for name, v in timing.items()},
+    }
+
+
+def in_process(model_dir: Path, backend: str, requests: int, clients: list[int]) -> dict[str, Any]:
+    """The worker's decoding path (model loaded as the worker loads it, on WORKER_DEVICE), called directly."""
+    from app.core.settings import get_settings
+    from model.io.checkpoint import load_model
+    from worker.device import worker_device
+    from worker.serving import translation
+    from worker.serving.model_cache import LoadedModel, prepare_for_serving
+
+    device = worker_device()
+    model, tokenizer, meta = load_model(model_dir, device)
+    loaded = LoadedModel("bench", "translation", prepare_for_serving(model, device, get_settings()), tokenizer,
+                         "span", meta)  # fmt: skip
+    options = translation.Options(beam_size=4)
+    answered: set[str] = set()
+
+    def run(texts: list[str]) -> None:
+        answered.add(translation.translate(loaded, texts, options, backend)[1])
+
+    for _ in range(3):
+        run(TEXTS)
+    one = [timed(lambda: run([SENTENCE])) for _ in range(requests)]
+    rates = {}
+    for n in clients:
+        texts = TEXTS * n
+        rates[n] = len(texts) * 1000 / statistics.median(timed(lambda t=texts: run(t)) for _ in range(3))
+    return {
+        "answered_by": sorted(answered),
+        "one_p50_ms": round(statistics.median(one), 2),
+        "one_p99_ms": round(percentile(one, 0.99), 2),
+        "sent_per_s": {str(n): round(r, 1) for n, r in rates.items()},
+    }
+
+
+def idle_cpu_percent(pid: int | None, seconds: float = 5.0) -> float | None:
+    """The share of one core a process used while nothing was asked of it."""
+    if pid is None:
+        return None
+    before = cpu_ms(pid)
+    time.sleep(seconds)
+    return round((cpu_ms(pid) - before) / (seconds * 10), 2)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stacks", default="embedded,redis")
+    p.add_argument("--backends", default="pytorch,ctranslate2")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--preset", default="tiny")
+    p.add_argument("--clients", default="1,8,32")
+    p.add_argument("--requests", type=int, default=100, help="one-sentence requests timed per stack and backend")
+    p.add_argument("--threads", type=int, default=1, help="torch threads, here and in the worker")
+    args = p.parse_args()
+    clients = [int(c) for c in args.clients.split(",")]
+    stacks = [s for s in args.stacks.split(",") if s]
+    backends = [b for b in args.backends.split(",") if b]
+    env_extra = {"WORKER_DEVICE": args.device, "TORCH_THREADS": str(args.threads), "OMP_NUM_THREADS": str(args.threads)}
+    os.environ.update(env_extra)  # the in-process engine reads the same settings as the worker
+    import torch
+
+    torch.set_num_threads(args.threads)
+    tmp = Path(tempfile.mkdtemp(prefix="serve-http-"))
+    model_dir = train_small_model(tmp, args.preset)
+    archive = native_archive(model_dir, tmp)
+    engine = {b: in_process(model_dir, b, args.requests, clients) for b in backends}
+    results: dict[str, Any] = {}
+    for kind in stacks:
+        with stack(kind, tmp / kind, env_extra) as (client, worker_pid):
+            model_id = import_model(client, archive)
+            idle = idle_cpu_percent(worker_pid)
+            results[kind] = {b: over_http(client, model_id, b, args.requests, clients) for b in backends}
+            results[kind]["worker_idle_cpu_percent"] = idle
+            print(f"{kind}: {json.dumps(results[kind])}", flush=True)
+    ratios: dict[str, Any] = {}
+    for kind in stacks:
+        for b in backends:
+            http, local = results[kind][b], engine[b]
+            ratios[f"{kind}/{b}"] = {
+                n: round(http["sent_per_s"][n] / rate, 3) for n, rate in local["sent_per_s"].items()
+            }
+            print(
+                f"{kind:<9}{b:<12} by {'+'.join(http['answered_by'])}: one sentence p50 {http['one_p50_ms']} ms "
+                f"(in-process {local['one_p50_ms']}), p99 {http['one_p99_ms']} ms; 32 sentences/s "
+                f"{http['sent_per_s']} (in-process {local['sent_per_s']}); Server-Timing {http['timing_ms']}"
+            )
+    first = str(clients[0])
+    result = {
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
+        "preset": args.preset,
+        "threads": args.threads,
+        "clients": clients,
+        "in_process": engine,
+        "http": results,
+        "ratios": ratios,
+        "ratio": min(r[first] for r in ratios.values()),
+        "one_sentence_p50_ms": max(results[k][b]["one_p50_ms"] for k in stacks for b in backends),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
