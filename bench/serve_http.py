@@ -218,7 +218,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="serve-http-"))
-    model_dir = train_small_model(tmp, args.preset)
+    model_dir = train_small_model(tmp, args.preset, args.device)
     archive = native_archive(model_dir, tmp)
     engine = {b: in_process(model_dir, b, args.requests, clients) for b in backends}
     results: dict[str, Any] = {}

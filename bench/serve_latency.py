@@ -64,7 +64,7 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def train_small_model(folder: Path, preset: str = "small") -> Path:
+def train_small_model(folder: Path, preset: str = "small", device: str = "cpu") -> Path:
     data = prepare(
         "translation",
         numbers_to_words_task(900),
@@ -84,6 +84,7 @@ def train_small_model(folder: Path, preset: str = "small") -> Path:
             eval_max_sentences=20,
             seed=0,
             eval_budget=None,
+            device=device,
         ),
         folder / "ckpt",
     )
