@@ -12,7 +12,8 @@ would, and measured three ways, each also called in this process through the wor
                  (what the worker could at best decode for those clients together)
 
 Prints human lines, then one JSON object last: per stack and backend the figures, `timing` (the median of the
-Server-Timing header's queue and compute parts for the 32-sentence requests), and `ratio` = HTTP / in-process in
+Server-Timing header's queue and compute parts for the 32-sentence requests, by clients), `mean_batch` (the
+sentences a request was decoded with, from /metrics), and `ratio` = HTTP / in-process in
 sentences/s for 32-sentence requests from one client (the lowest of all stacks and backends; `ratios` has each,
 at every client count). Goals: p50 <= 30 ms for one sentence on a CPU, ratio >= 0.7 (>= 0.8 at 8 clients).
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tarfile
@@ -48,6 +50,7 @@ from tests.support import services  # noqa: E402
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
 
 SENTENCE = "three hundred and forty two"
+METRICS_TOKEN = "serve-http-bench"
 TEXTS = [f"{n} hundred and {m}" for n, m in zip(["one", "two", "five", "nine"] * 8, ["six", "ten", "eight"] * 11)]
 
 
@@ -80,6 +83,7 @@ def redis_service(tmp: Path, env_extra: dict[str, str]) -> Iterator[tuple[httpx.
         ARTIFACT_ROOT=str(tmp / "artifacts"),
         RATE_LIMIT_PER_MINUTE="1000000",
         INFERENCE_QUEUE_LIMIT="10000",
+        METRICS_TOKEN=METRICS_TOKEN,
         **{k: v for k, v in env_extra.items() if k != "TORCH_THREADS"},
     )
     env["TORCH_THREADS"] = env_extra["TORCH_THREADS"]
@@ -105,7 +109,7 @@ def stack(kind: str, tmp: Path, env_extra: dict[str, str]) -> Iterator[tuple[htt
             yield pair
     else:
         device = env_extra["WORKER_DEVICE"]  # its threads follow this process's torch threads
-        with embedded_service("serve-http-", WORKER_DEVICE=device) as client:
+        with embedded_service("serve-http-", WORKER_DEVICE=device, METRICS_TOKEN=METRICS_TOKEN) as client:
             yield client, None
 
 
@@ -141,20 +145,33 @@ def over_http(client: httpx.Client, model_id: str, backend: str, requests: int, 
     for _ in range(3):  # loads (and converts) the model, and warms the path
         post(TEXTS)
     one = [timed(lambda: post([SENTENCE])) for _ in range(requests)]
-    rates = {}
+    rates, timings, batches = {}, {}, {}
     for n in clients:
         total = max(n * 4, 8)
+        timing.clear()
+        before = batch_sizes(client)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(lambda _: post(TEXTS), range(total)))
         rates[n] = total * len(TEXTS) / (time.perf_counter() - t0)
+        timings[str(n)] = {name: round(statistics.median(v), 2) for name, v in timing.items()}
+        after = batch_sizes(client)
+        batches[str(n)] = round((after[0] - before[0]) / max(1.0, after[1] - before[1]), 1)
     return {
         "answered_by": sorted(seen),
         "one_p50_ms": round(statistics.median(one), 2),
         "one_p99_ms": round(percentile(one, 0.99), 2),
         "sent_per_s": {str(n): round(r, 1) for n, r in rates.items()},
-        "timing_ms": {name: round(statistics.median(v), 2) for name, v in timing.items()},
+        "timing_ms": timings,  # the medians of the Server-Timing parts of the 32-sentence requests, by clients
+        "mean_batch": batches,  # sentences in the micro-batch a request was decoded in, on average, by clients
     }
+
+
+def batch_sizes(client: httpx.Client) -> tuple[float, float]:
+    """(sum, count) of the inference_batch_size histogram of /metrics."""
+    text = client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).text
+    found = dict(re.findall(r"^inference_batch_size_(sum|count) ([0-9.e+]+)$", text, re.M))
+    return float(found.get("sum", 0)), float(found.get("count", 0))
 
 
 def in_process(model_dir: Path, backend: str, requests: int, clients: list[int]) -> dict[str, Any]:

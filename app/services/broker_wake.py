@@ -122,8 +122,28 @@ class Channel(_SqlaChannel):  # type: ignore[misc]
         return engine
 
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
-        super()._put(queue, payload, **kwargs)  # committed: a consumer woken now finds it
-        notify(wake_folder(self.connection.client.hostname), queue)
+        super()._put(queue, payload, **kwargs)
+        notify(wake_folder(self.connection.client.hostname), queue)  # committed: a consumer woken now finds it
+
+    def _get(self, queue: str) -> Any:
+        """A message of `queue`, or Empty. On SQLite a plain read looks first (in WAL mode it takes no lock); only a
+        queue with a message takes the write lock to claim it, so idle queues never hold up a publish."""
+        if self.session.bind.dialect.name == "sqlite" and not self._has_visible(queue):
+            raise Empty()
+        return super()._get(queue)
+
+    def _has_visible(self, queue: str) -> bool:
+        obj = self._get_or_create(queue)
+        try:
+            found = (
+                self.session.query(self.message_cls.id)
+                .filter(self.message_cls.queue_id == obj.id, self.message_cls.visible != False)  # noqa: E712
+                .limit(1)
+                .first()
+            )
+        finally:
+            self.session.rollback()  # ends the read
+        return found is not None
 
 
 class Transport(_SqlaTransport):  # type: ignore[misc]
