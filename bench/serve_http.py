@@ -110,7 +110,21 @@ def stack(kind: str, tmp: Path, env_extra: dict[str, str]) -> Iterator[tuple[htt
     else:
         device = env_extra["WORKER_DEVICE"]  # its threads follow this process's torch threads
         with embedded_service("serve-http-", WORKER_DEVICE=device, METRICS_TOKEN=METRICS_TOKEN) as client:
-            yield client, None
+            yield client, inference_worker_pid()
+
+
+def inference_worker_pid() -> int | None:
+    """The embedded service's inference worker (`celery ... worker -Q inference`), found among this machine's
+    processes by its command line: the newest, as this benchmark has just started it."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"celery" in b" ".join(args) and b"-Q" in args and args[args.index(b"-Q") + 1] == b"inference":
+            found.append((proc.stat().st_mtime, int(proc.name)))
+    return max(found)[1] if found else None
 
 
 def timed(fn: Callable[[], Any]) -> float:
@@ -207,10 +221,11 @@ def in_process(model_dir: Path, backend: str, requests: int, clients: list[int])
     }
 
 
-def idle_cpu_percent(pid: int | None, seconds: float = 5.0) -> float | None:
-    """The share of one core a process used while nothing was asked of it."""
+def idle_cpu_percent(pid: int | None, seconds: float = 10.0, settle: float = 10.0) -> float | None:
+    """The share of one core a process used while nothing was asked of it (after `settle` seconds of quiet)."""
     if pid is None:
         return None
+    time.sleep(settle)
     before = cpu_ms(pid)
     time.sleep(seconds)
     return round((cpu_ms(pid) - before) / (seconds * 10), 2)

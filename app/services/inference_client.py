@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from celery.exceptions import TimeoutError as CeleryTimeout
+from celery.states import READY_STATES
 
 from app.core.observability import observe_batch_size, observe_inference
 from app.core.settings import Settings
@@ -64,10 +65,24 @@ def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseEx
     return BackendFailed(backend, args[0], type(exc).__name__)
 
 
-def poll_seconds(settings: Settings) -> float:
-    """How often the API looks for an answer: Redis tells it (the interval is unused), a file costs microseconds to
-    look for (app/services/result_files.py), a database row a millisecond or more."""
-    return 0.001 if settings.celery_result_backend.startswith("file://") else 0.005
+POLL_FIRST_SECONDS = 0.0005  # the first pause of a request waiting for its answer in a file or a row ...
+POLL_GROWTH = 1.5  # ... each next one this much longer ...
+POLL_LONGEST_SECONDS = 0.005  # ... up to this: a short answer is seen within a fraction of a millisecond, and
+# requests that wait long (many at once, behind a busy worker) do not crowd the API's threads with looks
+
+
+def wait_for_answer(result: Any, settings: Settings, timeout: float) -> Any:
+    """The task's answer, or the exception it raised (propagate=False). Redis tells the API when an answer arrives;
+    a file (app/services/result_files.py) or a database row is looked for, at growing intervals."""
+    if settings.celery_result_backend.startswith(("redis://", "rediss://")):
+        return result.get(timeout=timeout, interval=POLL_LONGEST_SECONDS, propagate=False)
+    deadline, pause = time.monotonic() + timeout, POLL_FIRST_SECONDS
+    while result.backend.get_task_meta(result.id)["status"] not in READY_STATES:
+        if time.monotonic() + pause > deadline:
+            raise CeleryTimeout(f"no answer to task {result.id} within {timeout:g}s")
+        time.sleep(pause)
+        pause = min(pause * POLL_GROWTH, POLL_LONGEST_SECONDS)
+    return result.get(timeout=timeout, propagate=False)  # ready: read now
 
 
 def forget(result: Any) -> None:
@@ -106,7 +121,7 @@ def call(
     except Exception as exc:
         raise ServiceUnavailable(f"broker unavailable: {type(exc).__name__}", BROKER_RETRY_SECONDS) from exc
     try:  # propagate=False: the exception a task raised is returned, told apart from one raised here
-        answer = result.get(timeout=timeout, interval=poll_seconds(settings), propagate=False)
+        answer = wait_for_answer(result, settings, timeout)
     except CeleryTimeout as exc:
         raise WorkerTimeout(f"no inference worker answered within {timeout:g}s") from exc
     except Exception as exc:  # the answer could not be read (the result backend is away)
