@@ -13,6 +13,7 @@ from celery.states import READY_STATES
 from app.core.observability import observe_batch_size, observe_inference
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, INFERENCE_QUEUE, NEIGHBORS, TRANSLATE
+from app.services import answer_wake
 from app.services.coalesce import Coalescer
 from app.services.errors import (
     BackendFailed,
@@ -65,23 +66,37 @@ def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseEx
     return BackendFailed(backend, args[0], type(exc).__name__)
 
 
-POLL_FIRST_SECONDS = 0.0005  # the first pause of a request waiting for its answer in a file or a row ...
+POLL_FIRST_SECONDS = 0.0005  # a request waiting for its answer in a database row looks after this pause ...
 POLL_GROWTH = 1.5  # ... each next one this much longer ...
-POLL_LONGEST_SECONDS = 0.005  # ... up to this: a short answer is seen within a fraction of a millisecond, and
-# requests that wait long (many at once, behind a busy worker) do not crowd the API's threads with looks
+POLL_LONGEST_SECONDS = 0.005  # ... up to this
 
 
 def wait_for_answer(result: Any, settings: Settings, timeout: float) -> Any:
-    """The task's answer, or the exception it raised (propagate=False). Redis tells the API when an answer arrives;
-    a file (app/services/result_files.py) or a database row is looked for, at growing intervals."""
-    if settings.celery_result_backend.startswith(("redis://", "rediss://")):
+    """The task's answer, or the exception it raised (propagate=False). Redis tells the API when an answer arrives,
+    and so does the worker that writes it to a file (app/services/answer_wake.py); a database row is looked for at
+    growing intervals."""
+    url = settings.celery_result_backend
+    if url.startswith(("redis://", "rediss://")):
         return result.get(timeout=timeout, interval=POLL_LONGEST_SECONDS, propagate=False)
+    waits = answer_wake.answer_waits(url) if url.startswith("file://") else None
+    woken = waits.expect(result.id) if waits is not None else None
     deadline, pause = time.monotonic() + timeout, POLL_FIRST_SECONDS
-    while result.backend.get_task_meta(result.id)["status"] not in READY_STATES:
-        if time.monotonic() + pause > deadline:
-            raise CeleryTimeout(f"no answer to task {result.id} within {timeout:g}s")
-        time.sleep(pause)
-        pause = min(pause * POLL_GROWTH, POLL_LONGEST_SECONDS)
+    try:
+        while True:
+            if woken is not None:
+                woken.clear()  # before the look: a wake-up that comes after it is kept for the wait below
+            if result.backend.get_task_meta(result.id)["status"] in READY_STATES:
+                break
+            if time.monotonic() + pause > deadline:
+                raise CeleryTimeout(f"no answer to task {result.id} within {timeout:g}s")
+            if woken is not None:
+                woken.wait(min(answer_wake.SAFETY_LOOK_SECONDS, max(0.0, deadline - time.monotonic())))
+            else:
+                time.sleep(pause)
+                pause = min(pause * POLL_GROWTH, POLL_LONGEST_SECONDS)
+    finally:
+        if waits is not None:
+            waits.done(result.id)
     return result.get(timeout=timeout, propagate=False)  # ready: read now
 
 

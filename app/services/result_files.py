@@ -3,9 +3,10 @@ them, written atomically.
 
 The embedded default used Celery's database backend on an SQLite file: storing an answer took the worker 3.4 ms and
 each look for it 1.4 ms of the API's CPU, so the API looked only every 5 ms; a one-sentence translation spent about
-10 ms between the worker's answer and the API's reading it. A file is written in tens of microseconds and looked
-for in a few, so the API looks every millisecond. Celery's own backend writes the file in place, where a reader
-could find half of it: here it is written under a temporary name and renamed (a rename within a folder is atomic).
+10 ms between the worker's answer and the API's reading it. A file is written in tens of microseconds, and the
+API process waiting for it is told at once (app/services/answer_wake.py). Celery's own backend writes the file in
+place, where a reader could find half of it: here it is written under a temporary name and renamed (a rename
+within a folder is atomic).
 The API removes each answer once it has read it (app/services/inference_client.py); an answer nobody read (its
 request timed out) is removed by the workers' sweep after `result_expires` (worker/reaper.py).
 """
@@ -19,6 +20,8 @@ from typing import Any
 
 from celery.backends.filesystem import FilesystemBackend
 from kombu.utils.encoding import ensure_bytes
+
+from app.services import answer_wake
 
 BACKEND = f"{__name__}:ResultFiles"  # for a file:// result backend URL (app/services/queueing.py)
 
@@ -37,6 +40,9 @@ class ResultFiles(_Base):  # type: ignore[misc]
         with self.open(partial, "wb") as out:
             out.write(ensure_bytes(value))
         os.replace(partial, path)
+        name, prefix = (k.decode() if isinstance(k, bytes) else k for k in (key, self.task_keyprefix))
+        if name.startswith(prefix):  # a task's answer: wake the API process waiting for it
+            answer_wake.answer_written(self.url, name.removeprefix(prefix))
 
 
 def celery_url(result_backend: str) -> str:

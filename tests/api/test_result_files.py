@@ -4,12 +4,13 @@ name and renamed, removed by the API once read, and by the workers' sweep once e
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 import pytest
 
 from app.core.settings import Settings
-from app.services import inference_client, result_files
+from app.services import answer_wake, inference_client, result_files
 from app.services.queueing import make_celery
 from worker import reaper
 
@@ -77,3 +78,30 @@ def test_the_sweep_removes_answers_nobody_read_once_expired(celery, tmp_path):
     os.utime(old, (an_hour_ago, an_hour_ago))
     reaper.clean_results(celery, force=True)
     assert os.listdir(tmp_path / "var" / "results") == ["celery-task-meta-new"]
+
+
+def test_a_waiting_request_is_woken_when_its_answer_is_written(celery, tmp_path, monkeypatch):
+    """The API's look for an answer is woken by the write (app/services/answer_wake.py): with the safety look set to
+    a minute, an answer written after the request began waiting is still read at once."""
+    from app.core.settings import get_settings
+
+    monkeypatch.setattr(answer_wake, "SAFETY_LOOK_SECONDS", 60.0)
+    settings = get_settings().model_copy(update={"celery_result_backend": celery.backend.url})
+    result = celery.AsyncResult("t-5")
+    writer = threading.Timer(0.3, lambda: celery.backend.store_result("t-5", {"text": "sechs"}, "SUCCESS"))
+    writer.start()
+    started = time.monotonic()
+    assert inference_client.wait_for_answer(result, settings, timeout=5) == {"text": "sechs"}
+    assert time.monotonic() - started < 5  # woken: not the minute's look, nor the timeout
+    waits = answer_wake.answer_waits(celery.backend.url)
+    assert waits is not None and "t-5" not in waits._events  # its event went with it
+
+
+def test_the_wait_for_an_answer_nobody_writes_times_out(celery, monkeypatch):
+    from celery.exceptions import TimeoutError as CeleryTimeout
+
+    from app.core.settings import get_settings
+
+    settings = get_settings().model_copy(update={"celery_result_backend": celery.backend.url})
+    with pytest.raises(CeleryTimeout, match="no answer to task t-6 within 0.2s"):
+        inference_client.wait_for_answer(celery.AsyncResult("t-6"), settings, timeout=0.2)
