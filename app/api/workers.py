@@ -7,11 +7,12 @@ from typing import Any
 
 from fastapi import APIRouter
 from pydantic import ValidationError
+from sqlalchemy import select
 
 from app.api.deps import SessionDep, SettingsDep
-from app.api.scopes import requires
+from app.api.scopes import ReadKey
 from app.core.scopes import Scope
-from app.db.tables import Worker
+from app.db.tables import TrainedModel, Worker
 from app.db.worker_rows import live_workers
 from app.schemas.service import WorkerList, WorkerPublic, WorkerServing
 
@@ -43,10 +44,22 @@ def _serving(stored: dict[str, Any] | None) -> WorkerServing | None:
         return None
 
 
-@router.get("", response_model=WorkerList, dependencies=[requires(Scope.READ)])
-def list_workers(session: SessionDep, settings: SettingsDep) -> WorkerList:
+@router.get("", response_model=WorkerList)
+def list_workers(session: SessionDep, settings: SettingsDep, key: ReadKey) -> WorkerList:
     """Workers whose heartbeat was seen in the last three periods: queues, device kind and name, memory, and what
-    an inference worker serves (its warm models, what `backend: auto` means on it)."""
-    return WorkerList(
-        workers=[worker_public(w, serving=True) for w in live_workers(session, settings.worker_heartbeat_seconds)]
+    an inference worker serves (its warm models, what `backend: auto` means on it). A worker serves every
+    organisation: of its warm models the caller sees its own organisation's, and how many others it holds
+    (`other_models`); the references it could not load (operators' settings) only with the admin scope."""
+    workers = [worker_public(w, serving=True) for w in live_workers(session, settings.worker_heartbeat_seconds)]
+    held = {m.model_id for w in workers if w.serving for m in w.serving.warm_models}
+    own = set(
+        session.scalars(select(TrainedModel.id).where(TrainedModel.id.in_(held), TrainedModel.owner_id == key.owner_id))
     )
+    for w in workers:
+        if w.serving is not None:
+            mine = [m for m in w.serving.warm_models if m.model_id in own]
+            w.serving.other_models = len(w.serving.warm_models) - len(mine)
+            w.serving.warm_models = mine
+            if Scope.ADMIN not in key.scopes:
+                w.serving.warm_failed = []
+    return WorkerList(workers=workers)

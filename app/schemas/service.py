@@ -36,8 +36,9 @@ class WorkerServing(Output):
     backend_note: str | None = None  # why that is not CTranslate2 on the worker's own device, where it is not
     cache_slots: int | None = None  # INFERENCE_CACHE_MODELS
     warming: bool = False  # still loading INFERENCE_WARM_MODELS
-    warm_models: list[WarmModel] = []
-    warm_failed: list[WarmFailure] = []
+    warm_models: list[WarmModel] = []  # of the caller's organisation
+    other_models: int = 0  # warm models of other organisations, counted only
+    warm_failed: list[WarmFailure] = []  # shown to keys with the admin scope
 
 
 class WorkerPublic(Output):

@@ -60,20 +60,47 @@ SERVING = {
 def test_an_inference_workers_record_says_what_it_serves_with_a_key_only(client, make_key):
     """What its heartbeat wrote (worker/warm.py) is in GET /v1/workers; /healthz, which needs no key, leaves it out;
     a record the API cannot read (written by a worker of another version) is left out rather than a 500."""
-    beat("inference@gpu-host", ["inference"], starting=True, info=H100, serving=SERVING)
+    from tests.api.test_init_model import _model_row
+
+    alice = make_key("alice")
+    alices = _model_row("alice")
+    serving = {**SERVING, "warm_models": [{**SERVING["warm_models"][0], "model_id": alices}]}
+    beat("inference@gpu-host", ["inference"], starting=True, info=H100, serving=serving)
     beat("training@h", ["training"], starting=True)
-    workers = {w["hostname"]: w for w in client.get("/v1/workers", headers=make_key("alice")).json()["workers"]}
+    workers = {w["hostname"]: w for w in client.get("/v1/workers", headers=alice).json()["workers"]}
     shown = workers["inference@gpu-host"]["serving"]
     assert shown["warm_models"][0].pop("loaded_at").startswith("2026-11-28T10:00:00")
     assert shown == {
-        **SERVING,
-        "warm_models": [{k: v for k, v in SERVING["warm_models"][0].items() if k != "loaded_at"}],
+        **serving,
+        "warm_models": [{k: v for k, v in serving["warm_models"][0].items() if k != "loaded_at"}],
+        "other_models": 0,
     }
     assert workers["training@h"]["serving"] is None
     assert all(w["serving"] is None for w in client.get("/healthz").json()["workers"])
     beat("inference@gpu-host", ["inference"])  # a beat without a record keeps the last one
     (kept,) = [w for w in client.get("/v1/workers", headers=make_key("alice")).json()["workers"] if w["serving"]]
-    assert kept["serving"]["warm_models"][0]["model_id"] == "m-1"
+    assert kept["serving"]["warm_models"][0]["model_id"] == alices
     beat("inference@gpu-host", ["inference"], serving={"warm_models": "not a list"})
     workers = {w["hostname"]: w for w in client.get("/v1/workers", headers=make_key("alice")).json()["workers"]}
     assert workers["inference@gpu-host"]["serving"] is None
+
+
+def test_another_organisation_sees_how_many_warm_models_a_worker_holds_not_which(client, make_key):
+    """A worker serves every organisation: bob sees alice's warm model only as a count; a key without the admin scope
+    does not see the references the worker could not load (an operator's settings)."""
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+    from tests.api.test_init_model import _model_row
+
+    make_key("alice")
+    record = {**SERVING, "warm_models": [{**SERVING["warm_models"][0], "model_id": _model_row("alice")}]}
+    beat("inference@gpu-host", ["inference"], starting=True, info=H100, serving=record)
+    (shown,) = [w["serving"] for w in client.get("/v1/workers", headers=make_key("bob")).json()["workers"]]
+    assert (shown["warm_models"], shown["other_models"]) == ([], 1)
+    assert shown["warm_failed"] == SERVING["warm_failed"]  # bob's key has every scope of his organisation's admin
+    with session_scope() as session:
+        _row, clear = create_key(session, "viewer-key", "bob", member_name="vera", role="viewer")
+    (shown,) = [
+        w["serving"] for w in client.get("/v1/workers", headers={"Authorization": f"Bearer {clear}"}).json()["workers"]
+    ]
+    assert (shown["warm_models"], shown["other_models"], shown["warm_failed"]) == ([], 1, [])
