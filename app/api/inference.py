@@ -110,13 +110,14 @@ def translate(
         lambda texts: inference_client.call(settings, TRANSLATE, [model_id, texts], options)[0],
     )
     elapsed = (time.perf_counter() - started) * 1000
-    set_server_timing(response, elapsed, answer["compute_ms"])
+    compute_ms = float(answer.get("compute_ms", 0.0))  # 0: a worker of an earlier version, which did not say
+    set_server_timing(response, elapsed, compute_ms)
     return TranslateResponse(
         translations=answer["translations"],
         model_id=model_id,
         backend=answer["backend"],  # the one that answered: "auto" asks the worker to choose
         elapsed_ms=round(elapsed, 2),
-        compute_ms=answer["compute_ms"],
+        compute_ms=compute_ms,
     )
 
 
@@ -139,9 +140,10 @@ def fill_mask(
     session.close()
     answer, _ = inference_client.call(settings, FILL_MASK, [model_id, body.text, body.top_k])
     elapsed = (time.perf_counter() - started) * 1000
-    set_server_timing(response, elapsed, answer["compute_ms"])
+    compute_ms = float(answer.get("compute_ms", 0.0))
+    set_server_timing(response, elapsed, compute_ms)
     return FillMaskResponse(
-        masks=answer["masks"], model_id=model_id, elapsed_ms=round(elapsed, 2), compute_ms=answer["compute_ms"]
+        masks=answer["masks"], model_id=model_id, elapsed_ms=round(elapsed, 2), compute_ms=compute_ms
     )
 
 
@@ -161,7 +163,7 @@ def attention(
         _check_texts(settings, [body.target], "target")
     session.close()
     answer, _ = inference_client.call(settings, ATTENTION, [model_id, body.text, body.target])
-    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms"))
+    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms", 0.0))
     return AttentionResponse(**answer)
 
 
@@ -179,7 +181,7 @@ def neighbors(
     model_id = served_model(session, model_id, key.owner_id).id
     session.close()
     answer, _ = inference_client.call(settings, NEIGHBORS, [model_id, token, k])
-    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms"))
+    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms", 0.0))
     return NeighborsResponse(**answer)
 
 
@@ -194,7 +196,7 @@ def geometry(
     served_model(session, model_id, key.owner_id)
     session.close()
     answer, _ = inference_client.call(settings, GEOMETRY, [model_id])
-    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms"))
+    set_server_timing(response, (time.perf_counter() - started) * 1000, answer.pop("compute_ms", 0.0))
     return GeometryResponse(**answer)
 
 

@@ -30,8 +30,17 @@ def worker_echo(monkeypatch):
     """Translate answers with the model id the API sent to the worker, for each text."""
 
     class Result:
+        id = "task-1"
+
         def __init__(self, answer: dict) -> None:
             self.answer = answer
+            self.backend = self
+
+        def get_task_meta(self, _task_id: str) -> dict:  # the answer is there at the first look
+            return {"status": "SUCCESS"}
+
+        def forget(self) -> None:
+            pass
 
         def get(self, **_kwargs: Any) -> dict:
             return self.answer
@@ -39,7 +48,8 @@ def worker_echo(monkeypatch):
     class Sender:
         def send_task(self, _task: str, args: list[Any], **_kwargs: Any) -> Result:
             model_id, texts = args
-            return Result({"translations": [{"text": model_id, "score": 0.0} for _ in texts], "backend": "pytorch"})
+            translations = [{"text": model_id, "score": 0.0} for _ in texts]
+            return Result({"translations": translations, "backend": "pytorch", "compute_ms": 1.0})
 
     monkeypatch.setattr(inference_client, "queue_depth", lambda: 0)
     monkeypatch.setattr(inference_client, "get_sender", Sender)
