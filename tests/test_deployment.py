@@ -111,6 +111,21 @@ def test_a_gpu_worker_refuses_to_start_where_it_sees_no_gpu(compose, name):
     assert resolve_device(setting, 8) == torch.device("cuda", 0)
 
 
+@pytest.mark.parametrize("name", ["worker-training", "worker-training-gpu"])
+def test_training_workers_are_reachable_only_on_an_internal_network_with_their_datastores(compose, name):
+    """Fault: a training worker shares a network with the API or anything with a route out, where a job of several
+    hosts would listen (docs/security.md). Pass: it is on internal networks only, with no published port, and the
+    datastores it needs (PostgreSQL, Redis, MinIO) are on one of them; the API and the inference workers are not."""
+    service = compose["services"][name]
+    networks = service.get("networks", ["default"])
+    assert networks and all(compose.get("networks", {}).get(n, {}).get("internal") for n in networks), networks
+    assert "ports" not in service
+    for store in ("postgres", "redis", "minio"):
+        assert set(networks) & set(compose["services"][store].get("networks", ["default"])), store
+    for other in ("api", "worker-inference", "worker-inference-gpu", "flower"):
+        assert not set(networks) & set(compose["services"][other].get("networks", ["default"])), other
+
+
 def test_migrate_runs_alembic_before_api_and_workers(compose):
     assert compose["services"]["migrate"]["command"] == ["alembic", "upgrade", "head"]
     for name in ("api", "worker-training", "worker-inference"):

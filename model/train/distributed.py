@@ -10,19 +10,19 @@ Where the ranks run (which host, which local GPU) changes nothing but `local_ran
 one host of N processes or on N hosts of one.
 
 On CUDA a rank uses cuda:<local rank> and NCCL; on CPU the gloo backend. Started by PyTorch's elastic launcher
-(torchrun, or torch.distributed.launcher.api as worker/training/agent.py does), each rank joins through the
-store of the launcher's round:
+(torchrun, or torch.distributed.launcher.api as worker/training/agent.py does), each rank joins through a store:
+on one host a file in the job's private folder (no network listener at all), across hosts the launcher round's
+TCPStore on the workers' network:
 
-    ctx = init_process_group(rank, world_size, "cuda", local_rank=local_rank, store=launcher_store())
+    ctx = init_process_group(rank, world_size, "cuda", local_rank=local_rank, store=file_store(path, world_size))
     try:
         train(data, config, checkpoint_root, callbacks, dist=ctx)
     finally:
         destroy_process_group()
 
-Without a launcher (tests, a notebook), one process hosts the store and passes its port to the others:
-
-    store = rendezvous_store(world_size)
-    ctx = init_process_group(0, world_size, "cpu", store=store)          # rank r > 0: master_port=store.port
+Nothing a rank receives from another is unpickled: the collectives below carry tensors of numbers or of JSON
+text, never Python objects (torch's broadcast_object_list and all_gather_object would unpickle whatever reached
+the group's connections).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -45,6 +46,7 @@ if TYPE_CHECKING:  # torch.distributed re-exports these from here without markin
     from torch._C._distributed_c10d import Store, TCPStore
 
 T = TypeVar("T")
+J = TypeVar("J", bound="str | int | float | bool | None | list[Any] | dict[str, Any]")
 S = TypeVar("S", bound=str)
 DEFAULT_TIMEOUT = timedelta(minutes=30)  # a collective waits this long for a slow rank (rank 0 evaluating, saving)
 
@@ -63,14 +65,11 @@ def device_for(local_rank: int, device_type: str) -> torch.device:
     return torch.device("cuda", local_rank) if device_type == "cuda" else torch.device(device_type)
 
 
-def rendezvous_store(
-    world_size: int, host: str = "127.0.0.1", port: int = 0, timeout: timedelta = DEFAULT_TIMEOUT
-) -> TCPStore:
-    """A rendezvous server for ranks started without a launcher. Port 0 picks a free port: pass store.port on."""
-    server: TCPStore = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
-        host, port, world_size, is_master=True, timeout=timeout, wait_for_workers=False
-    )
-    return server
+def file_store(path: Path | str, world_size: int) -> Store:
+    """A store the ranks of one host meet through: a file in a folder only this job's processes can read, so
+    nothing listens on the network. A fresh path per round (a restarted group would find the last round's keys)."""
+    store: Store = dist.FileStore(str(path), world_size)  # type: ignore[attr-defined]  # public, re-exported
+    return store
 
 
 def launcher_store(timeout: timedelta = DEFAULT_TIMEOUT, env: dict[str, str] | None = None) -> TCPStore:
@@ -96,14 +95,12 @@ def init_process_group(
     device_type: str = "cpu",
     *,
     local_rank: int | None = None,
-    store: Store | None = None,
-    master_addr: str = "127.0.0.1",
-    master_port: int | None = None,
+    store: Store,
     timeout: timedelta = DEFAULT_TIMEOUT,
 ) -> DistContext:
     """Join the default process group as `rank` (on this host's GPU `local_rank`, default `rank`) and return its
-    context. The ranks meet through `store` (launcher_store(), rendezvous_store()), else the store at
-    master_addr:master_port. The call returns once every rank has joined."""
+    context. The ranks meet through `store` (file_store() on one host, launcher_store() across hosts). The call
+    returns once every rank has joined."""
     if not (isinstance(world_size, int) and world_size >= 1 and isinstance(rank, int) and 0 <= rank < world_size):
         raise DistributedError(f"rank={rank!r} must be in [0, world_size={world_size!r})")
     if device_type not in ("cpu", "cuda"):
@@ -118,12 +115,6 @@ def init_process_group(
     device = device_for(local_rank, device_type)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    if store is None:
-        if master_port is None:
-            raise DistributedError(f"rank {rank} needs a store or master_port to join")
-        store = dist.TCPStore(  # type: ignore[attr-defined]  # public, but only implicitly re-exported
-            master_addr, master_port, world_size, is_master=False, timeout=timeout
-        )
     dist.init_process_group(
         backend_for(device_type),
         store=store,
@@ -209,18 +200,26 @@ class DistContext:
         agreed = int(t.item())
         return None if agreed == 0 else order[len(order) - agreed]
 
-    def broadcast(self, obj: T) -> T:
-        """Rank 0's obj (JSON-like), on every rank."""
-        box = [obj if self.is_main else None]
-        dist.broadcast_object_list(box, src=0, device=self.device)
-        return cast(T, box[0])  # rank 0's obj now fills every rank's box
+    def broadcast(self, value: J) -> J:
+        """Rank 0's JSON value on every rank: its UTF-8 text in a byte tensor, after the text's length."""
+        data = json.dumps(value).encode() if self.is_main else b""
+        size = torch.tensor([len(data)], dtype=torch.int64, device=self.device)
+        dist.broadcast(size, src=0)
+        buffer = torch.zeros(int(size.item()), dtype=torch.uint8, device=self.device)
+        if self.is_main:
+            buffer.copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        dist.broadcast(buffer, src=0)
+        decoded: J = json.loads(buffer.cpu().numpy().tobytes().decode())
+        return decoded
 
     def check_same(self, what: str, value: Any) -> None:
-        """Raise DistributedError on every rank unless every rank passed the same JSON-like value."""
-        digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
-        digests: list[Any] = [None] * self.world_size
-        dist.all_gather_object(digests, digest)
-        differ = [r for r, d in enumerate(digests) if d != digests[0]]
+        """Raise DistributedError on every rank unless every rank passed the same JSON-like value: each rank's
+        SHA-256 of it, gathered as bytes."""
+        digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).digest()
+        mine = torch.frombuffer(bytearray(digest), dtype=torch.uint8).to(self.device)
+        digests = [torch.zeros_like(mine) for _ in range(self.world_size)]
+        dist.all_gather(digests, mine)
+        differ = [r for r, d in enumerate(digests) if not torch.equal(d, digests[0])]
         if differ:
             raise DistributedError(f"rank(s) {differ} have other {what} than rank 0")
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.support import services
+from tests.support import services, sockets
 from tests.support.client import Api
 from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job, query
@@ -123,11 +123,22 @@ def _close(a: dict[int, float], b: dict[int, float], steps) -> None:
 
 
 def _one_host_run(stack) -> dict:
-    """The 1-host x 2-process job, trained once for the tests that compare against it."""
+    """The 1-host x 2-process job, trained once for the tests that compare against it; while it runs, the TCP
+    addresses its agent and rank processes listen on are noted (pid -> addresses)."""
     if "one_host" not in stack["runs"]:
         api = stack["api"]
         job = api.submit(numbers_job(stack["train"], stack["valid"], devices=2, **STEPS))
-        stack["runs"]["one_host"] = {"job": job, "done": api.wait(job["id"], DONE, timeout=240)}
+        listened: dict[int, set[str]] = {}
+
+        def done_noting_listeners() -> dict | None:
+            for module in ("worker.training.agent", "worker.training.rank"):
+                for pid in _processes(module, job["id"]):
+                    listened.setdefault(pid, set()).update(sockets.listening(pid))
+            found = api.job(job["id"])
+            return found if found["status"] in DONE else None
+
+        done = wait_for(done_noting_listeners, timeout=240, what=f"job {job['id']} to finish", interval=0.1)
+        stack["runs"]["one_host"] = {"job": job, "done": done, "listened": listened}
     return stack["runs"]["one_host"]
 
 
@@ -161,6 +172,18 @@ def test_a_two_device_job_succeeds_with_one_metric_row_per_step_and_a_model_that
     assert response.status_code == 200, response.text
     (translation,) = response.json()["translations"]  # 30 steps teach little: any text, a finite score
     assert isinstance(translation["text"], str) and translation["score"] > float("-inf")
+
+
+def test_a_one_host_group_listens_on_no_network_address(stack):
+    """Fault: the agent's rendezvous or the ranks' store is a TCPStore, which listens on every interface whatever
+    host it is given (and PyTorch unpickles the rendezvous state it holds), or gloo binds the host's address.
+    Pass: while the 1 x 2 job trained, its agent and both rank processes were seen, and every TCP socket any of
+    them listened on was on loopback."""
+    run = _one_host_run(stack)
+    assert run["done"]["status"] == "succeeded", run["done"]["error"]
+    assert len(run["listened"]) >= 3, f"the agent and 2 ranks were not all seen: {run['listened']}"
+    exposed = {pid: sorted(a for a in found if not sockets.is_loopback(a)) for pid, found in run["listened"].items()}
+    assert not any(exposed.values()), f"listening beyond loopback: {exposed}"
 
 
 def test_two_hosts_of_one_process_train_the_same_losses_as_one_host_of_two(stack):

@@ -25,7 +25,7 @@ from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import load_checkpoint
 from model.io.checkpoint_files import list_checkpoints, step_dir
 from model.train.config import TrainConfig
-from model.train.distributed import DistributedError, destroy_process_group, init_process_group, rendezvous_store
+from model.train.distributed import DistributedError, destroy_process_group, file_store, init_process_group
 from model.train.events import Callbacks
 from model.train.loop import train
 from model.train.prepare import PreparedData, prepare
@@ -84,11 +84,12 @@ class Record:
         )
 
 
-def _rank_main(rank: int, port: int, tokenizer_dir: str, out: str) -> None:
+def _rank_main(rank: int, store_path: str, tokenizer_dir: str, out: str) -> None:
     """One spawned rank: the 2-process runs, each rank writing what it saw to out/<run>-rank<r>.json."""
     torch.set_num_threads(1)
     out_dir = Path(out)
-    ctx = init_process_group(rank, WORLD, "cpu", master_port=port, timeout=timedelta(seconds=60))
+    store = file_store(store_path, WORLD)
+    ctx = init_process_group(rank, WORLD, "cpu", store=store, timeout=timedelta(seconds=60))
     data = _data(Tokenizer.load(tokenizer_dir))
     try:
         for name, cfg in (("fresh", _config(1)), ("from-single", _config(1)), ("preempt", _config(1, max_steps=100))):
@@ -140,8 +141,8 @@ def runs(tmp_path_factory) -> dict:
     train(data, _config(2), out / "single", single.callbacks())
     shutil.copytree(step_dir(out / "single", 3), step_dir(out / "from-single", 3))  # resumed by 2 processes
 
-    store = rendezvous_store(WORLD)  # the processes meet here (the worker's rank 0 hosts it instead)
-    mp.spawn(_rank_main, args=(store.port, str(out / "tokenizer"), str(out)), nprocs=WORLD, join=True)
+    store = str(out / "rendezvous")  # the processes meet in this file, as a job's ranks on one host do
+    mp.spawn(_rank_main, args=(store, str(out / "tokenizer"), str(out)), nprocs=WORLD, join=True)
 
     shutil.copytree(step_dir(out / "fresh", 3), step_dir(out / "from-ddp", 3))  # resumed by 1 process
     from_ddp = Record()

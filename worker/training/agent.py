@@ -35,6 +35,8 @@ from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, P
 from torch.distributed.elastic.rendezvous.api import RendezvousClosedError, RendezvousTimeoutError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from worker.training import rendezvous
+
 OUTCOME = "agent.json"
 SHUTDOWN_SECONDS = 120  # for the ranks to stop after SIGTERM: rank 0 writes a checkpoint first
 MONITOR_SECONDS = 0.5  # how often the agent looks at its ranks
@@ -43,15 +45,16 @@ WATCH_SECONDS = 0.5
 
 
 def launch_config(args: argparse.Namespace) -> LaunchConfig:
-    """The launcher's settings for this host of the job's group."""
+    """The launcher's settings for this host of the job's group (its rendezvous: worker/training/rendezvous.py)."""
+    backend, endpoint, configs = rendezvous.agent_rendezvous(args.nodes, args.endpoint, args.workdir, args.launch)
     return LaunchConfig(
         min_nodes=args.nodes,
         max_nodes=args.nodes,
         nproc_per_node=args.devices,
         run_id=f"{args.job_id}-{args.attempt}",
-        rdzv_backend="c10d",
-        rdzv_endpoint=args.endpoint,
-        rdzv_configs={"is_host": args.host, "join_timeout": args.join_timeout},
+        rdzv_backend=backend,
+        rdzv_endpoint=endpoint,
+        rdzv_configs={"is_host": args.host, "join_timeout": args.join_timeout, **configs},
         max_restarts=args.max_restarts,
         monitor_interval=MONITOR_SECONDS,
         local_addr=args.local_addr or None,
@@ -73,6 +76,8 @@ def rank_argv(args: argparse.Namespace) -> list[str]:
         args.worker,
         "--node-rank",
         str(args.node_rank),
+        "--nodes",
+        str(args.nodes),
         "--launch",
         str(args.launch),
         "--workdir",
@@ -147,6 +152,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    rendezvous.register()
     _stop_with_parent(os.getppid())
     outcome = run(args)
     (args.workdir / OUTCOME).write_text(json.dumps(outcome))

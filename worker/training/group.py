@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from worker.training import job_log
+from worker.training import job_log, rendezvous
 from worker.training.agent import OUTCOME
 
 log = logging.getLogger(__name__)
@@ -189,6 +189,7 @@ def run_agent(node: Node, stop: StopCheck) -> Outcome:
         # A new store for each round of the rendezvous, so a restarted group never reads the last one's addresses
         # (the agents' shared store keeps them: rank.py's store lives as long as its round).
         "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+        **(rendezvous.LOOPBACK_ENV if node.nodes == 1 else {}),  # one host's ranks connect over loopback only
     }
     (node.workdir / OUTCOME).unlink(missing_ok=True)
     proc = subprocess.Popen(

@@ -27,6 +27,7 @@ from app.schemas.jobs import TrainingSpec
 from model.data.tokenizer import Tokenizer
 from model.train.config import StopReason, TrainConfig, TrainingError
 from model.train.events import TrainResult
+from worker.training import rendezvous
 from worker.training.callbacks import LeaseLost
 from worker.training.group import POLL_SECONDS, Node, Outcome, describe, launch_key, run_agent
 from worker.training.lease import RunState
@@ -152,7 +153,8 @@ def lead(
 def _invite(node: Node, kind: str) -> None:
     """Publish the launch files, take node 0, and send a join task for each other node."""
     store, key = get_store(), launch_key(node.job_id, node.attempt)
-    for name in ("tokenizer.json", TRAIN_CONFIG):
+    rendezvous.write_key(node.launch)  # for this attempt's hosts alone: their agents sign the rendezvous state with it
+    for name in ("tokenizer.json", TRAIN_CONFIG, rendezvous.KEY_FILE):
         store.push(node.launch / name, f"{key}/{name}")
     with session_scope() as session:
         if not node_rows.join(session, node.job_id, node.attempt, 0, node.worker):

@@ -1,6 +1,6 @@
 """One process (rank) of a data-parallel job, as PyTorch's elastic agent starts it (worker/training/agent.py):
 
-    python -m worker.training.rank --job-id J --attempt A --worker W --node-rank K
+    python -m worker.training.rank --job-id J --attempt A --worker W --node-rank K --nodes N
         --launch L --workdir W --checkpoint-root C
 
 The agent sets LOCAL_RANK, LOCAL_WORLD_SIZE, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Its rendezvous orders the
@@ -43,13 +43,20 @@ from model.data.tokenizer import Tokenizer
 from model.io.checkpoint_files import CheckpointError
 from model.nn.out_of_memory import is_out_of_memory
 from model.train.config import TrainConfig, TrainingError
-from model.train.distributed import destroy_process_group, device_for, init_process_group, launcher_store
+from model.train.distributed import (
+    destroy_process_group,
+    device_for,
+    file_store,
+    init_process_group,
+    launcher_store,
+)
 from model.train.events import TrainResult
 from model.train.loop import train
 from worker.training import job_log
 from worker.training.callbacks import LeaseLost, checkpoint_key, job_callbacks
 from worker.training.job_data import load_job, prepare_job
 from worker.training.lease import KEEPER_SECONDS, LeaseKeeper, RunState
+from worker.training.rendezvous import ranks_store_path
 
 log = logging.getLogger(__name__)
 WATCH_SECONDS = 0.5  # how often a rank checks that its agent is still there
@@ -123,6 +130,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--attempt", type=int, required=True)
     parser.add_argument("--worker", required=True, help="the worker holding the job's claim (node 0's)")
     parser.add_argument("--node-rank", type=int, required=True)
+    parser.add_argument("--nodes", type=int, required=True, help="hosts in the group: one meets through a file")
     parser.add_argument("--launch", type=Path, required=True, help="node 0's tokenizer.json and train_config.json")
     parser.add_argument("--workdir", type=Path, required=True, help="where rank 0 leaves its result")
     parser.add_argument("--checkpoint-root", type=Path, required=True)
@@ -168,9 +176,10 @@ def _train(args: argparse.Namespace, where: Place, lease_seconds: int, state: Ru
     config = node0.model_copy(update={"device": str(device_for(where.local_rank, device_type))})
     if where.restart > 0 and args.node_rank > 0 and where.local_rank == 0:  # restarted: rank 0 checkpointed since
         get_store().fetch(checkpoint_key(args.job_id), missing_ok=True)  # (a shared folder: nothing to copy)
-    ctx = init_process_group(
-        where.rank, where.world_size, device_type, local_rank=where.local_rank, store=launcher_store()
-    )
+    # One host: a file in the private workdir, so nothing listens (worker/training/rendezvous.py).
+    path = ranks_store_path(args.workdir, where.restart)
+    store = file_store(path, where.world_size) if args.nodes == 1 else launcher_store()
+    ctx = init_process_group(where.rank, where.world_size, device_type, local_rank=where.local_rank, store=store)
     log.info(
         "job %s: rank %d of %d (node %d, %s) joined%s",
         args.job_id,
