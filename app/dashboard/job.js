@@ -64,26 +64,26 @@ function waitingNote(job) {
     "It stays queued and starts when one comes.");
 }
 
-/** What the worker chose from the time budget, and why; or which settings it will choose. */
+/** What the worker chose from the time budget (and whether it compiles the steps), and why; or what it will choose. */
 function autoSettingsView(auto) {
   if (!auto) return null;
   if (!auto.chosen) {
     return h("p", { class: "muted", id: "auto-settings" },
-      `Chosen by the worker from the time budget when the job starts: ${auto.fields.join(", ")}.`);
+      `Chosen by the worker when the job starts: ${auto.fields.join(", ")}.`);
   }
-  const inputs = auto.inputs || {};
+  const inputs = auto.inputs;
   return h("div", { id: "auto-settings" },
-    h("h3", {}, "chosen from the time budget"),
+    h("h3", {}, inputs ? "chosen from the time budget" : "chosen by the worker"),
     h("table", {},
       h("thead", {}, h("tr", {}, ["Setting", "Value", "Why"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, Object.entries(auto.chosen).map(([name, value]) => h("tr", {},
         h("td", { "data-label": "Setting" }, h("code", {}, name)),
-        h("td", { "data-label": "Value" }, fmtNumber(value)),
+        h("td", { "data-label": "Value" }, typeof value === "boolean" ? (value ? "on" : "off") : fmtNumber(value)),
         h("td", { "data-label": "Why" }, auto.reasons?.[name] ?? "–"))))),
-    h("p", { class: "muted" },
+    inputs ? h("p", { class: "muted" },
       `From ${fmtNumber(inputs.training_pairs ?? 0)} training pairs, a longest example of ${inputs.longest_example ?? "?"} tokens ` +
       `and ${fmtNumber(Math.round(inputs.tokens_per_second ?? 0))} batch tokens/s (${auto.throughput ?? "unknown"}` +
-      `${auto.probe_seconds ? `, timed in ${auto.probe_seconds} s` : ""}).`));
+      `${auto.probe_seconds ? `, timed in ${auto.probe_seconds} s` : ""}).`) : null);
 }
 
 /** The job's page; `card` (dynamics, embeddings or memory: #/jobs/<id>/<card>) is scrolled to once it is placed. */

@@ -187,8 +187,8 @@ class MetricPoint(Output):
 class AutoSettings(Output):
     """Settings chosen by the worker from the time budget, because the job gave max_minutes without them."""
 
-    fields: list[str] = Field(description="what the job left to the budget")
-    chosen: dict[str, int] | None = Field(
+    fields: list[str] = Field(description="what the job left to the budget, and compile when it left that out")
+    chosen: dict[str, int | bool] | None = Field(
         None,
         description="the values, once the worker has chosen them (they are "
         "also in the job's model and training sections)",
@@ -206,6 +206,11 @@ class AutoSettings(Output):
         "inputs.throughput_curve), or pinned by WORKER_TOKENS_PER_SECOND",
     )
     probe_seconds: float | None = Field(None, description="how long the timed steps took")
+    compile_inputs: dict[str, Any] | None = Field(
+        None,
+        description="what training.compile was chosen from: the graphs the run would compile (one per length "
+        "bucket its batches reach) and how long it trains (the time budget, or its steps at the measured pace)",
+    )
 
 
 class JobPublic(Output):

@@ -60,11 +60,13 @@ class TrainSettings(Settings):
         description="bf16: mixed precision (bf16 autocast, fp32 weights and optimizer); fp32: none. "
         "Default (null): bf16 on a GPU worker, fp32 on a CPU worker",
     )
-    compile: bool = Field(
-        False,
+    compile: bool | None = Field(
+        None,
         description="torch.compile each micro-batch's forward, loss and backward as one graph, a graph per bucket "
-        "of padded lengths (data-parallel: each encoder and decoder layer); worth it on a GPU, the first steps of "
-        "each bucket are slower while it compiles; a compiler failure falls back to eager, logged",
+        "of padded lengths (data-parallel: each encoder and decoder layer); the first steps of each bucket are "
+        "slower while it compiles; a compiler failure falls back to eager, logged. Default (null): the worker "
+        "chooses, on for a GPU job whose training time wins back the compile time, off on a CPU "
+        "(auto_settings.reasons.compile says why)",
     )
     log_every: int | None = Field(
         None,

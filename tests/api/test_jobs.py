@@ -63,6 +63,7 @@ def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice
         "expected_updates": None,
         "throughput": None,
         "probe_seconds": None,
+        "compile_inputs": None,
     }
     some = client.post(
         "/v1/jobs",

@@ -12,6 +12,8 @@ from app.schemas.jobs import ModelSpec, TrainingSpec
 from model.data.demo import numbers_to_words_task, split_numbers
 from model.probes.anatomy import estimate_memory
 from model.train.budget import BudgetInputs, choose_warmup, training_seconds
+from model.train.compile_choice import COMPILE_SECONDS_PER_GRAPH, COMPILED_SPEEDUP, DATA_PARALLEL_GRAPHS
+from model.train.step_graph import bucket_length
 from worker.training import auto_settings
 from worker.training.auto_settings import choose_settings, pending
 from worker.training.job_data import JobRows, prepare_job
@@ -37,11 +39,13 @@ def worker_env(monkeypatch):
 
 
 def _rows(corpus, fields: list[str], **training) -> JobRows:
+    """A job on the corpus leaving `fields` to its 2-minute budget (and training.compile given, unless in training)."""
+    training = {"compile": False, "max_minutes": 2, "max_length": 40, "seed": 3, **training}
     job = Job(
         id="job-1",
         objective="translation",
         model_config=ModelSpec(preset="tiny").model_dump(mode="json"),
-        training_config=TrainingSpec(max_minutes=2, max_length=40, seed=3, **training).model_dump(mode="json"),
+        training_config=TrainingSpec(**training).model_dump(mode="json"),
         auto_settings={"fields": fields},
     )
     return JobRows(job, list(corpus[0]), list(corpus[1]))
@@ -159,3 +163,71 @@ def test_a_pinned_throughput_is_used_on_a_gpu_too(larger_corpus, worker_env, fak
         3000,
         (),
     )
+
+
+def _buckets(data) -> int:
+    return len({bucket_length(e.size) for e in data.train_examples})
+
+
+def test_a_cpu_job_that_leaves_compile_out_runs_eager_and_says_why(corpus, worker_env, fake_gpu):
+    """Pass: with no budget fields, the worker still decides compile (off on a CPU, nothing timed), records it
+    beside the budget's choices with its reason, writes it into the job's settings, and has nothing left to choose."""
+    rows = _rows(corpus, [], compile=None)
+    assert pending(rows) == ["compile"]
+    choose_settings(rows, "cpu")
+    auto = json.loads(json.dumps(rows.job.auto_settings))
+    assert rows.job.training_config["compile"] is False
+    assert (auto["fields"], auto["chosen"]) == (["compile"], {"compile": False})
+    assert "CPU" in auto["reasons"]["compile"] and fake_gpu == []
+    assert pending(rows) == []
+
+
+def test_a_gpu_job_compiles_when_its_budget_wins_back_the_compile_time(larger_corpus, worker_env, fake_gpu):
+    """Pass: the same corpus on a GPU compiles with 10 hours (saved time > graphs x compile seconds) and not with
+    2 minutes; the record names the graphs (one per length bucket) and the training seconds it weighed."""
+    worker_env(WORKER_TOKENS_PER_SECOND="3000")
+    long = _rows(larger_corpus, ["warmup_steps"], compile=None, max_minutes=600)
+    data = choose_settings(long, "cuda")
+    graphs = _buckets(data)
+    assert long.job.training_config["compile"] is True and long.job.auto_settings["chosen"]["compile"] is True
+    spec = long.job.training_config  # it stops at max_steps or at 10 hours, whichever comes first
+    steps_seconds = spec["max_steps"] * spec["grad_accum_steps"] * spec["max_tokens_per_batch"] / 3000
+    assert long.job.auto_settings["compile_inputs"] == {
+        "graphs": graphs,
+        "training_seconds": round(min(36000.0, steps_seconds), 1),
+    }
+    assert long.job.auto_settings["reasons"]["compile"].startswith("on:")
+    short = _rows(larger_corpus, ["warmup_steps"], compile=None)
+    choose_settings(short, "cuda")
+    assert 120 * (1 - 1 / COMPILED_SPEEDUP) < graphs * COMPILE_SECONDS_PER_GRAPH  # the case is a real "off"
+    assert short.job.training_config["compile"] is False
+    assert short.job.auto_settings["reasons"]["compile"].startswith("off:")
+    assert set(short.job.auto_settings["chosen"]) == {"warmup_steps", "compile"}
+
+
+def test_a_gpu_job_without_a_budget_is_weighed_by_its_steps_at_the_timed_pace(larger_corpus, worker_env, fake_gpu):
+    """Pass: no max_minutes: the worker times the job's own batch once and weighs max_steps at that pace; many
+    steps compile, few do not. Data-parallel jobs count DATA_PARALLEL_GRAPHS (compiled layers) whatever the lengths."""
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    many = _rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=200_000, max_tokens_per_batch=4096)
+    choose_settings(many, "cuda")
+    assert fake_gpu == [("cuda", 4096)]
+    seconds = 200_000 * 4096 / _gpu_rate(4096)
+    assert many.job.auto_settings["compile_inputs"]["training_seconds"] == round(seconds, 1)
+    assert many.job.training_config["compile"] is True
+    few = _rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=50, max_tokens_per_batch=4096)
+    choose_settings(few, "cuda")
+    assert few.job.training_config["compile"] is False
+    group = _rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=200_000, devices=2)
+    choose_settings(group, "cuda")
+    assert group.job.auto_settings["compile_inputs"]["graphs"] == DATA_PARALLEL_GRAPHS
+
+
+def test_an_explicit_compile_is_never_chosen_again(corpus, worker_env, fake_gpu):
+    """Pass: compile given (true on a CPU, false on a GPU with a long budget) is kept and nothing is recorded."""
+    rows = _rows(corpus, [], compile=True)
+    assert pending(rows) == []
+    worker_env(WORKER_TOKENS_PER_SECOND="3000")
+    rows = _rows(corpus, ["warmup_steps"], compile=False, max_minutes=600)
+    choose_settings(rows, "cuda")
+    assert rows.job.training_config["compile"] is False and "compile" not in rows.job.auto_settings["chosen"]

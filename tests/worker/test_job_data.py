@@ -21,7 +21,8 @@ def test_precision_follows_the_job_or_else_the_worker_device():
 
 def test_compile_reaches_the_training_config():
     assert train_config(Job(training_config={"compile": True}), "cpu").compile is True
-    assert train_config(Job(training_config={}), "cpu").compile is False
+    assert train_config(Job(training_config={"compile": False}), "cpu").compile is False
+    assert train_config(Job(training_config={}), "cpu").compile is None  # left to the worker (auto_settings.py)
 
 
 def test_log_every_follows_the_job_or_else_the_worker_device():

@@ -97,7 +97,7 @@ def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData,
     root = get_store().fetch(checkpoint_key(claim.job_id), missing_ok=True)  # a remote store: its checkpoints, here
     resume_from = latest_good_checkpoint(root)
     if pending(rows):  # settings left to the time budget, chosen once; a later attempt trains with them
-        data = choose_settings(rows, device)
+        data = choose_settings(rows, device, Tokenizer.load(resume_from) if resume_from else None)
         chosen = rows.job.auto_settings
         assert chosen is not None  # choose_settings recorded its choice in the job
         with session_scope() as session:

@@ -1,4 +1,5 @@
-"""Settings a job left to its time budget, chosen by the worker that first runs it (the rule: model/train/budget.py).
+"""Settings a job left to its time budget, chosen by the worker that first runs it (the rule: model/train/budget.py),
+and whether its steps are compiled when it left training.compile out (model/train/compile_choice.py).
 
 The worker measures what the rule needs (the corpus, the longest example, what fits in memory, its own
 throughput) and the task records the choice in the job once; a later attempt finds it and trains with it. On a GPU
@@ -11,12 +12,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from app.core.settings import get_settings
 from app.schemas.jobs import TrainingSpec
 from model.data.batching import Example, example_sizes
+from model.data.tokenizer import Tokenizer
 from model.probes.anatomy import estimate_memory
 from model.train.budget import (
     AUTO_FIELDS,
@@ -27,8 +30,10 @@ from model.train.budget import (
     choose_vocabulary,
     largest_batch,
 )
+from model.train.compile_choice import choose_compile, graphs_for
 from model.train.config import TrainConfig
 from model.train.prepare import PreparedData
+from model.train.step_graph import bucket_length
 from model.train.throughput import measure_throughput
 from worker.device import memory_limit_bytes
 from worker.training.job_data import JobRows, prepare_job, train_config
@@ -37,6 +42,7 @@ log = logging.getLogger(__name__)
 PROBE_TOKENS = 2048  # batch size of the timed steps
 CURVE_FACTORS = (1, 4, 16)  # a curve times PROBE_TOKENS and these multiples of it, each within memory and the corpus
 PROBE_STEPS = 3  # batches timed at each batch size, each stepped once untimed first
+COMPILE = "compile"  # training.compile left out: chosen here too, recorded beside the budget's choices
 
 
 def curve_sizes(probe: int, fits: int, examples: Sequence[Example]) -> list[int]:
@@ -59,15 +65,54 @@ def wants_curve(device: str) -> bool:
 
 
 def pending(rows: JobRows) -> list[str]:
-    """The fields still to choose: none once the choice is recorded."""
+    """The fields still to choose: none once the choice is recorded (compile: once training_config holds it)."""
     auto = rows.job.auto_settings or {}
-    return [] if "chosen" in auto else list(auto.get("fields", []))
+    budget = [] if "chosen" in auto else [f for f in auto.get("fields", []) if f != COMPILE]
+    return budget + ([COMPILE] if TrainingSpec.stored(rows.job.training_config).compile is None else [])
 
 
-def choose_settings(rows: JobRows, device: str) -> PreparedData:
+def choose_settings(rows: JobRows, device: str, tokenizer: Tokenizer | None = None) -> PreparedData:
     """Choose the pending settings of rows.job (detached): its configs get the values and auto_settings the
-    record (the caller writes them to the database); returns its data, prepared with the chosen vocabulary."""
-    settings, fields, job = get_settings(), pending(rows), rows.job
+    record (the caller writes them to the database); returns its data, prepared with the chosen vocabulary (or
+    `tokenizer`, a resumed run's, when only compile is left to choose)."""
+    fields = pending(rows)
+    if fields == [COMPILE]:
+        data, record, tokens_per_second = prepare_job(rows, tokenizer), dict(rows.job.auto_settings or {}), 0.0
+        record.setdefault("fields", [])
+    else:
+        data, record, tokens_per_second = _choose_budget(rows, device, [f for f in fields if f != COMPILE])
+    if COMPILE in fields:
+        _choose_compile(rows, device, data, tokens_per_second, record)
+    rows.job.auto_settings = record
+    return data
+
+
+def _choose_compile(
+    rows: JobRows, device: str, data: PreparedData, tokens_per_second: float, record: dict[str, Any]
+) -> None:
+    """Decide training.compile: the job's training_config gets it, `record` the choice, its reason and inputs."""
+    spec = TrainingSpec.stored(rows.job.training_config)
+    examples = data.train_examples(0) if callable(data.train_examples) else data.train_examples
+    graphs = graphs_for(
+        (bucket_length(int(size)) for size in example_sizes(examples)), data_parallel=spec.devices * spec.nodes > 1
+    )
+    seconds: list[float] = [spec.max_minutes * 60] if spec.max_minutes is not None else []
+    if torch.device(device).type == "cuda":
+        if tokens_per_second <= 0:  # no budget choice timed the steps: time them at the job's batch
+            tokens_per_second = measure_throughput(data, train_config(rows.job, device), spec.max_tokens_per_batch)
+        seconds.append(spec.max_steps * spec.grad_accum_steps * spec.max_tokens_per_batch / tokens_per_second)
+    choice = choose_compile(torch.device(device).type, min(seconds) if seconds else None, graphs)
+    rows.job.training_config = {**rows.job.training_config, COMPILE: choice.compile}
+    record["fields"] = [*record["fields"], COMPILE]
+    record["chosen"] = {**(record.get("chosen") or {}), COMPILE: choice.compile}
+    record["reasons"] = {**(record.get("reasons") or {}), COMPILE: choice.reason}
+    record["compile_inputs"] = {"graphs": choice.graphs, "training_seconds": choice.training_seconds}
+    log.info("job %s: training.compile %s", rows.job.id, choice.reason)
+
+
+def _choose_budget(rows: JobRows, device: str, fields: list[str]) -> tuple[PreparedData, dict[str, Any], float]:
+    """The budget's settings: the data prepared with the chosen vocabulary, the record, the tokens/s it used."""
+    settings, job = get_settings(), rows.job
     model_spec, spec = dict(job.model_config), dict(job.training_config)
     pairs = len(rows.train_rows)
     if "vocab_size" in fields:  # the tokenizer is trained with it, so it is chosen before preparing
@@ -111,7 +156,7 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
     for name, value in choice.chosen.items():
         (model_spec if AUTO_FIELDS[name] == "model" else spec)[name] = value
     job.training_config = spec
-    job.auto_settings = {
+    record = {
         "fields": fields,
         **choice.to_dict(),
         "throughput": "measured" if measured else ("pinned" if tokens_per_second else None),
@@ -127,7 +172,7 @@ def choose_settings(rows: JobRows, device: str) -> PreparedData:
         longest,
         fits,
         tokens_per_second,
-        job.auto_settings["throughput"] or "not needed",
+        record["throughput"] or "not needed",
         f"; (batch tokens, tokens/s): {list(inputs.throughput_curve)}" if inputs.throughput_curve else "",
     )
-    return data
+    return data, record, tokens_per_second
