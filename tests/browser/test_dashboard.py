@@ -511,6 +511,7 @@ def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(
     for name in ("vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"):
         assert name in table
     assert "batch tokens/s (measured" in table and "expected updates" in table
+    assert "compile\toff\toff on a CPU worker" in table  # training.compile left out: the worker chose it too
     assert "max_minutes: 0.1" in p.page.inner_text("#config")  # the form's time budget reached the job
     p.screenshot("job-auto-settings")
 
