@@ -153,14 +153,16 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = False
     # Seconds to wait before each retry after a failed attempt: "5,300,1800" (or a JSON list); empty: no retries.
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = WEBHOOK_RETRY_SCHEDULE
+    # Ports a receiver on a public address may use besides 80 and 443: "8443,9000" (or a JSON list); empty: those two.
+    webhook_allowed_ports: Annotated[tuple[int, ...], NoDecode] = ()
     # One attempt's limit from the first byte of DNS to the answer's headers (connecting: at most 5 s of it).
     webhook_timeout_seconds: float = Field(10.0, gt=0, le=60)
     # A delivery due this long whose task no worker has taken has its message sent again (by the reaper).
     webhook_redispatch_seconds: int = Field(120, ge=5)
 
-    @field_validator("webhook_retry_schedule", mode="before")
+    @field_validator("webhook_retry_schedule", "webhook_allowed_ports", mode="before")
     @classmethod
-    def _parse_schedule(cls, value: Any) -> Any:
+    def _parse_list(cls, value: Any) -> Any:
         if isinstance(value, str):
             text = value.strip().strip("[]")
             return tuple(part.strip() for part in text.split(",") if part.strip())
@@ -175,6 +177,14 @@ class Settings(BaseSettings):
                 "most 604800 seconds (a week)"
             )
         return value
+
+    @field_validator("webhook_allowed_ports")
+    @classmethod
+    def _check_ports(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [port for port in value if not 1 <= port <= 65535]
+        if bad:
+            raise ValueError(f"WEBHOOK_ALLOWED_PORTS: {', '.join(map(str, bad))} is not a port (1-65535)")
+        return tuple(sorted(set(value)))
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_unsafe(self) -> Settings:
