@@ -47,6 +47,9 @@ def test_production_urls_are_accepted():  # explicit arguments win over the envi
         ({"job_lease_seconds": 20, "worker_heartbeat_seconds": 15}, "WORKER_HEARTBEAT_SECONDS=15"),
         ({"port": 70000}, "port"),
         ({"webhook_allowed_ports": "8443,70000"}, "WEBHOOK_ALLOWED_PORTS: 70000 is not a port (1-65535)"),
+        ({"dataset_uri_prefixes": "s3://corpora/,file:///data"}, "DATASET_URI_PREFIXES: prefix 'file:///data' is not"),
+        ({"dataset_uri_prefixes": "s3://corpora/../private"}, "DATASET_URI_PREFIXES: prefix 's3://corpora/../private'"),
+        ({"dataset_uri_prefixes": "s3://Corpora/"}, "names no valid S3 bucket: 'Corpora'"),
     ],
 )
 def test_unsafe_values_are_refused_by_name(kwargs, named, monkeypatch):
@@ -64,6 +67,14 @@ def test_webhook_allowed_ports_read_as_a_list(monkeypatch):
     assert Settings().webhook_allowed_ports == (8080,)
     monkeypatch.delenv("WEBHOOK_ALLOWED_PORTS")
     assert Settings().webhook_allowed_ports == ()
+
+
+def test_dataset_uri_prefixes_read_as_canonical_prefixes(monkeypatch):
+    """Each prefix is whole segments: `s3://corpora/wmt` and `s3://corpora/wmt/` are the same prefix."""
+    monkeypatch.setenv("DATASET_URI_PREFIXES", " s3://corpora/wmt, s3://corpora/wmt/,s3://shared ")
+    assert Settings().dataset_uri_prefixes == ("s3://corpora/wmt/", "s3://shared/")
+    monkeypatch.setenv("DATASET_URI_PREFIXES", "")
+    assert Settings().dataset_uri_prefixes == ()
 
 
 def test_cli_refuses_to_start_with_unsafe_settings_and_names_them(tmp_path):
