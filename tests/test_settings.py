@@ -46,6 +46,10 @@ def test_production_urls_are_accepted():  # explicit arguments win over the envi
         ({"job_lease_seconds": 600, "broker_visibility_timeout": 900}, "BROKER_VISIBILITY_TIMEOUT=900"),
         ({"job_lease_seconds": 20, "worker_heartbeat_seconds": 15}, "WORKER_HEARTBEAT_SECONDS=15"),
         ({"port": 70000}, "port"),
+        ({"webhook_allowed_ports": "8443,70000"}, "WEBHOOK_ALLOWED_PORTS: 70000 is not a port (1-65535)"),
+        ({"dataset_uri_prefixes": "s3://corpora/,file:///data"}, "DATASET_URI_PREFIXES: prefix 'file:///data' is not"),
+        ({"dataset_uri_prefixes": "s3://corpora/../private"}, "DATASET_URI_PREFIXES: prefix 's3://corpora/../private'"),
+        ({"dataset_uri_prefixes": "s3://Corpora/"}, "names no valid S3 bucket: 'Corpora'"),
     ],
 )
 def test_unsafe_values_are_refused_by_name(kwargs, named, monkeypatch):
@@ -54,6 +58,23 @@ def test_unsafe_values_are_refused_by_name(kwargs, named, monkeypatch):
     with pytest.raises(ValidationError) as info:
         Settings(**kwargs)
     assert named in str(info.value)
+
+
+def test_webhook_allowed_ports_read_as_a_list(monkeypatch):
+    monkeypatch.setenv("WEBHOOK_ALLOWED_PORTS", " 9000, 8443,9000 ")
+    assert Settings().webhook_allowed_ports == (8443, 9000)
+    monkeypatch.setenv("WEBHOOK_ALLOWED_PORTS", "[8080]")
+    assert Settings().webhook_allowed_ports == (8080,)
+    monkeypatch.delenv("WEBHOOK_ALLOWED_PORTS")
+    assert Settings().webhook_allowed_ports == ()
+
+
+def test_dataset_uri_prefixes_read_as_canonical_prefixes(monkeypatch):
+    """Each prefix is whole segments: `s3://corpora/wmt` and `s3://corpora/wmt/` are the same prefix."""
+    monkeypatch.setenv("DATASET_URI_PREFIXES", " s3://corpora/wmt, s3://corpora/wmt/,s3://shared ")
+    assert Settings().dataset_uri_prefixes == ("s3://corpora/wmt/", "s3://shared/")
+    monkeypatch.setenv("DATASET_URI_PREFIXES", "")
+    assert Settings().dataset_uri_prefixes == ()
 
 
 def test_cli_refuses_to_start_with_unsafe_settings_and_names_them(tmp_path):

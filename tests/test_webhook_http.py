@@ -1,5 +1,6 @@
 """The webhooks' SSRF guard (app/services/webhook_http.py): only http(s) URLs whose host resolves to public addresses
-are accepted, IPv4 and IPv6 alike, IPv4 inside IPv6 judged as itself; names are resolved for real (`localhost`)."""
+are accepted, IPv4 and IPv6 alike, IPv4 inside IPv6 judged as itself; names are resolved for real (`localhost`); a
+public address only on port 80, 443 or one of WEBHOOK_ALLOWED_PORTS."""
 
 from __future__ import annotations
 
@@ -68,9 +69,52 @@ def test_urls_that_are_no_http_url_of_a_host_are_refused_naming_them(url, says):
 
 
 def test_a_public_address_is_accepted_and_its_parts_kept():
-    target = check_url("https://93.184.215.14:8443/hooks/in?x=1#frag", allow_private=False)
+    target = check_url("https://93.184.215.14:8443/hooks/in?x=1#frag", allow_private=False, allowed_ports=(8443,))
     assert (target.scheme, target.host, target.port, target.path) == ("https", "93.184.215.14", 8443, "/hooks/in?x=1")
     assert parse("HTTP://[2606:4700::1111]/").port == 80
+    assert check_url("http://93.184.215.14:80/", allow_private=False).port == 80
+    assert check_url("https://[2606:4700::1111]/", allow_private=False).port == 443
+
+
+@pytest.mark.parametrize(
+    ("url", "allowed", "says"),
+    [
+        ("http://93.184.215.14:25/hook", (), "port 25 is not allowed for a receiver on a public address"),
+        ("http://93.184.215.14:25/hook", (), "allowed ports: 80, 443 (an operator"),
+        ("https://93.184.215.14:6379/", (), "port 6379 is not allowed"),
+        ("https://[2606:4700::1111]:8443/hook", (), "port 8443 is not allowed"),
+        ("http://93.184.215.14:443/hook", (8443,), None),  # 443 with http: a standard port is a standard port
+        ("https://93.184.215.14:5432/hook", (8443, 9000), "allowed ports: 80, 443, 8443, 9000"),
+    ],
+)
+def test_a_public_receiver_is_reached_only_on_80_443_or_an_allowed_port(url, allowed, says):
+    """Fault: an owner's URL aims the service at another service of a public host (SMTP on 25, Redis on 6379). Pass:
+    refused naming the URL, the port and the ports allowed, and how an operator allows another."""
+    if says is None:
+        check_url(url, allow_private=False, allowed_ports=allowed)
+        return
+    with pytest.raises(UnsafeTarget) as refused:
+        check_url(url, allow_private=False, allowed_ports=allowed)
+    message = str(refused.value)
+    assert repr(url) in message and says in message and "WEBHOOK_ALLOWED_PORTS" in message
+
+
+def test_a_receiver_on_an_allowed_private_address_may_use_any_port():
+    """The port rule is for public addresses: WEBHOOK_ALLOW_PRIVATE is the operator's own machines, any port."""
+    assert check_url("http://127.0.0.1:8080/hook", allow_private=True).port == 8080
+    with pytest.raises(UnsafeTarget, match="is a loopback address"):  # not public, not allowed: refused as such
+        check_url("http://127.0.0.1:8080/hook", allow_private=False)
+
+
+def test_a_public_receiver_on_a_port_not_allowed_is_not_connected_to_at_delivery():
+    """At delivery the port is checked again, before any connection: nothing is sent, and the error says why."""
+    start = time.monotonic()
+    answer = post("http://93.184.215.14:25/hook", b"{}", {}, allow_private=False, timeout=2, allowed_ports=(8443,))
+    assert answer.status is None and time.monotonic() - start < 1
+    assert answer.error == (
+        "not sent: url 'http://93.184.215.14:25/hook': port 25 is not allowed for a receiver on a public address; "
+        "allowed ports: 80, 443, 8443 (an operator may allow others with WEBHOOK_ALLOWED_PORTS)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ AUDITED: dict[tuple[str, str], tuple[str, ...]] = {
     ("POST", "/v1/keys"): ("key.created",),
     ("DELETE", "/v1/keys/{key_id}"): ("key.revoked",),
     ("PATCH", "/v1/keys/{key_id}"): ("key.rate_limit_changed",),
+    ("PUT", "/v1/organisation/dataset-uri-prefixes"): ("organisation.uri_prefixes_changed",),
     ("POST", "/v1/members"): ("member.added",),
     ("PATCH", "/v1/members/{member_id}"): ("member.role_changed",),
     ("POST", "/v1/datasets"): ("dataset.uploaded",),

@@ -118,8 +118,9 @@ def upload_dataset(
 def register_dataset(
     body: DatasetRegister, session: SessionDep, settings: SettingsDep, key: TrainKey, request: Request
 ) -> DatasetPublic:
-    """A dataset read in place from an object-store URI (`s3://bucket/key`, under DATASET_URI_PREFIXES), never
-    copied through the API: a worker parses it from there, as after an upload."""
+    """A dataset read in place from an object-store URI (`s3://bucket/key`, under DATASET_URI_PREFIXES and the
+    organisation's own list, GET /v1/organisation/dataset-uri-prefixes), never copied through the API: a worker
+    parses it from there, as after an upload."""
     details = {"name": body.name, "uri": body.uri}
     audit.record(session, key, request, "dataset.registered", "dataset", Dataset, details)
     return DatasetPublic.model_validate(datasets.register_uri(session, settings, key.owner_id, body))

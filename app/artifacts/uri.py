@@ -11,7 +11,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from app.core.settings import S3_BUCKET, Settings
+from app.core.object_uris import S3_BUCKET
+from app.core.settings import Settings
 
 TEMP_SUFFIX = ".part"
 

@@ -153,7 +153,9 @@ def register(
     p.add_argument("--format", choices=("auto", "jsonl", "tsv"), default="auto")
     p.set_defaults(func=cmd_upload)
     p = sub.add_parser("register-dataset", help="register a dataset read in place from an s3:// URI; prints its id")
-    p.add_argument("uri", help="s3://bucket/key, under the service's DATASET_URI_PREFIXES")
+    p.add_argument(
+        "uri", help="s3://bucket/key, under the service's DATASET_URI_PREFIXES and the organisation's own list"
+    )
     _dataset_arguments(p)
     p.set_defaults(func=cmd_register)
     p = sub.add_parser("datasets", help="list datasets, newest first (every page)")

@@ -7,7 +7,6 @@ on the SQLAlchemy transport over another SQLite file, and artifacts on disk. Pro
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -15,12 +14,13 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from app.core.object_uris import S3_BUCKET, parse_prefix
+
 DATABASE_SCHEMES = ("sqlite", "postgresql+psycopg")
 BROKER_SCHEMES = ("sqla+sqlite", "redis", "rediss")
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 # Svix's schedule: the waits before each retry of a failed webhook delivery (8 attempts over 27.6 hours).
 WEBHOOK_RETRY_SCHEDULE = (5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0)
-S3_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3 bucket naming rules, simplified
 
 
 def parse_s3_root(root: str) -> tuple[str, str]:
@@ -104,8 +104,9 @@ class Settings(BaseSettings):
     # A dataset or a model archive: streamed to the artifact store, never held in memory (WMT14 en-de is 1.4 GB).
     max_dataset_mb: int = Field(2000, ge=1, le=1_000_000)
     # Object-store URIs a dataset may be registered from and read in place (comma-separated prefixes such as
-    # "s3://corpora/,s3://shared/wmt/"), with the AWS_* credentials; empty: none.
-    dataset_uri_prefixes: str = ""
+    # "s3://corpora/,s3://shared/wmt/", compared segment by segment: app/core/object_uris.py), with the AWS_*
+    # credentials; empty: none. The ceiling: an organisation's admin may narrow it for the organisation.
+    dataset_uri_prefixes: Annotated[tuple[str, ...], NoDecode] = ()
     max_body_kb: int = Field(1024, ge=1)
     max_texts_per_request: int | None = Field(None, ge=1)  # default 64, 512 with a GPU inference worker
     max_chars_per_text: int = Field(2000, ge=1)
@@ -153,18 +154,28 @@ class Settings(BaseSettings):
     webhook_allow_private: bool = False
     # Seconds to wait before each retry after a failed attempt: "5,300,1800" (or a JSON list); empty: no retries.
     webhook_retry_schedule: Annotated[tuple[float, ...], NoDecode] = WEBHOOK_RETRY_SCHEDULE
+    # Ports a receiver on a public address may use besides 80 and 443: "8443,9000" (or a JSON list); empty: those two.
+    webhook_allowed_ports: Annotated[tuple[int, ...], NoDecode] = ()
     # One attempt's limit from the first byte of DNS to the answer's headers (connecting: at most 5 s of it).
     webhook_timeout_seconds: float = Field(10.0, gt=0, le=60)
     # A delivery due this long whose task no worker has taken has its message sent again (by the reaper).
     webhook_redispatch_seconds: int = Field(120, ge=5)
 
-    @field_validator("webhook_retry_schedule", mode="before")
+    @field_validator("webhook_retry_schedule", "webhook_allowed_ports", "dataset_uri_prefixes", mode="before")
     @classmethod
-    def _parse_schedule(cls, value: Any) -> Any:
+    def _parse_list(cls, value: Any) -> Any:
         if isinstance(value, str):
             text = value.strip().strip("[]")
-            return tuple(part.strip() for part in text.split(",") if part.strip())
+            return tuple(part.strip().strip("\"'") for part in text.split(",") if part.strip().strip("\"'"))
         return value
+
+    @field_validator("dataset_uri_prefixes")
+    @classmethod
+    def _check_prefixes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            return tuple(dict.fromkeys(str(parse_prefix(prefix)) for prefix in value))
+        except ValueError as exc:
+            raise ValueError(f"DATASET_URI_PREFIXES: {exc}") from None
 
     @field_validator("webhook_retry_schedule")
     @classmethod
@@ -175,6 +186,14 @@ class Settings(BaseSettings):
                 "most 604800 seconds (a week)"
             )
         return value
+
+    @field_validator("webhook_allowed_ports")
+    @classmethod
+    def _check_ports(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [port for port in value if not 1 <= port <= 65535]
+        if bad:
+            raise ValueError(f"WEBHOOK_ALLOWED_PORTS: {', '.join(map(str, bad))} is not a port (1-65535)")
+        return tuple(sorted(set(value)))
 
     @model_validator(mode="after")
     def _fill_defaults_and_refuse_unsafe(self) -> Settings:

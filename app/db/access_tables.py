@@ -27,6 +27,9 @@ class Owner(Base):
     quota_storage_gb: Mapped[float | None] = mapped_column(Float, nullable=True)
     quota_active_jobs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     quota_worker_minutes_per_day: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # The object-store prefixes its datasets may be registered from, within DATASET_URI_PREFIXES, set by its admins
+    # (PUT /v1/organisation/dataset-uri-prefixes); None: all of DATASET_URI_PREFIXES (app/services/dataset_uris.py).
+    dataset_uri_prefixes: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
 
     keys: Mapped[list[ApiKey]] = relationship(back_populates="owner")
     members: Mapped[list[Member]] = relationship(back_populates="owner")

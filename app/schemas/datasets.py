@@ -38,7 +38,8 @@ class DatasetPublic(Output):
 
 
 class DatasetRegister(Input):
-    """A dataset read in place from an object-store URI the service may read (DATASET_URI_PREFIXES)."""
+    """A dataset read in place from an object-store URI the service may read for the organisation
+    (DATASET_URI_PREFIXES, narrowed by its own list: app/services/dataset_uris.py)."""
 
     name: str = Field(min_length=1, max_length=200)
     kind: DatasetKind

@@ -18,10 +18,12 @@ from sqlalchemy.orm import Session
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.settings import Settings
 from app.core.task_names import DATA_QUEUE, FILTER_DATASET, PROCESS_DATASET
+from app.db.access_tables import Owner
 from app.db.base import new_id, utcnow
 from app.db.session import session_scope
 from app.db.tables import Dataset
 from app.schemas.datasets import DatasetFilter, DatasetRegister
+from app.services import dataset_uris
 from app.services.errors import Conflict, InvalidField, ServiceUnavailable
 from app.services.queueing import get_sender
 from model.data.corpus import GZIP_MAGIC
@@ -121,21 +123,15 @@ def create_upload(
     return dataset
 
 
-def allowed_uri(settings: Settings, uri: str) -> bool:
-    prefixes = [p.strip() for p in settings.dataset_uri_prefixes.split(",") if p.strip()]
-    return any(uri.startswith(p) for p in prefixes)
-
-
 def register_uri(session: Session, settings: Settings, owner_id: str, body: DatasetRegister) -> Dataset:
-    """A dataset read in place from an object-store URI: the service must be allowed to (DATASET_URI_PREFIXES) and
-    able to (a HEAD with its credentials) read it; a worker then parses it from there."""
+    """A dataset read in place from an object-store URI: the service must be allowed to (under DATASET_URI_PREFIXES
+    and the organisation's own list, app/services/dataset_uris.py) and able to (a HEAD with its credentials) read it;
+    a worker then parses it from there."""
     from app.artifacts.uri import UriError, head_uri  # boto3 loads only where a URI is registered
 
-    if not body.uri.startswith("s3://"):
-        raise InvalidField("uri", f"uri {body.uri!r} is not an s3://bucket/key URI")
-    if not allowed_uri(settings, body.uri):
-        allowed = settings.dataset_uri_prefixes or "none (DATASET_URI_PREFIXES is empty)"
-        raise InvalidField("uri", f"the service may not read {body.uri!r}: it reads only URIs under {allowed}")
+    owner = session.get(Owner, owner_id)
+    assert owner is not None  # the caller's key belongs to it
+    dataset_uris.check_readable(settings, owner, body.uri)
     try:
         size = head_uri(settings, body.uri)
     except UriError as exc:

@@ -26,7 +26,7 @@ PREVIOUS_SECRET_HOURS = 24  # after a rotation, deliveries are signed with both 
 
 def _check_url(url: str, settings: Settings) -> None:
     try:
-        check_url(url, settings.webhook_allow_private)
+        check_url(url, settings.webhook_allow_private, settings.webhook_allowed_ports)
     except UnsafeTarget as exc:
         raise InvalidField("url", str(exc)) from exc
 

@@ -5,7 +5,9 @@ network: without a guard, `http://169.254.169.254/...` or `http://127.0.0.1:6379
 what only the service should. So a URL must be http(s), and every address its host resolves to must be public: not
 loopback, private, link-local, multicast, reserved, unspecified or otherwise not globally routable, IPv4 and IPv6
 alike (an IPv4-mapped IPv6 address, `::ffff:127.0.0.1`, or a 6to4 one is judged by the IPv4 address inside it).
-WEBHOOK_ALLOW_PRIVATE=true lifts this for receivers on the operator's own machines.
+WEBHOOK_ALLOW_PRIVATE=true lifts this for receivers on the operator's own machines. A public address is reached only
+on port 80, 443 or one the operator lists in WEBHOOK_ALLOWED_PORTS: an owner's URL may not aim the service at a
+public host's other services (a mail server's port 25, a database's 5432).
 
 The check runs when an endpoint is registered or changed, and again at every attempt, because DNS can change in
 between: an attempt resolves the host, checks every address, and connects to a checked address itself (the `Host`
@@ -22,7 +24,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -32,6 +34,7 @@ CONNECT_SECONDS = 5.0
 SNIPPET_BYTES = 300  # of a refusing receiver's answer, kept in the delivery's last_error
 USER_AGENT = "transformer-service-webhooks/1"
 ALLOW_HINT = "webhook receivers must be public (an operator may allow others with WEBHOOK_ALLOW_PRIVATE=true)"
+STANDARD_PORTS: frozenset[int] = frozenset(DEFAULT_PORTS.values())  # always allowed
 # What makes an address no public receiver's, in the order a refusal names it.
 NOT_PUBLIC: tuple[tuple[str, Callable[[IPAddress], bool]], ...] = (
     ("an unspecified address", lambda a: a.is_unspecified),
@@ -111,28 +114,41 @@ def problem_with(address: IPAddress) -> str | None:
     return None
 
 
-def resolve(target: Target, allow_private: bool) -> list[str]:
+def port_refusal(target: Target, allowed_ports: Collection[int]) -> str:
+    """Why a public receiver may not be reached on the target's port, naming it and the ports allowed."""
+    ports = ", ".join(str(port) for port in sorted({*STANDARD_PORTS, *allowed_ports}))
+    return (
+        f"url {target.url!r}: port {target.port} is not allowed for a receiver on a public address; allowed ports: "
+        f"{ports} (an operator may allow others with WEBHOOK_ALLOWED_PORTS)"
+    )
+
+
+def resolve(target: Target, allow_private: bool, allowed_ports: Collection[int] = ()) -> list[str]:
     """Every address the target's host resolves to, in the resolver's order, each checked: UnsafeTarget naming the
-    URL, the address and why, when one is not public and allow_private is off, or when the host does not resolve."""
+    URL, the address and why, when one is not public and allow_private is off, when one is public and the port is
+    neither 80, 443 nor one of `allowed_ports`, or when the host does not resolve."""
     try:
         infos = socket.getaddrinfo(target.host, target.port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
         raise UnsafeTarget(f"url {target.url!r}: host {target.host!r} does not resolve ({reason})") from exc
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    if not allow_private:
-        for address in addresses:
-            problem = problem_with(ipaddress.ip_address(address.split("%", 1)[0]))
-            if problem is not None:
-                named = f"is {problem}" if address == target.host else f"resolves to {address}, {problem}"
-                raise UnsafeTarget(f"url {target.url!r}: host {target.host!r} {named}; {ALLOW_HINT}")
+    port_allowed = target.port in STANDARD_PORTS or target.port in allowed_ports
+    for address in addresses:
+        problem = problem_with(ipaddress.ip_address(address.split("%", 1)[0]))
+        if problem is not None and not allow_private:
+            named = f"is {problem}" if address == target.host else f"resolves to {address}, {problem}"
+            raise UnsafeTarget(f"url {target.url!r}: host {target.host!r} {named}; {ALLOW_HINT}")
+        if problem is None and not port_allowed:
+            raise UnsafeTarget(port_refusal(target, allowed_ports))
     return addresses
 
 
-def check_url(url: str, allow_private: bool) -> Target:
-    """What registering or changing an endpoint checks: an http(s) URL whose host resolves to public addresses."""
+def check_url(url: str, allow_private: bool, allowed_ports: Collection[int] = ()) -> Target:
+    """What registering or changing an endpoint checks: an http(s) URL whose host resolves to public addresses, on
+    port 80, 443 or one of `allowed_ports` (WEBHOOK_ALLOWED_PORTS) for a public one."""
     target = parse(url)
-    resolve(target, allow_private)
+    resolve(target, allow_private, allowed_ports)
     return target
 
 
@@ -145,9 +161,16 @@ class _Connection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def post(url: str, body: bytes, headers: dict[str, str], allow_private: bool, timeout: float) -> Answer:
-    """POST `body` to `url` once: resolved and checked now, connected to a checked address, no redirect followed,
-    everything within `timeout` seconds. Never raises for what the receiver or the network does."""
+def post(
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    allow_private: bool,
+    timeout: float,
+    allowed_ports: Collection[int] = (),
+) -> Answer:
+    """POST `body` to `url` once: resolved and checked now (the port too), connected to a checked address, no
+    redirect followed, everything within `timeout` seconds. Never raises for what the receiver or the network does."""
     start = time.monotonic()
     deadline = start + timeout
 
@@ -156,7 +179,7 @@ def post(url: str, body: bytes, headers: dict[str, str], allow_private: bool, ti
 
     try:
         target = parse(url)
-        addresses = resolve(target, allow_private)
+        addresses = resolve(target, allow_private, allowed_ports)
     except UnsafeTarget as exc:
         return Answer(None, elapsed_ms(), f"not sent: {exc}")
     failures = []

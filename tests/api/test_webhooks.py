@@ -79,6 +79,35 @@ def test_private_receivers_are_accepted_when_the_operator_allows_them(settings_e
         assert _create(client, headers, url="file:///etc/passwd").status_code == 422  # never another scheme
 
 
+def test_a_public_receiver_on_a_port_not_allowed_is_422_naming_the_port_and_those_allowed(settings_env):
+    """Fault: a key holder registers (or moves an endpoint to) a public host's SMTP or database port. Pass: 422 at
+    `url` naming the port and the allowed ones (80, 443 and WEBHOOK_ALLOWED_PORTS); nothing is stored."""
+    from tests.support.api_app import migrated_client
+
+    settings_env(WEBHOOK_ALLOWED_PORTS="9000,8443")
+    with migrated_client() as client:
+        from app.db.keys import create_key
+
+        with session_scope() as session:
+            _row, key = create_key(session, "acme")
+        headers = {"Authorization": f"Bearer {key}"}
+        refused = _create(client, headers, url="http://93.184.215.14:25/in")
+        assert refused.status_code == 422, refused.text
+        (error,) = refused.json()["detail"]
+        assert error["loc"] == ["body", "url"]
+        assert (
+            "port 25 is not allowed for a receiver on a public address; allowed ports: 80, 443, 8443, 9000"
+            in (error["msg"])
+        )
+        assert client.get("/v1/webhooks", headers=headers).json()["total"] == 0
+        created = _create(client, headers, url="https://93.184.215.14:8443/in")
+        assert created.status_code == 201, created.text
+        route = f"/v1/webhooks/{created.json()['id']}"
+        moved = client.patch(route, json={"url": "https://93.184.215.14:6379/in"}, headers=headers)
+        assert moved.status_code == 422 and "port 6379 is not allowed" in moved.text
+        assert client.get(route, headers=headers).json()["url"] == "https://93.184.215.14:8443/in"
+
+
 @pytest.mark.parametrize(
     ("body", "loc", "says"),
     [

@@ -52,13 +52,23 @@ LOCATION_NAMES = {
     "uri",
     "location",
     "filename",
+    "prefixes",
 }
 # A webhook endpoint's URL is where the service sends its owner's events: it names a receiver, never a file, and is
 # refused unless it is an http(s) URL of a public host (app/services/webhook_http.py, tests/test_webhook_http.py).
 RECEIVER_URLS = {("POST", "/v1/webhooks"), ("PATCH", "/v1/webhooks/{webhook_id}")}
 # A dataset registered from object storage names its s3:// URI: read only under the operator's DATASET_URI_PREFIXES
-# with the service's credentials, never a file of the server (tests/storage/test_dataset_uri.py).
+# and the organisation's own narrower list, segment by segment, with the service's credentials, never a file of the
+# server (tests/storage/test_dataset_uri.py, tests/test_object_uris.py).
 OBJECT_STORE_URIS = {("POST", "/v1/datasets/register")}
+# That list: prefixes within DATASET_URI_PREFIXES (an admin narrows where the organisation may register from).
+OBJECT_STORE_PREFIXES = {("PUT", "/v1/organisation/dataset-uri-prefixes")}
+SHARED_BUCKET = "s3://shared-corpora"  # DATASET_URI_PREFIXES of these tests: every organisation's ceiling
+
+
+@pytest.fixture
+def pg_env() -> dict[str, str]:
+    return {"DATASET_URI_PREFIXES": f"{SHARED_BUCKET}/"}
 
 
 def v1_routes(app) -> list[tuple[str, str, APIRoute]]:
@@ -137,6 +147,9 @@ def alice_objects(pg_client):
         },
     )
     assert sweep.status_code == 201, sweep.text
+    own_prefixes = {"prefixes": [f"{SHARED_BUCKET}/alice-secret-corpora"]}
+    narrowed = pg_client.put("/v1/organisation/dataset-uri-prefixes", headers=alice, json=own_prefixes)
+    assert narrowed.status_code == 200, narrowed.text
     robot = pg_client.post("/v1/members", headers=alice, json={"name": "alice-robot", "role": "member"})
     assert robot.status_code == 201, robot.text
     robot_key = pg_client.post(
@@ -178,6 +191,7 @@ def alice_objects(pg_client):
         delivery.json()["message_id"],
         "alice-robot",
         robot_key.json()["prefix"],
+        "alice-secret-corpora",
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
 
@@ -267,6 +281,32 @@ def test_the_owner_still_has_everything_after_the_other_keys_deletes_and_cancels
     assert memory["error"] == "alice-memory-report"
 
 
+def test_an_organisations_uri_prefixes_are_its_own(pg_client, alice_objects):
+    """Fault: one allow-list for every organisation: bob registers a dataset from the prefix alice keeps her corpora
+    under. Pass: alice's admin narrowed her organisation's list; bob's admin narrows his own: bob's refusal names only
+    his list, bob's list changes nothing of alice's, and neither may reach past DATASET_URI_PREFIXES."""
+    route = "/v1/organisation/dataset-uri-prefixes"
+    alice, bob = alice_objects["headers"], bearer("bob")
+    assert pg_client.get(route, headers=bob).json() == {
+        "installation": [f"{SHARED_BUCKET}/"],
+        "organisation": None,
+        "effective": [f"{SHARED_BUCKET}/"],
+    }
+    mine = pg_client.put(route, headers=bob, json={"prefixes": [f"{SHARED_BUCKET}/bob"]})
+    assert mine.status_code == 200 and mine.json()["effective"] == [f"{SHARED_BUCKET}/bob/"]
+    uri = f"{SHARED_BUCKET}/alice-secret-corpora/wmt.tsv"
+    response = pg_client.post(
+        "/v1/datasets/register", headers=bob, json={"name": "theirs", "kind": "parallel", "uri": uri}
+    )
+    assert response.status_code == 422, response.text
+    message = response.json()["detail"][0]["msg"]
+    assert f"may not read {uri!r}: it reads only URIs under {SHARED_BUCKET}/bob/ (the organisation's own" in message
+    assert message.count("alice-secret-corpora") == 1  # the URI bob gave, nothing of alice's list
+    outside = pg_client.put(route, headers=bob, json={"prefixes": ["s3://shared-corpora-2/alice"]})
+    assert outside.status_code == 422 and "is not within the service's DATASET_URI_PREFIXES" in outside.text
+    assert pg_client.get(route, headers=alice).json()["organisation"] == [f"{SHARED_BUCKET}/alice-secret-corpora/"]
+
+
 def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
     """`status`, `owner`, `owner_id` and `storage_key` in any request body (top level or nested) are refused."""
     alice, ids = alice_objects["headers"], alice_objects["ids"]
@@ -283,6 +323,7 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
         ("POST", "/v1/estimate"): {"model": {"preset": "tiny", "vocab_size": 500}},
         ("POST", "/v1/webhooks"): {"url": "https://93.184.215.14/in", "events": ["job.failed"]},
         ("POST", "/v1/datasets/register"): {"name": "wmt", "kind": "parallel", "uri": "s3://corpora/wmt.tsv"},
+        ("PUT", "/v1/organisation/dataset-uri-prefixes"): {"prefixes": [f"{SHARED_BUCKET}/x"]},
         ("POST", "/v1/sweeps"): {
             "name": "pears",
             "job": {"objective": "translation", "dataset_id": ids["dataset_id"]},
@@ -374,6 +415,8 @@ def test_no_route_takes_a_file_path_or_storage_location(pg_client):
                 names -= {"url"}
             if (method.upper(), path) in OBJECT_STORE_URIS:
                 names -= {"uri"}
+            if (method.upper(), path) in OBJECT_STORE_PREFIXES:
+                names -= {"prefixes"}
             if names & LOCATION_NAMES:
                 found[f"{method.upper()} {path}"] = names & LOCATION_NAMES
     assert not found, f"routes that take a location: {found}"

@@ -57,6 +57,9 @@ def test_every_v1_route_declares_exactly_one_scope():
         "/v1/models/{model_id}/neighbors",
         "/v1/models/{model_id}/geometry",
     }
+    # Where the organisation's datasets may be registered from: any reader sees it, only an admin narrows it.
+    assert declared[("GET", "/v1/organisation/dataset-uri-prefixes")] == "read"
+    assert declared[("PUT", "/v1/organisation/dataset-uri-prefixes")] == "admin"
 
 
 def test_an_app_with_an_undeclared_v1_route_does_not_start():

@@ -194,6 +194,24 @@ def test_the_guard_runs_again_at_each_attempt(service, settings_env):
     assert delivery.last_error.startswith(f"not sent: url {r.url!r}: host '127.0.0.1' is a loopback address")
 
 
+def test_the_port_is_checked_again_at_each_attempt(service, settings_env):
+    """An endpoint on a public address registered while its port was allowed: once WEBHOOK_ALLOWED_PORTS no longer
+    lists it, an attempt is refused before connecting, naming the port and the ports allowed."""
+    url = "https://93.184.215.14:8443/hooks/in"  # a public address: nothing is ever sent there
+    settings_env(**{**FAST, "WEBHOOK_ALLOWED_PORTS": "8443"})
+    service.endpoint(url)
+    delivery_id = service.emit()
+    settings_env(**{**FAST, "WEBHOOK_ALLOWED_PORTS": ""})
+    done = deliver(delivery_id)
+    assert done is not None and done.answer.status is None
+    delivery = row(delivery_id)
+    assert delivery.status == "retrying"
+    assert delivery.last_error == (
+        f"not sent: url {url!r}: port 8443 is not allowed for a receiver on a public address; allowed ports: 80, 443 "
+        "(an operator may allow others with WEBHOOK_ALLOWED_PORTS)"
+    )
+
+
 def test_one_message_delivered_twice_at_once_sends_once(service):
     with receiver(Reply(200, delay=0.5)) as r:
         service.endpoint(r.url)

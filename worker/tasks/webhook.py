@@ -85,6 +85,7 @@ def deliver(delivery_id: str) -> Attempt | None:
         headers,
         settings.webhook_allow_private,
         settings.webhook_timeout_seconds,
+        settings.webhook_allowed_ports,
     )
     wait = None
     if not answer.ok:
