@@ -1,4 +1,5 @@
-"""Deleting a job, a model or a name: every row in one transaction, the files left to the collector.
+"""Deleting a job, a model or a name: every row in one transaction, the files left to the collector; a job's worker
+minutes stay counted.
 
 Each deletion records tombstones of the store prefixes its files live under (app/db/tombstone_rows.py) with the row
 deletion, so nothing is half deleted: a failed commit leaves rows and files, a committed one leaves files that the
@@ -15,10 +16,12 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from app.db import tombstone_rows
+from app.db.base import utcnow
 from app.db.job_rows import ACTIVE_STATES
 from app.db.keys import Caller
 from app.db.tables import Job, ModelAlias, ModelName, Sweep, TrainedModel
-from app.services import registry
+from app.db.usage_tables import DeletedJobUsage
+from app.services import quotas, registry
 from app.services.errors import Conflict
 from app.services.evaluations import evaluations_prefix
 from app.services.exports import exports_prefix
@@ -55,12 +58,27 @@ def delete_job(session: Session, job: Job) -> None:
         if sweep is not None and sweep.status == "running":
             raise Conflict(f"job {job.id} is a trial of sweep {sweep.id}, which is running: stop the sweep first")
     tombstone_rows.bury(session, job.owner_id, "job", job.id, [job_prefix(job.id)])
+    keep_usage(session, job)
     # Conditional: a job that a worker took in the meantime (a re-queued one) is not deleted under it.
     gone = session.execute(delete(Job).where(Job.id == job.id, Job.status.not_in(ACTIVE_STATES)))
     if getattr(gone, "rowcount", 0) != 1:
         session.rollback()
         raise Conflict(f"job {job.id} started in the meantime: cancel it first")
     session.expunge(job)
+
+
+def keep_usage(session: Session, job: Job) -> None:
+    """The job's run, kept for the daily worker-minutes quota (app/services/quotas.py): deleting a job never gives
+    its minutes back."""
+    if job.started_at is None:
+        return  # it never ran
+    finished = job.finished_at or utcnow()
+    processes = quotas.processes(job.training_config)
+    session.add(
+        DeletedJobUsage(
+            owner_id=job.owner_id, job_id=job.id, started_at=job.started_at, finished_at=finished, processes=processes
+        )
+    )
 
 
 def model_prefixes(model: TrainedModel) -> list[str]:

@@ -148,3 +148,47 @@ def test_an_operator_sets_an_organisations_own_quotas_from_the_command_line(clie
     with pytest.raises(SystemExit) as refused:
         main(["set-quota", "alice", "--active-jobs", "-1"])
     assert refused.value.code == 2 and "-1 is negative: 0 is unlimited" in capsys.readouterr().err
+
+
+def _ran(job_id: str, minutes: float, status: str = "succeeded") -> float:
+    """Record that the job ran `minutes` up to now (from midnight UTC at the earliest); the minutes counted today."""
+    from app.db.base import utcnow
+    from app.db.session import session_scope
+    from app.db.tables import Job
+
+    now = utcnow()
+    started = max(now - timedelta(minutes=minutes), now.replace(hour=0, minute=0, second=0, microsecond=0))
+    with session_scope() as session:
+        session.execute(update(Job).where(Job.id == job_id).values(status=status, started_at=started, finished_at=now))
+    return (now - started).total_seconds() / 60
+
+
+def test_a_job_pays_worker_minutes_for_every_device_of_every_node(client, alice, parallel_id, settings_env):
+    """Fault: a job with training.devices 4 on training.nodes 8 was charged as one device. Pass: 32 devices for a
+    minute are 32 worker minutes, and a limit below them refuses the next job."""
+    settings_env(MAX_DEVICES_PER_JOB="4", MAX_NODES_PER_JOB="8")
+    body = {"objective": "translation", "dataset_id": parallel_id, "training": {"devices": 4, "nodes": 8}}
+    submitted = client.post("/v1/jobs", json=body, headers=alice)
+    assert submitted.status_code == 201, submitted.text
+    ran = _ran(submitted.json()["id"], 1.0)
+    minutes = client.get("/v1/usage", headers=alice).json()["worker_minutes_today"]
+    assert abs(minutes - 32 * ran) < 0.1, (minutes, ran)
+    _set_owner("alice", quota_worker_minutes_per_day=31)
+    refused = _job(client, alice, parallel_id)
+    assert refused.status_code == 429
+    assert refused.json()["detail"].startswith(f"worker minutes quota: {32 * ran:.1f} minutes used today (UTC)")
+
+
+def test_deleting_a_finished_job_does_not_give_its_worker_minutes_back(client, alice, parallel_id):
+    """Fault: with a limit of 1 minute, a job that ran 1.06 minutes was deleted, the minutes used today went back
+    to 0 and the next job was accepted. Pass: the deleted job's minutes stay counted; the next job is still 429."""
+    _set_owner("alice", quota_worker_minutes_per_day=1)
+    first = _job(client, alice, parallel_id).json()["id"]
+    ran = _ran(first, 1.06)
+    assert _job(client, alice, parallel_id).status_code == 429
+    assert client.delete(f"/v1/jobs/{first}", headers=alice).status_code == 204
+    minutes = client.get("/v1/usage", headers=alice).json()["worker_minutes_today"]
+    assert abs(minutes - ran) < 0.02, (minutes, ran)
+    refused = _job(client, alice, parallel_id)
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["detail"].startswith("worker minutes quota: ")
