@@ -86,7 +86,7 @@ def upload_dataset(
     naming the first bad line. Jobs wait for `ready`."""
     if holds_nul(name):  # a form field: app.schemas.common.Input does this for JSON bodies
         raise unprocessable("name", f"name {NUL_MESSAGE}")
-    if file.size is not None:  # the form parser spooled it: known before anything is stored
+    if file.size is not None:  # the form parser spooled it: refused before anything is stored
         quotas.check_storage(session, settings, key.owner_id, file.size)
     details = {"name": name, "kind": kind, "filename": file.filename or ""}
     audit.record(session, key, request, "dataset.uploaded", "dataset", Dataset, details)
@@ -100,7 +100,8 @@ def upload_dataset(
         format,
         _language("source_language", source_language),
         _language("target_language", target_language),
-        check_size=None if file.size is not None else partial(quotas.check_storage, session, settings, key.owner_id),
+        # checked again once stored, under the organisation's lock until the row commits: concurrent uploads take turns
+        check_size=partial(quotas.reserve_storage, session, settings, key.owner_id),
     )
     return DatasetPublic.model_validate(dataset)
 
@@ -173,15 +174,18 @@ def read_report(dataset_id: str, session: SessionDep, key: ReadKey) -> dict[str,
         400: {"description": "Body is not UTF-8 JSON"},
         404: {"description": "Not found"},
         409: {"description": "The dataset is still being processed"},
+        413: {"description": "Nothing is left of the organisation's storage quota"},
         422: {"description": "Bad rules, a failed or monolingual dataset"},
     },
 )
 def filter_dataset(
-    dataset_id: str, body: DatasetFilter, session: SessionDep, key: TrainKey, request: Request
+    dataset_id: str, body: DatasetFilter, session: SessionDep, settings: SettingsDep, key: TrainKey, request: Request
 ) -> DatasetPublic:
     """A new dataset of the rows the rules keep (its `parent_id` and `filter_rules` say how it was made): a worker
-    writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left."""
+    writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left, or if its
+    file would take the organisation past its storage quota (413 at once when nothing is left of it)."""
     parent = _owned(session, dataset_id, key.owner_id)
+    quotas.check_room(session, settings, key.owner_id, f"a dataset filtered from {parent.id}")
     details = {"parent_id": parent.id, "rules": body.model_dump(mode="json", exclude_unset=True)}
     audit.record(session, key, request, "dataset.filtered", "dataset", Dataset, details)
     return DatasetPublic.model_validate(datasets.create_filtered(session, parent, body))

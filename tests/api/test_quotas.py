@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from tests.api.test_datasets import _jsonl, _upload
+from tests.api.test_datasets import _jsonl, _ready, _upload
 
 GB = 1024**3
 
@@ -192,3 +192,69 @@ def test_deleting_a_finished_job_does_not_give_its_worker_minutes_back(client, a
     refused = _job(client, alice, parallel_id)
     assert refused.status_code == 429, refused.text
     assert refused.json()["detail"].startswith("worker minutes quota: ")
+
+
+def test_concurrent_uploads_on_postgresql_cannot_both_pass_the_storage_quota(pg, monkeypatch):
+    """Fault: two uploads at once each passed the storage check (neither saw the other's bytes) and together went
+    past the quota. Pass: the check and the insert take turns per organisation: one 201, one 413, one row."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.services import quotas
+
+    client, alice = pg
+    data = _jsonl([("one", "eins"), ("two", "zwei")])
+    _set_owner("alice", quota_storage_gb=(1.5 * len(data)) / GB)  # room for one such file, not two
+    both_counted = threading.Barrier(2)
+    count = quotas.storage_bytes
+
+    def slow_count(session, owner_id):
+        used = count(session, owner_id)
+        try:  # each upload waits (2 s at most) for the other to have counted too: the overlap made certain
+            both_counted.wait(timeout=2)
+        except threading.BrokenBarrierError:
+            pass
+        return used
+
+    monkeypatch.setattr(quotas, "storage_bytes", slow_count)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: _upload(client, alice, data), range(2)))
+    assert sorted(a.status_code for a in answers) == [201, 413], [a.text for a in answers]
+    refused = next(a for a in answers if a.status_code == 413)
+    assert refused.json()["detail"].startswith(f"storage quota exceeded: {len(data)} bytes stored + {len(data)} bytes")
+    monkeypatch.undo()
+    usage = client.get("/v1/usage", headers=alice).json()
+    assert usage["storage_bytes"] == len(data)
+    assert client.get("/v1/datasets", headers=alice).json()["total"] == 1
+
+
+def test_a_filtered_dataset_is_charged_its_stored_size(client, alice, tmp_path):
+    """Fault: POST /v1/datasets/{id}/filter never looked at the storage quota. Pass: with no room left it is 413 at
+    once; with a little room, the filtered file that would pass the limit fails the dataset naming the limit, and
+    is deleted."""
+    from worker.data.filtering import make
+
+    pairs = [(f"the cat number {i} sat on the mat", f"le chat numéro {i} était assis") for i in range(60)]
+    data = _jsonl(pairs)
+    parent = _ready(client, alice, data)
+    _set_owner("alice", quota_storage_gb=(len(data) + 10) / GB)  # 10 bytes left
+    limit = round((len(data) + 10) / GB * GB)
+    child = client.post(f"/v1/datasets/{parent['id']}/filter", headers=alice, json={"rules": {"deduplicate": True}})
+    assert child.status_code == 201, child.text
+    assert make(child.json()["id"]) == "failed"
+    failed = client.get(f"/v1/datasets/{child.json()['id']}", headers=alice).json()
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith(f"storage quota exceeded: {len(data)} bytes stored + "), failed["error"]
+    assert f"would pass the limit of {limit} bytes" in failed["error"]
+    stored = [p for p in (tmp_path / "var").rglob("*") if p.is_file() and child.json()["id"] in p.parts]
+    assert stored == []
+    assert client.get("/v1/usage", headers=alice).json()["storage_bytes"] == len(data)
+
+    _set_owner("alice", quota_storage_gb=len(data) / GB)  # nothing left
+    refused = client.post(f"/v1/datasets/{parent['id']}/filter", headers=alice, json={"rules": {"deduplicate": True}})
+    assert refused.status_code == 413, refused.text
+    assert refused.json()["detail"] == (
+        f"storage quota exceeded: {len(data)} bytes stored, the limit is {len(data)} bytes "
+        f"({len(data) / GB:g} GiB), so a dataset filtered from {parent['id']} cannot be stored; delete datasets or "
+        "models first"
+    )
