@@ -11,15 +11,13 @@ from sqlalchemy.orm import Session
 
 from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
-from app.api.errors import conflict, not_found, unprocessable
+from app.api.errors import not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ReadKey, TrainKey
-from app.db import tombstone_rows
-from app.db.job_rows import ACTIVE_STATES
-from app.db.tables import Dataset, Job
+from app.db.tables import Dataset
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
 from app.schemas.datasets import DatasetFilter, DatasetKind, DatasetPublic, DatasetRegister
-from app.services import datasets, quotas
+from app.services import datasets, deletion, quotas
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -194,23 +192,19 @@ def filter_dataset(
 @router.delete(
     "/{dataset_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses={404: {"description": "Not found"}, 409: {"description": "In use by a job"}},
+    responses={
+        404: {"description": "Not found"},
+        409: {
+            "description": "In use: by an active job, a queued or running evaluation, a dataset being filtered "
+            "from it, or a running sweep"
+        },
+    },
 )
 def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey, request: Request) -> Response:
+    """Delete the dataset; its file stays ARTIFACT_GRACE_SECONDS, then the collector deletes it."""
     dataset = _owned(session, dataset_id, key.owner_id)
-    users = session.scalars(
-        select(Job.id).where(
-            (Job.dataset_id == dataset_id) | (Job.valid_dataset_id == dataset_id), Job.status.in_(ACTIVE_STATES)
-        )
-    ).all()
-    if users:
-        raise conflict(f"dataset {dataset_id} is used by active job(s) {', '.join(users)}; cancel them or wait")
-    if dataset.storage_key:  # nothing for a dataset read in place: its URI is not ours
-        # the collector deletes the file if the deletion just below cannot (a store away for a moment)
-        tombstone_rows.bury(session, dataset.owner_id, "dataset", dataset.id, [f"datasets/{dataset_id}"])
-    session.delete(dataset)
-    audit.record(session, key, request, "dataset.deleted", "dataset", dataset_id, {"name": dataset.name})
+    name = dataset.name
+    deletion.delete_dataset(session, dataset)
+    audit.record(session, key, request, "dataset.deleted", "dataset", dataset_id, {"name": name})
     session.commit()
-    if dataset.storage_key:
-        datasets.store_delete(f"datasets/{dataset_id}")
     return Response(status_code=status.HTTP_204_NO_CONTENT)
