@@ -424,3 +424,24 @@ def test_on_postgresql_a_job_submitted_while_the_dataset_is_being_deleted_finds_
         assert deleting.result(timeout=30).status_code == 204
     assert job.status_code == 422, job.text
     assert job.json()["detail"][0]["msg"] == f"dataset {dataset_id} not found"
+
+
+def test_a_dataset_a_running_sweep_trains_on_is_409_naming_the_sweep(client, alice, parallel_id):
+    """A running sweep starts more trials on the dataset: its deletion is refused while the sweep runs, even with
+    no trial active at the moment."""
+    from sqlalchemy import update
+
+    from app.db.session import session_scope
+    from app.db.tables import Job
+    from tests.api.test_sweeps import _sweep
+
+    sweep = client.post("/v1/sweeps", json=_sweep(parallel_id), headers=alice)
+    assert sweep.status_code == 201, sweep.text
+    with session_scope() as session:  # between two trials: none active
+        session.execute(update(Job).where(Job.sweep_id == sweep.json()["id"]).values(status="cancelled"))
+    response = client.delete(f"/v1/datasets/{parallel_id}", headers=alice)
+    assert response.status_code == 409, response.text
+    assert response.json()["detail"] == (
+        f"dataset {parallel_id} is used by running sweep(s) {sweep.json()['id']}: wait for them to finish or "
+        "cancel them"
+    )
