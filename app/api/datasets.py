@@ -11,15 +11,13 @@ from sqlalchemy.orm import Session
 
 from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
-from app.api.errors import conflict, not_found, unprocessable
+from app.api.errors import not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ReadKey, TrainKey
-from app.db import tombstone_rows
-from app.db.job_rows import ACTIVE_STATES
-from app.db.tables import Dataset, Job
+from app.db.tables import Dataset
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
 from app.schemas.datasets import DatasetFilter, DatasetKind, DatasetPublic, DatasetRegister
-from app.services import datasets, quotas
+from app.services import datasets, deletion, quotas
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 
@@ -86,7 +84,7 @@ def upload_dataset(
     naming the first bad line. Jobs wait for `ready`."""
     if holds_nul(name):  # a form field: app.schemas.common.Input does this for JSON bodies
         raise unprocessable("name", f"name {NUL_MESSAGE}")
-    if file.size is not None:  # the form parser spooled it: known before anything is stored
+    if file.size is not None:  # the form parser spooled it: refused before anything is stored
         quotas.check_storage(session, settings, key.owner_id, file.size)
     details = {"name": name, "kind": kind, "filename": file.filename or ""}
     audit.record(session, key, request, "dataset.uploaded", "dataset", Dataset, details)
@@ -100,7 +98,8 @@ def upload_dataset(
         format,
         _language("source_language", source_language),
         _language("target_language", target_language),
-        check_size=None if file.size is not None else partial(quotas.check_storage, session, settings, key.owner_id),
+        # checked again once stored, under the organisation's lock until the row commits: concurrent uploads take turns
+        check_size=partial(quotas.reserve_storage, session, settings, key.owner_id),
     )
     return DatasetPublic.model_validate(dataset)
 
@@ -174,15 +173,18 @@ def read_report(dataset_id: str, session: SessionDep, key: ReadKey) -> dict[str,
         400: {"description": "Body is not UTF-8 JSON"},
         404: {"description": "Not found"},
         409: {"description": "The dataset is still being processed"},
+        413: {"description": "Nothing is left of the organisation's storage quota"},
         422: {"description": "Bad rules, a failed or monolingual dataset"},
     },
 )
 def filter_dataset(
-    dataset_id: str, body: DatasetFilter, session: SessionDep, key: TrainKey, request: Request
+    dataset_id: str, body: DatasetFilter, session: SessionDep, settings: SettingsDep, key: TrainKey, request: Request
 ) -> DatasetPublic:
     """A new dataset of the rows the rules keep (its `parent_id` and `filter_rules` say how it was made): a worker
-    writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left."""
+    writes it and records in `filter_counts` how many rows each rule removed; `failed` if nothing is left, or if its
+    file would take the organisation past its storage quota (413 at once when nothing is left of it)."""
     parent = _owned(session, dataset_id, key.owner_id)
+    quotas.check_room(session, settings, key.owner_id, f"a dataset filtered from {parent.id}")
     details = {"parent_id": parent.id, "rules": body.model_dump(mode="json", exclude_unset=True)}
     audit.record(session, key, request, "dataset.filtered", "dataset", Dataset, details)
     return DatasetPublic.model_validate(datasets.create_filtered(session, parent, body))
@@ -191,23 +193,19 @@ def filter_dataset(
 @router.delete(
     "/{dataset_id}",
     status_code=status.HTTP_204_NO_CONTENT,
-    responses={404: {"description": "Not found"}, 409: {"description": "In use by a job"}},
+    responses={
+        404: {"description": "Not found"},
+        409: {
+            "description": "In use: by an active job, a queued or running evaluation, a dataset being filtered "
+            "from it, or a running sweep"
+        },
+    },
 )
 def delete_dataset(dataset_id: str, session: SessionDep, key: TrainKey, request: Request) -> Response:
+    """Delete the dataset; its file stays ARTIFACT_GRACE_SECONDS, then the collector deletes it."""
     dataset = _owned(session, dataset_id, key.owner_id)
-    users = session.scalars(
-        select(Job.id).where(
-            (Job.dataset_id == dataset_id) | (Job.valid_dataset_id == dataset_id), Job.status.in_(ACTIVE_STATES)
-        )
-    ).all()
-    if users:
-        raise conflict(f"dataset {dataset_id} is used by active job(s) {', '.join(users)}; cancel them or wait")
-    if dataset.storage_key:  # nothing for a dataset read in place: its URI is not ours
-        # the collector deletes the file if the deletion just below cannot (a store away for a moment)
-        tombstone_rows.bury(session, dataset.owner_id, "dataset", dataset.id, [f"datasets/{dataset_id}"])
-    session.delete(dataset)
-    audit.record(session, key, request, "dataset.deleted", "dataset", dataset_id, {"name": dataset.name})
+    name = dataset.name
+    deletion.delete_dataset(session, dataset)
+    audit.record(session, key, request, "dataset.deleted", "dataset", dataset_id, {"name": name})
     session.commit()
-    if dataset.storage_key:
-        datasets.store_delete(f"datasets/{dataset_id}")
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -73,7 +73,8 @@ def import_model(
     # form parser: it goes to the store a chunk at a time, never whole in memory (an OPUS-MT archive is ~300 MB).
     if file.size == 0:
         raise unprocessable("file", "the file is empty")
-    quotas.check_storage(session, settings, key.owner_id, file.size or 0)  # the archive, about the model's size
+    # refused early by the archive's size; the worker charges the model at the size it stores it (413 then too)
+    quotas.check_storage(session, settings, key.owner_id, file.size or 0)
     if not _is_tar(file.file):  # the worker checks every member; this spares it (and the caller's wait) the obvious
         raise unprocessable("file", f"{file.filename}: not a readable .tar.gz archive")
     model_id = new_id()

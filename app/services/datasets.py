@@ -24,7 +24,7 @@ from app.db.session import session_scope
 from app.db.tables import Dataset
 from app.schemas.datasets import DatasetFilter, DatasetRegister
 from app.services import dataset_uris
-from app.services.errors import Conflict, InvalidField, ServiceUnavailable
+from app.services.errors import Conflict, InvalidField, NotFound, ServiceUnavailable
 from app.services.queueing import get_sender
 from model.data.corpus import GZIP_MAGIC
 
@@ -163,7 +163,11 @@ def register_uri(session: Session, settings: Settings, owner_id: str, body: Data
 
 def create_filtered(session: Session, parent: Dataset, body: DatasetFilter) -> Dataset:
     """A new dataset of the parent's rows that the rules keep, made by a worker (worker/data/filtering.py), which
-    records what each rule removed; it is `processing` until then, and `failed` if the rules leave nothing."""
+    records what each rule removed; it is `processing` until then, and `failed` if the rules leave nothing. The
+    parent is held until the new dataset commits, as a job holds its datasets (app/services/deletion.py)."""
+    locked = session.get(Dataset, parent.id, with_for_update={"read": True}, populate_existing=True)
+    if locked is None:
+        raise NotFound("dataset", parent.id)
     require_ready(parent, "dataset")
     if parent.kind != "parallel":
         raise InvalidField("dataset", f"dataset {parent.id} is {parent.kind}: the rules filter parallel datasets")

@@ -1,4 +1,5 @@
-"""Deleting a job, a model or a name: every row in one transaction, the files left to the collector.
+"""Deleting a job, a model, a name or a dataset: every row in one transaction, the files left to the collector; a
+job's worker minutes stay counted.
 
 Each deletion records tombstones of the store prefixes its files live under (app/db/tombstone_rows.py) with the row
 deletion, so nothing is half deleted: a failed commit leaves rows and files, a committed one leaves files that the
@@ -11,15 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from app.db import tombstone_rows
+from app.db.base import utcnow
 from app.db.job_rows import ACTIVE_STATES
 from app.db.keys import Caller
-from app.db.tables import Job, ModelAlias, ModelName, Sweep, TrainedModel
-from app.services import registry
-from app.services.errors import Conflict
+from app.db.tables import Dataset, Evaluation, Job, ModelAlias, ModelName, Sweep, TrainedModel
+from app.db.task_rows import QUEUED, RUNNING
+from app.db.usage_tables import DeletedJobUsage
+from app.services import quotas, registry
+from app.services.errors import Conflict, NotFound
 from app.services.evaluations import evaluations_prefix
 from app.services.exports import exports_prefix
 from app.services.file_translations import translations_prefix
@@ -55,12 +59,27 @@ def delete_job(session: Session, job: Job) -> None:
         if sweep is not None and sweep.status == "running":
             raise Conflict(f"job {job.id} is a trial of sweep {sweep.id}, which is running: stop the sweep first")
     tombstone_rows.bury(session, job.owner_id, "job", job.id, [job_prefix(job.id)])
+    keep_usage(session, job)
     # Conditional: a job that a worker took in the meantime (a re-queued one) is not deleted under it.
     gone = session.execute(delete(Job).where(Job.id == job.id, Job.status.not_in(ACTIVE_STATES)))
     if getattr(gone, "rowcount", 0) != 1:
         session.rollback()
         raise Conflict(f"job {job.id} started in the meantime: cancel it first")
     session.expunge(job)
+
+
+def keep_usage(session: Session, job: Job) -> None:
+    """The job's run, kept for the daily worker-minutes quota (app/services/quotas.py): deleting a job never gives
+    its minutes back."""
+    if job.started_at is None:
+        return  # it never ran
+    finished = job.finished_at or utcnow()
+    processes = quotas.processes(job.training_config)
+    session.add(
+        DeletedJobUsage(
+            owner_id=job.owner_id, job_id=job.id, started_at=job.started_at, finished_at=finished, processes=processes
+        )
+    )
 
 
 def model_prefixes(model: TrainedModel) -> list[str]:
@@ -137,3 +156,52 @@ def delete_name(
     session.execute(delete(ModelName).where(ModelName.owner_id == caller.owner_id, ModelName.name == name))
     session.flush()
     return versions, dropped
+
+
+DATASET_FIELDS = ("dataset_id", "valid_dataset_id", "test_dataset_id")  # where a job or a sweep names a dataset
+
+
+def dataset_users(session: Session, dataset: Dataset) -> list[str]:
+    """What would fail mid-run without the dataset, each named: active jobs that train, validate or test on it,
+    evaluations queued or running on it, datasets being filtered from it, running sweeps whose trials name it."""
+    users = []
+    named = or_(*(getattr(Job, field) == dataset.id for field in DATASET_FIELDS))
+    jobs = session.scalars(select(Job.id).where(named, Job.status.in_(ACTIVE_STATES)).order_by(Job.id)).all()
+    if jobs:
+        users.append(f"active job(s) {', '.join(jobs)}")
+    evaluations = session.scalars(
+        select(Evaluation.id)
+        .where(Evaluation.dataset_id == dataset.id, Evaluation.status.in_((QUEUED, RUNNING)))
+        .order_by(Evaluation.id)
+    ).all()
+    if evaluations:
+        users.append(f"evaluation(s) {', '.join(evaluations)} queued or running")
+    children = session.scalars(
+        select(Dataset.id).where(Dataset.parent_id == dataset.id, Dataset.status == "processing").order_by(Dataset.id)
+    ).all()
+    if children:
+        users.append(f"dataset(s) {', '.join(children)} being filtered from it")
+    sweeps = session.scalars(
+        select(Sweep).where(Sweep.owner_id == dataset.owner_id, Sweep.status == "running").order_by(Sweep.id)
+    )
+    running = [sweep.id for sweep in sweeps if dataset.id in (sweep.job_config.get(f) for f in DATASET_FIELDS)]
+    if running:
+        users.append(f"running sweep(s) {', '.join(running)}")
+    return users
+
+
+def delete_dataset(session: Session, dataset: Dataset) -> None:
+    """Delete a dataset nothing uses (409 naming what does), its file left to the collector (a worker still reading
+    it finishes first); the datasets filtered from it keep their parent_id. The row is locked first, as a job,
+    evaluation or filter that names it locks it (FOR SHARE): one submitted at the same moment either holds it, and
+    the deletion sees it and refuses, or finds it gone."""
+    locked = session.get(Dataset, dataset.id, with_for_update=True, populate_existing=True)
+    if locked is None:
+        raise NotFound("dataset", dataset.id)
+    users = dataset_users(session, locked)
+    if users:
+        raise Conflict(f"dataset {locked.id} is used by {'; '.join(users)}: wait for them to finish or cancel them")
+    if locked.storage_key:  # nothing for a dataset read in place: its URI is not ours
+        tombstone_rows.bury(session, locked.owner_id, "dataset", locked.id, [f"datasets/{locked.id}"])
+    session.delete(locked)
+    session.flush()

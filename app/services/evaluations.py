@@ -35,7 +35,8 @@ def create(
         raise InvalidField(
             "model_id", f"model {model.id} was trained for {model.objective}; only translation is scored"
         )
-    dataset = session.get(Dataset, str(body.dataset_id))
+    # held until the evaluation commits, as a job holds its datasets (app/services/deletion.delete_dataset)
+    dataset = session.get(Dataset, str(body.dataset_id), with_for_update={"read": True}, populate_existing=True)
     if dataset is None or dataset.owner_id != model.owner_id:
         raise InvalidField("dataset_id", f"dataset {body.dataset_id} not found")
     if dataset.kind != "parallel":

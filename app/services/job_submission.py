@@ -58,7 +58,9 @@ def request_digest(body: JobCreate) -> str:
 
 
 def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objective: str) -> Dataset:
-    dataset = session.get(Dataset, dataset_id)
+    # Held (FOR SHARE) until the job commits: a deletion at the same moment waits and then sees the job, or went
+    # first and the dataset is gone (app/services/deletion.delete_dataset).
+    dataset = session.get(Dataset, dataset_id, with_for_update={"read": True}, populate_existing=True)
     if dataset is None or dataset.owner_id != owner_id:
         raise InvalidField(field, f"dataset {dataset_id} not found")
     if dataset.kind != REQUIRED_KIND[objective]:

@@ -2,15 +2,23 @@
 
 A limit is the organisation's own (a column of `owners`) or else the service's QUOTA_* setting; 0 is unlimited.
 Usage is read from the rows: the sizes recorded for datasets stored by the service (not those read in place from a
-URI), models and checkpoints; the jobs queued or running; and the minutes jobs ran today (from started_at to
-finished_at, a running job's up to now). Checked when work is asked for: storage before an upload or import is
-stored (413), jobs and minutes before a job is queued (429).
+URI), models and checkpoints, as stored (an imported model's unpacked files, a filtered dataset's file); the jobs
+queued or running; and the worker minutes jobs ran today: each run from started_at to finished_at (a running one's
+up to now) times its processes (training.devices x training.nodes), deleted jobs' runs included
+(app/db/usage_tables.py).
+
+Checked when work is asked for: storage before an upload, import or filter is stored (413), jobs and minutes before
+a job is queued (429). The check that admits bytes is made again once their size is known, under a lock on the
+organisation's row held until the row that records them commits (`reserve_storage`), so concurrent uploads take
+turns and cannot each pass alone. A running job stops once the organisation's minutes are spent
+(`running_seconds_left`, read by the training worker's lease keeper).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
@@ -19,6 +27,7 @@ from app.core.settings import Settings
 from app.db.access_tables import Owner
 from app.db.job_rows import ACTIVE_STATES, RUNNING
 from app.db.tables import Dataset, Job, JobCheckpoint, TrainedModel
+from app.db.usage_tables import DeletedJobUsage
 from app.services.errors import PayloadTooLarge, TooManyRequests
 
 GB = 1024**3  # QUOTA_STORAGE_GB counts binary gigabytes (GiB)
@@ -86,26 +95,58 @@ def storage_bytes(session: Session, owner_id: str) -> int:
     return sum(int(session.scalar(query) or 0) for query in (datasets, models, checkpoints))
 
 
+def processes(training_config: dict[str, Any] | None) -> int:
+    """How many devices a job's run holds at once: training.devices x training.nodes (1 x 1 when absent)."""
+    config = training_config or {}
+    return max(1, int(config.get("devices") or 1)) * max(1, int(config.get("nodes") or 1))
+
+
+def run_minutes(started: datetime, end: datetime, since: datetime, processes: int) -> float:
+    """Worker minutes of a run from `started` to `end` on `processes` devices, counted from `since` on."""
+    start = max(started, since)
+    return max(0.0, (end - start).total_seconds() / 60) * processes
+
+
 def worker_minutes_today(session: Session, owner_id: str, now: datetime) -> float:
-    """Minutes jobs of the owner ran since midnight UTC: finished ones from start to end, running ones up to now."""
+    """Worker minutes the owner's jobs ran since midnight UTC, each run times its devices x nodes: finished ones from
+    start to end, running ones up to now, and those of deleted jobs."""
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
     rows = session.execute(
-        select(Job.started_at, Job.finished_at, Job.status).where(
+        select(Job.started_at, Job.finished_at, Job.status, Job.training_config).where(
             Job.owner_id == owner_id,
             Job.started_at.is_not(None),
             Job.started_at < now,
             or_(Job.finished_at >= midnight, Job.status == RUNNING),
         )
     )
-    total = timedelta()
-    for started, finished, status in rows:
+    total = 0.0
+    for started, finished, status, config in rows:
         if started is None:  # excluded by the query; for the type checker
             continue
         end = now if status == RUNNING or finished is None else min(finished, now)
-        start = max(started, midnight)
-        if end > start:
-            total += end - start
-    return total.total_seconds() / 60
+        total += run_minutes(started, end, midnight, processes(config))
+    deleted = session.execute(
+        select(DeletedJobUsage.started_at, DeletedJobUsage.finished_at, DeletedJobUsage.processes).where(
+            DeletedJobUsage.owner_id == owner_id,
+            DeletedJobUsage.finished_at >= midnight,
+            DeletedJobUsage.started_at < now,
+        )
+    )
+    for started, finished, count in deleted:
+        total += run_minutes(started, min(finished, now), midnight, count)
+    return total
+
+
+def running_seconds_left(session: Session, settings: Settings, owner_id: str, now: datetime) -> float | None:
+    """Seconds the organisation's running jobs may still run today, all together: the minutes left of its day
+    shared by the devices they hold (0 when spent); None without a limit."""
+    limit = limits(settings, _owner(session, owner_id)).worker_minutes_per_day
+    if limit <= 0:
+        return None
+    left = limit - worker_minutes_today(session, owner_id, now)
+    running = session.scalars(select(Job.training_config).where(Job.owner_id == owner_id, Job.status == RUNNING))
+    held = sum(processes(config) for config in running) or 1
+    return max(0.0, left * 60 / held)
 
 
 def active_jobs(session: Session, owner_id: str) -> int:
@@ -135,6 +176,28 @@ def check_storage(session: Session, settings: Settings, owner_id: str, adding: i
         raise PayloadTooLarge(
             f"storage quota exceeded: {used} bytes stored + {adding} bytes would pass the limit of {limit} bytes "
             f"({limit / GB:g} GiB); delete datasets or models first"
+        )
+
+
+def reserve_storage(session: Session, settings: Settings, owner_id: str, adding: int) -> None:
+    """check_storage under a lock on the organisation's row (PostgreSQL; SQLite has one writer at a time), which
+    the caller holds until it commits the row that records the `adding` bytes (or rolls back): two concurrent
+    uploads take turns, and the second counts the first's bytes."""
+    session.execute(select(Owner.id).where(Owner.id == owner_id).with_for_update())
+    check_storage(session, settings, owner_id, adding)
+
+
+def check_room(session: Session, settings: Settings, owner_id: str, what: str) -> None:
+    """PayloadTooLarge when the organisation has no storage left at all: for `what`, whose size is known only once
+    it is made (a filtered dataset); its size is charged then (reserve_storage)."""
+    limit = limits(settings, _owner(session, owner_id)).storage_bytes
+    if limit <= 0:
+        return
+    used = storage_bytes(session, owner_id)
+    if used >= limit:
+        raise PayloadTooLarge(
+            f"storage quota exceeded: {used} bytes stored, the limit is {limit} bytes ({limit / GB:g} GiB), so "
+            f"{what} cannot be stored; delete datasets or models first"
         )
 
 

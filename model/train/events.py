@@ -57,9 +57,11 @@ class CheckpointInfo:
 
 @dataclass
 class Callbacks:
-    """Hooks for the caller; each may be None. should_stop and should_preempt are polled once per step, so keep
-    them cheap. should_stop (cancel) ends the run without a final checkpoint; should_preempt (the process is
-    going away) ends it right after a checkpoint of the current step, skipping the final evaluation."""
+    """Hooks for the caller; each may be None. should_stop, should_preempt and should_finish are polled once per
+    step, so keep them cheap. should_stop (cancel) ends the run without a final checkpoint; should_preempt (the
+    process is going away) ends it right after a checkpoint of the current step, skipping the final evaluation;
+    should_finish (a time budget outside the run is spent: the organisation's worker minutes) ends it as
+    max_minutes does, with its final evaluation and checkpoint, once it has trained a step."""
 
     on_step: Callable[[StepInfo], None] | None = None
     on_eval: Callable[[int, dict[str, float]], None] | None = None
@@ -70,6 +72,7 @@ class Callbacks:
     on_memory: Callable[[dict[str, Any]], None] | None = None
     should_stop: Callable[[], bool] | None = None
     should_preempt: Callable[[], bool] | None = None
+    should_finish: Callable[[], bool] | None = None
 
 
 @dataclass

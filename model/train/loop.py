@@ -222,6 +222,8 @@ class Trainer:
             return "preempted"
         if cfg.max_minutes is not None and elapsed() >= cfg.max_minutes * 60:
             return "max_minutes"
+        if self.step > 0 and self.callbacks.should_finish is not None and self.callbacks.should_finish():
+            return "max_minutes"  # a budget outside the run, spent: it ends as its own would
         return None
 
     def _agreed(self, reason: StopReason | None) -> StopReason | None:

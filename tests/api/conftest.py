@@ -19,6 +19,20 @@ def client(settings_env) -> TestClient:
 
 
 @pytest.fixture
+def pg(settings_env, fresh_postgres_url):
+    """The same API on PostgreSQL: conditional deletes, cascades, row counts and row locks as production has them;
+    (client, alice's headers)."""
+    from app.db.keys import create_key
+    from app.db.session import session_scope
+
+    settings_env(DATABASE_URL=fresh_postgres_url)
+    with migrated_client() as pg_client:
+        with session_scope() as session:
+            _row, clear = create_key(session, "alice")
+        yield pg_client, {"Authorization": f"Bearer {clear}"}
+
+
+@pytest.fixture
 def make_key(client) -> Callable[[str], dict[str, str]]:
     """Create an API key for an owner and return the Authorization header that carries it."""
     from app.db.keys import create_key

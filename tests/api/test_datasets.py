@@ -165,7 +165,9 @@ def test_list_paginates_with_total(client, make_key):
     assert {d["name"] for d in page["data"] + rest["data"]} == {"d0", "d1", "d2"}
 
 
-def test_delete_removes_row_and_file(client, make_key):
+def test_delete_removes_the_row_and_leaves_the_file_to_the_collector(client, make_key):
+    """The file stays for a worker still reading it; the collector deletes it after ARTIFACT_GRACE_SECONDS
+    (tests/api/test_deletion.py)."""
     from app.artifacts import get_store
 
     headers = make_key("alice")
@@ -173,7 +175,7 @@ def test_delete_removes_row_and_file(client, make_key):
     assert get_store().exists(f"datasets/{dataset['id']}")
     assert client.delete(f"/v1/datasets/{dataset['id']}", headers=headers).status_code == 204
     assert client.get(f"/v1/datasets/{dataset['id']}", headers=headers).status_code == 404
-    assert not get_store().exists(f"datasets/{dataset['id']}")
+    assert get_store().exists(f"datasets/{dataset['id']}")
 
 
 def test_other_owner_gets_404_everywhere(client, make_key):

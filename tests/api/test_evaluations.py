@@ -83,13 +83,18 @@ def test_a_job_may_name_a_test_set_of_the_right_kind(client, alice, parallel_id,
 
 
 def test_the_task_fails_an_evaluation_whose_dataset_is_gone_and_skips_a_finished_one(client, alice, parallel_id):
-    """The worker's task, run here: a test set deleted after the request fails the evaluation, saying why (never
-    left queued or running); a redelivered message for an evaluation that is over changes nothing."""
+    """The worker's task, run here: a test set gone after the request fails the evaluation, saying why (never
+    left queued or running); a redelivered message for an evaluation that is over changes nothing. (The API refuses
+    to delete a dataset a queued evaluation uses, 409: the row is deleted here directly.)"""
+    from app.db.session import session_scope
+    from app.db.tables import Dataset
     from worker.tasks.evaluation import evaluate_task
 
     model = _model_row("alice")
     evaluation = client.post(f"/v1/models/{model}/evaluations", json={"dataset_id": parallel_id}, headers=alice).json()
-    assert client.delete(f"/v1/datasets/{parallel_id}", headers=alice).status_code == 204
+    assert client.delete(f"/v1/datasets/{parallel_id}", headers=alice).status_code == 409
+    with session_scope() as session:
+        session.delete(session.get(Dataset, parallel_id))
     evaluate_task.run(evaluation["id"])
     failed = client.get(f"/v1/models/{model}/evaluations/{evaluation['id']}", headers=alice).json()
     assert failed["status"] == "failed" and "dataset None no longer exists" not in failed["error"], failed

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select, update
 
-from tests.api.test_datasets import _jsonl, _upload
+from tests.api.test_datasets import _jsonl, _ready, _upload
 
 GB = 1024**3
 
@@ -148,3 +148,113 @@ def test_an_operator_sets_an_organisations_own_quotas_from_the_command_line(clie
     with pytest.raises(SystemExit) as refused:
         main(["set-quota", "alice", "--active-jobs", "-1"])
     assert refused.value.code == 2 and "-1 is negative: 0 is unlimited" in capsys.readouterr().err
+
+
+def _ran(job_id: str, minutes: float, status: str = "succeeded") -> float:
+    """Record that the job ran `minutes` up to now (from midnight UTC at the earliest); the minutes counted today."""
+    from app.db.base import utcnow
+    from app.db.session import session_scope
+    from app.db.tables import Job
+
+    now = utcnow()
+    started = max(now - timedelta(minutes=minutes), now.replace(hour=0, minute=0, second=0, microsecond=0))
+    with session_scope() as session:
+        session.execute(update(Job).where(Job.id == job_id).values(status=status, started_at=started, finished_at=now))
+    return (now - started).total_seconds() / 60
+
+
+def test_a_job_pays_worker_minutes_for_every_device_of_every_node(client, alice, parallel_id, settings_env):
+    """Fault: a job with training.devices 4 on training.nodes 8 was charged as one device. Pass: 32 devices for a
+    minute are 32 worker minutes, and a limit below them refuses the next job."""
+    settings_env(MAX_DEVICES_PER_JOB="4", MAX_NODES_PER_JOB="8")
+    body = {"objective": "translation", "dataset_id": parallel_id, "training": {"devices": 4, "nodes": 8}}
+    submitted = client.post("/v1/jobs", json=body, headers=alice)
+    assert submitted.status_code == 201, submitted.text
+    ran = _ran(submitted.json()["id"], 1.0)
+    minutes = client.get("/v1/usage", headers=alice).json()["worker_minutes_today"]
+    assert abs(minutes - 32 * ran) < 0.1, (minutes, ran)
+    _set_owner("alice", quota_worker_minutes_per_day=31)
+    refused = _job(client, alice, parallel_id)
+    assert refused.status_code == 429
+    assert refused.json()["detail"].startswith(f"worker minutes quota: {32 * ran:.1f} minutes used today (UTC)")
+
+
+def test_deleting_a_finished_job_does_not_give_its_worker_minutes_back(client, alice, parallel_id):
+    """Fault: with a limit of 1 minute, a job that ran 1.06 minutes was deleted, the minutes used today went back
+    to 0 and the next job was accepted. Pass: the deleted job's minutes stay counted; the next job is still 429."""
+    _set_owner("alice", quota_worker_minutes_per_day=1)
+    first = _job(client, alice, parallel_id).json()["id"]
+    ran = _ran(first, 1.06)
+    assert _job(client, alice, parallel_id).status_code == 429
+    assert client.delete(f"/v1/jobs/{first}", headers=alice).status_code == 204
+    minutes = client.get("/v1/usage", headers=alice).json()["worker_minutes_today"]
+    assert abs(minutes - ran) < 0.02, (minutes, ran)
+    refused = _job(client, alice, parallel_id)
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["detail"].startswith("worker minutes quota: ")
+
+
+def test_concurrent_uploads_on_postgresql_cannot_both_pass_the_storage_quota(pg, monkeypatch):
+    """Fault: two uploads at once each passed the storage check (neither saw the other's bytes) and together went
+    past the quota. Pass: the check and the insert take turns per organisation: one 201, one 413, one row."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.services import quotas
+
+    client, alice = pg
+    data = _jsonl([("one", "eins"), ("two", "zwei")])
+    _set_owner("alice", quota_storage_gb=(1.5 * len(data)) / GB)  # room for one such file, not two
+    both_counted = threading.Barrier(2)
+    count = quotas.storage_bytes
+
+    def slow_count(session, owner_id):
+        used = count(session, owner_id)
+        try:  # each upload waits (2 s at most) for the other to have counted too: the overlap made certain
+            both_counted.wait(timeout=2)
+        except threading.BrokenBarrierError:
+            pass
+        return used
+
+    monkeypatch.setattr(quotas, "storage_bytes", slow_count)
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda _: _upload(client, alice, data), range(2)))
+    assert sorted(a.status_code for a in answers) == [201, 413], [a.text for a in answers]
+    refused = next(a for a in answers if a.status_code == 413)
+    assert refused.json()["detail"].startswith(f"storage quota exceeded: {len(data)} bytes stored + {len(data)} bytes")
+    monkeypatch.undo()
+    usage = client.get("/v1/usage", headers=alice).json()
+    assert usage["storage_bytes"] == len(data)
+    assert client.get("/v1/datasets", headers=alice).json()["total"] == 1
+
+
+def test_a_filtered_dataset_is_charged_its_stored_size(client, alice, tmp_path):
+    """Fault: POST /v1/datasets/{id}/filter never looked at the storage quota. Pass: with no room left it is 413 at
+    once; with a little room, the filtered file that would pass the limit fails the dataset naming the limit, and
+    is deleted."""
+    from worker.data.filtering import make
+
+    pairs = [(f"the cat number {i} sat on the mat", f"le chat numéro {i} était assis") for i in range(60)]
+    data = _jsonl(pairs)
+    parent = _ready(client, alice, data)
+    _set_owner("alice", quota_storage_gb=(len(data) + 10) / GB)  # 10 bytes left
+    limit = round((len(data) + 10) / GB * GB)
+    child = client.post(f"/v1/datasets/{parent['id']}/filter", headers=alice, json={"rules": {"deduplicate": True}})
+    assert child.status_code == 201, child.text
+    assert make(child.json()["id"]) == "failed"
+    failed = client.get(f"/v1/datasets/{child.json()['id']}", headers=alice).json()
+    assert failed["status"] == "failed"
+    assert failed["error"].startswith(f"storage quota exceeded: {len(data)} bytes stored + "), failed["error"]
+    assert f"would pass the limit of {limit} bytes" in failed["error"]
+    stored = [p for p in (tmp_path / "var").rglob("*") if p.is_file() and child.json()["id"] in p.parts]
+    assert stored == []
+    assert client.get("/v1/usage", headers=alice).json()["storage_bytes"] == len(data)
+
+    _set_owner("alice", quota_storage_gb=len(data) / GB)  # nothing left
+    refused = client.post(f"/v1/datasets/{parent['id']}/filter", headers=alice, json={"rules": {"deduplicate": True}})
+    assert refused.status_code == 413, refused.text
+    assert refused.json()["detail"] == (
+        f"storage quota exceeded: {len(data)} bytes stored, the limit is {len(data)} bytes "
+        f"({len(data) / GB:g} GiB), so a dataset filtered from {parent['id']} cannot be stored; delete datasets or "
+        "models first"
+    )

@@ -1,7 +1,9 @@
 """Make a filtered dataset: the parent's rows that its rules keep (model/data/filters.py), streamed into a gzip
 JSONL file in the artifact store, with how many rows each rule removed; then parsed and reported on like an upload
-(worker/data/ingest.py). A redelivered task finds the dataset no longer processing and does nothing; one that died
-half-way is redelivered and writes the file again from the parent, which never changed.
+(worker/data/ingest.py). Its file is charged to the organisation's storage quota as stored: one that would pass it
+fails the dataset naming the limit, and is deleted. A redelivered task finds the dataset no longer processing and
+does nothing; one that died half-way is redelivered and writes the file again from the parent, which never changed;
+one deleted while being made deletes the file it wrote.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from app.artifacts.uri import UriError
 from app.core.settings import get_settings
 from app.db.session import session_scope
 from app.db.tables import Dataset
+from app.services import quotas
+from app.services.errors import PayloadTooLarge
 from model.data.alignment import fit_alignment
 from model.data.corpus import DataError
 from model.data.filters import FilterRules, apply_filters
@@ -86,9 +90,20 @@ def make(dataset_id: str) -> str:
             ingest.finish(dataset_id, status="failed", error=f"the artifact store refused the file: {exc}")
             return "failed"
         size = path.stat().st_size
-    with session_scope() as session:
-        row = session.get(Dataset, dataset_id)
-        if row is None or row.status != "processing":
-            return "skipped"
-        row.filter_counts, row.sha256, row.size_bytes = counts, digest, size
+    try:
+        with session_scope() as session:
+            row = session.get(Dataset, dataset_id)
+            if row is None:  # deleted while it was being made: its tombstone may be collected already
+                log.info("filtered dataset %s was deleted while being made; its file goes too", dataset_id)
+                get_store().delete(f"datasets/{dataset_id}")
+                return "skipped"
+            if row.status != "processing":
+                return "skipped"
+            # charged as stored, under the organisation's lock until this commits (app/services/quotas.py)
+            quotas.reserve_storage(session, get_settings(), row.owner_id, size)
+            row.filter_counts, row.sha256, row.size_bytes = counts, digest, size
+    except PayloadTooLarge as exc:
+        get_store().delete(dataset.storage_key)
+        ingest.finish(dataset_id, status="failed", filter_counts=counts, error=str(exc.detail))
+        return "failed"
     return ingest.process(dataset_id)

@@ -2,10 +2,12 @@
 
 The API stores the upload under a staging key and sends its id; this task unpacks it safely, verifies and loads
 the model (model/io/import_archive.py), writes it as a served checkpoint to models/<id>, inserts the row and
-deletes the staging file. Idempotent by model id: a redelivery finds the row and answers it. A refused archive
-(ArchiveError: model/io/import_archive.py checks every file it reads and names the bad one) is a 422 and leaves
-nothing: no row, no model files, no staging file. A staging file whose message expired unread, so that this task
-never ran, is the reaper's to remove (worker/reaper.py).
+deletes the staging file. The model's files are charged to the organisation's storage quota as stored (413
+naming the limit when they would pass it, leaving nothing), not as the archive's compressed size. Idempotent by
+model id: a redelivery finds the row and answers it. A refused archive (ArchiveError: model/io/import_archive.py
+checks every file it reads and names the bad one) is a 422 and leaves nothing: no row, no model files, no staging
+file. A staging file whose message expired unread, so that this task never ran, is the reaper's to remove
+(worker/reaper.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from app.core.settings import get_settings
 from app.core.task_names import IMPORT
 from app.db.session import session_scope
 from app.db.tables import TrainedModel
+from app.services import quotas
+from app.services.errors import PayloadTooLarge
 from model.io.checkpoint import save_checkpoint
 from model.io.checkpoint_files import checkpoint_sha256
 from model.io.import_archive import ArchiveError, load_archive_folder, safe_extract
@@ -76,8 +80,12 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
             sha256=checkpoint_sha256(target),
             size_bytes=sum(f.stat().st_size for f in target.iterdir() if f.is_file()),
         )
-        with session_scope() as session:
+        with session_scope() as session:  # charged as stored (unpacked), under the organisation's lock until committed
+            quotas.reserve_storage(session, settings, owner_id, row.size_bytes)
             session.add(row)
+    except PayloadTooLarge as exc:
+        store.delete(key)
+        raise RequestError(413, f"{filename}: {exc.detail}") from exc
     except ArchiveError as exc:
         detail = str(exc) if unpacked is None else str(exc).replace(f"{unpacked}{os.sep}", "")
         raise RequestError(422, f"{filename}: {detail}") from exc

@@ -41,7 +41,7 @@ from worker.training.auto_settings import choose_settings, pending
 from worker.training.callbacks import LeaseLost, checkpoint_key, eval_metrics, job_callbacks
 from worker.training.job_data import datasets_pending, load_job, prepare_job, train_config
 from worker.training.lead import lead
-from worker.training.lease import KEEPER_SECONDS, LeaseKeeper, RunState, flush, track, untrack
+from worker.training.lease import KEEPER_SECONDS, MINUTES_SPENT, LeaseKeeper, RunState, flush, track, untrack
 from worker.training.sweep_trial import advance_sweep_of
 
 log = logging.getLogger(__name__)
@@ -123,6 +123,11 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
     keeper.start()
     try:
         job, data, device, root = _prepare(claim, state)
+        flush(state, settings.job_lease_seconds)  # its progress so far, and the organisation's minutes left today
+        if state.lease_lost:
+            raise LeaseLost(job.id)
+        if state.out_of_minutes() and not state.progress.get("step"):  # nothing trained to keep
+            raise TrainingError(f"{MINUTES_SPENT}: the job did not start; submit it again after midnight UTC")
         spec = TrainingSpec.stored(job.training_config)
         if spec.devices == 1 and spec.nodes == 1:
             callbacks = job_callbacks(state, job.id, root, settings.job_lease_seconds, trial=job.sweep_id is not None)
@@ -164,7 +169,8 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
             raise LeaseLost(job.id)
         session.add(model)
         webhooks.emit_job(session, job, job_rows.SUCCEEDED, model_id=model.id)
-    log.info("job %s succeeded at step %d (%s): model %s", job.id, result.step, result.stop_reason, model.id)
+    why = state.minutes_stop or result.stop_reason
+    log.info("job %s succeeded at step %d (%s): model %s", job.id, result.step, why, model.id)
     if job.test_dataset_id:
         _evaluate_on_test_set(job, model.id)
 

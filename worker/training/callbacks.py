@@ -118,6 +118,7 @@ def job_callbacks(state: RunState, job_id: str, root: Path, lease_seconds: int, 
         on_memory=memory_callback(job_id),
         should_stop=lambda: state.should_stop,
         should_preempt=lambda: state.preempt_requested,
+        should_finish=state.minutes_spent,
     )
 
 

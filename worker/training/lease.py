@@ -1,5 +1,7 @@
 """The lease keeper: a thread beside a training run that renews the job's lease, writes its progress and
-buffered metrics, and notices a cancel request or a lost lease, every couple of seconds.
+buffered metrics, and notices a cancel request or a lost lease, every couple of seconds. It also reads how much of
+the organisation's worker minutes for the day are left (app/services/quotas.py): the run ends, as at the end of its
+time budget, when they are spent.
 
 Training steps only drop numbers into a `RunState`; the database is touched from this thread (and on
 evaluations and checkpoints), so a fast step never waits on SQL and a slow evaluation never lets the lease
@@ -11,17 +13,25 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 import weakref
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
 
+from sqlalchemy import select
+
+from app.core.settings import get_settings
 from app.db import dynamics_rows, job_rows, metric_rows
+from app.db.base import utcnow
 from app.db.session import session_scope
+from app.db.tables import Job
+from app.services import quotas
 from worker.training import job_log
 
 log = logging.getLogger(__name__)
 KEEPER_SECONDS = 2.0  # how often progress is written and cancel is noticed
+MINUTES_SPENT = "the organisation's worker minutes for today (QUOTA_WORKER_MINUTES_PER_DAY) are spent"
 
 
 @dataclass(eq=False)  # compared by identity, hashable for the registry below
@@ -36,6 +46,9 @@ class RunState:
     # A sweep's trial that its pruner stopped at an evaluation: why (app/services/sweep_runner.report).
     prune_reason: str | None = None
     train_seconds: float = 0.0  # training seconds at the last step, summed over resumed attempts
+    # When (time.monotonic()) the organisation's worker minutes for today run out; None: no limit (or not read yet).
+    minutes_deadline: float | None = None
+    minutes_stop: str | None = None  # why the run stopped for them, once it did
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add_metrics(self, step: int, values: dict[str, float]) -> None:
@@ -53,6 +66,38 @@ class RunState:
     @property
     def should_stop(self) -> bool:
         return self.cancel_requested or self.lease_lost or self.prune_reason is not None
+
+    def out_of_minutes(self) -> bool:
+        """Whether the organisation's worker minutes for today are spent, as last read."""
+        return self.minutes_deadline is not None and time.monotonic() >= self.minutes_deadline
+
+    def minutes_spent(self) -> bool:
+        """out_of_minutes, for the trainer (polled once per step): says so in the job's log the first time."""
+        if not self.out_of_minutes():
+            return False
+        if self.minutes_stop is None:
+            self.minutes_stop = MINUTES_SPENT
+            log.warning(
+                "job %s: %s: the run ends here, as at the end of its time budget, keeping what it trained; "
+                "the minutes start again at midnight UTC",
+                self.claim.job_id,
+                self.minutes_stop,
+            )
+        return True
+
+
+def read_minutes_left(state: RunState) -> None:
+    """Set state.minutes_deadline from the minutes the job's organisation has left today, shared by the devices its
+    running jobs hold; in a transaction of its own that never raises (the last deadline read stands)."""
+    try:
+        with session_scope() as session:
+            owner_id = session.scalar(select(Job.owner_id).where(Job.id == state.claim.job_id))
+            if owner_id is None:
+                return
+            left = quotas.running_seconds_left(session, get_settings(), owner_id, utcnow())
+        state.minutes_deadline = None if left is None else time.monotonic() + left
+    except Exception:
+        log.exception("job %s: could not read the organisation's worker minutes left", state.claim.job_id)
 
 
 # Runs in this process, for the SIGTERM handler of pool processes.
@@ -128,6 +173,7 @@ def flush(state: RunState, lease_seconds: int) -> None:
     state.preempt_requested = state.preempt_requested or lease.preempt_requested
     if lease.held:
         job_log.write(state.claim.job_id)
+        read_minutes_left(state)
 
 
 class LeaseKeeper(threading.Thread):
