@@ -103,6 +103,12 @@ class Settings(BaseSettings):
     max_upload_mb: int = Field(100, ge=1, le=10_000)  # a file to translate
     # A dataset or a model archive: streamed to the artifact store, never held in memory (WMT14 en-de is 1.4 GB).
     max_dataset_mb: int = Field(2000, ge=1, le=1_000_000)
+    # A dataset file is parsed a line at a time (worker/data/source.py): a line longer than this, newline not counted,
+    # fails the dataset naming its line; so does a gzip file that unpacks to more than DATASET_UNPACKED_RATIO times
+    # MAX_DATASET_MB (or times its own size, if larger: a file read in place from a URI). A small file that unpacks
+    # to gigabytes, or holds no newline, fails instead of exhausting the worker's memory.
+    max_dataset_line_kb: int = Field(1024, ge=1, le=1_048_576)
+    dataset_unpacked_ratio: int = Field(10, ge=1, le=10_000)
     # Object-store URIs a dataset may be registered from and read in place (comma-separated prefixes such as
     # "s3://corpora/,s3://shared/wmt/"), with the AWS_* credentials; empty: none.
     dataset_uri_prefixes: str = ""
