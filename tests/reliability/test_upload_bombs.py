@@ -5,9 +5,11 @@ process afterwards, with nothing sent again, and handles the next upload as ever
 
 from __future__ import annotations
 
+import httpx
+
 from app.core.task_names import PROCESS_DATASET
 from tests.reliability.conftest import Stack
-from tests.support.bombs import MB, zeros_gz
+from tests.support.bombs import MB, forged_native, zeros_gz
 from tests.support.client import write_jsonl
 from tests.support.stack import healthy_with_workers, wait_for
 
@@ -42,3 +44,49 @@ def test_a_dataset_that_unpacks_to_gigabytes_fails_naming_the_limit_and_the_work
     assert (ready["status"], ready["rows"]) == ("ready", 2)
     _alive_and_clean(stack, "parser", pid)
     assert stack.processes.log("parser").count(f"Task {PROCESS_DATASET}[") == 2 * 2  # each received, then succeeded
+
+
+def _native_export(tmp_path) -> tuple[bytes, str]:
+    """A small model's native export (as GET /v1/models/{id}/export?format=native gives it) and its folder unpacked."""
+    from model.data.demo import reverse_task
+    from model.data.tokenizer import Tokenizer
+    from model.io.checkpoint import save_checkpoint
+    from model.io.export_archive import build_export
+    from model.io.import_archive import safe_extract
+    from tests.model.test_export import TEXTS, random_model
+
+    tokenizer = Tokenizer.train([t for p in reverse_task(300, seed=0) for t in p] + TEXTS, 300)
+    checkpoint = save_checkpoint(tmp_path / "ckpt", random_model(tokenizer.vocab_size), tokenizer, "translation")
+    archive = build_export(checkpoint, "native", tmp_path / "small-native.tar.gz", "small-native")
+    return archive.read_bytes(), str(safe_extract(archive, tmp_path / "unpacked", 50 * MB))
+
+
+def _import(http: httpx.Client, name: str, data: bytes) -> httpx.Response:
+    return http.post("/v1/models/import", files={"file": (name, data)}, timeout=180)
+
+
+def test_model_archives_that_would_build_gigabytes_are_refused_and_the_worker_imports_the_next(stack, tmp_path):
+    """A 1 KB-config archive asking for a million tokens of 65536 dimensions, and one within every limit whose
+    config asks for a model of about 4 GB over a small model's weights: each a 422 naming the limit or the shape,
+    before the inference worker builds anything; then an honest archive imports."""
+    from pathlib import Path
+
+    pid = _start(stack, "inference", "server", pool="threads", concurrency=2)
+    api = stack.api("mallory")
+    honest, folder = _native_export(tmp_path)
+    for name, model, message in (
+        (
+            "huge.tar.gz",
+            {"vocab_size": 1_000_000, "d_model": 65536},
+            "config.json: model: vocab_size=1000000 is over the import limit of 256000 (IMPORT_MAX_VOCAB_SIZE=256000)",
+        ),
+        ("wide.tar.gz", {"d_model": 4096, "d_ff": 16384}, "but the config implies"),
+    ):
+        archive = forged_native(Path(folder), tmp_path / name, **model)
+        response = _import(api.http, name, archive.read_bytes())
+        assert response.status_code == 422, response.text
+        assert message in response.json()["detail"][0]["msg"], response.json()
+    imported = _import(api.http, "small-native.tar.gz", honest)
+    assert imported.status_code == 201, imported.text
+    assert imported.json()["source"] == "import"
+    _alive_and_clean(stack, "server", pid)
