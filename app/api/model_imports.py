@@ -8,6 +8,7 @@ key is imports/<model id>.tar.gz: the workers' reaper removes one whose message 
 
 from __future__ import annotations
 
+import lzma
 import tarfile
 import zlib
 from typing import Annotated, Any, BinaryIO
@@ -26,16 +27,18 @@ from app.db.base import new_id
 from app.schemas.models import ModelPublic
 from app.services import inference_client, quotas
 from app.services.errors import ServiceError, WorkerTimeout
+from model.io.archive_stream import ArchiveError, open_tar, stream_limit
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 
 
 def _is_tar(stream: BinaryIO) -> bool:
-    """Whether the file's first member reads as a tar archive (gzip-compressed or not); the stream is rewound."""
+    """Whether the file's first member reads as a tar archive (gzip, bzip2, xz or none); the stream is rewound. Only
+    the first header is read, through a bounded reader: an extended header of gigabytes is not."""
     try:
-        with tarfile.open(fileobj=stream, mode="r|*") as tar:  # a stream: only the first member is read
-            return tar.next() is not None
-    except (tarfile.TarError, EOFError, OSError, zlib.error):
+        with open_tar(stream, stream_limit(0, 1)) as tar:
+            return tar.next() is not None  # the first member, read as the archive was opened
+    except (ArchiveError, tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError):
         return False
     finally:
         stream.seek(0)

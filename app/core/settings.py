@@ -103,6 +103,26 @@ class Settings(BaseSettings):
     max_upload_mb: int = Field(100, ge=1, le=10_000)  # a file to translate
     # A dataset or a model archive: streamed to the artifact store, never held in memory (WMT14 en-de is 1.4 GB).
     max_dataset_mb: int = Field(2000, ge=1, le=1_000_000)
+    # A dataset file is parsed a line at a time (worker/data/source.py): a line longer than this, newline not counted,
+    # fails the dataset naming its line; so does a gzip file that unpacks to more than DATASET_UNPACKED_RATIO times
+    # MAX_DATASET_MB (or times its own size, if larger: a file read in place from a URI). A small file that unpacks
+    # to gigabytes, or holds no newline, fails instead of exhausting the worker's memory.
+    max_dataset_line_kb: int = Field(1024, ge=1, le=1_048_576)
+    dataset_unpacked_ratio: int = Field(10, ge=1, le=10_000)
+    # A model archive (POST /v1/models/import) is unpacked by an inference worker a member at a time and refused at the
+    # first past a limit, before a byte more is unpacked: more members than IMPORT_MAX_MEMBERS, more than
+    # IMPORT_UNPACKED_RATIO times MAX_DATASET_MB in all, or a JSON file or SentencePiece model (parsed whole) over
+    # IMPORT_MAX_METADATA_MB. Its model's dimensions over IMPORT_MAX_* are refused before any model is built, and its
+    # weights' shapes must be those its config implies: the model built is no larger than the weights unpacked.
+    import_max_members: int = Field(100, ge=5, le=100_000)
+    import_unpacked_ratio: int = Field(4, ge=1, le=100)  # safetensors barely compress
+    import_max_metadata_mb: int = Field(32, ge=1, le=4096)
+    import_max_vocab_size: int = Field(256_000, ge=300)
+    import_max_d_model: int = Field(4096, ge=8)
+    import_max_layers: int = Field(64, ge=1)  # encoder and decoder, each
+    import_max_heads: int = Field(256, ge=1)
+    import_max_d_ff: int = Field(65536, ge=8)
+    import_max_positions: int = Field(16384, ge=16)
     # Object-store URIs a dataset may be registered from and read in place (comma-separated prefixes such as
     # "s3://corpora/,s3://shared/wmt/", compared segment by segment: app/core/object_uris.py), with the AWS_*
     # credentials; empty: none. The ceiling: an organisation's admin may narrow it for the organisation.

@@ -10,6 +10,7 @@ import io
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -35,16 +36,49 @@ def _decode(raw: bytes, line: int) -> str:
         raise DataError(f"not valid UTF-8 (byte 0x{raw[e.start]:02x} at column {e.start + 1})", line) from e
 
 
-def text_lines(stream: BinaryIO, compressed: bool = False) -> Iterator[tuple[int, str]]:
+@dataclass(frozen=True)
+class ReadLimits:
+    """What reading a corpus file may hold, None for no bound: the bytes of one line (its newline not counted), and
+    the bytes a compressed file unpacks to. `line_limit` and `unpacked_limit` name each bound in an error (the
+    setting it comes from), so that a file which unpacks to gigabytes, or holds no newline, fails saying which."""
+
+    line_bytes: int | None = None
+    unpacked_bytes: int | None = None
+    line_limit: str = ""
+    unpacked_limit: str = ""
+
+
+def _check_limits(raw: bytes, line: int, unpacked: int, compressed: bool, limits: ReadLimits) -> None:
+    cap = limits.line_bytes
+    if cap is not None and len(raw) > cap and not (len(raw) == cap + 1 and raw.endswith(b"\n")):
+        raise DataError(f"longer than {cap} bytes, the longest line allowed ({limits.line_limit})", line)
+    if compressed and limits.unpacked_bytes is not None and unpacked > limits.unpacked_bytes:
+        raise DataError(
+            f"the gzip stream unpacks to more than {limits.unpacked_bytes} bytes ({limits.unpacked_limit}); "
+            f"{unpacked} bytes read by this line",
+            line,
+        )
+
+
+def text_lines(
+    stream: BinaryIO, compressed: bool = False, limits: ReadLimits = ReadLimits()
+) -> Iterator[tuple[int, str]]:
     """(1-based line number, text) of every non-blank line of a file object, read a line at a time (a corpus of any
     size in constant memory). A leading byte-order mark is tolerated; bytes that are not UTF-8 raise DataError naming
     their line. `compressed`: a gzip stream, whose truncation or corruption raises DataError after the last whole line.
+    `limits`: a line longer than limits.line_bytes, or a gzip stream that unpacks to more than limits.unpacked_bytes,
+    raises DataError naming the line reached, having held at most one line's bound in memory.
     """
-    source: Iterable[bytes] = gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream
-    n = 0
+    limits = limits or ReadLimits()
+    source: BinaryIO = gzip.GzipFile(fileobj=stream, mode="rb") if compressed else stream  # type: ignore[assignment]
+    size = -1 if limits.line_bytes is None else limits.line_bytes + 1  # one byte more: its newline, or too long
+    n = unpacked = 0
     try:
         # split on b"\n" alone, as editors number lines; U+2028 stays inside a sentence.
-        for n, raw in enumerate(source, start=1):
+        while raw := source.readline(size):
+            n += 1
+            unpacked += len(raw)
+            _check_limits(raw, n, unpacked, compressed, limits)
             if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 raw = raw[3:]
             text = _decode(raw, n).rstrip("\n").rstrip("\r")

@@ -34,6 +34,7 @@ from tokenizers import Tokenizer as HFTokenizer
 
 from model.data.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 from model.data.tokenizer import Tokenizer, special_added_tokens
+from model.io.import_limits import ModelLimits, check_dimensions, compare_shapes, expected_shapes, header
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 
@@ -56,6 +57,17 @@ _SIZES = (
     "max_position_embeddings",
 )
 _TOKEN_IDS = ("pad_token_id", "eos_token_id")
+# ModelConfig's dimensions under their names in a MarianConfig (the decoder's must equal the encoder's: _config)
+_DIMENSIONS = {
+    "vocab_size": "vocab_size",
+    "d_model": "d_model",
+    "n_encoder_layers": "encoder_layers",
+    "n_decoder_layers": "decoder_layers",
+    "n_heads": "encoder_attention_heads",
+    "d_ff": "encoder_ffn_dim",
+    "max_positions": "max_position_embeddings",
+}
+_EMBEDDINGS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
 
 
 class MarianImportError(ValueError):
@@ -122,12 +134,16 @@ def _check_numbers(config: dict[str, Any]) -> None:
         raise MarianImportError(f"config.json: activation_function={activation!r} has no equivalent here")
 
 
-def _config(folder: Path) -> dict[str, Any]:
+def _config(folder: Path, limits: ModelLimits) -> dict[str, Any]:
     missing = [name for name in MARIAN_FILES if not (folder / name).is_file()]
     if missing:
         raise MarianImportError(f"a Marian folder needs {list(MARIAN_FILES)}; {folder.name!r} lacks {missing}")
     config = read_json_object(folder / "config.json")
     _check_numbers(config)
+    try:  # before vocab.json is read or anything is built from these numbers
+        check_dimensions({ours: config[theirs] for ours, theirs in _DIMENSIONS.items()}, limits, _DIMENSIONS)
+    except ValueError as exc:
+        raise MarianImportError(f"config.json: {exc}") from exc
     checks = {
         "normalize_before": (False, "pre-norm"),
         "normalize_embedding": (False, "a LayerNorm on the embeddings"),
@@ -244,6 +260,38 @@ def _model_config(config: dict[str, Any], vocab_size: int) -> ModelConfig:
         raise MarianImportError(f"config.json: {exc}") from exc
 
 
+def _our_name(key: str) -> str:
+    """A MarianMTModel weight's name in our Transformer."""
+    return re.sub(r"(layers\.\d+)\.(fc[12])\.", r"\1.ffn.\2.", key.removeprefix("model."))
+
+
+def _check_header(folder: Path, ours: ModelConfig, config: dict[str, Any]) -> None:
+    """model.safetensors' shapes, from its header alone, those config.json implies: read before any tensor is and
+    before our model is built, so that forged numbers cost nothing."""
+    try:
+        stored, _ = header(folder / "model.safetensors")
+    except SafetensorError as exc:
+        raise MarianImportError(f"model.safetensors: not a safetensors file ({exc})") from exc
+    except ValueError as exc:
+        raise MarianImportError(f"model.safetensors: {exc}") from exc
+    expected = {name: shape for name, shape in expected_shapes(ours).items() if name not in _EMBEDDINGS}
+    vocab, d_model = config["vocab_size"], config["d_model"]
+    shapes: dict[str, tuple[int, ...]] = {}
+    for key, shape in stored.items():
+        name = _our_name(key)
+        want = {"final_logits_bias": (1, vocab), **dict.fromkeys(_EMBEDDINGS, (vocab, d_model))}.get(name)
+        if "embed_positions" in name:
+            want = (config["max_position_embeddings"], d_model)
+        if want is None:
+            shapes[name] = shape
+        elif shape != want:
+            raise MarianImportError(f"model.safetensors: {key!r} has shape {shape}, but config.json implies {want}")
+    try:
+        compare_shapes(shapes, expected)
+    except ValueError as exc:
+        raise MarianImportError(f"model.safetensors: {exc} (config.json)") from exc
+
+
 def _weights(folder: Path) -> dict[str, torch.Tensor]:
     """model.safetensors' tensors (never a pickle); a corrupt file or a tensor that is not floating point is
     refused naming it."""
@@ -257,11 +305,14 @@ def _weights(folder: Path) -> dict[str, torch.Tensor]:
     return weights
 
 
-def load_marian(folder: Path) -> tuple[Transformer, Tokenizer]:
-    """Our model and tokenizer for a MarianMTModel folder; MarianImportError names what does not fit."""
-    config = _config(folder)
+def load_marian(folder: Path, limits: ModelLimits | None = None) -> tuple[Transformer, Tokenizer]:
+    """Our model and tokenizer for a MarianMTModel folder; MarianImportError names what does not fit. Its
+    dimensions are checked against `limits` (default: ModelLimits()), and its weights' shapes against its config,
+    before it is built."""
+    config = _config(folder, limits or ModelLimits())
     order = _order(_vocab(folder), config)
     ours = _model_config(config, len(order))
+    _check_header(folder, ours, config)
     weights = _weights(folder)
     bias = weights.pop("final_logits_bias", None)
     if bias is not None and bool(bias.abs().max() > 0):
@@ -270,8 +321,7 @@ def load_marian(folder: Path) -> tuple[Transformer, Tokenizer]:
     expected = model.state_dict()
     state: dict[str, torch.Tensor] = {}
     for key, tensor in weights.items():
-        name = key.removeprefix("model.")
-        name = re.sub(r"(layers\.\d+)\.(fc[12])\.", r"\1.ffn.\2.", name)
+        name = _our_name(key)
         if "embed_positions" in name:
             table = model.encoder.embed_positions.weight
             if tensor.shape != table.shape or float((tensor - table).abs().max()) > 1e-5:

@@ -83,6 +83,35 @@ def test_a_truncated_gzip_fails_naming_where(client, make_key):
     assert body["rows"] == 0
 
 
+def test_a_gzip_bomb_without_a_newline_fails_naming_the_line_limit_and_the_next_dataset_is_ready(client, make_key):
+    """64 MiB of zeros and no newline in 64 KB of gzip: the worker holds at most MAX_DATASET_LINE_KB of it (the
+    review's 10 MB file unpacked to 10 GB the same way), fails the dataset naming line 1 and the limit, and parses
+    the next dataset as ever."""
+    from tests.support.bombs import zeros_gz
+
+    headers = make_key("alice")
+    data = zeros_gz(64)
+    assert len(data) < 200_000
+    body = _ready(client, headers, data, filename="bomb.jsonl.gz")
+    assert (body["status"], body["error_line"], body["rows"]) == ("failed", 1, 0)
+    assert "longer than 1048576 bytes, the longest line allowed (MAX_DATASET_LINE_KB=1024)" in body["error"]
+    plain = _ready(client, headers, b"x" * (1024 * 1024 + 1) + b"\n", filename="long.txt", kind="monolingual")
+    assert plain["status"] == "failed" and "MAX_DATASET_LINE_KB=1024" in plain["error"]
+    assert _ready(client, headers, _jsonl([("one", "eins")]))["status"] == "ready"
+
+
+def test_a_gzip_file_that_unpacks_past_its_bound_fails_naming_the_limit_and_the_bytes(client, make_key, settings_env):
+    """Valid rows, 6 MiB once unpacked, from a 1 MiB-limit service that lets a file unpack to 4 times that."""
+    settings_env(MAX_DATASET_MB="1", DATASET_UNPACKED_RATIO="4")
+    headers = make_key("alice")
+    row = _jsonl([("a", "b")])
+    data = gzip.compress(row * (6 * 1024 * 1024 // len(row)))
+    body = _ready(client, headers, data, filename="rows.jsonl.gz")
+    assert body["status"] == "failed" and body["error_line"] == 4 * 1024 * 1024 // len(row) + 1
+    assert "unpacks to more than 4194304 bytes (DATASET_UNPACKED_RATIO=4 times MAX_DATASET_MB=1)" in body["error"]
+    assert _ready(client, headers, gzip.compress(row * 1000), filename="ok.jsonl.gz")["rows"] == 1000
+
+
 @pytest.mark.parametrize(
     ("data", "filename", "message", "line"),
     [

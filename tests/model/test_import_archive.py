@@ -202,3 +202,83 @@ def test_a_json_file_nested_too_deeply_for_the_parser_is_refused_naming_it(expor
     _rewrite(folder, "trainer_state.json", b"[" * 100_000 + b"]" * 100_000)
     with pytest.raises(ArchiveError, match=r"trainer_state.json: not valid JSON \(nested too deeply\)"):
         load_archive_folder(folder)
+
+
+def test_an_extended_header_of_gigabytes_is_refused_before_it_is_read(tmp_path):
+    """A few kilobytes whose first member is a pax header saying it is 256 MiB long: tarfile would read it whole
+    into memory before returning a member; the bounded reader refuses the read."""
+    from tests.support.bombs import pax_header_bomb
+
+    archive = tmp_path / "pax.tar.gz"
+    archive.write_bytes(pax_header_bomb(256))
+    assert archive.stat().st_size < MB
+    with pytest.raises(ArchiveError, match=f"a header of {256 * MB} bytes .*more than the {MB} a header may hold"):
+        safe_extract(archive, tmp_path / "out", 50 * MB)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_archive_of_many_members_stops_at_the_limit_with_nothing_left(tmp_path):
+    from tests.support.bombs import many_members_tar_gz
+
+    archive = tmp_path / "many.tar.gz"
+    archive.write_bytes(many_members_tar_gz(5000))
+    with pytest.raises(ArchiveError, match=r"holds more than 100 members \(IMPORT_MAX_MEMBERS=100\)"):
+        safe_extract(archive, tmp_path / "out", 50 * MB)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("suffix", ["gz", "bz2", "xz"])
+def test_a_json_file_too_large_to_parse_is_refused_before_it_is_unpacked(tmp_path, suffix):
+    """40 MiB of JSON whitespace (a few KB compressed, in any compression tarfile reads) as tokenizer.json: over
+    the 32 MiB a file parsed whole may hold, refused by its header before a byte of it is written."""
+    archive = tmp_path / f"big.tar.{suffix}"
+    with tarfile.open(archive, f"w:{suffix}") as tar:
+        info = tarfile.TarInfo("m/tokenizer.json")
+        info.size = 40 * MB
+        tar.addfile(info, io.BytesIO(b" " * info.size))
+    with pytest.raises(ArchiveError, match=rf"'m/tokenizer.json' unpacks to {40 * MB} bytes: .*METADATA_MB=32\)"):
+        safe_extract(archive, tmp_path / "out", 500 * MB)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (  # the review's archive: a million tokens of 65536 dimensions, terabytes once built
+            {"vocab_size": 1_000_000, "d_model": 65536},
+            r"vocab_size=1000000 is over the import limit of 256000 \(IMPORT_MAX_VOCAB_SIZE=256000\)",
+        ),
+        ({"d_model": 65536}, r"d_model=65536 is over the import limit of 4096 \(IMPORT_MAX_D_MODEL=4096\)"),
+        ({"n_encoder_layers": 1000}, r"n_encoder_layers=1000 is over the import limit of 64 \(IMPORT_MAX_LAYERS"),
+        ({"max_positions": 1 << 20}, r"max_positions=1048576 is over the import limit of 16384"),
+    ],
+)
+def test_a_config_over_the_dimension_limits_is_refused_before_a_model_is_built(exported, tmp_path, model, message):
+    from tests.support.bombs import forged_native
+
+    folder = safe_extract(exported[0], tmp_path / "x", 50 * MB)
+    archive = forged_native(folder, tmp_path / "huge.tar.gz", **model)
+    assert archive.stat().st_size < MB
+    with pytest.raises(ArchiveError, match=f"config.json: model: {message}"):
+        load_archive_folder(safe_extract(archive, tmp_path / "h", 50 * MB))
+
+
+def test_weights_shaped_otherwise_than_the_config_says_are_refused_by_their_header(exported, tmp_path):
+    """A config within the limits that asks for a model of about 4 GB over a tiny model's weights: the safetensors
+    header's shapes are compared with the config's before anything is built."""
+    from tests.support.bombs import forged_native
+
+    folder = safe_extract(exported[0], tmp_path / "x", 50 * MB)
+    vocab, d_model = exported[1].config.vocab_size, exported[1].config.d_model
+    archive = forged_native(folder, tmp_path / "wide.tar.gz", d_model=4096, d_ff=16384)
+    with pytest.raises(
+        ArchiveError,
+        match=rf"model.safetensors: 'shared.weight' has shape \({vocab}, {d_model}\), but the config implies "
+        rf"\({vocab}, 4096\) \(config.json's model\)",
+    ):
+        load_archive_folder(safe_extract(archive, tmp_path / "w", 50 * MB))
+    from model.io.import_archive import ModelLimits
+
+    smaller = ModelLimits(d_model=d_model - 1)  # a service with lower limits
+    with pytest.raises(ArchiveError, match=f"d_model={d_model} is over the import limit of {d_model - 1}"):
+        load_archive_folder(folder, smaller)

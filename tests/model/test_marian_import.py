@@ -228,3 +228,23 @@ def test_a_source_spm_whose_character_map_does_not_parse_is_refused_naming_it(ma
     bad = _break(marian_folder, tmp_path, "source.spm", proto.SerializeToString())
     with pytest.raises(MarianImportError, match="source.spm: its precompiled_charsmap does not parse"):
         load_marian(bad)
+
+
+def test_dimensions_over_the_limits_or_weights_the_config_does_not_imply_are_refused_before_building(
+    marian_folder, tmp_path
+):
+    """config.json's dimensions are checked against the service's limits (named as the file names them) before
+    vocab.json is read, and model.safetensors' header against config.json before our model is built."""
+    from model.io.import_limits import ModelLimits
+
+    config = json.loads((marian_folder / "config.json").read_text())
+    with pytest.raises(MarianImportError, match=r"config.json: encoder_ffn_dim=\d+ is over the import limit of 8 "):
+        load_marian(marian_folder, ModelLimits(d_ff=8))
+    wider = {"d_model": 4096, "encoder_ffn_dim": 16384, "decoder_ffn_dim": 16384}  # some 4 GB once built
+    wide = _break(marian_folder, tmp_path, "config.json", lambda c: {**c, **wider})
+    with pytest.raises(
+        MarianImportError,
+        match=rf"model.safetensors: '[\w.]+' has shape \(\d+, {config['d_model']}\), but config.json implies "
+        r"\(\d+, 4096\)",
+    ):
+        load_marian(wide)

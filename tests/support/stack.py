@@ -81,11 +81,21 @@ class Processes:
         return f"http://127.0.0.1:{port}"
 
     def start_worker(
-        self, env: dict[str, str], queues: str, name: str, pool: str = "prefork", concurrency: int = 1
+        self,
+        env: dict[str, str],
+        queues: str,
+        name: str,
+        pool: str = "prefork",
+        concurrency: int = 1,
+        memory_limit_mb: int | None = None,
     ) -> subprocess.Popen:
+        """A Celery worker; memory_limit_mb: its processes' heap capped (prlimit --data), as a container's memory
+        is, so that one that tries to hold more gets MemoryError instead of taking the test host's memory."""
+        cap = ["prlimit", f"--data={memory_limit_mb * 1024 * 1024}", "--"] if memory_limit_mb else []
         return self.start(
             name,
             [
+                *cap,
                 sys.executable,
                 "-m",
                 "celery",

@@ -22,7 +22,7 @@ from app.db.tables import Dataset
 from app.services import webhooks
 from model.data.corpus import CorpusStats, DataError, is_gzip, sniff_format, text_lines
 from model.data.report import ReportBuilder
-from worker.data.source import local_file, rows
+from worker.data.source import local_file, read_limits, rows
 
 log = logging.getLogger(__name__)
 HASH_CHUNK = 1 << 20
@@ -41,7 +41,7 @@ def _format(dataset: Dataset, path: Path) -> str:
     if dataset.kind == "monolingual" or dataset.format != "auto":
         return dataset.format
     with open(path, "rb") as f:
-        first = next(text_lines(f, compressed=is_gzip(path)), None)
+        first = next(text_lines(f, compressed=is_gzip(path), limits=read_limits(path)), None)
     return sniff_format(first[1]) if first else "tsv"
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from celery import shared_task
 
 from app.artifacts import ArtifactNotFound, ArtifactStoreError, get_store
-from app.core.settings import get_settings
+from app.core.settings import Settings, get_settings
 from app.core.task_names import IMPORT
 from app.db.session import session_scope
 from app.db.tables import TrainedModel
@@ -29,13 +29,25 @@ from app.services import quotas
 from app.services.errors import PayloadTooLarge
 from model.io.checkpoint import save_checkpoint
 from model.io.checkpoint_files import checkpoint_sha256
-from model.io.import_archive import ArchiveError, load_archive_folder, safe_extract
+from model.io.import_archive import ArchiveError, ModelLimits, load_archive_folder, safe_extract
 from model.probes.anatomy import count_parameters
 from worker.serving.errors import ModelUnavailable, RequestError
 from worker.tasks.inference import INFERENCE_TASK, errors_as_results
 
 log = logging.getLogger(__name__)
-UNPACKED_PER_UPLOADED = 4  # an archive may unpack to this many times MAX_DATASET_MB (safetensors barely compress)
+MB = 1024 * 1024
+
+
+def model_limits(settings: Settings) -> ModelLimits:
+    """The dimensions an imported model may have (IMPORT_MAX_*)."""
+    return ModelLimits(
+        vocab_size=settings.import_max_vocab_size,
+        d_model=settings.import_max_d_model,
+        layers=settings.import_max_layers,
+        heads=settings.import_max_heads,
+        d_ff=settings.import_max_d_ff,
+        max_positions=settings.import_max_positions,
+    )
 
 
 @shared_task(name=IMPORT, **INFERENCE_TASK)  # type: ignore[untyped-decorator]  # celery ships no types
@@ -53,8 +65,14 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
         scratch.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=scratch) as tmp:
             unpacked = Path(tmp) / "x"
-            folder = safe_extract(archive, unpacked, settings.max_dataset_mb * 1024 * 1024 * UNPACKED_PER_UPLOADED)
-            model, tokenizer, meta = load_archive_folder(folder)
+            folder = safe_extract(
+                archive,
+                unpacked,
+                settings.max_dataset_mb * MB * settings.import_unpacked_ratio,
+                max_members=settings.import_max_members,
+                max_metadata_bytes=settings.import_max_metadata_mb * MB,
+            )
+            model, tokenizer, meta = load_archive_folder(folder, model_limits(settings))
             target = save_checkpoint(
                 store.local_path(key),
                 model,
