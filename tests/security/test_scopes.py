@@ -166,3 +166,34 @@ def test_authorization_matrix_by_role(pg_client, role):
         elif response.status_code != 403 or f"is now a {role}, whose keys may use only" not in response.text:
             wrong.append(f"{method} {path} ({needed}) answered a {role} {response.status_code} {response.text}")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("held", sorted(KEY_SETS))
+def test_revocation_matrix(pg_client, held):
+    """Fault: a key holding only `held` revokes keys of its own member holding more (a read-only key, the admin key).
+    Pass: with scope admin it revokes any; without, exactly the keys whose scopes it holds too, and 403 naming the
+    scopes it lacks for the others, which go on working."""
+    from app.db.keys import find_key
+    from app.db.session import session_scope
+
+    headers = _key("acme", KEY_SETS[held])
+    prefix = headers["Authorization"].removeprefix("Bearer ")[:10]
+    wrong = []
+    for target, scopes in sorted(KEY_SETS.items()):
+        victim = _key("acme", scopes)  # the same member's: another member's keys are 404 to a non-admin
+        with session_scope() as session:
+            row = find_key(session, victim["Authorization"].removeprefix("Bearer "))
+        response = pg_client.delete(f"/v1/keys/{row.id}", headers=headers)
+        lacking = [scope for scope in scopes if scope not in KEY_SETS[held]]
+        if "admin" in KEY_SETS[held] or not lacking:
+            if response.status_code != 200:
+                wrong.append(f"{held} revoking {target}: {response.status_code} {response.text}")
+            continue
+        expected = f"API key {prefix}... cannot revoke key {row.prefix}... ({row.name!r}), which holds scopes it lacks "
+        if response.status_code != 403 or not response.json()["detail"].startswith(
+            f"{expected}itself: {', '.join(lacking)};"
+        ):
+            wrong.append(f"{held} revoking {target}: {response.status_code} {response.text}")
+        if pg_client.get("/v1/me", headers=victim).status_code != 200:
+            wrong.append(f"{held} revoked {target} although refused")
+    assert not wrong, "\n".join(wrong)
