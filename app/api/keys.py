@@ -1,6 +1,6 @@
 """API keys: create one (its secret shown once), list them, revoke one. Any valid key manages its own member's keys
-within its own scopes; scope admin extends that to every member of the organisation (app/services/api_keys.py), and
-alone sets a key's own requests per minute (app/api/ratelimit.py)."""
+within its own scopes and expiry; scope admin extends that to every member of the organisation
+(app/services/api_keys.py), and alone sets a key's own requests per minute (app/api/ratelimit.py)."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ REFUSED: dict[int | str, dict[str, Any]] = {
         "without admin"
     },
     422: {
-        "description": "An unknown scope or member, no scope, an expiry in the past or without a timezone, a rate "
-        "limit out of bounds"
+        "description": "An unknown scope or member, no scope, an expiry in the past, without a timezone or later than "
+        "the creating key's own, a rate limit out of bounds"
     },
 }
 
@@ -83,9 +83,17 @@ def list_keys(session: SessionDep, key: AnyKey, limit: Limit = 50, offset: Offse
     return paginate(session, query, api_keys.NEWEST_FIRST, limit, offset, lambda row: public(session, row))
 
 
-@router.delete("/{key_id}", response_model=KeyPublic, responses={404: {"description": "Not found"}})
+@router.delete(
+    "/{key_id}",
+    response_model=KeyPublic,
+    responses={
+        403: {"description": "Without scope admin: a key holding a scope the caller lacks"},
+        404: {"description": "Not found"},
+    },
+)
 def revoke_key(key_id: str, session: SessionDep, key: AnyKey, request: Request) -> KeyPublic:
-    """Revoke a key at once in this API process, and within AUTH_CACHE_SECONDS in the others."""
+    """Revoke a key at once in this API process, and within AUTH_CACHE_SECONDS in the others. Without scope admin, a
+    key revokes its member's keys whose scopes it holds too (and itself)."""
     found = session.get(ApiKey, key_id)
     was_revoked = found is not None and found.revoked_at is not None
     row = api_keys.revoke(session, key, key_id)

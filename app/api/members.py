@@ -58,9 +58,7 @@ def list_members(session: SessionDep, key: AdminKey, limit: Limit = 50, offset: 
 def update_member(
     member_id: str, body: MemberUpdate, session: SessionDep, key: AdminKey, request: Request
 ) -> MemberPublic:
-    found = session.get(Member, member_id)
-    before = found.role if found is not None else None
-    member = members.set_role(session, key, member_id, parse_role(body.role))
+    member, before = members.set_role(session, key, member_id, parse_role(body.role))
     if member.role != before:
         details = {"name": member.name, "from": before, "to": member.role}
         audit.record(session, key, request, "member.role_changed", "member", member.id, details)

@@ -5,9 +5,11 @@ A route takes its key as one of the aliases below (`key: TrainKey`), or, if it h
 the scope on the operation's bearer requirement (`{"HTTPBearer": ["train"]}`, as OpenAPI 3.1 allows for any scheme),
 and `declare_scopes(app)` (run by the app factory) refuses to build an app with a /v1 route that declares none, or
 two, and copies each one into the operation as `x-required-scope`. Forgetting is a startup error, not an open route.
+One declaration may name several scopes, all needed (POST /v1/sweeps: `train` to run its trials, `models:write` to
+register the best one); `x-required-scope` then lists them with a space between, as OAuth writes a set of scopes.
 
-A key missing the scope gets 403 naming the scope and what the key holds; every authorized request counts against
-the key's rate (app/api/ratelimit.py).
+A key missing a scope gets 403 naming the first it lacks and what the key holds; every authorized request counts
+against the key's rate (app/api/ratelimit.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from app.db.keys import Caller
 
 BEARER = "HTTPBearer"  # the security scheme's name in OpenAPI (app/api/deps.py)
 ANY_KEY = "any key"  # what `x-required-scope` says of a route every valid key may call
+NO_SCOPE_LINE = "Required scope: none (any valid API key)."
 
 
 def _refusal(key: Caller, needed: Scope, request: Request) -> str:
@@ -43,7 +46,8 @@ def _refusal(key: Caller, needed: Scope, request: Request) -> str:
 async def authorize(
     security_scopes: SecurityScopes, request: Request, key: CurrentKey, settings: SettingsDep
 ) -> Caller:
-    """The caller, if its key holds every scope the route declared (an empty declaration: any valid key)."""
+    """The caller, if its key holds every scope the route declared (an empty declaration: any valid key); 403 naming
+    the first it lacks otherwise."""
     await count_request(key, settings)
     for name in security_scopes.scopes:
         needed = Scope(name)
@@ -52,26 +56,28 @@ async def authorize(
     return key
 
 
-def requires(scope: Scope | None) -> Any:
-    """The declaration of a route that needs `scope` (None: any valid key), for `dependencies=[...]`."""
-    return Security(authorize, scopes=[] if scope is None else [scope.value])
+def requires(*scopes: Scope) -> Any:
+    """The declaration of a route that needs every one of `scopes` (none: any valid key), for `dependencies=[...]`."""
+    return Security(authorize, scopes=[scope.value for scope in scopes])
 
 
-AnyKey = Annotated[Caller, requires(None)]  # who am I, my own keys
+AnyKey = Annotated[Caller, requires()]  # who am I, my own keys
 ReadKey = Annotated[Caller, requires(Scope.READ)]
 InferenceKey = Annotated[Caller, requires(Scope.INFERENCE)]
 TrainKey = Annotated[Caller, requires(Scope.TRAIN)]
 ModelsWriteKey = Annotated[Caller, requires(Scope.MODELS_WRITE)]
 AdminKey = Annotated[Caller, requires(Scope.ADMIN)]
+# Training that registers a model under a name and moves its alias, as a sweep does with its best trial.
+TrainAndModelsWriteKey = Annotated[Caller, requires(Scope.TRAIN, Scope.MODELS_WRITE)]
 
 
 def _declarations(dependant: Dependant) -> list[list[str]]:
     return [list(d.own_oauth_scopes or []) for d in dependant.dependencies if d.call is authorize]
 
 
-def required_scope(route: APIRoute, path: str = "") -> str:
-    """The scope `route` (at `path`, its prefixes applied) declares (ANY_KEY: any valid key); ValueError if it
-    declares none or several."""
+def required_scopes(route: APIRoute, path: str = "") -> tuple[str, ...]:
+    """The scopes `route` (at `path`, its prefixes applied) declares, all needed (none: any valid key); ValueError if
+    it has no declaration or several."""
     declared = _declarations(route.dependant)
     if len(declared) != 1:
         methods = ",".join(sorted(route.methods or ()))
@@ -79,7 +85,12 @@ def required_scope(route: APIRoute, path: str = "") -> str:
             f"route {methods} {path or route.path} ({route.name}) declares {len(declared)} scopes: declare "
             "exactly one, as `key: ReadKey` (app/api/scopes.py) or `dependencies=[requires(Scope...)]`"
         )
-    return declared[0][0] if declared[0] else ANY_KEY
+    return tuple(declared[0])
+
+
+def required_scope(route: APIRoute, path: str = "") -> str:
+    """What `x-required-scope` says of `route`: its scope, its scopes with a space between, or ANY_KEY."""
+    return " ".join(required_scopes(route, path)) or ANY_KEY
 
 
 def _show_scopes(schema: dict[str, Any]) -> dict[str, Any]:
@@ -92,9 +103,9 @@ def _show_scopes(schema: dict[str, Any]) -> dict[str, Any]:
             if "x-required-scope" in operation:
                 continue
             scopes = [scope for requirement in operation.get("security", []) for scope in requirement.get(BEARER, [])]
-            scope = scopes[0] if scopes else ANY_KEY
-            operation["x-required-scope"] = scope
-            line = f"Required scope: `{scope}`." if scopes else "Required scope: none (any valid API key)."
+            operation["x-required-scope"] = " ".join(scopes) or ANY_KEY
+            named = " and ".join(f"`{scope}`" for scope in scopes)
+            line = f"Required scope{'s' if len(scopes) > 1 else ''}: {named}." if scopes else NO_SCOPE_LINE
             operation["description"] = f"{line}\n\n{operation.get('description', '')}".strip()
     return schema
 

@@ -15,7 +15,7 @@ from app.api.deps import SessionDep, SettingsDep
 from app.api.errors import conflict, not_found
 from app.api.jobs import dispatch
 from app.api.pagination import Limit, Offset, paginate
-from app.api.scopes import ReadKey, TrainKey
+from app.api.scopes import ReadKey, TrainAndModelsWriteKey, TrainKey
 from app.db.job_rows import ACTIVE_STATES, request_cancel
 from app.db.tables import Job, Sweep
 from app.schemas.common import Page
@@ -50,14 +50,16 @@ def create_sweep(
     body: SweepCreate,
     session: SessionDep,
     settings: SettingsDep,
-    key: TrainKey,
+    key: TrainAndModelsWriteKey,
     response: Response,
     background: BackgroundTasks,
     request: Request,
     idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
 ) -> SweepPublic:
     """Start a sweep: its first trials (up to max_concurrent_trials) are queued as jobs at once; each that ends
-    starts the next while the budget lasts; the best trial's model is then registered as `name@best`."""
+    starts the next while the budget lasts; the best trial's model is then registered as `name@best`, which is why
+    the key needs `models:write` beside `train`. It registers as this key, checked again then: a key revoked or
+    expired by then, or its member's role lowered, leaves the model unregistered and the sweep's `error` saying why."""
     audit.record(session, key, request, "sweep.created", "sweep", Sweep, {"name": body.name})  # if it is new
     sweep, created = sweeps.create(session, settings, key, body, idempotency_key)
     if created:

@@ -21,10 +21,9 @@ MAX_NAME = 100
 
 @dataclass(frozen=True)
 class Caller:
-    """Who a request comes from: a snapshot of its API key's row, its member and its organisation (owner).
-
-    The defaults are those of a key with every scope: what the service uses when it acts later for a key it recorded
-    (a sweep registering its best model)."""
+    """Who a request comes from: a snapshot of its API key's row, its member and its organisation (owner), as
+    `caller_of` reads it. The defaults grant nothing: the service acting later for a key it recorded (a sweep
+    registering its best model) reads the key again rather than assume what it may do."""
 
     id: str
     owner_id: str
@@ -33,8 +32,8 @@ class Caller:
     prefix: str
     member_id: str = ""
     member_name: str = ""
-    role: Role = Role.ADMIN
-    key_scopes: frozenset[Scope] = frozenset(ALL_SCOPES)
+    role: Role = Role.VIEWER
+    key_scopes: frozenset[Scope] = frozenset()
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
     rate_limit_per_minute: int | None = None  # the key's own; None: RATE_LIMIT_PER_MINUTE (app/api/ratelimit.py)

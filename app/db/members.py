@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from app.core.scopes import Role
@@ -41,3 +41,13 @@ def find_or_create_member(session: Session, owner: Owner, name: str, role: Role 
 def key_hashes(session: Session, member_id: str) -> list[str]:
     """The hashes of a member's keys: what the API's cache of callers is keyed by (app/api/ttl_cache.py)."""
     return list(session.scalars(select(ApiKey.key_hash).where(ApiKey.member_id == member_id)))
+
+
+def lock_organisation(session: Session, owner_id: str) -> None:
+    """Hold the organisation's row until this transaction ends, so that a check over its members and the change it
+    allows take turns with another's (two admins demoting each other): SELECT ... FOR UPDATE on PostgreSQL; on SQLite,
+    which has no row locks, a write, which takes the database's one write lock before the check reads."""
+    if session.get_bind().dialect.name == "sqlite":
+        session.execute(update(Owner).where(Owner.id == owner_id).values(name=Owner.name))
+    else:
+        session.execute(select(Owner.id).where(Owner.id == owner_id).with_for_update())

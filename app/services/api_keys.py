@@ -1,5 +1,6 @@
-"""API keys over the API: a key creates keys within what it may do itself, lists and revokes its member's keys; a key
-with scope `admin` does so for every member of its organisation (docs/security.md)."""
+"""API keys over the API: a key creates keys within what it may do itself and expiring no later than itself, lists its
+member's keys and revokes those no stronger than itself; a key with scope `admin` does so for every member of its
+organisation (docs/security.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sqlalchemy.orm import Session
 from app.core.scopes import ROLE_SCOPES, Scope, parse_role, parse_scopes, sorted_scopes
 from app.db.access_tables import ApiKey, Member
 from app.db.base import utcnow
-from app.db.keys import Caller, insert_key
+from app.db.keys import Caller, insert_key, key_scopes
 from app.services.errors import Forbidden, InvalidField, NotFound
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,26 @@ def _need_admin(caller: Caller, what: str) -> None:
         )
 
 
-def _expiry(expires_at: datetime | None, expires_in_days: int | None) -> datetime | None:
+def _expiry(caller: Caller, expires_at: datetime | None, expires_in_days: int | None) -> datetime | None:
+    """A new key's expiry: the one asked for, which may not be later than the creating key's own (422 naming both);
+    none asked for: the creating key's (None: it never expires)."""
     if expires_in_days is not None:
-        return utcnow() + timedelta(days=expires_in_days)
-    if expires_at is not None and expires_at <= utcnow():
-        raise InvalidField("expires_at", f"expires_at {expires_at.isoformat()} is in the past")
-    return expires_at
+        field, asked = "expires_in_days", utcnow() + timedelta(days=expires_in_days)
+        what = f"expires_in_days {expires_in_days} (until {asked.isoformat()})"
+    elif expires_at is not None:
+        if expires_at <= utcnow():
+            raise InvalidField("expires_at", f"expires_at {expires_at.isoformat()} is in the past")
+        field, asked, what = "expires_at", expires_at, f"expires_at {expires_at.isoformat()}"
+    else:
+        return caller.expires_at
+    if caller.expires_at is not None and asked > caller.expires_at:
+        raise InvalidField(
+            field,
+            f"{what} is later than {caller.expires_at.isoformat()}, when API key {caller.prefix}... that creates it "
+            "expires: a key outlives no key that made it; ask for that time or earlier, or leave the expiry out to "
+            "give the new key the same",
+        )
+    return asked
 
 
 def create(
@@ -72,7 +87,8 @@ def create(
 ) -> tuple[ApiKey, str]:
     """A new key (row, clear key). Its scopes (default: all the caller may use that the member's role allows) must be
     ones the caller holds itself (no key makes a stronger one) and that the member's role allows: 403 naming them.
-    A limit of its own (`rate_limit_per_minute`) needs scope admin, as setting it later does."""
+    Its expiry (default: the caller's) may not be later than the caller's: 422 naming both (no key makes a longer-lived
+    one). A limit of its own (`rate_limit_per_minute`) needs scope admin, as setting it later does."""
     if rate_limit_per_minute is not None:
         _need_admin(caller, f"a key's own rate_limit_per_minute ({rate_limit_per_minute})")
     member = _acting_for(session, caller, member_name)
@@ -90,7 +106,7 @@ def create(
             f"{', '.join(sorted_scopes(caller.scopes)) or 'none'}"
         )
     try:
-        expiry = _expiry(expires_at, expires_in_days)
+        expiry = _expiry(caller, expires_at, expires_in_days)
         row, clear = insert_key(session, member, name, wanted, expiry, rate_limit_per_minute)
     except ValueError as exc:  # beyond the member's role
         raise Forbidden(str(exc)) from exc
@@ -118,12 +134,20 @@ def visible(caller: Caller) -> Select[ApiKey]:
 
 def revoke(session: Session, caller: Caller, key_id: str) -> ApiKey:
     """Revoke a key the caller may see (404 for any other, as for an unknown one); revoking twice keeps the first
-    time. The caller's own key may revoke itself."""
+    time. Without scope admin, only a key whose scopes the caller holds too (403 naming those it lacks): a weaker key
+    does not take a stronger one away. The caller's own key may revoke itself."""
     row = session.get(ApiKey, key_id)
     if row is None or row.owner_id != caller.owner_id:
         raise NotFound("API key", key_id)
-    if row.member_id != caller.member_id and Scope.ADMIN not in caller.scopes:
-        raise NotFound("API key", key_id)
+    if Scope.ADMIN not in caller.scopes and row.id != caller.id:
+        if row.member_id != caller.member_id:
+            raise NotFound("API key", key_id)
+        lacking = [scope.value for scope in key_scopes(row) if scope not in caller.scopes]
+        if lacking:
+            raise Forbidden(
+                f"API key {caller.prefix}... cannot revoke key {row.prefix}... ({row.name!r}), which holds scopes it "
+                f"lacks itself: {', '.join(lacking)}; its scopes: {', '.join(sorted_scopes(caller.scopes)) or 'none'}"
+            )
     if row.revoked_at is None:
         row.revoked_at = utcnow()
         session.flush()

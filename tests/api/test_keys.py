@@ -233,3 +233,57 @@ def test_the_last_admin_keeps_the_role_and_no_key_changes_its_own(client, org_ke
         with pytest.raises(Conflict, match="last admin"):
             members.set_role(session, stale, ada["id"], Role.MEMBER)
     assert client.patch(f"/v1/members/{'0' * 8}", headers=admin, json={"role": "member"}).status_code == 404
+
+
+def test_a_key_outlives_no_key_that_made_it(client, make_key):
+    """Fault: a key created with expires_in_days 1 creates a key that never expires, or one for longer. Pass: left
+    out, the expiry is the creating key's; asked for later, 422 naming when the creating key expires; earlier: as
+    asked."""
+    short = client.post("/v1/keys", headers=make_key("acme"), json={"name": "short", "expires_in_days": 1}).json()
+    headers = {"Authorization": f"Bearer {short['key']}"}
+    ends = datetime.fromisoformat(short["expires_at"])
+    inherited = client.post("/v1/keys", headers=headers, json={"name": "copy"})
+    assert inherited.status_code == 201, inherited.text
+    assert datetime.fromisoformat(inherited.json()["expires_at"]) == ends
+    for field, value in (("expires_in_days", 1), ("expires_in_days", 3650), ("expires_at", "2099-01-01T00:00:00Z")):
+        longer = client.post("/v1/keys", headers=headers, json={"name": "longer", field: value})
+        assert longer.status_code == 422, longer.text
+        (error,) = longer.json()["detail"]
+        assert error["loc"] == ["body", field] and error["msg"].startswith(f"{field} {str(value)[:10]}")
+        creator = f"is later than {ends.isoformat()}, when API key {short['prefix']}... that creates it expires"
+        assert creator in error["msg"]
+    earlier = ends - timedelta(hours=1)
+    shorter = client.post("/v1/keys", headers=headers, json={"name": "shorter", "expires_at": earlier.isoformat()})
+    assert shorter.status_code == 201 and datetime.fromisoformat(shorter.json()["expires_at"]) == earlier
+    listed = client.get("/v1/keys", headers=headers).json()["data"]
+    assert {k["name"] for k in listed} == {"acme", "short", "copy", "shorter"}  # none of the refused ones was made
+
+
+def test_a_key_without_admin_revokes_only_keys_within_its_scopes(client, org_key):
+    """Fault: a read-only key revokes its member's admin key (and a member's, its stronger keys). Pass: 403 naming the
+    scopes it lacks, the stronger key still works; keys within its scopes, and itself, it revokes; admin, any."""
+    admin = org_key("ada", "admin")
+    reader = client.post("/v1/keys", headers=admin, json={"name": "ada-read", "scopes": ["read"]}).json()
+    read = {"Authorization": f"Bearer {reader['key']}"}
+    ada_key = next(k for k in client.get("/v1/keys", headers=admin).json()["data"] if k["name"] == "ada-key")
+    refused = client.delete(f"/v1/keys/{ada_key['id']}", headers=read)
+    assert refused.status_code == 403
+    assert refused.json()["detail"] == (
+        f"API key {reader['prefix']}... cannot revoke key {ada_key['prefix']}... ('ada-key'), which holds scopes it "
+        "lacks itself: inference, train, models:write, admin; its scopes: read"
+    )
+    assert client.get("/v1/members", headers=admin).status_code == 200  # the admin key still works
+    member = org_key("max", "member")
+    max_keys = {
+        name: client.post("/v1/keys", headers=member, json={"name": name, "scopes": scopes}).json()
+        for name, scopes in (("max-read", ["read"]), ("max-train", ["read", "train"]), ("max-more", ["read", "train"]))
+    }
+    max_train = {"Authorization": f"Bearer {max_keys['max-train']['key']}"}
+    max_key = next(k for k in client.get("/v1/keys", headers=member).json()["data"] if k["name"] == "max-key")
+    stronger = client.delete(f"/v1/keys/{max_key['id']}", headers=max_train)
+    assert stronger.status_code == 403
+    assert stronger.json()["detail"].endswith("lacks itself: inference, models:write; its scopes: read, train")
+    for name in ("max-read", "max-more"):  # within its scopes: a subset, and the same
+        assert client.delete(f"/v1/keys/{max_keys[name]['id']}", headers=max_train).status_code == 200
+    assert client.delete(f"/v1/keys/{reader['id']}", headers=read).status_code == 200  # itself
+    assert client.delete(f"/v1/keys/{max_key['id']}", headers=admin).status_code == 200  # an admin: any

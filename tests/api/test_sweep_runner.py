@@ -5,11 +5,15 @@ plays it (claim, report at each evaluation, finish, advance); tests/e2e/test_swe
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from sqlalchemy import select
 
 from app.core.settings import get_settings
 from app.db import job_rows
+from app.db.access_tables import ApiKey
+from app.db.base import utcnow
 from app.db.session import session_scope
 from app.db.tables import Job, Sweep, TrainedModel
 from app.services import sweep_runner
@@ -193,3 +197,43 @@ def test_the_first_trials_given_run_first_then_the_samplers_own(client, alice, p
     done = client.get(f"/v1/sweeps/{sweep['id']}", headers=alice).json()
     assert [t["given"] for t in done["trials"]] == [True, False, False]
     assert done["trials"][0]["params"] == {"training.lr_scale": 2.0} and done["best"]["number"] == 0
+
+
+@pytest.mark.parametrize("change", ["none", "revoked", "expired", "demoted"])
+def test_the_best_is_registered_as_the_sweeps_key_only_while_that_key_may(client, alice, parallel_id, change):
+    """Fault: the key that created the sweep (a member's, with models:write) is revoked, expires, or its member is
+    made a viewer while the trials run; the sweep still registers name@best and moves its alias, acting as an admin
+    with every scope. Pass: the key is read again before registering: unchanged, it registers; otherwise the sweep
+    still succeeds and shows its best trial, the model stays unregistered and the sweep's error says why."""
+    member = client.post("/v1/members", headers=alice, json={"name": "max", "role": "member"}).json()
+    scopes = ["read", "train", "models:write"]
+    key = client.post("/v1/keys", headers=alice, json={"name": "sweeper", "member": "max", "scopes": scopes}).json()
+    sweep = _create(client, {"Authorization": f"Bearer {key['key']}"}, parallel_id, budget={"trials": 1})
+    why = {
+        "revoked": "was revoked at ",
+        "expired": "expired at ",
+        "demoted": "belongs to member 'max', now a viewer, whose keys may use only: read",
+    }.get(change)
+    if change == "revoked":
+        assert client.delete(f"/v1/keys/{key['id']}", headers=alice).status_code == 200
+    elif change == "expired":
+        with session_scope() as session:
+            session.get(ApiKey, key["id"]).expires_at = utcnow() - timedelta(seconds=1)
+    elif change == "demoted":
+        assert client.patch(f"/v1/members/{member['id']}", headers=alice, json={"role": "viewer"}).status_code == 200
+    (job,) = _queued(sweep["id"])
+    _run_trial(job.id, [(30, 10.0)], {"bleu": 20.0})
+    done = client.get(f"/v1/sweeps/{sweep['id']}", headers=alice).json()
+    assert done["status"] == "succeeded" and done["best"]["job_id"] == job.id and done["best"]["model_id"]
+    model = client.get(f"/v1/models/{done['best']['model_id']}", headers=alice).json()
+    best = client.get("/v1/models/numbers@best", headers=alice)
+    if why is None:
+        assert done["error"] is None and done["best"]["model_ref"] == "numbers@best"
+        assert model["name"] == "numbers" and best.json()["id"] == model["id"]
+        return
+    assert done["error"].startswith(
+        f"the best model {model['id']} was not registered as numbers@best: API key {key['prefix']}..., which created "
+        "the sweep, "
+    )
+    assert why in done["error"] and done["best"]["model_ref"] is None
+    assert model["name"] is None and best.status_code == 404

@@ -112,6 +112,24 @@ def test_a_sweep_is_its_owners_alone(client, alice, make_key, parallel_id):
     assert client.post("/v1/sweeps", json=_sweep(parallel_id), headers=bob).status_code == 422
 
 
+def test_a_sweep_registers_its_best_model_so_its_key_needs_models_write(client, alice, parallel_id):
+    """Fault: a key with `train` alone starts a sweep, which in the end registers its best model under the sweep's
+    name and moves the alias best (as `models:write` does). Pass: 403 naming models:write, nothing queued; a key
+    holding both starts it."""
+    trainer = client.post("/v1/keys", headers=alice, json={"name": "trainer", "scopes": ["read", "train"]}).json()
+    refused = client.post("/v1/sweeps", json=_sweep(parallel_id), headers={"Authorization": f"Bearer {trainer['key']}"})
+    assert refused.status_code == 403
+    assert refused.json()["detail"] == (
+        f"API key {trainer['prefix']}... lacks scope 'models:write', which POST /v1/sweeps needs; its scopes: read, "
+        "train"
+    )
+    assert client.get("/v1/sweeps", headers=alice).json()["total"] == 0
+    assert client.get("/v1/jobs", headers=alice).json()["total"] == 0
+    both = client.post("/v1/keys", headers=alice, json={"name": "both", "scopes": ["train", "models:write"]}).json()
+    started = client.post("/v1/sweeps", json=_sweep(parallel_id), headers={"Authorization": f"Bearer {both['key']}"})
+    assert started.status_code == 201, started.text
+
+
 def test_idempotency_key_replays_the_first_sweep(client, alice, parallel_id):
     headers = {**alice, "Idempotency-Key": "sweep-1"}
     first = client.post("/v1/sweeps", json=_sweep(parallel_id), headers=headers)

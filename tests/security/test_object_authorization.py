@@ -307,6 +307,25 @@ def test_an_organisations_uri_prefixes_are_its_own(pg_client, alice_objects):
     assert pg_client.get(route, headers=alice).json()["organisation"] == [f"{SHARED_BUCKET}/alice-secret-corpora/"]
 
 
+def test_another_organisations_keys_revoke_none_of_the_owners_keys_and_learn_nothing_of_their_scopes(
+    pg_client, alice_objects
+):
+    """A revocation by a key without scope admin compares the scopes of the key it revokes with its own (403 naming
+    those it lacks): only for its own member's keys. Bob's read-only key, as his admin key, gets 404 naming only the
+    id for Alice's admin key and her robot's read-only one, which go on working."""
+    alice, ids = alice_objects["headers"], alice_objects["ids"]
+    bob = bearer("bob")
+    bob_read = pg_client.post("/v1/keys", headers=bob, json={"name": "bob-read", "scopes": ["read"]}).json()
+    alices_own = next(k for k in pg_client.get("/v1/keys", headers=alice).json()["data"] if k["member"] == "alice")
+    for headers in (bob, {"Authorization": f"Bearer {bob_read['key']}"}):
+        for key_id in (alices_own["id"], ids["key_id"]):
+            response = pg_client.delete(f"/v1/keys/{key_id}", headers=headers)
+            assert response.status_code == 404 and response.json() == {"detail": f"API key {key_id} not found"}
+    assert pg_client.get("/v1/members", headers=alice).status_code == 200
+    listed = {k["id"]: k["revoked_at"] for k in pg_client.get("/v1/keys", headers=alice).json()["data"]}
+    assert listed[alices_own["id"]] is None and listed[ids["key_id"]] is None
+
+
 def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
     """`status`, `owner`, `owner_id` and `storage_key` in any request body (top level or nested) are refused."""
     alice, ids = alice_objects["headers"], alice_objects["ids"]
