@@ -9,7 +9,15 @@ from pathlib import Path
 from alembic import context
 
 from app.core.settings import get_settings
-from app.db import access_tables, audit_tables, tables, usage_tables, webhook_tables  # noqa: F401  (register the tables)
+from app.db import (  # noqa: F401  (register the tables)
+    access_tables,
+    audit_tables,
+    registry_tables,
+    run_record_tables,
+    tables,
+    usage_tables,
+    webhook_tables,
+)
 from app.db.base import Base
 from app.db.session import make_engine
 

@@ -11,7 +11,7 @@ from app.api.jobs import NOT_FOUND, owned_job
 from app.api.models import owned_model
 from app.api.scopes import ReadKey
 from app.db import dynamics_rows
-from app.db.tables import JobDynamics
+from app.db.run_record_tables import JobDynamics
 from app.schemas.dynamics import DynamicsGroup, DynamicsKind, DynamicsPublic, EmbeddingsPublic
 
 router = APIRouter(tags=["jobs"])

@@ -16,8 +16,9 @@ from app.api.deps import SessionDep
 from app.api.jobs import NOT_FOUND, owned_job, progress_of
 from app.api.scopes import ReadKey
 from app.db.job_rows import TERMINAL_STATES
+from app.db.run_record_tables import Metric
 from app.db.session import get_sessionmaker
-from app.db.tables import Job, Metric, TrainedModel
+from app.db.tables import Job, TrainedModel
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 

@@ -19,7 +19,8 @@ from app.api.scopes import ReadKey, TrainKey
 from app.core.settings import get_settings
 from app.db import metric_rows, node_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
-from app.db.tables import Dataset, Job, JobCheckpoint, JobTag, Metric, TrainedModel
+from app.db.run_record_tables import JobCheckpoint, Metric
+from app.db.tables import Dataset, Job, JobTag, TrainedModel
 from app.db.worker_rows import live_workers, trains
 from app.schemas.common import Page
 from app.schemas.jobs import (

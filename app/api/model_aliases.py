@@ -15,7 +15,8 @@ from app.api.deps import SessionDep
 from app.api.errors import conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ModelsWriteKey, ReadKey
-from app.db.tables import ModelAlias, ModelAliasEvent, TrainedModel
+from app.db.registry_tables import ModelAlias, ModelAliasEvent
+from app.db.tables import TrainedModel
 from app.schemas.common import Page
 from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, AliasToVersion, check_alias
 from app.services import model_refs, registry

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from app.db.tables import JobDynamics
+from app.db.run_record_tables import JobDynamics
 
 
 def record(session: Session, job_id: str, records: list[dict[str, Any]]) -> None:

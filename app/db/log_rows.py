@@ -14,7 +14,8 @@ from datetime import datetime
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
-from app.db.tables import Job, JobLog
+from app.db.run_record_tables import JobLog
+from app.db.tables import Job
 
 LEVELS = ("info", "warning", "error", "critical")
 MAX_LINES = 2000  # per job, the marker of dropped lines included

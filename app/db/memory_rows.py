@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.tables import JobMemory
+from app.db.run_record_tables import JobMemory
 
 
 def record(session: Session, job_id: str, report: dict[str, Any]) -> None:

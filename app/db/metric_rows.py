@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from app.db.tables import Metric
+from app.db.run_record_tables import Metric
 
 
 class LatestPoint(TypedDict):

@@ -8,11 +8,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, false
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Integer, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column, object_session, relationship
 
 import app.db.access_tables  # noqa: F401  (the owners table every owner_id refers to)
+import app.db.run_record_tables  # noqa: F401  (a job's metrics, checkpoints, dynamics, memory and log)
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
+from app.db.registry_tables import ModelAlias
 
 
 def _gone(row: Base, table: type[Base], row_id: str | None) -> bool:
@@ -243,36 +245,6 @@ class JobTag(Base):
     position: Mapped[int]
 
 
-class Metric(Base):
-    """One value of one series at one step; a re-run step (after a resume) never duplicates it."""
-
-    __tablename__ = "metrics"
-    __table_args__ = (UniqueConstraint("job_id", "step", "name"),)
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    step: Mapped[int]
-    name: Mapped[str] = mapped_column(String(50))
-    value: Mapped[float] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class JobCheckpoint(Base):
-    """A checkpoint directory in the artifact store, with its digest; paths never leave the server."""
-
-    __tablename__ = "checkpoints"
-    __table_args__ = (UniqueConstraint("job_id", "step"),)
-
-    id: Mapped[str] = mapped_column(UUIDString, primary_key=True, default=new_id)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), index=True)
-    step: Mapped[int]
-    storage_key: Mapped[str] = mapped_column(String(500))
-    sha256: Mapped[str] = mapped_column(String(64))
-    size_bytes: Mapped[int] = mapped_column(BigInteger)
-    metrics: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
 class TrainedModel(Base):
     """The product of a succeeded job: its best (or averaged) checkpoint, ready to serve.
 
@@ -344,48 +316,6 @@ class ModelTag(Base):
     position: Mapped[int]
 
 
-class ModelName(Base):
-    """A name an owner has registered models under, with the last version it gave: versions only ever grow."""
-
-    __tablename__ = "model_names"
-
-    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    last_version: Mapped[int] = mapped_column(default=0)
-
-
-class ModelAlias(Base):
-    """`name@alias` points at one version of the name; deleting that model removes the alias."""
-
-    __tablename__ = "model_aliases"
-
-    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), primary_key=True)
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
-    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"), index=True)
-    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class ModelAliasEvent(Base):
-    """One move of an alias: from which model (None: it was new) to which (None: removed), by which key, when.
-    Ids and versions are plain values, so the record outlives the models and keys it names."""
-
-    __tablename__ = "model_alias_events"
-    __table_args__ = (Index("ix_model_alias_events_owner_id_name_alias", "owner_id", "name", "alias"),)
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
-    owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"))
-    name: Mapped[str] = mapped_column(String(64))
-    alias: Mapped[str] = mapped_column(String(64))
-    from_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    from_version: Mapped[int | None] = mapped_column(nullable=True)
-    to_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    to_version: Mapped[int | None] = mapped_column(nullable=True)
-    key_id: Mapped[str] = mapped_column(String(36))  # the API key that moved it (its owner is owner_id)
-    key_prefix: Mapped[str] = mapped_column(String(16))  # as humans tell keys apart
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
 class Evaluation(Base):
     """A model scored on a parallel dataset by the inference worker: BLEU, chrF and chrF++ with their sacrebleu
     signatures, and the hypotheses (a text file in the artifact store, one line per source line).
@@ -440,53 +370,6 @@ class FileTranslation(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class JobDynamics(Base):
-    """One record of a job's training dynamics at one step. kind "weights" (model/probes/dynamics.py): per weight matrix
-    and layer, every training.dynamics_every updates; kind "attention" (model/probes/attention_stats.py): per layer and
-    head, at every evaluation. `groups` lists [group, layer, head] triples and each list of `values` (one per
-    statistic) has one number (or null) per group. A step re-run after a resume overwrites its record."""
-
-    __tablename__ = "job_dynamics"
-
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    step: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
-    groups: Mapped[list[Any]] = mapped_column(JSON)
-    values: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class JobLog(Base):
-    """One line a worker logged about a job (app/db/log_rows.py bounds them; worker/training/job_log.py writes them).
-
-    `seq` numbers a job's lines from 1 in the order they were logged, over all its attempts: a client follows the
-    log with `after=<seq>`. Only the newest lines are kept; the row just before them says how many were dropped."""
-
-    __tablename__ = "job_logs"
-    __table_args__ = (UniqueConstraint("job_id", "seq"),)
-
-    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
-    seq: Mapped[int]
-    attempt: Mapped[int | None] = mapped_column(nullable=True)  # None: logged outside a claimed attempt
-    level: Mapped[str] = mapped_column(String(10))  # info | warning | error | critical
-    logger: Mapped[str] = mapped_column(String(100))
-    message: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
-
-
-class JobMemory(Base):
-    """The memory of one training step of a job, measured once by the worker before its first step
-    (model/train/memory_profile.py): `report` holds {"measured", "estimated", "differences"}, or {"error"} when the
-    measurement failed (the job trains on either way)."""
-
-    __tablename__ = "job_memory"
-
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
-    report: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
 
 
 class ArtifactTombstone(Base):

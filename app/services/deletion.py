@@ -19,7 +19,8 @@ from app.db import tombstone_rows
 from app.db.base import utcnow
 from app.db.job_rows import ACTIVE_STATES
 from app.db.keys import Caller
-from app.db.tables import Dataset, Evaluation, Job, ModelAlias, ModelName, Sweep, TrainedModel
+from app.db.registry_tables import ModelAlias, ModelName
+from app.db.tables import Dataset, Evaluation, Job, Sweep, TrainedModel
 from app.db.task_rows import QUEUED, RUNNING
 from app.db.usage_tables import DeletedJobUsage
 from app.services import quotas, registry

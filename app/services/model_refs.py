@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from app.db.tables import ModelAlias, TrainedModel
+from app.db.registry_tables import ModelAlias
+from app.db.tables import TrainedModel
 
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # An alias starts with a letter, so that `name@3` is always a version.

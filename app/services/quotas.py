@@ -26,7 +26,8 @@ from sqlalchemy.orm import Session
 from app.core.settings import Settings
 from app.db.access_tables import Owner
 from app.db.job_rows import ACTIVE_STATES, RUNNING
-from app.db.tables import Dataset, Job, JobCheckpoint, TrainedModel
+from app.db.run_record_tables import JobCheckpoint
+from app.db.tables import Dataset, Job, TrainedModel
 from app.db.usage_tables import DeletedJobUsage
 from app.services.errors import PayloadTooLarge, TooManyRequests
 

@@ -13,7 +13,8 @@ from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
 from app.db.keys import Caller
-from app.db.tables import ModelAlias, ModelAliasEvent, ModelName, ModelTag, TrainedModel
+from app.db.registry_tables import ModelAlias, ModelAliasEvent, ModelName
+from app.db.tables import ModelTag, TrainedModel
 from app.services import webhooks
 
 

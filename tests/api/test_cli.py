@@ -242,8 +242,9 @@ def test_a_missing_key_is_exit_code_2_with_the_three_ways_and_no_traceback(tmp_p
 
 def _running_job(owner: str, **training) -> str:
     """A running job at step 3 of 10 with a train_loss point and the speed its worker reported."""
+    from app.db.run_record_tables import Metric
     from app.db.session import session_scope
-    from app.db.tables import Job, Metric
+    from app.db.tables import Job
 
     job_id = job_rows(owner, 1, status="running", training_config={"max_steps": 10, **training})[0]
     with session_scope() as session:
@@ -256,8 +257,9 @@ def _running_job(owner: str, **training) -> str:
 def _finish_later(job_id: str, owner: str, delay: float) -> threading.Thread:
     """What a worker does, `delay` seconds from now: a step with a new loss, then success with a model."""
     from app.db.access_tables import Owner
+    from app.db.run_record_tables import Metric
     from app.db.session import session_scope
-    from app.db.tables import Job, Metric, TrainedModel
+    from app.db.tables import Job, TrainedModel
 
     def work() -> None:
         time.sleep(delay)

@@ -19,8 +19,9 @@ def _end(sweep_id: str, number: int, status: str, bleu: float | None = None, err
     sweep_runner.advance (which starts the next trial while the budget lasts)."""
     from app.core.settings import get_settings
     from app.db.base import utcnow
+    from app.db.run_record_tables import Metric
     from app.db.session import session_scope
-    from app.db.tables import Job, Metric
+    from app.db.tables import Job
     from app.services import sweep_runner
 
     with session_scope() as session:

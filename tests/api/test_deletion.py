@@ -65,8 +65,9 @@ def test_deleting_an_active_job_is_409_cancel_it_first(client, alice, status, ca
 
 
 def test_deleting_a_job_removes_its_records_and_keeps_its_model_serving(client, alice):
+    from app.db.run_record_tables import JobCheckpoint, JobLog, Metric
     from app.db.session import session_scope
-    from app.db.tables import ArtifactTombstone, JobCheckpoint, JobLog, Metric
+    from app.db.tables import ArtifactTombstone
 
     model_id = _model_row("alice")
     job_id = _job_of(model_id)
@@ -251,7 +252,8 @@ def test_the_lineage_says_a_parent_dataset_was_deleted(client, alice, parallel_i
 
 
 def test_on_postgresql_a_job_a_model_and_a_name_are_deleted_whole(pg):
-    from app.db.tables import ArtifactTombstone, Metric
+    from app.db.run_record_tables import Metric
+    from app.db.tables import ArtifactTombstone
 
     client, alice = pg
     v1, v2 = _model_row("alice"), _model_row("alice")

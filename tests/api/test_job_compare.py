@@ -13,8 +13,8 @@ from tests.api.test_job_labels import job_rows
 
 def _metric_rows(job_id: str, started, points: list[tuple[int, str, float, float]]) -> None:
     """Metric rows (step, name, value, seconds after `started`), as the worker's lease thread writes them."""
+    from app.db.run_record_tables import Metric
     from app.db.session import session_scope
-    from app.db.tables import Metric
 
     with session_scope() as session:
         session.add_all(

@@ -243,8 +243,8 @@ def test_metrics_are_downsampled_for_long_runs(client, alice, parallel_id):
 def test_extremes_downsampling_keeps_a_one_step_spike_that_means_flatten(client, alice, parallel_id):
     """100,000 points with one spike: `downsample=extremes` keeps it (and the lowest, first and last points), at most
     max_points points in step order; the default means dilute it into its bucket. A zoomed view reads a step range."""
+    from app.db.run_record_tables import Metric
     from app.db.session import session_scope
-    from app.db.tables import Metric
 
     job_id = client.post("/v1/jobs", json=_job(parallel_id), headers=alice).json()["id"]
     values = {step: 5.0 - step / 50_000 for step in range(1, 100_001)}

@@ -649,7 +649,7 @@ def _job_with_many_points(stack, monkeypatch, n_steps: int, spike_at: int | None
             values.update(valid_loss=5 * math.exp(-step / 4000), bleu=min(60.0, step / 300))
         rows.extend({"job_id": job["id"], "step": step, "name": k, "value": v} for k, v in values.items())
     with _service_database(stack, monkeypatch) as session:
-        from app.db.tables import Metric
+        from app.db.run_record_tables import Metric
 
         session.execute(Metric.__table__.insert(), rows)
     return job["id"]

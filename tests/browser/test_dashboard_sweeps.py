@@ -87,7 +87,8 @@ class Worker:
         was not)."""
         from app.core.settings import get_settings
         from app.db.base import utcnow
-        from app.db.tables import Job, Metric, TrainedModel
+        from app.db.run_record_tables import Metric
+        from app.db.tables import Job, TrainedModel
         from app.services import sweep_runner
         from model.nn.config import ModelConfig
 

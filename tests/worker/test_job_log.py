@@ -50,8 +50,8 @@ def new_job(owner: str = "alice") -> str:
 
 
 def stored(job_id: str) -> list[tuple[int, str, str, str, int | None]]:
+    from app.db.run_record_tables import JobLog
     from app.db.session import session_scope
-    from app.db.tables import JobLog
 
     with session_scope() as session:
         rows = session.scalars(select(JobLog).where(JobLog.job_id == job_id).order_by(JobLog.seq)).all()

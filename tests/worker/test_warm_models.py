@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from app.db.keys import create_key
+from app.db.registry_tables import ModelAlias
 from app.db.session import session_scope
-from app.db.tables import ModelAlias, TrainedModel
+from app.db.tables import TrainedModel
 from tests.support.api_app import migrated_client
 from worker import warm
 from worker.serving import ct2, translation

@@ -9,8 +9,8 @@ from pathlib import Path
 from sqlalchemy import delete, select
 
 from app.artifacts import get_store
+from app.db.run_record_tables import JobCheckpoint
 from app.db.session import session_scope
-from app.db.tables import JobCheckpoint
 from model.io.checkpoint_files import list_checkpoints
 from model.train.events import Callbacks, CheckpointInfo, StepInfo
 from worker.training.lease import RunState, flush
