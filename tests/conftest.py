@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -39,6 +40,38 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
             return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
 
     return FolderScheduling(config, log)
+
+
+# The folders in the order the workers take them: the longest first, so that neither worker is left alone with a
+# long one at the end (the per-folder times a run prints show where each stands). Folders not named come after.
+FOLDER_ORDER = ("e2e", "model", "reliability", "browser", "api", "security", "bench", "worker", "storage")
+
+
+def _folder(nodeid: str) -> str:
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 else ""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests grouped by folder in FOLDER_ORDER, each folder's own order kept (a stable sort)."""
+    rank = {name: i for i, name in enumerate(FOLDER_ORDER)}
+    items.sort(key=lambda item: rank.get(_folder(item.nodeid), len(rank)))
+
+
+_FOLDER_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Seconds spent per folder (setup, call and teardown), on the controller as on a single process."""
+    folder = _folder(report.nodeid) or "(top level)"
+    _FOLDER_SECONDS[folder] = _FOLDER_SECONDS.get(folder, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _FOLDER_SECONDS and not os.environ.get("PYTEST_XDIST_WORKER"):
+        terminalreporter.write_sep("=", "seconds per folder of tests/ (each runs whole on one worker)")
+        for folder, seconds in sorted(_FOLDER_SECONDS.items(), key=lambda kv: -kv[1]):
+            terminalreporter.write_line(f"{seconds:9.1f}  tests/{folder}")
 
 
 def _require(name: str, reachable: bool, url: str) -> None:

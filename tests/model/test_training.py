@@ -235,7 +235,7 @@ def test_a_config_saved_by_the_old_trainer_with_its_paper_defaults_still_loads()
     assert config.eval_budget is None and config.precision is None and config.adam_betas == (0.9, 0.98)
     assert config.average_last == 1  # 0 and 1 both meant "no averaging"
     assert config.keep_checkpoints == MAX_KEEP_CHECKPOINTS  # None kept every one
-    assert config.dynamics_every == 25 and config.compile is False  # saved before they existed: the defaults
+    assert config.dynamics_every == 25 and config.compile is None  # saved before they existed: the defaults
 
 
 def test_the_trainer_defaults_are_the_products():

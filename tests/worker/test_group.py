@@ -21,7 +21,7 @@ from app.db.session import session_scope
 from app.db.tables import Job
 from tests.support.api_app import migrated_client
 from tests.worker.test_job_log import new_job
-from worker.training import agent, group, lead
+from worker.training import agent, group, lead, rendezvous
 from worker.training.lease import RunState
 from worker.training.rank import place
 
@@ -53,12 +53,27 @@ def test_the_launch_config_waits_for_every_host_restarts_as_asked_and_prefixes_e
     )  # fmt: skip
     config = agent.launch_config(args)
     assert (config.min_nodes, config.max_nodes, config.nproc_per_node, config.max_restarts) == (3, 3, 2, 1)
-    assert config.rdzv_backend == "c10d" and config.rdzv_endpoint == "10.0.0.1:29400"
+    # Several hosts: c10d's rendezvous at the endpoint, its state signed with the attempt's key from the launch files.
+    assert config.rdzv_backend == rendezvous.SIGNED and config.rdzv_endpoint == "10.0.0.1:29400"
+    assert config.rdzv_configs["key_file"] == "/l/rendezvous.key"
     assert config.rdzv_configs["is_host"] is True and config.rdzv_configs["join_timeout"] == 660
     assert config.run_id == f"{JOB}-2" and config.local_addr == "10.0.0.1"
     assert config.log_line_prefix_template == "[${local_rank}]:"
     argv = agent.rank_argv(args)
     assert argv[:2] == ["-m", "worker.training.rank"] and argv[argv.index("--node-rank") + 1] == "0"
+    assert argv[argv.index("--nodes") + 1] == "3"
+
+
+def test_one_hosts_launch_config_meets_through_a_file_in_its_workdir():
+    """Pass: one host's agent uses c10d's rendezvous on a FileStore in the job's private workdir, not a TCPStore."""
+    args = agent.arguments(
+        ["--job-id", JOB, "--attempt", "1", "--worker", "w", "--node-rank", "0", "--nodes", "1", "--devices", "2",
+         "--endpoint", "127.0.0.1:29400", "--host", "--join-timeout", "60", "--launch", "/w", "--workdir", "/w",
+         "--checkpoint-root", "/c"]
+    )  # fmt: skip
+    config = agent.launch_config(args)
+    assert (config.rdzv_backend, config.rdzv_endpoint) == ("c10d", "/w/rendezvous.store")
+    assert config.rdzv_configs["store_type"] == "file" and "key_file" not in config.rdzv_configs
 
 
 @pytest.fixture
