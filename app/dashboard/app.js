@@ -1,13 +1,14 @@
-// Entry point: sign-in, hash routing (#/jobs, #/jobs/<id>, #/jobs/<id>/<card> for its dynamics, embeddings or memory
-// card, #/new, #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks, #/audit),
-// the jobs list.
+// Entry point: sign-in, hash routing (#/jobs, #/jobs/<id> and #/jobs/<id>/<panel> for its other panels, #/new,
+// #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks, #/audit), the
+// jobs list.
 
 import { applyScopes, clearMe, getMe, limitsNote, pageNeeds, scopeChips, setMe, watchScopes, whoText } from "./access.js";
 import { api, clearKey, getKey, setKey } from "./api.js";
 import { renderCompare } from "./compare.js";
 import { renderDataset } from "./dataset.js";
 import { renderDatasets } from "./datasets.js";
-import { renderJob, timeBudgetText, waitingFor } from "./job.js";
+import { JOB_PANELS, renderJob } from "./job.js";
+import { timeBudgetText, waitingFor } from "./joboverview.js";
 import { tagChips } from "./labels.js";
 import { renderExplain } from "./explain.js";
 import { renderModel, renderModels } from "./model.js";
@@ -24,7 +25,8 @@ const view = document.getElementById("view");
 const nav = document.getElementById("nav");
 const banner = document.getElementById("banner");
 const access = document.getElementById("access");
-let cleanup = null;
+let cleanup = null;  // the page shown: called to stop it; its showPanel(name), if any, opens another of its panels
+let shown = null;  // [render, id] of that page
 
 export function showBanner(message) {
   banner.textContent = message || "";
@@ -170,8 +172,9 @@ function jobRow(job, ticked) {
     h("td", { "data-label": "Created" }, fmtTime(job.created_at)));
 }
 
+const panels = (names) => `(?:\\/(${names.join("|")}))?$`;  // a page's panel: the second group
 const ROUTES = [
-  [/^#\/jobs\/([\w-]+)(?:\/(dynamics|embeddings|memory))?$/, renderJob],  // a card's name: scrolled to
+  [new RegExp(`^#\\/jobs\\/([\\w-]+)${panels(JOB_PANELS)}`), renderJob],
   [/^#\/jobs(\?.*)?$/, renderJobs],
   [/^#\/compare(\?.*)?$/, renderCompare],
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
@@ -188,12 +191,18 @@ const ROUTES = [
 ];
 
 function route() {
+  const hash = location.hash || "#/jobs";
+  const found = ROUTES.map(([pattern, render]) => [render, hash.match(pattern)]).find(([, m]) => m);
+  if (found && cleanup?.showPanel && shown?.[0] === found[0] && shown[1] === found[1][1] && getKey()) {
+    cleanup.showPanel(found[1][2]);  // the same page: only another panel
+    return;
+  }
   if (cleanup) { cleanup(); cleanup = null; }
+  shown = null;
   showBanner("");
   if (!getKey()) { cleanup = renderSignIn(view); return; }
   nav.hidden = false;
   showAccess();
-  const hash = location.hash || "#/jobs";
   for (const a of nav.querySelectorAll("a")) a.classList.toggle("active", hash.startsWith(a.getAttribute("href")));
   const needs = pageNeeds(hash);
   if (needs) {
@@ -202,13 +211,12 @@ function route() {
       h("a", { href: "#/jobs" }, "Back to the jobs.")));
     return;
   }
-  for (const [pattern, render] of ROUTES) {
-    const m = hash.match(pattern);
-    if (m) {
-      view.replaceChildren(h("p", { class: "muted" }, "Loading…"));
-      cleanup = render(view, m[1], { showBanner, card: m[2] }) || null;
-      return;
-    }
+  if (found) {
+    const [render, m] = found;
+    view.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+    cleanup = render(view, m[1], { showBanner, panel: m[2] }) || null;
+    shown = [render, m[1]];
+    return;
   }
   clear(view, h("h1", {}, "Not found"), h("p", {}, "No such page. ", h("a", { href: "#/jobs" }, "Back to the jobs.")));
 }

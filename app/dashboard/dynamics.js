@@ -121,7 +121,8 @@ function curves(data, kind, stat, grid, row, width) {
 }
 
 /** The panel; it polls for new records every 10 s while `live()` is true and the signal is not aborted, and
- * `panel.refresh()` fetches them at once (the job page calls it when the job ends). */
+ * `panel.refresh()` fetches them at once (the job page calls it when the job ends); `panel.shown()` draws what came
+ * while it was hidden. */
 export function dynamicsPanel(jobId, { signal, live = () => false } = {}) {
   const section = h("section", { class: "card", id: "dynamics" },
     h("h2", {}, "Training dynamics"),
@@ -131,7 +132,7 @@ export function dynamicsPanel(jobId, { signal, live = () => false } = {}) {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
   section.append(kindChoice, body);
   const state = Object.fromEntries(Object.keys(KINDS).map((k) => [k, { data: null, stat: Object.keys(KINDS[k].stats)[0], index: 0, selected: null }]));
-  let shown = "weights", playing = null;
+  let shown = "weights", playing = null, stale = false;
 
   function drawKinds() {
     kindChoice.replaceChildren(...Object.entries(KINDS).map(([k, kind]) => {
@@ -144,6 +145,9 @@ export function dynamicsPanel(jobId, { signal, live = () => false } = {}) {
   function stopPlaying() { if (playing) { clearInterval(playing); playing = null; } }
 
   function draw() {
+    // Hidden (the job page shows another panel): drawn when shown, at the width it then has.
+    if (section.isConnected && !section.clientWidth) { stale = true; return; }
+    stale = false;
     const kind = KINDS[shown], st = state[shown], data = st.data;
     if (!data || !data.steps.length) {
       const when = shown === "weights" ? "the first comes with step 1" : "the first comes with the first evaluation";
@@ -215,6 +219,7 @@ export function dynamicsPanel(jobId, { signal, live = () => false } = {}) {
   drawKinds();
   load();
   section.refresh = load;
+  section.shown = () => { if (stale) draw(); };
   const timer = setInterval(() => { if (live() && !playing) load(); }, POLL_MS);
   signal?.addEventListener("abort", () => { clearInterval(timer); stopPlaying(); });
   return section;

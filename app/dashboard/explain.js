@@ -81,7 +81,7 @@ function memory(m, a, g) {
         ["Adam's two moments per weight", mem.adam_bytes], copy ? ["bf16 copies of the weights (autocast)", copy] : null,
         ["activations saved for the backward pass", mem.activations_bytes],
         ["total", mem.training_total_bytes]].filter(Boolean).map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k), h("td", {}, fmtBytes(v)))))),
-    m.job_id ? h("p", { class: "muted" }, "Measured on the job's worker: ", h("a", { href: `#/jobs/${m.job_id}/memory`, id: "memory-link" }, `the memory card of job ${shortId(m.job_id)}`), ".") : null);
+    m.job_id ? h("p", { class: "muted" }, "Measured on the job's worker: ", h("a", { href: `#/jobs/${m.job_id}/memory`, id: "memory-link" }, `the memory panel of job ${shortId(m.job_id)}`), ".") : null);
 }
 
 function embeddings(m, e, g) {

@@ -18,20 +18,25 @@ function lineView(line) {
     line.message);
 }
 
-/** Append the log panel of job `jobId` to `container`; it stops when `signal` aborts. */
+/** Append the log panel of job `jobId` to `container`; it stops when `signal` aborts. Returns the hook the job page
+ * calls when the panel is shown again: the reader's place in the log (display: none forgets it). */
 export function mountLogs(container, jobId, signal) {
   const empty = h("p", { class: "muted", id: "job-log-empty" }, "Loading…");
   const panel = h("div", { class: "log-panel", id: "job-log", role: "log", tabindex: 0 }, empty);
   const note = h("div", { id: "job-log-note", "aria-live": "polite" });
   container.append(h("section", { class: "card", id: "logs" }, h("h2", {}, "Log"), panel, note));
-  let after = 0, ended = 0, timer = null;
+  let after = 0, ended = 0, timer = null, place = null;  // place: where the reader scrolled to (null: following)
+  panel.addEventListener("scroll", () => {
+    if (!panel.clientHeight) return;  // hidden
+    place = panel.scrollTop + panel.clientHeight >= panel.scrollHeight - 8 ? null : panel.scrollTop;
+  });
 
   async function poll() {
     try {
       let page;
       do {
         page = await api(`/v1/jobs/${jobId}/logs?after=${after}&limit=500`, { signal });
-        const following = panel.scrollTop + panel.clientHeight >= panel.scrollHeight - 8;
+        const following = place === null;
         if (page.lines.length) empty.remove();
         panel.append(...page.lines.map(lineView));
         after = page.next_after;
@@ -49,4 +54,5 @@ export function mountLogs(container, jobId, signal) {
   }
   signal.addEventListener("abort", () => clearTimeout(timer));
   poll();
+  return { shown: () => { panel.scrollTop = place ?? panel.scrollHeight; } };
 }

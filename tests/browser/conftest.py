@@ -105,14 +105,21 @@ def browser():
 
 
 class Page:
-    """A Playwright page plus the uncaught script errors seen on it (a test fails if there are any)."""
+    """A Playwright page plus the uncaught script errors seen on it (a test fails if there are any) and the paths of
+    the API requests it sent, in order (Playwright records them while a test calls it)."""
 
     def __init__(self, page, stack: Stack) -> None:
         self.page = page
         self.stack = stack
         self.errors: list[str] = []
+        self.requests: list[str] = []
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("request", lambda request: self._record(request.url))
         page.set_default_timeout(20_000)
+
+    def _record(self, url: str) -> None:
+        if url.startswith(f"{self.stack.url}/v1/"):
+            self.requests.append(url.removeprefix(self.stack.url))
 
     def open(self, route: str = "") -> None:
         self.page.goto(f"{self.stack.url}/dashboard{route}")

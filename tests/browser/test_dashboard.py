@@ -10,7 +10,6 @@ import time
 
 import httpx
 import pytest
-from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
 from tests.browser.conftest import Page, new_page
@@ -95,6 +94,16 @@ def _points(p: Page, series: str) -> int:
     return int(p.page.get_attribute(f'figure[data-series~="{series}"]', f"data-points-{series}") or 0)
 
 
+def _job_requests(p: Page, job_id: str, *routes: str) -> list[str]:
+    """The page's requests for these routes of the job (GET /v1/jobs/{id}/<route>), in order."""
+    paths = {f"/v1/jobs/{job_id}/{route}" for route in routes}
+    return [r for r in p.requests if r.split("?")[0] in paths]
+
+
+def _tab(p: Page, name: str):
+    return p.page.get_by_role("tablist").get_by_role("tab", name=name, exact=True)
+
+
 def _x_scale(p: Page, chart: str) -> list[float]:
     return p.page.evaluate(f"""() => {{ const x = document.querySelector('figure[data-chart="{chart}"]').plot.scales.x;
                                        return [x.min, x.max]; }}""")
@@ -105,9 +114,9 @@ def test_job_page_follows_training_live_until_it_succeeds(submitted):
     page = p.page
     # Live: points arrive over Server-Sent Events while the job runs (the page was opened while queued).
     wait_for(lambda: _points(p, "train_loss") >= 5, timeout=240, what="live train_loss points", interval=0.5)
-    assert page.locator("#job-summary .badge").inner_text() in ("running", "succeeded")
+    assert page.locator("#job-status .badge").inner_text() in ("running", "succeeded")
     p.screenshot("job-running")
-    page.wait_for_selector("#job-summary .status-succeeded", timeout=400_000)
+    page.wait_for_selector("#job-status .status-succeeded", timeout=400_000)
     page.wait_for_selector("#model-link")
     wait_for(
         lambda: _points(p, "valid_loss") >= 2 and _points(p, "bleu") >= 2,
@@ -120,18 +129,54 @@ def test_job_page_follows_training_live_until_it_succeeds(submitted):
     assert _points(p, "train_loss") == 60 and _points(p, "lr") == 60
     assert _x_scale(p, "loss") == [1, 60]  # the live appends moved the scale with the data
     assert page.locator("#checkpoints tbody tr").count() >= 1
-    assert "max_steps" in page.inner_text("#config")
     assert page.locator("#cancel-job").count() == 0  # a finished job cannot be cancelled
     p.screenshot("job-succeeded")
 
 
-def test_job_page_shows_each_components_training_dynamics(submitted):
-    """Recorded by the worker at steps 1, 25 and 50 of the 60 (training.dynamics_every = 25). The page is still the
-    one that followed the job live: the record of step 50 arrived with the job's end."""
+def test_job_page_panels_read_their_data_only_once_opened_each_at_its_own_address(submitted):
+    """The page that followed the job live showed its overview only, and read nothing of the other panels. A tab,
+    by mouse or keyboard, opens a panel at its own address, and only then does the panel read its data; back and
+    forward move between panels; the address opens its panel in a new page load, without the overview."""
     p, job_id = submitted
     page = p.page
+    assert page.get_by_role("tablist", name="Job").get_by_role("tab").all_inner_texts() == [
+        "Overview", "Data and settings", "Dynamics", "Embeddings", "Memory", "Evaluations", "Log",
+    ]  # fmt: skip
+    expect(_tab(p, "Overview")).to_have_attribute("aria-selected", "true")
+    assert _job_requests(p, job_id, "dynamics", "embeddings", "memory", "logs") == []
+    assert not [r for r in p.requests if "/evaluations" in r]
+    _tab(p, "Data and settings").click()
+    page.wait_for_url(re.compile(rf".*#/jobs/{job_id}/settings$"))
+    expect(page.get_by_role("tabpanel")).to_have_attribute("id", "panel-settings")  # the others are hidden
+    assert "max_steps: 60" in page.inner_text("#config") and page.locator("#job-summary").is_hidden()
+    _tab(p, "Data and settings").focus()
+    page.keyboard.press("ArrowRight")
+    expect(_tab(p, "Dynamics")).to_be_focused()
+    assert _job_requests(p, job_id, "dynamics") == []  # focused is not opened
+    page.keyboard.press("Enter")
+    page.wait_for_url(re.compile(rf".*#/jobs/{job_id}/dynamics$"))
+    page.locator("#dynamics table.dyn-heat").wait_for()
+    assert _job_requests(p, job_id, "dynamics") and _job_requests(p, job_id, "embeddings", "memory", "logs") == []
+    page.go_back()
+    expect(_tab(p, "Data and settings")).to_have_attribute("aria-selected", "true")
+    assert page.locator("#config").is_visible() and page.locator("#dynamics").is_hidden()
+    page.go_forward()
+    expect(_tab(p, "Dynamics")).to_have_attribute("aria-selected", "true")
+    before = len(p.requests)
+    page.reload()
+    page.locator("#dynamics table.dyn-heat").wait_for()
+    expect(_tab(p, "Dynamics")).to_have_attribute("aria-selected", "true")
+    assert page.locator("#job-summary").count() == 0  # the overview was not built
+    assert not [r for r in p.requests[before:] if r.split("?")[0].endswith(("/metrics", "/events", "/checkpoints"))]
+
+
+def test_job_page_shows_each_components_training_dynamics(submitted):
+    """Recorded by the worker at steps 1, 25 and 50 of the 60 (training.dynamics_every = 25). The panel was opened
+    after the job ended (the test before), so it read all three at once."""
+    p, job_id = submitted
+    page = p.page
+    p.open(f"#/jobs/{job_id}/dynamics")  # where the test before left it
     heat = page.locator("#dynamics table.dyn-heat")
-    # the page may still show a poll's step 25 while its refresh at the job's end is on the way
     page.locator('#dynamics table.dyn-heat[data-step="50"]').wait_for(timeout=20_000)
     assert heat.get_attribute("data-stat") == "update_ratio"
     rows = page.locator("#dynamics table.dyn-heat tbody th").all_text_contents()
@@ -175,8 +220,9 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     page.locator('#dynamics figure.dyn-curves[data-component="cross layer 0"]').wait_for()
     p.screenshot("job-attention-dynamics")
     # the embedding map at both checkpoints (30 and 60), and each watched token's neighbours
+    _tab(p, "Embeddings").click()
     page.locator("#embeddings svg.emb-map").wait_for()
-    expect(page.locator("#embeddings-step-label")).to_have_text("step 60")  # the refresh at the job's end
+    expect(page.locator("#embeddings-step-label")).to_have_text("step 60")
     assert page.locator("#embeddings .emb-point").count() >= 50
     watched = page.locator("#embeddings table.emb-neighbours tbody tr")
     assert watched.count() >= 2 and page.locator("#embeddings .emb-point.neighbour").count() >= 1
@@ -190,6 +236,7 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     assert page.locator("#embeddings .emb-point").first.evaluate(position) != at_60  # training moved it
     p.screenshot("job-embeddings")
     # the model keeps the last ones
+    _tab(p, "Overview").click()
     page.locator("#model-link").click()
     page.locator("#embeddings svg.emb-map").wait_for()
     # the job page's map is replaced once the model's record arrives: wait for it rather than read at once
@@ -218,25 +265,15 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     trainable = page.locator("#trainable-parameters").inner_text()
     assert trainable.startswith(f"{n:,} of this model's {n:,} parameters have requires_grad set"), trainable
     assert "All " not in page.locator("#q-memory").inner_text()
-    # each link opens the job page at its card
-    for card in ("dynamics", "embeddings", "memory"):
-        assert page.locator(f"#{card}-link").get_attribute("href") == f"#/jobs/{job_id}/{card}"
+    # each link opens the job page at its panel
+    for panel in ("dynamics", "embeddings", "memory"):
+        assert page.locator(f"#{panel}-link").get_attribute("href") == f"#/jobs/{job_id}/{panel}"
     p.screenshot("model-explained")
     page.locator("#memory-link").click()
     page.wait_for_url(re.compile(rf".*#/jobs/{job_id}/memory$"))
-    where = (
-        "() => { const r = document.getElementById('memory')?.getBoundingClientRect();"
-        " return {top: r ? r.top : null, scrollY: window.scrollY, innerHeight: window.innerHeight,"
-        " height: document.documentElement.scrollHeight, url: location.hash}; }"
-    )
-    try:
-        page.wait_for_function(  # scrolled to: the card's top is in the viewport, below the page's top
-            "() => { const r = document.getElementById('memory')?.getBoundingClientRect();"
-            " return r && window.scrollY > 0 && r.top > -1 && r.top < window.innerHeight; }",  # -1: subpixel layout
-            timeout=15_000,
-        )
-    except PlaywrightTimeoutError:
-        pytest.fail(f"the memory card is not in view: {page.evaluate(where)}")
+    expect(_tab(p, "Memory")).to_have_attribute("aria-selected", "true")
+    expect(page.locator("#memory")).to_be_visible()
+    assert page.locator("#job-summary").count() == 0  # the overview was not built
 
 
 def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(submitted):
@@ -244,7 +281,7 @@ def test_job_page_shows_the_memory_of_one_training_step_beside_the_estimate(subm
     activations by component and the differences the server computed."""
     p, job_id = submitted
     page = p.page
-    p.open(f"#/jobs/{job_id}")  # the test before left for the model's pages
+    p.open(f"#/jobs/{job_id}/memory")  # where the test before left it
     card = page.locator("#memory")
     card.locator("#memory-differences li").first.wait_for(timeout=30_000)
     report = p.page.evaluate(
@@ -506,6 +543,7 @@ def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(
         assert p.page.locator(f"#{name}").get_attribute("placeholder") == "from the budget"
     p.page.get_by_role("button", name="Submit job").click()
     p.page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
+    _tab(p, "Data and settings").click()
     p.page.wait_for_selector("#auto-settings table", timeout=240_000)
     table = p.page.inner_text("#auto-settings")
     for name in ("vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"):
@@ -534,7 +572,7 @@ def test_a_job_asking_for_a_gpu_says_it_waits_for_a_gpu_worker(page, demo_files)
     note = p.page.locator("#waiting-for")
     note.wait_for()
     assert note.inner_text().startswith("Waiting for a GPU worker: the job asked for GPU workers only")
-    assert p.page.locator("#job-summary .badge").inner_text() == "queued"
+    assert p.page.locator("#job-status .badge").inner_text() == "queued"
     http = _api(p.stack)
     job = http.get(f"/v1/jobs/{job_id}").json()
     assert (job["training"]["accelerator"], job["training"]["precision"]) == ("gpu", "bf16")
@@ -569,7 +607,7 @@ def test_a_job_across_two_hosts_says_it_waits_for_the_second_one(page, demo_file
     note = p.page.locator("#waiting-for")
     note.wait_for()
     assert note.inner_text().startswith("Waiting for hosts, nodes: 1 of 2 joined: the job spans 2 training workers")
-    assert p.page.locator("#job-summary .badge").inner_text() == "running"
+    assert p.page.locator("#job-status .badge").inner_text() == "running"
     p.screenshot("job-waiting-for-hosts")
     p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
     p.page.locator(f'tr[data-job="{job_id}"] .waiting-note', has_text="waiting for nodes: 1 of 2 joined").wait_for()
@@ -890,6 +928,8 @@ def test_the_new_job_form_names_tags_and_annotates_the_job_and_sets_the_watched_
     assert p.page.locator("h1").inner_text().startswith("labelled from the form")
     assert p.page.locator("#job-tags").input_value() == "baseline, en-de"
     assert p.page.locator("#job-note").input_value() == "the paper's schedule"
+    assert "translation en→de" in p.page.locator(".summary-row").inner_text()
+    _tab(p, "Data and settings").click()
     assert "probe_tokens" in p.page.inner_text("#config")
     http = _api(p.stack)
     job = http.get(f"/v1/jobs/{job_id}").json()
@@ -897,7 +937,6 @@ def test_the_new_job_form_names_tags_and_annotates_the_job_and_sets_the_watched_
     assert (job["name"], job["tags"], job["note"]) == labels
     assert job["training"]["probe_tokens"] == ["one", "two", "three"]
     assert (job["source_language"], job["target_language"]) == ("en", "de")
-    assert "translation en→de" in p.page.locator(".summary-row").inner_text()
     p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
     row = p.page.locator(f'tr[data-job="{job_id}"]')
     row.get_by_role("link", name="labelled from the form").wait_for()
@@ -1119,7 +1158,7 @@ def test_the_job_page_shows_the_jobs_log_and_appends_new_lines_while_it_runs(pag
         },
     ).json()
     page.sign_in()
-    page.page.goto(f"{stack.url}/dashboard#/jobs/{job['id']}")
+    page.page.goto(f"{stack.url}/dashboard#/jobs/{job['id']}/log")  # the log panel's own address
     log = page.page.locator("#job-log")
     log.locator(".log-line", has_text="training and").first.wait_for(timeout=120_000)  # data statistics
     seen = log.locator(".log-line").count()
@@ -1133,6 +1172,8 @@ def test_the_job_page_shows_the_jobs_log_and_appends_new_lines_while_it_runs(pag
     assert log.evaluate("e => getComputedStyle(e).overflowY") == "auto"
     seqs = [int(s) for s in log.locator(".log-line").evaluate_all("es => es.map((e) => e.dataset.seq)")]
     assert seqs == list(range(1, len(seqs) + 1))  # each line once, in order
+    expect(_tab(page, "Log")).to_have_attribute("aria-selected", "true")
+    assert _job_requests(page, job["id"], "metrics", "events") == []  # the overview's curves: not opened
     page.screenshot("job-log")
     assert http.post(f"/v1/jobs/{job['id']}/cancel").status_code == 202
     log.locator(".log-line", has_text="cancelled at step").wait_for(timeout=60_000)

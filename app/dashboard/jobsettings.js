@@ -1,0 +1,62 @@
+// The job page's data and settings panel: the datasets it trains, validates and tests on, what the worker chose from
+// the time budget (or will choose), and the model and training settings as stored with the job.
+
+import { clear, fmtNumber, h } from "./ui.js";
+
+/** "name: value" lines of the settings that are set (a null override means "the preset's value"). */
+function settingsText(settings) {
+  return Object.entries(settings).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}`).join("\n");
+}
+
+/** What the worker chose from the time budget (and whether it compiles the steps), and why; or what it will choose. */
+function autoSettingsView(auto) {
+  if (!auto) return null;
+  if (!auto.chosen) {
+    return h("p", { class: "muted", id: "auto-settings" },
+      `Chosen by the worker when the job starts: ${auto.fields.join(", ")}.`);
+  }
+  const inputs = auto.inputs;
+  return h("div", { id: "auto-settings" },
+    h("h3", {}, inputs ? "chosen from the time budget" : "chosen by the worker"),
+    h("table", {},
+      h("thead", {}, h("tr", {}, ["Setting", "Value", "Why"].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, Object.entries(auto.chosen).map(([name, value]) => h("tr", {},
+        h("td", { "data-label": "Setting" }, h("code", {}, name)),
+        h("td", { "data-label": "Value" }, typeof value === "boolean" ? (value ? "on" : "off") : fmtNumber(value)),
+        h("td", { "data-label": "Why" }, auto.reasons?.[name] ?? "–"))))),
+    inputs ? h("p", { class: "muted" },
+      `From ${fmtNumber(inputs.training_pairs ?? 0)} training pairs, a longest example of ${inputs.longest_example ?? "?"} tokens ` +
+      `and ${fmtNumber(Math.round(inputs.tokens_per_second ?? 0))} batch tokens/s (${auto.throughput ?? "unknown"}` +
+      `${auto.probe_seconds ? `, timed in ${auto.probe_seconds} s` : ""}).`) : null);
+}
+
+/** A dataset's id as a link to its page, or `none` (a deleted dataset's page says so). */
+function datasetLink(id, none) {
+  return id ? h("a", { href: `#/datasets/${id}` }, h("code", {}, id)) : h("span", { class: "muted" }, none);
+}
+
+/** Build the panel in `el`; it is drawn again when the worker's choice arrives (the job page reads the job again). */
+export function mountSettings(el, job) {
+  const config = h("section", { class: "card", id: "config" });
+  let drawn = null;
+  function draw(job) {
+    const auto = JSON.stringify(job.auto_settings ?? null);
+    if (auto === drawn) return;  // a progress event: nothing here changed (and a selection in the text stays)
+    drawn = auto;
+    clear(config, h("h2", {}, "Data and settings"),
+      h("dl", { class: "kv" },
+        h("dt", {}, "dataset"), h("dd", {}, datasetLink(job.dataset_id, "–"),
+          job.dataset_name ? h("span", { class: "muted" }, ` ${job.dataset_name}`) : null),
+        h("dt", {}, "validation"), h("dd", {}, datasetLink(job.valid_dataset_id, "held out")),
+        h("dt", {}, "test"), h("dd", {}, datasetLink(job.test_dataset_id, "none")),
+        job.init_model_id ? [h("dt", {}, "starts from"),
+          h("dd", {}, h("a", { href: `#/models/${job.init_model_id}` }, h("code", {}, job.init_model_id)))] : null),
+      autoSettingsView(job.auto_settings),
+      h("div", { class: "grid2" },
+        h("div", {}, h("h3", {}, "model"), h("pre", {}, settingsText(job.model))),
+        h("div", {}, h("h3", {}, "training"), h("pre", {}, settingsText(job.training)))));
+  }
+  clear(el, config);
+  draw(job);
+  return { changed: draw };
+}
