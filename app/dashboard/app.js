@@ -1,6 +1,6 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id> and #/jobs/<id>/<panel> for its other panels, #/new,
-// #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id>, #/workers, #/webhooks, #/audit), the
-// jobs list.
+// #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id> and #/models/<id>/<panel>, #/workers,
+// #/webhooks, #/audit), the jobs list.
 
 import { applyScopes, clearMe, getMe, limitsNote, pageNeeds, scopeChips, setMe, watchScopes, whoText } from "./access.js";
 import { api, clearKey, getKey, setKey } from "./api.js";
@@ -11,7 +11,7 @@ import { JOB_PANELS, renderJob } from "./job.js";
 import { timeBudgetText, waitingFor } from "./joboverview.js";
 import { tagChips } from "./labels.js";
 import { renderExplain } from "./explain.js";
-import { renderModel, renderModels } from "./model.js";
+import { MODEL_PANELS, renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
 import { renderSweep } from "./sweep.js";
 import { renderSweeps } from "./sweeps.js";
@@ -183,7 +183,7 @@ const ROUTES = [
   [/^#\/datasets\/([\w-]+)$/, renderDataset],
   [/^#\/datasets$/, renderDatasets],
   [/^#\/models\/([\w.@-]+)\/explain$/, renderExplain],
-  [/^#\/models\/([\w.@-]+)$/, renderModel],  // an id, or name@version / name@alias
+  [new RegExp(`^#\\/models\\/([\\w.@-]+)${panels(MODEL_PANELS)}`), renderModel],  // an id, or name@version / name@alias
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],
   [/^#\/webhooks$/, renderWebhooks],

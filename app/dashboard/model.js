@@ -1,12 +1,14 @@
-// Trained models: the list, and a model's page with its registry card (registry.js), playground (translate or fill-mask), attention
-// viewer, alignment, embedding neighbours, file translation (files.js), evaluations (evaluations.js), downloads
-// and anatomy.
+// Trained models: the list, and a model's page in panels, each with its own link (#/models/<id>/<panel>) and built when
+// first opened (tabs.js): overview (summary, registry card: registry.js, downloads), playground (translate or fill-mask,
+// alignment, file translation: files.js), evaluations (evaluations.js), attention viewer, embeddings (neighbours, the
+// map at the end of training) and anatomy.
 
 import { embeddingsPanel } from "./embeddings.js";
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
 import { fileTranslationPanel } from "./files.js";
 import { modelRef, registryCard, registryChips } from "./registry.js";
+import { panelTabs } from "./tabs.js";
 import { alignmentView, anatomyBars, bars, heatmap } from "./charts.js";
 import { BACKENDS, backendName, clear, errorBox, field, fmtBytes, fmtCount, fmtNumber, fmtTime, h, shortId } from "./ui.js";
 
@@ -273,10 +275,14 @@ function deleteButton(m, container) {
   return button;
 }
 
-export function renderModel(container, modelId) {
+export const MODEL_PANELS = ["playground", "evaluations", "attention", "embeddings", "anatomy"];  // beside the overview
+
+/** A model's page; `panel` (one of MODEL_PANELS, or none: the overview) is the one shown. */
+export function renderModel(container, modelId, { panel } = {}) {
   const controller = new AbortController();
-  api(`/v1/models/${modelId}`, { signal: controller.signal }).then((m) => {
-    const anatomy = h("section", { class: "card", id: "anatomy" }, h("h2", {}, "Anatomy"), h("p", { class: "muted" }, "Loading…"));
+  const signal = controller.signal;
+  let tabs = null;
+  api(`/v1/models/${modelId}`, { signal }).then((m) => {
     const c = m.config;
     const title = h("h1", {}, `Model ${modelRef(m)}`);
     const registry = h("div");
@@ -284,7 +290,36 @@ export function renderModel(container, modelId) {
       title.textContent = `Model ${modelRef(saved)}`;
       registry.replaceChildren(registryCard(saved, showRegistry));
     };
-    showRegistry(m);
+    const summary = h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
+      h("dt", {}, "objective"), h("dd", {}, m.objective),
+      ...(m.source_language || m.target_language ? [h("dt", {}, "languages"),
+        h("dd", { id: "model-languages" }, `${m.source_language ?? "?"} → ${m.target_language ?? "?"}`)] : []),
+      h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),
+      h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
+      h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
+      ...(m.parent_model_id ? [h("dt", {}, "fine-tuned from"),
+        h("dd", {}, m.parent_model_deleted
+          ? h("span", { id: "parent-model", class: "muted" }, `model ${shortId(m.parent_model_id)} (deleted)`)
+          : h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`))] : []),
+      h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
+      h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v)))));
+    const translation = m.objective === "translation";
+    const panels = [
+      { name: "overview", title: "Overview", mount: (el) => { showRegistry(m); clear(el, summary, registry, downloadPanel(m.id)); } },
+      { name: "playground", title: translation ? "Translate" : "Fill in the blanks",
+        mount: (el) => clear(el, translation ? translatePanel(m.id) : fillMaskPanel(m.id),
+          translation ? fileTranslationPanel(m.id, signal) : null) },
+      translation ? { name: "evaluations", title: "Evaluations", mount: (el) => clear(el, evaluationsPanel(m.id, signal)) } : null,
+      { name: "attention", title: "Attention", mount: (el) => clear(el, attentionPanel(m.id, m.objective)) },
+      { name: "embeddings", title: "Embeddings", mount: (el) => clear(el, neighborsPanel(m.id),
+        m.job_id && !m.job_deleted ? embeddingsPanel(`/v1/models/${m.id}/embeddings`, { signal, title: "Embeddings at the end of training" }) : null) },
+      { name: "anatomy", title: "Anatomy", mount: (el) => {
+        const anatomy = h("section", { class: "card", id: "anatomy" }, h("h2", {}, "Anatomy"), h("p", { class: "muted" }, "Loading…"));
+        clear(el, anatomy);
+        anatomyPanel(anatomy, m.id, signal);
+      } },
+    ].filter(Boolean);
+    tabs = panelTabs({ label: "Model", panels, href: (name) => (name === "overview" ? `#/models/${modelId}` : `#/models/${modelId}/${name}`) });
     clear(container,
       h("div", { class: "page-head" }, title,
         h("div", { class: "inline" },
@@ -292,29 +327,15 @@ export function renderModel(container, modelId) {
           h("a", { href: `#/models/${m.id}/explain`, id: "explain-link" }, "explained"),
           h("a", { class: "button", id: "fine-tune", href: `#/new?from=${m.id}` }, "Fine-tune"),
           deleteButton(m, container))),
-      h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
-        h("dt", {}, "objective"), h("dd", {}, m.objective),
-        ...(m.source_language || m.target_language ? [h("dt", {}, "languages"),
-          h("dd", { id: "model-languages" }, `${m.source_language ?? "?"} → ${m.target_language ?? "?"}`)] : []),
-        h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),
-        h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
-        h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
-        ...(m.parent_model_id ? [h("dt", {}, "fine-tuned from"),
-          h("dd", {}, m.parent_model_deleted
-            ? h("span", { id: "parent-model", class: "muted" }, `model ${shortId(m.parent_model_id)} (deleted)`)
-            : h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`))] : []),
-        h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
-        h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v))))),
-      registry,
-      m.objective === "translation" ? translatePanel(m.id) : fillMaskPanel(m.id),
-      m.objective === "translation" ? fileTranslationPanel(m.id, controller.signal) : null,
-      m.objective === "translation" ? evaluationsPanel(m.id, controller.signal) : null,
-      attentionPanel(m.id, m.objective), neighborsPanel(m.id),
-      m.job_id && !m.job_deleted ? embeddingsPanel(`/v1/models/${m.id}/embeddings`, { signal: controller.signal, title: "Embeddings at the end of training" }) : null,
-      downloadPanel(m.id), anatomy);
-    anatomyPanel(anatomy, m.id, controller.signal);
+      tabs.el);
+    tabs.show(panel);
   }).catch((err) => {
     if (err.name !== "AbortError") clear(container, h("h1", {}, `Model ${modelId.includes("@") ? modelId : shortId(modelId)}`), errorBox(err.message));
   });
-  return () => controller.abort();
+  const stop = () => controller.abort();
+  stop.showPanel = (name) => {  // the same model, another panel (a tab, back or forward): the page stays
+    panel = name;
+    tabs?.show(name);
+  };
+  return stop;
 }

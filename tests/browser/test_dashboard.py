@@ -238,6 +238,7 @@ def test_job_page_shows_each_components_training_dynamics(submitted):
     # the model keeps the last ones
     _tab(p, "Overview").click()
     page.locator("#model-link").click()
+    _tab(p, "Embeddings").click()
     page.locator("#embeddings svg.emb-map").wait_for()
     # the job page's map is replaced once the model's record arrives: wait for it rather than read at once
     expect(page.locator("#embeddings-step-label")).to_have_text("step 60")
@@ -364,6 +365,7 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     page = p.page
     page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
     page.locator("#model-link").click()
+    _tab(p, "Translate").click()
     page.wait_for_selector("#translate-form")
     page.get_by_label("Text", exact=True).fill("forty two")
     page.get_by_role("button", name="Translate", exact=True).click()
@@ -373,9 +375,11 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     alignment = page.locator("svg.alignment").first  # one line per target token (none if the output is empty)
     n_target = int(re.search(r"alignment of (\d+) target", alignment.get_attribute("aria-label")).group(1))
     assert alignment.locator("line.align-line").count() == n_target
+    _tab(p, "Anatomy").click()
     page.wait_for_selector('#anatomy [data-component="encoder.layers.0.self_attn"]')
     segments = page.locator('#anatomy [data-component="decoder.layers.1.encoder_attn"] .seg').all_inner_texts()
     assert {"W_Q", "W_K", "W_V", "W_O"} <= set(segments)
+    _tab(p, "Embeddings").click()
     page.get_by_label("Token", exact=True).fill("hundred")
     page.get_by_role("button", name="Find neighbours").click()
     page.wait_for_selector("#neighbors-result .bar-row")
@@ -411,8 +415,9 @@ def test_the_model_page_evaluates_on_a_test_set_and_shows_the_scores(submitted):
     page = p.page
     page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
     page.locator("#model-link").click()
+    _tab(p, "Evaluations").click()
     page.wait_for_selector("#evaluate-dataset option", state="attached")
-    model_id = page.url.rsplit("/", 1)[1]
+    model_id = page.url.rsplit("/", 2)[1]  # #/models/<id>/evaluations
     page.locator("#evaluate-tokenize").select_option("intl")
     assert page.locator("#evaluate-alpha").input_value() == "0.6"
     page.locator("#evaluate-alpha").fill("0.8")
@@ -453,6 +458,7 @@ def test_fine_tune_starts_a_job_from_the_model_and_its_model_names_the_parent(su
     page.locator("#model-link").click()
     page.wait_for_selector("#parent-model")
     assert page.locator("#parent-model").get_attribute("href") == f"#/models/{parent}"
+    _tab(p, "Evaluations").click()
     page.wait_for_selector("#evaluations-table tr[data-evaluation] .status-succeeded", timeout=120_000)
     assert "(its job's)" in page.inner_text("#evaluations-table")
     p.screenshot("model-fine-tuned")
@@ -488,8 +494,9 @@ def test_the_model_page_translates_a_file(submitted, tmp_path):
     page = p.page
     page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
     page.locator("#model-link").click()
+    _tab(p, "Translate").click()
     page.wait_for_selector("#file-translation")
-    model_id = page.url.rsplit("/", 1)[1]
+    model_id = page.url.rsplit("/", 2)[1]  # #/models/<id>/playground
     source = tmp_path / "numbers.txt"
     source.write_text("forty two\n\nthree hundred and twelve\n", encoding="utf-8")
     page.locator("#translate-file").set_input_files(str(source))
@@ -516,6 +523,7 @@ def test_the_model_page_translates_a_file(submitted, tmp_path):
 def test_attention_viewer_draws_heatmaps_with_hover(submitted):
     p, _ = submitted
     page = p.page
+    _tab(p, "Attention").click()  # the model's page, where the test before left it
     page.get_by_label("Source text").fill("forty two")
     page.get_by_role("button", name="Show attention").click()
     page.wait_for_selector("svg.heatmap rect.cell", timeout=60_000)
