@@ -152,12 +152,6 @@ def candidate_configs(spec: ModelSpec) -> list[tuple[str, ModelConfig]]:
     return configs
 
 
-def resolve_model_config(spec: ModelSpec) -> ModelConfig:
-    """The preset plus overrides as a ModelConfig (with preset auto, the smallest the worker may choose), or
-    InvalidField (422) naming the problem."""
-    return candidate_configs(spec)[0][1]
-
-
 def describe_anatomy(config: ModelConfig, tokens_per_batch: int, precision: str = "fp32") -> dict[str, Any]:
     """The fields of app.schemas.inference.Anatomy for a config."""
     counts = count_parameters(config)
