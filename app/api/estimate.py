@@ -15,7 +15,7 @@ from app.api.scopes import ReadKey
 from app.schemas.anatomy import Anatomy
 from app.schemas.common import Input
 from app.schemas.jobs import ModelSpec
-from app.services.job_submission import describe_anatomy, memory_limits, memory_refusal, resolve_model_config
+from app.services.job_submission import candidate_configs, describe_anatomy, memory_limits, memory_refusal
 
 router = APIRouter(prefix="/v1/estimate", tags=["estimate"])
 
@@ -28,6 +28,10 @@ class EstimateRequest(Input):
 
 
 class EstimateResponse(Anatomy):
+    preset: str = Field(
+        description="the preset the figures are for: the one asked for, or with auto the smallest the worker may "
+        "choose (it chooses among those that fit when the job starts)"
+    )
     config: dict[str, Any] = Field(description="the resolved ModelConfig: preset plus overrides")
     precision: str = Field(description="the precision `memory` is estimated in")
     worker_memory_limit_bytes: int | None = Field(
@@ -43,13 +47,14 @@ class EstimateResponse(Anatomy):
     responses={400: {"description": "Body is not UTF-8 JSON"}, 422: {"description": "Invalid model config"}},
 )
 def estimate(body: EstimateRequest, session: SessionDep, settings: SettingsDep, _key: ReadKey) -> EstimateResponse:
-    config = resolve_model_config(body.model)
+    preset, config = candidate_configs(body.model)[0]
     limits = memory_limits(session, settings, body.accelerator)
     precision = body.precision or (limits[-1].default_precision if limits else "bf16")
     described = describe_anatomy(config, body.tokens_per_batch, precision)
     refusal = memory_refusal(session, settings, config, body.tokens_per_batch, body.accelerator, body.precision)
     return EstimateResponse(
         **described,
+        preset=preset,
         config=config.to_dict(),
         precision=precision,
         worker_memory_limit_bytes=max((limit.bytes for limit in limits), default=None),

@@ -13,12 +13,11 @@ from pydantic.fields import FieldInfo
 from app.client import connection, watch
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, cell, print_items, print_json, table, when
-from app.client.progress import _duration
-from app.schemas.jobs import JobCreate, JobStatus, ModelSpec, Objective
+from app.client.progress import _duration, preset_line
+from app.schemas.jobs import PRESETS, JobCreate, JobStatus, Objective
 
 STATUSES: tuple[str, ...] = get_args(JobStatus)
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
-PRESETS: tuple[str, ...] = get_args(ModelSpec.model_fields["preset"].annotation)
 # The flags of `submit` and the field of the request (app.schemas.jobs.JobCreate) each one sets; `--set` reaches
 # every field by the same dotted path.
 SUBMIT_FLAGS = {
@@ -132,6 +131,8 @@ def cmd_submit(args: argparse.Namespace) -> None:
     with connection.open_client(args) as client:
         job = check(client.post("/v1/jobs", json=body, headers=headers))
     print(f"job {job['id']}: {job['status']}", file=sys.stderr)
+    if line := preset_line(job):
+        print(line, file=sys.stderr)
     print(job["id"])
 
 
@@ -225,7 +226,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--test-dataset", metavar="ID", help="a parallel dataset the trained model is evaluated on if the job succeeds"
     )
     p.add_argument("--objective", choices=OBJECTIVES, default="translation")
-    p.add_argument("--preset", choices=PRESETS, help="the model's size (default: tiny)")
+    p.add_argument(
+        "--preset",
+        choices=PRESETS,
+        help="the model's size (default: auto, the worker chooses from its throughput, the budget and the corpus; "
+        "`status JOB` shows its choice and why)",
+    )
     p.add_argument("--init-model", metavar="MODEL", help="start from this model's weights and tokenizer (fine-tuning)")
     p.add_argument("--max-steps", type=int)
     p.add_argument(

@@ -43,3 +43,15 @@ def status_line(job: dict[str, Any]) -> str:
     return (
         f"{job['status']:<9} {_bar(p['fraction'])} {done_text(p)} {speed} ETA {_duration(p['eta_seconds'])} {shown}"
     ).rstrip()
+
+
+def preset_line(job: dict[str, Any]) -> str | None:
+    """What `submit` and `status --watch` say of a preset left to the worker: that it will choose, or what it chose
+    and why; None for a preset the job named."""
+    auto = job.get("auto_settings") or {}
+    if "preset" not in auto.get("fields", []):
+        return None
+    chosen = (auto.get("chosen") or {}).get("preset")
+    if chosen is None:
+        return "preset: auto (the worker chooses when the job starts)"
+    return f"preset: {chosen}, chosen by the worker: {(auto.get('reasons') or {}).get('preset', '')}"

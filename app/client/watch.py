@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
 
 from app.client import connection, events
-from app.client.progress import TERMINAL, _duration, done_text, status_line
+from app.client.progress import TERMINAL, _duration, done_text, preset_line, status_line
 
 SHOWN_METRICS = ("train_loss", "valid_loss")
 
@@ -129,6 +129,8 @@ def watch(client: httpx.Client, job_id: str, interval: float, console: Console |
         view.stop()
         view.note(f"stopped watching; job {job_id} goes on (`status {job_id} --watch` to follow it again)")
         return 130
+    if line := preset_line(job):  # beside the progress, as a note: the last lines stay the status and the model
+        view.note(line)
     view.finish(job)
     lines = [f"error: {job['error']}"] if job["error"] else []
     lines += [f"model: {job['model_id']}"] if job["model_id"] else []

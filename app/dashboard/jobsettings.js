@@ -8,7 +8,27 @@ function settingsText(settings) {
   return Object.entries(settings).filter(([, v]) => v !== null).map(([k, v]) => `${k}: ${v}`).join("\n");
 }
 
-/** What the worker chose from the time budget (and whether it compiles the steps), and why; or what it will choose. */
+/** A chosen value: on/off, a preset's name, or a number. */
+function chosenValue(value) {
+  if (typeof value === "boolean") return value ? "on" : "off";
+  return typeof value === "string" ? value : fmtNumber(value);
+}
+
+/** The presets the worker weighed for the job: each one's batch tokens/s (how it was known) and its predicted loss. */
+function presetCandidates(presetInputs) {
+  if (!presetInputs) return null;
+  const predicted = Object.fromEntries((presetInputs.predictions ?? []).map((p) => [p.preset, p]));
+  const rows = presetInputs.candidates.map((c) => {
+    const p = predicted[c.preset];
+    const speed = c.tokens_per_second ? `${fmtNumber(Math.round(c.tokens_per_second))} tokens/s (${c.throughput})` : c.throughput;
+    const fits = c.max_batch_tokens ? "" : " · does not fit";
+    return `${c.preset}: ${speed}${p ? ` · ${fmtNumber(p.epochs)} epochs · predicted loss ${p.loss.toFixed(2)}` : ""}${fits}`;
+  });
+  return h("p", { class: "muted", id: "preset-candidates" }, `Presets weighed: ${rows.join("; ")}.`);
+}
+
+/** What the worker chose (from the time budget, the preset, whether it compiles the steps), and why; or what it
+ * will choose. */
 function autoSettingsView(auto) {
   if (!auto) return null;
   if (!auto.chosen) {
@@ -22,8 +42,9 @@ function autoSettingsView(auto) {
       h("thead", {}, h("tr", {}, ["Setting", "Value", "Why"].map((x) => h("th", { scope: "col" }, x)))),
       h("tbody", {}, Object.entries(auto.chosen).map(([name, value]) => h("tr", {},
         h("td", { "data-label": "Setting" }, h("code", {}, name)),
-        h("td", { "data-label": "Value" }, typeof value === "boolean" ? (value ? "on" : "off") : fmtNumber(value)),
+        h("td", { "data-label": "Value" }, chosenValue(value)),
         h("td", { "data-label": "Why" }, auto.reasons?.[name] ?? "–"))))),
+    presetCandidates(auto.preset_inputs),
     inputs ? h("p", { class: "muted" },
       `From ${fmtNumber(inputs.training_pairs ?? 0)} training pairs, a longest example of ${inputs.longest_example ?? "?"} tokens ` +
       `and ${fmtNumber(Math.round(inputs.tokens_per_second ?? 0))} batch tokens/s (${auto.throughput ?? "unknown"}` +

@@ -1,8 +1,8 @@
-// New-job form: name, tag and annotate the job, pick or upload a dataset, choose objective, preset and training
-// settings (or a model to start from: fine-tuning), the workers that may train it (any, GPU, CPU), its precision
-// and the tokens whose embedding neighbours are recorded, an optional test set, and see the parameter count and
-// memory estimate (POST /v1/estimate) before submitting. #/new?from=<model id> opens it starting from that model.
-// "Sweep…" turns the form into a sweep of such jobs (sweepform.js).
+// New-job form: name, tag and annotate the job, pick or upload a dataset, choose objective, preset (auto by default:
+// the worker chooses) and training settings (or a model to start from: fine-tuning), the workers that may train it
+// (any, GPU, CPU), its precision and the tokens whose embedding neighbours are recorded, an optional test set, and
+// see the parameter count and memory estimate (POST /v1/estimate) before submitting. #/new?from=<model id> opens it
+// starting from that model. "Sweep…" turns the form into a sweep of such jobs (sweepform.js).
 
 import { api } from "./api.js";
 import { anatomyBars } from "./charts.js";
@@ -29,9 +29,10 @@ export function renderNewJob(container, fromModel) {
     h("option", { value: "translation" }, "translation (parallel corpus)"),
     h("option", { value: "denoising" }, "denoising / fill-mask (plain text)"));
   const preset = h("select", { id: "preset", name: "preset" },
-    [["tiny", "tiny — 64 dims, 4 heads, 2+2 layers"], ["small", "small — 256, 4 heads, 3+3"],
+    [["auto", "auto — the worker chooses from its speed, the time budget and the corpus"],
+     ["tiny", "tiny — 64 dims, 4 heads, 2+2 layers"], ["small", "small — 256, 4 heads, 3+3"],
      ["base", "base — 512, 8 heads, 6+6 (paper)"], ["big", "big — 1024, 16 heads, 6+6"]]
-      .map(([v, t]) => h("option", { value: v }, t)));
+      .map(([v, t]) => h("option", { value: v, selected: v === "auto" }, t)));
   const dataset = h("select", { id: "dataset", name: "dataset", required: true });
   const validDataset = h("select", { id: "valid-dataset", name: "valid-dataset" });
   const testDataset = h("select", { id: "test-dataset", name: "test-dataset" });
@@ -120,7 +121,8 @@ export function renderNewJob(container, fromModel) {
     h("section", { class: "card" }, h("h2", {}, "Estimate"), estimateBox),
     h("div", { class: "actions" }, submit, sweepButton, submitStatus));
   modelCard.append(
-    field("Preset", preset), field("Vocabulary size", t.vocab_size, "subword vocabulary shared by source and target"),
+    field("Preset", preset, "auto: the presets that fit the worker are timed on it, and the one that should learn most in the time is trained"),
+    field("Vocabulary size", t.vocab_size, "subword vocabulary shared by source and target"),
     field("Tokenizer", tokenizer, "trained on the job's data"),
     h("details", {}, h("summary", {}, "Override the preset"),
       h("div", { class: "grid2" }, Object.entries(overrides).map(([k, el]) => field(k, el)))));
@@ -258,7 +260,10 @@ export function renderNewJob(container, fromModel) {
           accelerator: accelerator.value, precision: precision.value || null } });
       if (seq !== estimateSeq) return;
       const m = e.memory;
-      clear(estimateBox,
+      const auto = preset.value === "auto"
+        ? h("p", { class: "muted", id: "estimate-auto" }, `Preset auto: the worker chooses when the job starts; shown here is ${e.preset}, the smallest it may choose.`)
+        : null;
+      clear(estimateBox, auto,
         h("p", { class: "big-number" }, h("span", { id: "estimate-params" }, fmtCount(e.total_parameters)), " parameters ",
           h("span", { class: "muted" }, `(${e.total_parameters.toLocaleString("en-US")})`)),
         h("dl", { class: "kv" },

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from uuid import UUID
 
-from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema
+from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema, field_validator
 
 from app.schemas.common import Input, Language, Output
 from model.train.settings import DataSettings, TrainSettings
@@ -16,10 +16,22 @@ JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "pr
 Objective = Literal["translation", "denoising"]
 
 
+Preset = Literal["auto", "tiny", "small", "base", "big"]
+PRESETS: tuple[str, ...] = get_args(Preset)
+AUTO_PRESET: Literal["auto"] = "auto"
+PRESET_BEFORE_AUTO = "tiny"  # the default before a job could leave its preset to the worker
+
+
 class ModelSpec(Input):
     """A preset plus overrides. Sizes of the paper's Table 3 for `base` and `big`."""
 
-    preset: Literal["tiny", "small", "base", "big"] = "tiny"
+    preset: Preset | None = Field(
+        AUTO_PRESET,
+        description="the model's size (model/nn/config.py PRESETS), or auto (the default; null means the same): the "
+        "worker that first runs the job chooses among the presets that fit its memory from each one's measured "
+        "throughput, the time budget and the corpus, overrides applied to each (auto_settings.reasons.preset says "
+        "why). A preset named here is trained as it is",
+    )
     vocab_size: int = Field(
         8000, ge=300, le=256_000, description="subword vocabulary trained on the job's data (shared source/target)"
     )
@@ -41,6 +53,16 @@ class ModelSpec(Input):
     share_embeddings: bool | None = None
     max_positions: int | None = Field(None, ge=16, le=65536)
 
+    @field_validator("preset")
+    @classmethod
+    def _null_is_auto(cls, preset: str | None) -> str:
+        return AUTO_PRESET if preset is None else preset
+
+    @property
+    def auto(self) -> bool:
+        """Whether the worker chooses the preset."""
+        return self.preset in (None, AUTO_PRESET)
+
     def overrides(self) -> dict[str, Any]:
         """The fields given besides preset and vocab_size: ModelConfig.from_preset's overrides."""
         return self.model_dump(exclude={"preset", "vocab_size"}, exclude_none=True)
@@ -49,8 +71,9 @@ class ModelSpec(Input):
     def stored(cls, config: dict[str, Any] | None) -> ModelSpec:
         """A job's stored model_config, as stored: checked when the job was submitted, against the bounds of a
         request. A job from an imported model keeps that model's sizes, which may lie outside them (a vocabulary
-        under 300), and is still valid. A field it lacks gets its default."""
-        return cls.model_construct(**(config or {}))
+        under 300), and is still valid. A field it lacks gets its default, but for the preset: every job stores
+        one, so a section without it predates auto and trained the default of then, tiny."""
+        return cls.model_construct(**{"preset": PRESET_BEFORE_AUTO, **(config or {})})
 
 
 class TrainingSpec(Input, DataSettings, TrainSettings):
@@ -185,10 +208,13 @@ class MetricPoint(Output):
 
 
 class AutoSettings(Output):
-    """Settings chosen by the worker from the time budget, because the job gave max_minutes without them."""
+    """Settings chosen by the worker: from the time budget, because the job gave max_minutes without them; the
+    preset (and the dropout that follows it), because the job left it to the worker; whether to compile."""
 
-    fields: list[str] = Field(description="what the job left to the budget, and compile when it left that out")
-    chosen: dict[str, int | bool] | None = Field(
+    fields: list[str] = Field(
+        description="what the job left to the worker: the budget's settings, preset, and compile when it left that out"
+    )
+    chosen: dict[str, bool | int | float | str] | None = Field(
         None,
         description="the values, once the worker has chosen them (they are "
         "also in the job's model and training sections)",
@@ -206,6 +232,12 @@ class AutoSettings(Output):
         "inputs.throughput_curve), or pinned by WORKER_TOKENS_PER_SECOND",
     )
     probe_seconds: float | None = Field(None, description="how long the timed steps took")
+    preset_inputs: dict[str, Any] | None = Field(
+        None,
+        description="what model.preset was chosen from: each candidate's parameters, memory and measured (or "
+        "estimated) batch tokens/s, the corpus's tokens, the budget; and predictions, each candidate's tokens, "
+        "epochs and predicted loss (model/train/size_choice.py)",
+    )
     compile_inputs: dict[str, Any] | None = Field(
         None,
         description="what training.compile was chosen from: the graphs the run would compile (one per length "

@@ -21,6 +21,7 @@ from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
+from model.train.size_choice import PRESET_FIELD, PRESET_ORDER
 
 REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
 GB = 1024**3
@@ -43,6 +44,13 @@ def auto_fields(body: JobCreate) -> list[str]:
     if body.init_model_id is not None:  # the vocabulary is the init model's tokenizer's
         given["model"] = given["model"] | {"vocab_size"}
     return [name for name, section in AUTO_FIELDS.items() if name not in given[section]]
+
+
+def worker_fields(body: JobCreate) -> list[str]:
+    """What the worker chooses for the job: auto_fields, and the preset when the job leaves it to the worker (a job
+    starting from a model keeps that model's architecture)."""
+    preset = [PRESET_FIELD] if body.model.auto and body.init_model_id is None else []
+    return auto_fields(body) + preset
 
 
 def request_digest(body: JobCreate) -> str:
@@ -117,21 +125,31 @@ def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate
             )
     changes = {name: getattr(body.model, name) for name in given & set(INIT_MODEL_MAY_CHANGE)}
     vocab = asked_vocab if isinstance(asked_vocab, int) else config["vocab_size"]
+    # The preset names where the parent's architecture came from: its job's (the worker's choice, for an auto job).
+    # An imported model has no job: its architecture is all in the overrides, over tiny's (as before auto).
+    preset = parent_spec.get("preset") or (body.model.preset if not body.model.auto else "tiny")
     spec = ModelSpec.model_construct(
-        preset=parent_spec.get("preset", body.model.preset), vocab_size=vocab, **{**inherited, **changes}
-    )  # validated once already: the parent's own job; the preset names where the parent's architecture came from
+        preset=preset, vocab_size=vocab, **{**inherited, **changes}
+    )  # validated once already: the parent's own job
     languages = {  # the parent's, where the request gives none
         field: getattr(body, field) or getattr(parent, field) for field in ("source_language", "target_language")
     }
     return body.model_copy(update={"model": spec, "init_model_id": parent.id, **languages})  # name@alias: as it is now
 
 
-def resolve_model_config(spec: ModelSpec) -> ModelConfig:
-    """The preset plus overrides as a ModelConfig, or InvalidField (422) naming the problem."""
-    try:
-        return ModelConfig.from_preset(spec.preset, spec.vocab_size, **spec.overrides())
-    except ValueError as exc:
-        raise InvalidField("model", str(exc)) from exc
+def candidate_configs(spec: ModelSpec) -> list[tuple[str, ModelConfig]]:
+    """(preset, ModelConfig) of what the spec may train: its preset plus overrides; with preset auto, each preset
+    (smallest first) that the overrides make a valid config of. InvalidField (422) naming the problem if none."""
+    names = PRESET_ORDER if spec.auto else (str(spec.preset),)
+    configs, errors = [], []
+    for name in names:
+        try:
+            configs.append((name, ModelConfig.from_preset(name, spec.vocab_size, **spec.overrides())))
+        except ValueError as exc:
+            errors.append(f"{exc} ({name})" if spec.auto else str(exc))
+    if not configs:
+        raise InvalidField("model", "; ".join(errors))
+    return configs
 
 
 def describe_anatomy(config: ModelConfig, tokens_per_batch: int, precision: str = "fp32") -> dict[str, Any]:
@@ -158,7 +176,7 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
         if body.objective != "translation":
             raise InvalidField("test_dataset_id", "only translation models are evaluated on a test set")
         _dataset(session, owner_id, str(body.test_dataset_id), "test_dataset_id", body.objective)
-    config = resolve_model_config(body.model)
+    name, config = candidate_configs(body.model)[0]
     training = body.training
     if training.max_length + 2 > config.max_positions:
         raise InvalidField(
@@ -188,6 +206,16 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
             "training.nodes",
             f"nodes={training.nodes} exceeds the limit of {settings.max_nodes_per_job} (MAX_NODES_PER_JOB)",
         )
+    # The model first, at the smallest batch it could train with; then the batch the job asks for.
+    smallest = min(batch_tokens, max(MIN_BATCH_TOKENS, training.max_length + 2))
+    preset = f"the smallest preset the worker may choose, {name}," if body.model.auto else f"preset {name!r}"
+    lead = f"{preset} needs more memory to train than any device this job may run on has, even at {{batch}} tokens "
+    lead += "per batch"
+    refusal = memory_refusal(
+        session, settings, config, smallest, training.accelerator, training.precision, lead=lead, advice=PRESET_ADVICE
+    )
+    if refusal:
+        raise InvalidField("model.preset", refusal)
     refusal = memory_refusal(session, settings, config, batch_tokens, training.accelerator, training.precision)
     if refusal:
         raise InvalidField("training.max_tokens_per_batch", refusal)
@@ -207,6 +235,11 @@ def memory_limits(session: Session, settings: Settings, accelerator: str) -> lis
     return limits
 
 
+BATCH_LEAD = "estimated training memory at {batch} tokens per batch exceeds every device this job may run on"
+BATCH_ADVICE = "lower max_tokens_per_batch or the model size"
+PRESET_ADVICE = "choose a smaller preset, or auto: the worker then chooses among those that fit"
+
+
 def memory_refusal(
     session: Session,
     settings: Settings,
@@ -214,9 +247,11 @@ def memory_refusal(
     batch_tokens: int,
     accelerator: str,
     precision: str | None,
+    lead: str = BATCH_LEAD,
+    advice: str = BATCH_ADVICE,
 ) -> str | None:
-    """Why no device the job may run on has the memory it needs at batch_tokens, or None if one has (or if it
-    waits for a GPU worker whose memory is not known yet)."""
+    """Why no device the job may run on has the memory it needs at batch_tokens (`lead`, the memory it needs and
+    each device's, `advice`), or None if one has (or if it waits for a GPU worker whose memory is not known yet)."""
     limits = memory_limits(session, settings, accelerator)
     if not limits:
         return None
@@ -230,10 +265,7 @@ def memory_refusal(
             f"{memory / GB:.1f} GB in {chosen} on a {limit.device.upper()} "
             f"(limit {limit.bytes / GB:.1f} GB, {limit.source})"
         )
-    return (
-        f"estimated training memory at {batch_tokens} tokens per batch exceeds every device this job may run on: "
-        f"{'; '.join(needs)}; lower max_tokens_per_batch or the model size"
-    )
+    return f"{lead.format(batch=batch_tokens)}: {'; '.join(needs)}; {advice}"
 
 
 def create(
@@ -278,7 +310,7 @@ def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate
         target_language=body.target_language,
         training_config=body.training.model_dump(mode="json"),
         max_attempts=settings.job_max_attempts,
-        auto_settings={"fields": auto} if (auto := auto_fields(body)) else None,
+        auto_settings={"fields": auto} if (auto := worker_fields(body)) else None,
         total_steps=body.training.max_steps,
         name=body.name,
         note=body.note,

@@ -66,7 +66,9 @@ def test_submit_labels_the_job_with_its_name_tags_and_note(cli, alice, client, p
         "--key", key,
     )  # fmt: skip
     assert code == 0, err
+    assert "preset: auto (the worker chooses when the job starts)" in err  # no --preset: the worker's to choose
     job = client.get(f"/v1/jobs/{out.strip()}", headers=alice).json()
+    assert job["model"]["preset"] == "auto"
     assert (job["name"], job["tags"], job["note"]) == ("warm-up 400", ["baseline", "en-de"], "the paper's schedule")
     assert (job["source_language"], job["target_language"]) == ("en", "de")
     code, out, _ = cli("jobs", "--tag", "en-de", "--key", key)
@@ -83,7 +85,7 @@ def test_submit_reaches_every_field_of_a_job_by_its_dotted_key(cli, alice, clien
         "--set", 'training.probe_tokens=["the"]', "--set", "training.precision=bf16", "--set", "model.dropout=null",
         "--key", key,
     )  # fmt: skip
-    assert code == 0, err
+    assert code == 0 and "preset:" not in err, err  # a named preset is not the worker's to choose
     job = client.get(f"/v1/jobs/{out.strip()}", headers=alice).json()
     assert job["test_dataset_id"] == parallel_id and job["name"] == "123"  # JSON 123 is no name: read as text
     assert (job["model"]["preset"], job["model"]["vocab_size"], job["model"]["dropout"]) == ("small", 2000, None)
@@ -107,7 +109,7 @@ def test_submit_reaches_every_field_of_a_job_by_its_dotted_key(cli, alice, clien
         ("training.max_steps.x=1", "'training.max_steps' has no fields"),
         ("training.max_steps=0", "training.max_steps=0: Input should be greater than or equal to 1"),
         ("training.max_steps=many", "training.max_steps=many: Input should be a valid integer"),
-        ("model.preset=huge", "model.preset=huge: Input should be 'tiny', 'small', 'base' or 'big'"),
+        ("model.preset=huge", "model.preset=huge: Input should be 'auto', 'tiny', 'small', 'base' or 'big'"),
         ("test_dataset_id=nope", "test_dataset_id=nope: Input should be a valid UUID"),
         ("training.max_steps", "'training.max_steps': expected FIELD=VALUE"),
     ],
@@ -271,6 +273,11 @@ def _finish_later(job_id: str, owner: str, delay: float) -> threading.Thread:
         with session_scope() as session:
             job = session.get(Job, job_id)
             job.step, job.status, job.eta_seconds = 10, "succeeded", 0.0
+            job.auto_settings = {  # the worker chose the job's preset
+                "fields": ["preset"],
+                "chosen": {"preset": "small"},
+                "reasons": {"preset": "small: predicted loss 8.57 against tiny 10.83"},
+            }
             session.add(Metric(job_id=job_id, step=10, name="valid_loss", value=2.5))
             owner_id = session.scalar(select(Owner.id).where(Owner.name == owner))
             session.add(
@@ -289,10 +296,11 @@ def _finish_later(job_id: str, owner: str, delay: float) -> threading.Thread:
 def test_status_watch_without_a_terminal_prints_plain_lines_until_the_end_and_the_model(cli, alice):
     job_id = _running_job("alice")
     thread = _finish_later(job_id, "alice", delay=1.0)
-    code, out, _ = cli("status", job_id, "--watch", "--interval", "0", "--key", _key(alice))
+    code, out, err = cli("status", job_id, "--watch", "--interval", "0", "--key", _key(alice))
     thread.join()
     lines = out.splitlines()
     assert code == 0 and lines[-1] == f"model: model-of-{job_id[:8]}", lines
+    assert "preset: small, chosen by the worker: small: predicted loss 8.57 against tiny 10.83" in err
     assert lines[0].startswith("running   [#########") and "3/10 1234 tok/s ETA 01:10 train_loss=4.5" in lines[0]
     assert any("6/10" in line and "train_loss=3.25" in line for line in lines), lines  # from the metric event
     assert lines[-2].startswith("succeeded [" + "#" * 30 + "] 10/10") and "valid_loss=2.5" in lines[-2], lines

@@ -392,7 +392,7 @@ def test_on_postgresql_a_job_submitted_while_the_dataset_is_deleted_holds_it(pg,
     client, alice = pg
     dataset_id = _ready(client, alice, _jsonl([("one", "eins"), ("two", "zwei")]))["id"]
     holding = threading.Event()
-    _slowed(monkeypatch, job_submission, "resolve_model_config", holding)  # after the dataset is read
+    _slowed(monkeypatch, job_submission, "candidate_configs", holding)  # after the dataset is read
     with ThreadPoolExecutor(1) as pool:
         submitted = pool.submit(
             client.post, "/v1/jobs", json={"objective": "translation", "dataset_id": dataset_id}, headers=alice

@@ -90,3 +90,63 @@ def test_a_gpu_workers_limit_is_its_gpus_memory(monkeypatch, settings_env):
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: asked.append(device) or Properties())
     assert memory_limit_bytes(torch.device("cuda", 1)) == 80 * GIB and asked == [torch.device("cuda", 1)]
     assert memory_limit_bytes(torch.device("cpu")) == 8 * GIB
+
+
+def test_a_preset_too_large_for_every_device_is_refused_at_submit_naming_both_memories(client, make_key, settings_env):
+    """A CPU of 3 GB (WORKER_MEMORY_LIMIT_GB) holds base but not big, even at the smallest batch. Pass: a job naming
+    big is 422 on model.preset with the memory big needs and the device's; left to the worker (auto) it is taken
+    (the worker chooses among the presets that fit); with a 3 GB GPU registered, a GPU job naming big is refused
+    naming that GPU."""
+    settings_env(WORKER_MEMORY_LIMIT_GB="3")
+    alice = make_key("alice")
+    dataset = _ready(client, alice, _jsonl([("one", "eins"), ("two", "zwei")]))["id"]
+
+    def submit(model: dict, accelerator: str = "cpu"):
+        body = {
+            "objective": "translation",
+            "dataset_id": dataset,
+            "model": model,
+            "training": {"accelerator": accelerator},
+        }
+        return client.post("/v1/jobs", json=body, headers=alice)
+
+    big = estimate_memory(ModelConfig.from_preset("big", 8000), 1536)["training_total_bytes"]
+    refused = submit({"preset": "big"})
+    assert refused.status_code == 422
+    detail = refused.json()["detail"][0]
+    assert detail["loc"] == ["body", "model", "preset"]
+    assert detail["msg"].startswith("preset 'big' needs more memory to train than any device this job may run on has")
+    assert f"{big / GIB:.1f} GB in fp32 on a CPU (limit 3.0 GB, WORKER_MEMORY_LIMIT_GB)" in detail["msg"]
+    assert "at 1536 tokens per batch" in detail["msg"] and "choose a smaller preset, or auto" in detail["msg"]
+    assert submit({"preset": "base"}).status_code == 201
+    auto = submit({})
+    assert auto.status_code == 201 and auto.json()["model"]["preset"] == "auto"
+    _gpu_worker(3)
+    on_gpu = submit({"preset": "big"}, "gpu")
+    assert on_gpu.status_code == 422 and "on a GPU (limit 3.0 GB" in on_gpu.json()["detail"][0]["msg"]
+
+
+def test_a_preset_the_worker_cannot_hold_fails_the_job_at_once_naming_both_memories(client, make_key, settings_env):
+    """Fault: a job naming big that may run anywhere passes for a registered 80 GB GPU, and a CPU worker of 2 GB
+    claims it. Pass: the training task fails it at once (no retry, not left running), saying what big needs and
+    what this worker's device has."""
+    from worker.tasks import training
+
+    settings_env(WORKER_MEMORY_LIMIT_GB="2")
+    alice = make_key("alice")
+    _gpu_worker(80)
+    dataset = _ready(client, alice, _jsonl([("one", "eins"), ("two", "zwei"), ("three", "drei")]))["id"]
+    body = {"objective": "translation", "dataset_id": dataset, "model": {"preset": "big"}, "training": {"max_steps": 5}}
+    job = client.post("/v1/jobs", json=body, headers=alice)
+    assert job.status_code == 201, job.text
+    training.train_job.push_request(
+        hostname="cpu-host", id="task-1", retries=0, delivery_info={}, called_directly=False
+    )
+    try:
+        training.train_job.run(job.json()["id"])
+    finally:
+        training.train_job.pop_request()
+    done = client.get(f"/v1/jobs/{job.json()['id']}", headers=alice).json()
+    assert (done["status"], done["attempt"]) == ("failed", 1)
+    assert done["error"].startswith("preset 'big' needs an estimated ")
+    assert "GB to train in fp32 at 4096 tokens per batch; this worker's device has 2.0 GB" in done["error"]

@@ -27,7 +27,7 @@ def test_submit_returns_queued_job_with_defaults(client, alice, parallel_id):
         "elapsed_seconds": None,
         "budget_seconds": None,
     }
-    assert job["model"]["preset"] == "tiny" and job["training"]["label_smoothing"] == 0.1
+    assert job["model"]["preset"] == "auto" and job["training"]["label_smoothing"] == 0.1
     assert (job["training"]["eval_budget"], job["training"]["tokenizer"]) == (0.05, "byte_bpe")
     assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["id"] == job["id"]
 
@@ -56,13 +56,14 @@ def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice
     worker to choose (model/train/budget.py); those given stay the user's, and without max_minutes nothing is chosen."""
     budget_only = client.post("/v1/jobs", json=_job(parallel_id, training={"max_minutes": 10}), headers=alice).json()
     assert budget_only["auto_settings"] == {
-        "fields": ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"],
+        "fields": ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps", "preset"],
         "chosen": None,
         "reasons": None,
         "inputs": None,
         "expected_updates": None,
         "throughput": None,
         "probe_seconds": None,
+        "preset_inputs": None,
         "compile_inputs": None,
     }
     some = client.post(
@@ -75,12 +76,8 @@ def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice
         headers=alice,
     ).json()
     assert some["auto_settings"]["fields"] == ["warmup_steps", "max_steps"]
-    assert (
-        client.post("/v1/jobs", json=_job(parallel_id, training={"max_steps": 50}), headers=alice).json()[
-            "auto_settings"
-        ]
-        is None
-    )
+    steps_only = {"model": {"preset": "tiny"}, "training": {"max_steps": 50}}
+    assert client.post("/v1/jobs", json=_job(parallel_id, **steps_only), headers=alice).json()["auto_settings"] is None
     # Leaving a setting out is another request than giving its default: an Idempotency-Key tells them apart.
     key = {**alice, "Idempotency-Key": "budget-1"}
     assert client.post("/v1/jobs", json=_job(parallel_id, training={"max_minutes": 5}), headers=key).status_code == 201
@@ -90,6 +87,26 @@ def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice
         model={"preset": "tiny", "vocab_size": 8000},
     )
     assert client.post("/v1/jobs", json=explicit, headers=key).status_code == 409
+
+
+def test_the_preset_is_the_workers_to_choose_unless_the_job_names_one(client, alice, parallel_id):
+    """Left out or null, model.preset is auto: marked for the worker to choose (with or without a time budget); named,
+    it is the job's. A stored section from before auto, without a preset, reads as the tiny it trained."""
+    from tests.api.test_job_labels import job_rows
+
+    for model in ({}, {"preset": None}, {"preset": "auto"}):
+        job = client.post("/v1/jobs", json=_job(parallel_id, model=model), headers=alice).json()
+        assert job["model"]["preset"] == "auto" and job["auto_settings"]["fields"] == ["preset"], job
+    named = client.post("/v1/jobs", json=_job(parallel_id, model={"preset": "small"}), headers=alice).json()
+    assert named["model"]["preset"] == "small" and named["auto_settings"] is None
+    old = job_rows("alice", 1, model_config={"vocab_size": 500})[0]
+    assert client.get(f"/v1/jobs/{old}", headers=alice).json()["model"]["preset"] == "tiny"
+    # Overrides apply to every preset the worker may choose: one no preset can take is refused, naming each.
+    refused = client.post("/v1/jobs", json=_job(parallel_id, model={"n_heads": 3}), headers=alice)
+    assert refused.status_code == 422
+    message = refused.json()["detail"][0]["msg"]
+    assert "d_model=64 is not divisible by n_heads=3 (tiny)" in message and "d_model=1024" in message
+    assert client.post("/v1/jobs", json=_job(parallel_id, model={"n_heads": 16}), headers=alice).status_code == 201
 
 
 def test_a_budget_chosen_batch_is_checked_at_its_smallest_size(client, alice, parallel_id):

@@ -540,11 +540,13 @@ def test_attention_viewer_draws_heatmaps_with_hover(submitted):
 
 
 def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(page, demo_files):
-    """The form's time budget blanks vocabulary, steps, batch and warm-up; the job page then shows what the
-    worker chose for them, with its reasons."""
+    """The form offers preset auto by default and its time budget blanks vocabulary, steps, batch and warm-up; the
+    job page then shows what the worker chose for them and which preset, with its reasons and the presets' tokens/s
+    (in 6 seconds only tiny is worth timing on a CPU)."""
     p = page
     _new_job_form(p, demo_files["translation_train"])
-    p.page.select_option("#preset", "tiny")
+    assert p.page.locator("#preset").input_value() == "auto"
+    assert "the smallest it may choose" in p.page.locator("#estimate-auto").inner_text()
     p.page.locator("#max_minutes").fill("0.1")
     for name in ("vocab_size", "max_steps", "max_tokens_per_batch", "warmup_steps"):
         assert p.page.locator(f"#{name}").input_value() == ""
@@ -558,6 +560,10 @@ def test_a_time_budget_leaves_blank_settings_to_the_worker_and_shows_its_choice(
         assert name in table
     assert "batch tokens/s (measured" in table and "expected updates" in table
     assert "compile\toff\toff on a CPU worker" in table  # training.compile left out: the worker chose it too
+    assert "preset\ttiny\ttiny: predicted loss" in table  # model.preset left to the worker
+    candidates = p.page.inner_text("#preset-candidates")
+    assert re.search(r"tiny: [\d,]+ tokens/s \(measured\)", candidates) and "small: not timed" in candidates
+    assert "preset: tiny" in p.page.inner_text("#config")  # the job's model section holds the choice
     assert "max_minutes: 0.1" in p.page.inner_text("#config")  # the form's time budget reached the job
     p.screenshot("job-auto-settings")
 

@@ -118,9 +118,10 @@ def test_duplicate_delivery_runs_once_and_cancel_stops_within_seconds(stack, dat
 
 
 def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(stack, data_files):
-    """A job that gives only max_minutes: its worker chooses vocabulary, batch, warm-up and step limit from the
-    corpus and its throughput (pinned here, as an operator pins it for the same choice on every host), records
-    them with their reasons, and trains with them; the same corpus and budget get the same choice."""
+    """A job that gives only max_minutes: its worker chooses vocabulary, batch, warm-up, step limit and preset from
+    the corpus and its throughput (pinned here, as an operator pins it for the same choice on every host: the
+    smallest preset's, the others' estimated from it), records them with their reasons, and trains with them; the
+    same corpus and budget get the same choice."""
     url, env, processes = stack
     _start_training_worker(processes, {**env, "WORKER_TOKENS_PER_SECOND": "3000"}, url, "trainer-budget")
     api = Api(url, create_key(env, "alice"))
@@ -130,11 +131,17 @@ def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(st
         "objective": "translation",
         "dataset_id": train["id"],
         "valid_dataset_id": valid["id"],
-        "model": {"preset": "tiny"},
         "training": {"max_minutes": 0.1, "max_length": 40, "seed": 3},
     }
     jobs = [api.submit(body) for _ in range(2)]
-    assert jobs[0]["auto_settings"]["fields"] == ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"]
+    assert jobs[0]["model"]["preset"] == "auto"
+    assert jobs[0]["auto_settings"]["fields"] == [
+        "vocab_size",
+        "max_tokens_per_batch",
+        "warmup_steps",
+        "max_steps",
+        "preset",
+    ]
     done = [api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=300) for job in jobs]
     assert [d["status"] for d in done] == ["succeeded", "succeeded"], [d["error"] for d in done]
     first, second = (d["auto_settings"] for d in done)
@@ -146,6 +153,12 @@ def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(st
         k: chosen[k] for k in ("max_tokens_per_batch", "warmup_steps", "max_steps")
     }
     assert all(first["reasons"][k] for k in chosen)
+    # The preset: the smallest at the pinned tokens/s, the others estimated from it; tiny wins 6 seconds.
+    assert chosen["preset"] == done[0]["model"]["preset"] == "tiny"
+    assert first["reasons"]["preset"].startswith("tiny: predicted loss")
+    throughput = {c["preset"]: (c["throughput"], c["tokens_per_second"]) for c in first["preset_inputs"]["candidates"]}
+    assert throughput["tiny"] == ("pinned", 3000) and throughput["small"][0] == "estimated"
+    assert chosen["dropout"] == done[0]["model"]["dropout"] and first["preset_inputs"] == second["preset_inputs"]
     # The time budget bound, not the step limit set out of its way; progress says done.
     assert done[0]["progress"]["total_steps"] == chosen["max_steps"] > done[0]["progress"]["step"] > 0
     assert done[0]["progress"]["fraction"] == 1.0

@@ -13,8 +13,9 @@ from model.data.demo import numbers_to_words_task, split_numbers
 from model.probes.anatomy import estimate_memory
 from model.train.budget import BudgetInputs, choose_warmup, training_seconds
 from model.train.compile_choice import COMPILE_SECONDS_PER_GRAPH, COMPILED_SPEEDUP, DATA_PARALLEL_GRAPHS
+from model.train.size_choice import SizeInputs, choose_size
 from model.train.step_graph import bucket_length
-from worker.training import auto_settings
+from worker.training import auto_settings, throughput_probe
 from worker.training.auto_settings import choose_settings, pending
 from worker.training.job_data import JobRows, prepare_job
 
@@ -97,7 +98,8 @@ def fake_gpu(monkeypatch):
         timed.append((config.device, max_tokens))
         return _gpu_rate(max_tokens)
 
-    monkeypatch.setattr(auto_settings, "measure_throughput", measure)
+    monkeypatch.setattr(auto_settings, "measure_throughput", measure)  # the compile choice's timing
+    monkeypatch.setattr(throughput_probe, "measure_throughput", measure)  # the budget's and the presets'
     monkeypatch.setattr(auto_settings, "memory_limit_bytes", lambda device: 80 * 1024**3)
     return timed
 
@@ -231,3 +233,122 @@ def test_an_explicit_compile_is_never_chosen_again(corpus, worker_env, fake_gpu)
     rows = _rows(corpus, ["warmup_steps"], compile=False, max_minutes=600)
     choose_settings(rows, "cuda")
     assert rows.job.training_config["compile"] is False and "compile" not in rows.job.auto_settings["chosen"]
+
+
+# tokens/s of each preset on a 2-core CPU, by d_model (tiny, small, base, big): model/train/size_choice.py's anchors
+CPU_RATES = {64: 17_800.0, 256: 2_745.0, 512: 1_050.0, 1024: 290.0}
+
+
+@pytest.fixture
+def preset_rates(monkeypatch):
+    """Each preset's tokens/s, injected: the (d_model, batch tokens) timed, in order."""
+    timed: list[tuple[int, int]] = []
+
+    def measure(data, config, max_tokens, steps=3):
+        timed.append((data.model_config.d_model, max_tokens))
+        return CPU_RATES[data.model_config.d_model]
+
+    monkeypatch.setattr(throughput_probe, "measure_throughput", measure)
+    monkeypatch.setattr(auto_settings, "measure_throughput", measure)
+    return timed
+
+
+def _auto(corpus, fields: list[str], model: dict | None = None, **training) -> JobRows:
+    """A job leaving its preset to the worker (ModelSpec's default), and `fields` to its 20-minute budget."""
+    rows = _rows(corpus, fields, max_minutes=20, **training)
+    rows.job.model_config = ModelSpec(**(model or {})).model_dump(mode="json")
+    rows.job.auto_settings = {"fields": [*fields, "preset"]}
+    return rows
+
+
+def test_a_job_that_leaves_its_preset_to_the_worker_gets_it_chosen_from_timed_candidates(
+    larger_corpus, worker_env, preset_rates
+):
+    """Pass: tiny then small are timed (each once: the budget reuses the chosen one's timing), base is not (it could
+    not win even 4 times faster than small's tokens/s suggest), big not (its steps would take over 5% of the budget);
+    small is chosen and recorded, with the candidates' tokens/s, the predictions and why; the dropout follows it
+    (many epochs over 8,000 pairs); the job's model section holds both, and nothing is left to choose."""
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    rows = _auto(larger_corpus, ALL)
+    assert pending(rows) == [*ALL, "preset"]
+    data = choose_settings(rows, "cpu")
+    auto = json.loads(json.dumps(rows.job.auto_settings))  # as the job's JSON column keeps it
+    assert preset_rates == [(64, 2048), (256, 2048)]
+    assert auto["chosen"]["preset"] == rows.job.model_config["preset"] == "small" and data.model_config.d_model == 256
+    candidates = {c["preset"]: c for c in auto["preset_inputs"]["candidates"]}
+    assert [candidates[p]["tokens_per_second"] for p in ("tiny", "small")] == [17_800.0, 2_745.0]
+    assert candidates["base"]["throughput"] == candidates["big"]["throughput"] == "not timed"
+    assert "even at 4x" in candidates["base"]["note"] and "over 5% of the budget" in candidates["big"]["note"]
+    assert [p["preset"] for p in auto["preset_inputs"]["predictions"]] == ["tiny", "small"]
+    assert (
+        auto["reasons"]["preset"].startswith("small: predicted loss") and "base not timed" in auto["reasons"]["preset"]
+    )
+    assert auto["probe_seconds"] is not None and auto["inputs"]["tokens_per_second"] == 2_745.0  # small's, reused
+    # The recorded inputs give the same choice again.
+    recorded = {k: v for k, v in auto["preset_inputs"].items() if k != "predictions"}
+    assert choose_size(SizeInputs(**recorded)).preset == "small"
+    assert auto["chosen"]["dropout"] == rows.job.model_config["dropout"] == data.model_config.dropout == 0.3
+    assert "epochs" in auto["reasons"]["dropout"] and set(auto["fields"]) == {*ALL, "preset", "dropout"}
+    assert pending(rows) == []
+
+
+def test_a_given_dropout_stays_and_a_given_preset_is_not_chosen(larger_corpus, worker_env, preset_rates):
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    rows = _auto(larger_corpus, ["warmup_steps"], model={"dropout": 0.05})
+    data = choose_settings(rows, "cpu")
+    assert rows.job.model_config["dropout"] == data.model_config.dropout == 0.05
+    assert "dropout" not in rows.job.auto_settings["chosen"] and "preset" in rows.job.auto_settings["chosen"]
+    named = _rows(larger_corpus, ["warmup_steps"])  # preset tiny, given
+    assert "preset" not in pending(named)
+    choose_settings(named, "cpu")
+    assert "preset" not in named.job.auto_settings["chosen"] and named.job.model_config["preset"] == "tiny"
+
+
+def test_a_job_bounded_by_steps_gets_its_preset_without_timing_anything(corpus, worker_env, preset_rates):
+    """No max_minutes: the rule weighs the steps' tokens (2,000 of 4,096 by default), times nothing, and keeps the
+    smallest preset on 900 pairs; without budget settings, the record holds the preset and its dropout alone."""
+    rows = _rows(corpus, [], max_minutes=None)
+    rows.job.model_config = ModelSpec().model_dump(mode="json")
+    assert pending(rows) == ["preset"]
+    choose_settings(rows, "cpu")
+    auto = rows.job.auto_settings
+    assert preset_rates == [] and auto["chosen"]["preset"] == "tiny" and auto["probe_seconds"] is None
+    assert "bounded by steps" in auto["reasons"]["preset"] and auto["fields"] == ["preset", "dropout"]
+    assert auto.get("inputs") is None  # nothing chosen from a time budget
+
+
+def test_a_pinned_throughput_is_the_smallest_presets_and_the_others_are_estimated(
+    larger_corpus, worker_env, preset_rates
+):
+    worker_env(WORKER_TOKENS_PER_SECOND="3000")
+    rows = _auto(larger_corpus, ALL)
+    choose_settings(rows, "cpu")
+    candidates = rows.job.auto_settings["preset_inputs"]["candidates"]
+    assert preset_rates == []
+    assert [c["throughput"] for c in candidates] == ["pinned", "estimated", "estimated", "estimated"]
+    assert candidates[0]["tokens_per_second"] == 3000 > candidates[1]["tokens_per_second"]
+
+
+def test_a_preset_the_device_cannot_hold_is_refused_by_the_worker_and_never_chosen(
+    larger_corpus, worker_env, preset_rates, monkeypatch
+):
+    """Fault: a device of 1 GB. Pass: a job naming big fails before anything is timed, saying the memory big needs
+    and the device's; one leaving the preset to the worker never considers big and base, which do not fit."""
+    from model.train.config import TrainingError
+
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    monkeypatch.setattr(auto_settings, "memory_limit_bytes", lambda device: 1024**3)
+    named = _rows(larger_corpus, ["warmup_steps"])
+    named.job.model_config = ModelSpec(preset="big").model_dump(mode="json")
+    with pytest.raises(
+        TrainingError,
+        match=r"preset 'big' needs an estimated \d+\.\d GB to train in fp32 at 4096 "
+        r"tokens per batch; this worker's device has 1\.0 GB; choose a smaller preset",
+    ):
+        choose_settings(named, "cpu")
+    assert preset_rates == []
+    rows = _auto(larger_corpus, ALL)
+    choose_settings(rows, "cpu")
+    reason = rows.job.auto_settings["reasons"]["preset"]
+    assert "base does not fit" in reason and "big does not fit" in reason
+    assert {d_model for d_model, _ in preset_rates} <= {64, 256}

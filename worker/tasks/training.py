@@ -37,7 +37,7 @@ from model.train.loop import train
 from model.train.prepare import PreparedData
 from worker.device import check_data_parallel, check_gpus, worker_device
 from worker.training import job_log
-from worker.training.auto_settings import choose_settings, pending
+from worker.training.auto_settings import check_memory, choose_settings, pending
 from worker.training.callbacks import LeaseLost, checkpoint_key, eval_metrics, job_callbacks
 from worker.training.job_data import datasets_pending, load_job, prepare_job, train_config
 from worker.training.lead import lead
@@ -107,6 +107,7 @@ def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData,
                 raise LeaseLost(claim.job_id)
     else:
         data = prepare_job(rows, Tokenizer.load(resume_from) if resume_from else None)
+    check_memory(rows.job, data, device)  # failed now, naming the memory it needs, not out of memory later
     state.set_progress(device=device, tokens_seen=rows.job.tokens_seen)
     start = f"model {rows.job.init_model_id}'s weights" if rows.job.init_model_id else "scratch"
     if resume_from is not None:

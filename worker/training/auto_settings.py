@@ -1,7 +1,9 @@
-"""Settings a job left to its time budget, chosen by the worker that first runs it (the rule: model/train/budget.py),
-and whether its steps are compiled when it left training.compile out (model/train/compile_choice.py).
+"""Settings a job left to the worker, chosen by the worker that first runs it: those left to its time budget (the
+rule: model/train/budget.py), the preset when it left model.preset to the worker (model/train/size_choice.py, timed
+by worker/training/throughput_probe.py) with the dropout that follows it, and whether its steps are compiled when it
+left training.compile out (model/train/compile_choice.py).
 
-The worker measures what the rule needs (the corpus, the longest example, what fits in memory, its own
+The worker measures what the rules need (the corpus, the longest example, what fits in memory, its own
 throughput) and the task records the choice in the job once; a later attempt finds it and trains with it. On a GPU
 the throughput is timed at several batch sizes (CURVE_FACTORS), as it grows steeply with the batch there; on a CPU
 at one (WORKER_THROUGHPUT_CURVE changes where).
@@ -9,21 +11,23 @@ at one (WORKER_THROUGHPUT_CURVE changes where).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from app.core.settings import get_settings
-from app.schemas.jobs import TrainingSpec
-from model.data.batching import Example, example_sizes
+from app.db.tables import Job
+from app.schemas.jobs import ModelSpec, TrainingSpec
+from app.services.job_submission import BATCH_ADVICE, PRESET_ADVICE, candidate_configs
+from model.data.batching import example_sizes
 from model.data.tokenizer import Tokenizer
 from model.probes.anatomy import estimate_memory
 from model.train.budget import (
     AUTO_FIELDS,
-    BATCH_MULTIPLE,
+    MIN_BATCH_TOKENS,
     BudgetInputs,
     Curve,
     choose,
@@ -31,44 +35,40 @@ from model.train.budget import (
     largest_batch,
 )
 from model.train.compile_choice import choose_compile, graphs_for
-from model.train.config import TrainConfig
+from model.train.config import TrainingError
 from model.train.prepare import PreparedData
+from model.train.size_choice import PRESET_FIELD, choose_dropout
 from model.train.step_graph import bucket_length
 from model.train.throughput import measure_throughput
 from worker.device import memory_limit_bytes
 from worker.training.job_data import JobRows, prepare_job, train_config
+from worker.training.throughput_probe import (
+    PresetProbe,
+    choose_preset,
+    examples_of,
+    measure_curve,
+    memory_needs,
+    probe_sizes,
+)
 
 log = logging.getLogger(__name__)
-PROBE_TOKENS = 2048  # batch size of the timed steps
-CURVE_FACTORS = (1, 4, 16)  # a curve times PROBE_TOKENS and these multiples of it, each within memory and the corpus
-PROBE_STEPS = 3  # batches timed at each batch size, each stepped once untimed first
 COMPILE = "compile"  # training.compile left out: chosen here too, recorded beside the budget's choices
+DROPOUT = "dropout"  # model.dropout left out by a job whose preset the worker chooses: it follows the choice
 
 
-def curve_sizes(probe: int, fits: int, examples: Sequence[Example]) -> list[int]:
-    """The batch sizes a curve is timed at: the probe and its CURVE_FACTORS multiples, each within memory (`fits`)
-    and within an epoch's share of the PROBE_STEPS batches (a larger nominal batch would time the whole corpus and
-    credit it the nominal size), rounded down to BATCH_MULTIPLE; never smaller than the probe."""
-    corpus_share = int(example_sizes(examples).sum()) // PROBE_STEPS // BATCH_MULTIPLE * BATCH_MULTIPLE
-    multiples = (probe * factor // BATCH_MULTIPLE * BATCH_MULTIPLE for factor in CURVE_FACTORS[1:])
-    return sorted({probe, *(max(probe, min(size, fits, corpus_share)) for size in multiples)})
-
-
-def measure_curve(data: PreparedData, config: TrainConfig, sizes: list[int]) -> Curve:
-    """(batch tokens, batch tokens/s) at each size, ascending."""
-    return tuple((size, measure_throughput(data, config, size, PROBE_STEPS)) for size in sizes)
-
-
-def wants_curve(device: str) -> bool:
-    setting = get_settings().worker_throughput_curve
-    return setting == "always" or (setting == "gpu" and torch.device(device).type == "cuda")
+def preset_pending(job: Job) -> bool:
+    """The job leaves its preset to the worker and it is not chosen yet (a job starting from a model has that
+    model's architecture)."""
+    return ModelSpec.stored(job.model_config).auto and job.init_model_id is None
 
 
 def pending(rows: JobRows) -> list[str]:
-    """The fields still to choose: none once the choice is recorded (compile: once training_config holds it)."""
+    """The fields still to choose: none once the choice is recorded (preset and compile: once the job's model and
+    training sections hold them)."""
     auto = rows.job.auto_settings or {}
-    budget = [] if "chosen" in auto else [f for f in auto.get("fields", []) if f != COMPILE]
-    return budget + ([COMPILE] if TrainingSpec.stored(rows.job.training_config).compile is None else [])
+    budget = [] if "chosen" in auto else [f for f in auto.get("fields", []) if f in AUTO_FIELDS]
+    preset = [PRESET_FIELD] if preset_pending(rows.job) else []
+    return budget + preset + ([COMPILE] if TrainingSpec.stored(rows.job.training_config).compile is None else [])
 
 
 def choose_settings(rows: JobRows, device: str, tokenizer: Tokenizer | None = None) -> PreparedData:
@@ -80,7 +80,10 @@ def choose_settings(rows: JobRows, device: str, tokenizer: Tokenizer | None = No
         data, record, tokens_per_second = prepare_job(rows, tokenizer), dict(rows.job.auto_settings or {}), 0.0
         record.setdefault("fields", [])
     else:
-        data, record, tokens_per_second = _choose_budget(rows, device, [f for f in fields if f != COMPILE])
+        data, record, tokens_per_second = _choose_budget(
+            rows, device, [f for f in fields if f in AUTO_FIELDS], PRESET_FIELD in fields
+        )
+    check_memory(rows.job, data, device)  # before timing its steps to weigh compiling them
     if COMPILE in fields:
         _choose_compile(rows, device, data, tokens_per_second, record)
     rows.job.auto_settings = record
@@ -110,36 +113,51 @@ def _choose_compile(
     log.info("job %s: training.compile %s", rows.job.id, choice.reason)
 
 
-def _choose_budget(rows: JobRows, device: str, fields: list[str]) -> tuple[PreparedData, dict[str, Any], float]:
-    """The budget's settings: the data prepared with the chosen vocabulary, the record, the tokens/s it used."""
+def _choose_budget(
+    rows: JobRows, device: str, fields: list[str], preset: bool
+) -> tuple[PreparedData, dict[str, Any], float]:
+    """The budget's settings (and the preset, when `preset`): the data prepared with the chosen vocabulary (and
+    model), the record, the tokens/s it used."""
     settings, job = get_settings(), rows.job
     model_spec, spec = dict(job.model_config), dict(job.training_config)
+    training = TrainingSpec.stored(spec)
     pairs = len(rows.train_rows)
     if "vocab_size" in fields:  # the tokenizer is trained with it, so it is chosen before preparing
         model_spec["vocab_size"] = choose_vocabulary(pairs)[0]
     job.model_config = model_spec
-    data = prepare_job(rows)
-    examples = data.train_examples(0) if callable(data.train_examples) else data.train_examples
+    data = prepare_job(rows, preset=candidate_configs(ModelSpec.stored(model_spec))[0][0] if preset else None)
+    examples = examples_of(data)
     longest = int(example_sizes(examples).max())
     limit = memory_limit_bytes(torch.device(device))  # the GPU's memory on a GPU worker
     precision = train_config(job, device).resolved_precision
+    record: dict[str, Any] = {"fields": [*fields, *([PRESET_FIELD] if preset else [])], "chosen": {}, "reasons": {}}
+    measured, probe_seconds = 0.0, None
+    curve: Curve = ()
+    if preset:
+        probe = choose_preset(rows, device, data, limit, precision, fixed_batch="max_tokens_per_batch" not in fields)
+        data, curve, probe_seconds = _record_preset(job, probe, record), probe.curve, probe.probe_seconds
+        model_spec = job.model_config  # with the preset (and dropout) chosen
+        measured = curve[0][1] if curve else 0.0
+    smallest = max(MIN_BATCH_TOKENS, longest) if "max_tokens_per_batch" in fields else training.max_tokens_per_batch
+    if refusal := memory_needs(data.model_config, smallest, precision, limit, _model_named(job)):
+        raise TrainingError(f"{refusal}; {PRESET_ADVICE if not job.init_model_id else BATCH_ADVICE}")
     fits = largest_batch(
         lambda tokens: estimate_memory(data.model_config, tokens, precision=precision)["training_total_bytes"] <= limit
     )
-    measured, probe_seconds = 0.0, None
-    curve: Curve = ()
-    if settings.worker_tokens_per_second:
+    if not fields:  # the preset alone (a job bounded by its steps, or one that gives every budget setting)
+        return data, record, measured
+    if measured:
+        tokens_per_second = measured
+    elif settings.worker_tokens_per_second:
         tokens_per_second = settings.worker_tokens_per_second
     elif {"max_tokens_per_batch", "warmup_steps"} & set(fields):
         t0 = time.monotonic()
-        probe = min(max(PROBE_TOKENS, longest), fits)
-        sizes = curve_sizes(probe, fits, examples) if wants_curve(device) else [probe]
-        curve = tuple((b, round(t, 1)) for b, t in measure_curve(data, train_config(job, device), sizes))
+        sizes = probe_sizes(device, longest, fits, examples)
+        curve = measure_curve(data, train_config(job, device), sizes)
         tokens_per_second = measured = curve[0][1]
         probe_seconds = round(time.monotonic() - t0, 2)
     else:
         tokens_per_second = 0.0
-    training = TrainingSpec.stored(spec)
     assert training.max_minutes is not None  # a job leaves settings to the budget only with max_minutes
     inputs = BudgetInputs(
         max_minutes=training.max_minutes,
@@ -156,12 +174,16 @@ def _choose_budget(rows: JobRows, device: str, fields: list[str]) -> tuple[Prepa
     for name, value in choice.chosen.items():
         (model_spec if AUTO_FIELDS[name] == "model" else spec)[name] = value
     job.training_config = spec
-    record = {
-        "fields": fields,
-        **choice.to_dict(),
-        "throughput": "measured" if measured else ("pinned" if tokens_per_second else None),
-        "probe_seconds": probe_seconds,
-    }
+    budget = choice.to_dict()
+    record.update(
+        {
+            **budget,
+            "chosen": {**record["chosen"], **budget["chosen"]},
+            "reasons": {**record["reasons"], **budget["reasons"]},
+            "throughput": "measured" if measured else ("pinned" if tokens_per_second else None),
+            "probe_seconds": probe_seconds,
+        }
+    )
     log.info(
         "job %s: chose %s from a budget of %g minutes (%d pairs, longest example %d tokens, batches fit %d tokens, "
         "%.0f tokens/s %s%s)",
@@ -176,3 +198,38 @@ def _choose_budget(rows: JobRows, device: str, fields: list[str]) -> tuple[Prepa
         f"; (batch tokens, tokens/s): {list(inputs.throughput_curve)}" if inputs.throughput_curve else "",
     )
     return data, record, tokens_per_second
+
+
+def _model_named(job: Job) -> str:
+    spec = ModelSpec.stored(job.model_config)
+    return f"model {job.init_model_id}" if job.init_model_id else f"preset {spec.preset!r}"
+
+
+def check_memory(job: Job, data: PreparedData, device: str) -> None:
+    """TrainingError naming the memory the job's model needs at its batch and this device's, when it does not fit
+    (the API refuses such a job when it knows the device; a job that may run anywhere can land on a smaller one)."""
+    spec = TrainingSpec.stored(job.training_config)
+    precision = train_config(job, device).resolved_precision
+    limit = memory_limit_bytes(torch.device(device))
+    if refusal := memory_needs(data.model_config, spec.max_tokens_per_batch, precision, limit, _model_named(job)):
+        raise TrainingError(f"{refusal}; {PRESET_ADVICE if not job.init_model_id else BATCH_ADVICE}")
+
+
+def _record_preset(job: Job, probe: PresetProbe, record: dict[str, Any]) -> PreparedData:
+    """The chosen preset (and the dropout that follows it, unless the job gives one) into the job's model section
+    and the record; the data with that model."""
+    spec, choice = ModelSpec.stored(job.model_config), probe.choice
+    model_spec = {**job.model_config, PRESET_FIELD: choice.preset}
+    record["chosen"][PRESET_FIELD], record["reasons"][PRESET_FIELD] = choice.preset, choice.reason
+    record["preset_inputs"] = {**choice.inputs, "predictions": choice.to_dict()["predictions"]}
+    record["probe_seconds"] = probe.probe_seconds
+    config = probe.data.model_config
+    if spec.dropout is None:
+        parameters = next(c["parameters"] for c in choice.inputs["candidates"] if c["preset"] == choice.preset)
+        dropout, why = choose_dropout(config.dropout, parameters, choice.inputs["corpus_tokens"], choice.epochs)
+        model_spec[DROPOUT] = dropout
+        record["fields"].append(DROPOUT)
+        record["chosen"][DROPOUT], record["reasons"][DROPOUT] = dropout, why
+        config = dataclasses.replace(config, dropout=dropout)
+    job.model_config = model_spec
+    return dataclasses.replace(probe.data, model_config=config)

@@ -115,14 +115,15 @@ def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
     return model, tokenizer
 
 
-def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None) -> PreparedData:
+def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None, preset: str | None = None) -> PreparedData:
     """prepare() with the job's settings; tokenizer: a checkpoint's or rank 0's (None: train one, or the init
-    model's). A job with init_model_id starts from that model's weights (model.train.prepare.start_from)."""
+    model's); preset: instead of the job's (one of the candidates, while the worker chooses). A job with
+    init_model_id starts from that model's weights (model.train.prepare.start_from)."""
     job = rows.job
     init = load_init_model(job.init_model_id) if job.init_model_id else None
     if init is not None and tokenizer is None:
         tokenizer = init[1]
-    data = _prepare(rows, tokenizer)
+    data = _prepare(rows, tokenizer, preset)
     source = (
         "the init model's"
         if init is not None and tokenizer is init[1]
@@ -182,14 +183,14 @@ def dropped_line(job_id: str, objective: str, stats: dict[str, int], max_length:
     return f"job {job_id}: {total} {what} dropped, not trained or evaluated on: {parts}"
 
 
-def _prepare(rows: JobRows, tokenizer: Tokenizer | None) -> PreparedData:
+def _prepare(rows: JobRows, tokenizer: Tokenizer | None, preset: str | None = None) -> PreparedData:
     job = rows.job
     training, model = TrainingSpec.stored(job.training_config), ModelSpec.stored(job.model_config)
     return prepare(
         job.objective,
         rows.train_rows,
         rows.valid_rows,
-        preset=model.preset,
+        preset=preset or str(model.preset),
         model_overrides=model.overrides(),
         vocab_size=model.vocab_size,
         settings=training,
