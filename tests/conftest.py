@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import services
+from bench.harness import services
+from tests.support.app_caches import reset_caches
 from tests.support.s3 import S3Server, start_s3_server
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -131,8 +132,8 @@ def settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
         monkeypatch.setenv("DATA_DIR", str(tmp_path / "var"))
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        services.reset_caches()
+        reset_caches()
 
     apply()
     yield apply
-    services.reset_caches()
+    reset_caches()

@@ -9,8 +9,8 @@ import tarfile
 import pytest
 from sqlalchemy import create_engine, text
 
+from bench.harness.marian import build_marian_folder
 from tests.support.client import write_jsonl
-from tests.support.marian import build_marian_folder
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_a_bad_archive_is_422_naming_why_and_leaves_nothing(served):
 
 
 def test_the_command_line_exports_and_imports_a_model(served, tmp_path):
-    from tests.support.stack import run_cli
+    from bench.harness.stack import run_cli
 
     api, original = served["api"], served["models"]["translation"]
     key = api.http.headers["authorization"].removeprefix("Bearer ")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import httpx
 
 from app.core.task_names import PROCESS_DATASET
+from bench.harness.stack import healthy_with_workers, wait_for
 from tests.reliability.conftest import Stack
 from tests.support.bombs import MB, forged_native, zeros_gz
 from tests.support.client import write_jsonl
-from tests.support.stack import healthy_with_workers, wait_for
 
 MEMORY_CAP_MB = 2048
 CRASHES = ("MemoryError", "WorkerLostError", "exited prematurely", "Traceback")

@@ -12,7 +12,7 @@ from alembic.config import Config
 from sqlalchemy import select, text
 
 from app.core import logs
-from tests.support.stack import ROOT
+from bench.harness.stack import ROOT
 
 LOGGER = "worker.tasks.training"  # one of the product's loggers
 
