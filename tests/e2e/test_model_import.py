@@ -116,7 +116,7 @@ def test_an_opus_mt_style_marian_folder_imports_and_translates_as_transformers_d
     import torch
     import transformers
 
-    from tests.model.test_marian_import import SOURCES
+    from tests.model.io.test_marian_import import SOURCES
 
     api = served["api"]
     archive = tmp_path / "opus-mt-en-de.tar.gz"

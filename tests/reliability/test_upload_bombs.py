@@ -53,7 +53,7 @@ def _native_export(tmp_path) -> tuple[bytes, str]:
     from model.io.checkpoint import save_checkpoint
     from model.io.export_archive import build_export
     from model.io.import_archive import safe_extract
-    from tests.model.test_export import TEXTS, random_model
+    from tests.model.io.test_export import TEXTS, random_model
 
     tokenizer = Tokenizer.train([t for p in reverse_task(300, seed=0) for t in p] + TEXTS, 300)
     checkpoint = save_checkpoint(tmp_path / "ckpt", random_model(tokenizer.vocab_size), tokenizer, "translation")
