@@ -37,7 +37,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class FolderScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            parts = nodeid.split("::", 1)[0].split("/")  # tests/e2e/test_cli.py -> tests/e2e
+            # tests/e2e/test_cli.py -> tests/e2e; tests/model/train/test_loss.py -> tests/model (subfolders go with it)
+            parts = nodeid.split("::", 1)[0].split("/")
             return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
 
     return FolderScheduling(config, log)

@@ -109,7 +109,7 @@ def test_the_command_line_exports_and_imports_a_model(served, tmp_path):
 
 
 def test_an_opus_mt_style_marian_folder_imports_and_translates_as_transformers_does(served, marian_folder, tmp_path):
-    """A MarianMTModel folder (built locally, tests/model/test_marian_import.py) as a .tar.gz: the imported model's
+    """A MarianMTModel folder (built locally, tests/model/io/test_marian_import.py) as a .tar.gz: the imported model's
     greedy translations over HTTP are what transformers' generate() gives; pickle weights are refused."""
     import shutil
 
