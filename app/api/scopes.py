@@ -67,6 +67,7 @@ InferenceKey = Annotated[Caller, requires(Scope.INFERENCE)]
 TrainKey = Annotated[Caller, requires(Scope.TRAIN)]
 ModelsWriteKey = Annotated[Caller, requires(Scope.MODELS_WRITE)]
 AdminKey = Annotated[Caller, requires(Scope.ADMIN)]
+OperatorKey = Annotated[Caller, requires(Scope.OPERATOR)]  # the service's operators: organisations and quotas
 # Training that registers a model under a name and moves its alias, as a sweep does with its best trial.
 TrainAndModelsWriteKey = Annotated[Caller, requires(Scope.TRAIN, Scope.MODELS_WRITE)]
 

@@ -7,6 +7,7 @@ import { h } from "./ui.js";
 const ME_NAME = "transformer.me";
 const SCOPE_WORDS = {
   read: "read", inference: "run models", train: "train", "models:write": "change models", admin: "administer",
+  operator: "operate the service",
 };
 
 // [selector, scope it needs]: links are hidden, forms and buttons disabled.
