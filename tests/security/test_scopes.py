@@ -15,7 +15,7 @@ import re
 import pytest
 from fastapi import APIRouter, FastAPI
 
-from app.api.scopes import ANY_KEY, declare_scopes, required_scope, required_scopes
+from app.api.scopes import ANY_KEY, declare_scopes, required_scope, required_scopes, requirement
 from app.core.scopes import ALL_SCOPES, ORGANISATION_SCOPES, Scope
 from tests.security.conftest import bearer
 from tests.security.test_object_authorization import v1_routes
@@ -52,9 +52,15 @@ def test_every_v1_route_declares_exactly_one_scope():
     assert len(routes) > 60
     declared = {(method, path): required_scope(route, path) for method, path, route in routes}
     scopes = {(method, path): required_scopes(route, path) for method, path, route in routes}
+    either = {(method, path) for method, path, route in routes if requirement(route, path).any_of}
     assert {scope for each in scopes.values() for scope in each} <= {s.value for s in ALL_SCOPES}
     # One route needs two scopes: a sweep trains, and registers its best model (name@best) at the end.
-    assert {k: v for k, v in scopes.items() if len(v) > 1} == {("POST", "/v1/sweeps"): ("train", "models:write")}
+    assert {k: v for k, v in scopes.items() if len(v) > 1 and k not in either} == {
+        ("POST", "/v1/sweeps"): ("train", "models:write")
+    }
+    # Reading a job takes `read`, or `train` for the jobs the key submitted: every GET of /v1/jobs, and nothing else.
+    assert either == {(m, p) for m, p in declared if m == "GET" and p.startswith("/v1/jobs")} and len(either) == 10
+    assert {declared[k] for k in either} == {"read or train"}
     # The routes any valid key may call are few, and each is about the key itself.
     assert {k for k, v in declared.items() if v == ANY_KEY} == {
         ("GET", "/v1/me"),
@@ -66,7 +72,7 @@ def test_every_v1_route_declares_exactly_one_scope():
     operator = {path for (_method, path), v in declared.items() if v == "operator"}
     assert operator == {path for _method, path in declared if path.startswith("/v1/operator/")} and len(operator) == 3
     # Reading needs `read`, but for the organisation's settings (admin) and what runs a model (inference).
-    not_read = {k: v for k, v in declared.items() if k[0] == "GET" and v not in ("read", ANY_KEY)}
+    not_read = {k: v for k, v in declared.items() if k[0] == "GET" and v not in ("read", "read or train", ANY_KEY)}
     admin_only = ("/v1/members", "/v1/webhooks", "/v1/audit", "/v1/operator/")
     assert {path for _method, path in not_read if not path.startswith(admin_only)} == {
         "/v1/models/{model_id}/neighbors",
@@ -96,8 +102,14 @@ def test_openapi_shows_each_routes_scope(pg_client):
     assert operations
     for path, method, operation in operations:
         scope = operation["x-required-scope"]
-        assert operation["security"] == [{"HTTPBearer": [] if scope == ANY_KEY else scope.split(" ")}], (method, path)
+        if " or " in scope:  # one of them: a requirement each, which OpenAPI reads as alternatives
+            assert operation["security"] == [{"HTTPBearer": [s]} for s in scope.split(" or ")], (method, path)
+        else:
+            assert operation["security"] == [{"HTTPBearer": [] if scope == ANY_KEY else scope.split(" ")}], path
         assert operation["description"].startswith(("Required scope:", "Required scopes:")), (method, path)
+    job = paths["/v1/jobs/{job_id}"]["get"]
+    assert job["x-required-scope"] == "read or train"
+    assert job["description"].startswith("Required scope: `read` or `train`.")
     assert paths["/v1/jobs"]["post"]["x-required-scope"] == "train"
     assert paths["/v1/models/{model_id}/translate"]["post"]["x-required-scope"] == "inference"
     assert paths["/v1/models/{model_id}"]["delete"]["x-required-scope"] == "models:write"
@@ -114,16 +126,19 @@ def test_authorization_matrix(pg_client, held):
     headers = _key("acme", KEY_SETS[held])
     wrong = []
     for method, path, route in v1_routes(pg_client.app):
-        lacking = [scope for scope in required_scopes(route, path) if scope not in KEY_SETS[held]]
+        needed = requirement(route, path)
+        lacking = [scope for scope in needed.scopes if scope not in KEY_SETS[held]]
+        if needed.any_of and len(lacking) < len(needed.scopes):
+            lacking = []  # one of them held
+        wanted = " or ".join(map(repr, lacking)) if needed.any_of else repr(lacking[0]) if lacking else ""
         url = re.sub(r"\{\w+\}", NOWHERE, path)
         response = pg_client.request(method, url, headers=headers)
         if not lacking and response.status_code == 403:
             wrong.append(f"{method} {path} refused {held}: {response.text}")
         elif lacking:
             detail = response.json().get("detail", "") if response.status_code == 403 else ""
-            if (
-                f"lacks scope {lacking[0]!r}, which {method} {url} needs; its scopes: {', '.join(KEY_SETS[held])}"
-                not in str(detail)
+            if f"lacks scope {wanted}, which {method} {url} needs; its scopes: {', '.join(KEY_SETS[held])}" not in str(
+                detail
             ):
                 wrong.append(f"{method} {path} ({lacking}) answered {response.status_code} {response.text}")
     assert not wrong, "\n".join(wrong)
@@ -179,7 +194,7 @@ def test_authorization_matrix_by_role(pg_client, role):
     for method, path, route in v1_routes(pg_client.app):
         needed = required_scopes(route, path)
         response = pg_client.request(method, re.sub(r"\{\w+\}", NOWHERE, path), headers=headers)
-        if set(needed) <= allows:
+        if set(needed) <= allows or (requirement(route, path).any_of and set(needed) & allows):
             if response.status_code == 403:
                 wrong.append(f"{method} {path} refused a {role}: {response.text}")
         elif needed == ("operator",):  # never given to the key: no organisation role allows it
