@@ -1,7 +1,8 @@
 """Command line: `python -m app.cli COMMAND`.
 
-Administration (direct database access): `create-key NAME` (an organisation's first admin key), `revoke-key
-PREFIX_OR_NAME`, `set-quota ORGANISATION`, `migrate`, `serve`.
+Administration (direct database access): `create-key NAME` (an organisation's first admin key; the operators'
+`POST /v1/operator/organisations` does the same over the API), `create-operator-key NAME` (a key of the service's
+operators, scope operator), `revoke-key PREFIX_OR_NAME`, `set-quota ORGANISATION`, `migrate`, `serve`.
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
 `cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`;
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
@@ -36,7 +37,7 @@ from app.client import (
 )
 from app.client.access import add_scope_argument, days_argument
 from app.client.connection import add_connection_arguments
-from app.core.scopes import Role
+from app.core.scopes import ORGANISATION_ROLES
 
 if TYPE_CHECKING:
     from app.core.settings import Settings
@@ -87,6 +88,28 @@ def cmd_create_key(args: argparse.Namespace) -> None:
     print(
         f"created key {row.prefix}... named {args.name!r} for member {member!r} ({role}) of organisation "
         f"{owner_name!r} with {', '.join(scopes)}; it is shown only once:"
+    )
+    print(clear)
+
+
+def cmd_create_operator_key(args: argparse.Namespace) -> None:
+    from datetime import timedelta
+
+    from app.db.base import utcnow
+    from app.db.operators import create_operator_key
+    from app.db.session import session_scope
+
+    _settings_or_exit()
+    expires_at = None if args.expires_in_days is None else utcnow() + timedelta(days=args.expires_in_days)
+    try:
+        with session_scope() as session:
+            row, clear = create_operator_key(session, args.name, args.member, args.home, expires_at)
+            member, home = row.member.name, row.owner.name
+    except ValueError as exc:  # a customer's organisation as --home, a member of it with another role
+        sys.exit(f"error: {exc}")
+    print(
+        f"created operator key {row.prefix}... named {args.name!r} for operator {member!r} of {home!r} with scope "
+        "operator (organisations and their quotas: /v1/operator/organisations); it is shown only once:"
     )
     print(clear)
 
@@ -188,12 +211,25 @@ def main(argv: list[str] | None = None) -> None:
         "--owner", help="organisation the key acts for (default: NAME), created if new; its keys share objects"
     )
     p.add_argument("--member", help="the member it belongs to (default: named as the organisation), created if new")
-    p.add_argument("--role", choices=[r.value for r in Role], help="a new member's role (default: admin)")
+    p.add_argument("--role", choices=[r.value for r in ORGANISATION_ROLES], help="a new member's role (default: admin)")
     add_scope_argument(p, "all its member's role allows")
     p.add_argument(
         "--expires-in-days", type=days_argument, metavar="N", help="it stops working N days from now (1-3650)"
     )
     p.set_defaults(func=cmd_create_key)
+    p = sub.add_parser(
+        "create-operator-key",
+        help="create a key of the service's operators (scope operator: organisations and their quotas); prints it last",
+    )
+    p.add_argument("name")
+    p.add_argument("--member", help="the operator it belongs to (default: NAME), created if new")
+    p.add_argument(
+        "--home", default="operators", help="the operators' own organisation (default: operators), created if new"
+    )
+    p.add_argument(
+        "--expires-in-days", type=days_argument, metavar="N", help="it stops working N days from now (1-3650)"
+    )
+    p.set_defaults(func=cmd_create_operator_key)
     p = sub.add_parser("revoke-key", help="revoke the active keys with this display prefix (tsk_xxxxxx) or name")
     p.add_argument("key", metavar="PREFIX_OR_NAME")
     p.set_defaults(func=cmd_revoke_key)

@@ -30,6 +30,7 @@ from app.api import (
     model_imports,
     model_names,
     models,
+    operator,
     organisation,
     pings,
     sweeps,
@@ -71,6 +72,7 @@ def create_app() -> FastAPI:
     app.include_router(audit_log.router, **KEYED)
     app.include_router(usage.router, **KEYED)
     app.include_router(organisation.router, **KEYED)
+    app.include_router(operator.router, **KEYED)
     app.include_router(pings.router, **KEYED)
     app.include_router(datasets.router, **KEYED)
     app.include_router(job_comparison.router, **KEYED)  # before jobs: /v1/jobs/compare is not an id

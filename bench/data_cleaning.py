@@ -37,11 +37,11 @@ sys.path.insert(0, str(ROOT))
 
 from bench.corpus import build as build_corpus  # noqa: E402
 from bench.corrupt import corrupt  # noqa: E402
+from bench.harness.stack import wait_for  # noqa: E402
 from bench.quality import read_jsonl, score  # noqa: E402
 from bench.service_session import embedded_service, translate_all  # noqa: E402
 from model.data.alignment import fit_alignment  # noqa: E402
 from model.data.filters import FilterRules, apply_filters  # noqa: E402
-from tests.support.stack import wait_for  # noqa: E402
 
 # A corruption kind -> the report's problems that find it (their counts less the clean corpus's).
 FOUND_BY = {

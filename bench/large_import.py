@@ -23,9 +23,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.large_upload import API_BUDGET_MB, peak_rss_mb  # noqa: E402
-from tests.support.marian import OPUS_MT_EN_DE, build_marian_folder  # noqa: E402
-from tests.support.stack import (  # noqa: E402
+from bench.harness.marian import OPUS_MT_EN_DE, build_marian_folder  # noqa: E402
+from bench.harness.stack import (  # noqa: E402
     Processes,
     create_key,
     free_port,
@@ -34,6 +33,7 @@ from tests.support.stack import (  # noqa: E402
     service_env,
     wait_for,
 )
+from bench.large_upload import API_BUDGET_MB, peak_rss_mb  # noqa: E402
 
 
 def main() -> dict[str, Any]:

@@ -27,7 +27,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.support.stack import (  # noqa: E402
+from bench.harness.stack import (  # noqa: E402
     Processes,
     create_key,
     free_port,

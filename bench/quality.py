@@ -148,8 +148,8 @@ def ours_service(
     minutes: float,
     overrides: dict[str, Any],
 ) -> dict[str, Any]:
+    from bench.harness.stack import wait_for
     from bench.service_session import embedded_service, translate_all, upload
-    from tests.support.stack import wait_for
 
     with embedded_service("quality-service-") as client:
         if recipe.get("ours_from_budget"):  # only the budget: the worker chooses the rest

@@ -44,10 +44,10 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import services  # noqa: E402
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
 from bench.serve_latency import cpu_ms, percentile, train_small_model  # noqa: E402
 from bench.service_session import embedded_service  # noqa: E402
-from tests.support import services  # noqa: E402
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
 
 SENTENCE = "three hundred and forty two"
 METRICS_TOKEN = "serve-http-bench"

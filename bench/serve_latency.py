@@ -38,6 +38,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.harness import services  # noqa: E402
+from bench.harness.rows import insert_model  # noqa: E402
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
 from model.data.demo import numbers_to_words_task  # noqa: E402
 from model.decode.queries import translate  # noqa: E402
 from model.io.checkpoint import load_model, save_checkpoint  # noqa: E402
@@ -46,9 +49,6 @@ from model.train.config import TrainConfig  # noqa: E402
 from model.train.loop import train  # noqa: E402
 from model.train.prepare import prepare  # noqa: E402
 from model.train.settings import DataSettings  # noqa: E402
-from tests.support import services  # noqa: E402
-from tests.support.rows import insert_model  # noqa: E402
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
 
 SENTENCE = "three hundred and forty two"
 

@@ -63,7 +63,7 @@ def write_corpus(directory: Path, pairs: int, test: int) -> tuple[dict[str, Path
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    from tests.support.stack import Processes, free_port, service_env
+    from bench.harness.stack import Processes, free_port, service_env
 
     args = parse_args(argv)
     tmp = Path(tempfile.mkdtemp(prefix="service-e2e-"))
@@ -118,7 +118,7 @@ class Run:
     def steps(self, files: dict[str, Path], test: list[tuple[str, str]]) -> None:
         import httpx
 
-        from tests.support.stack import wait_for
+        from bench.harness.stack import wait_for
 
         args, result, url = self.args, self.result, self.url
 

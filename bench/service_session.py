@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import torch
 
-from tests.support.stack import Processes, free_port, service_env, wait_for
+from bench.harness.stack import Processes, free_port, service_env, wait_for
 
 
 @contextmanager

@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.corpus import build as build_corpus  # noqa: E402
+from bench.harness.stack import wait_for  # noqa: E402
 from bench.quality import PRESET, read_jsonl, score  # noqa: E402
 from bench.service_session import embedded_service, translate_all, upload  # noqa: E402
-from tests.support.stack import wait_for  # noqa: E402
 
 ENDED = ("succeeded", "failed", "cancelled")
 SPACE: dict[str, dict[str, Any]] = {

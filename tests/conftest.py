@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import services
+from bench.harness import services
+from tests.support.app_caches import reset_caches
 from tests.support.s3 import S3Server, start_s3_server
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -36,7 +37,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class FolderScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            parts = nodeid.split("::", 1)[0].split("/")  # tests/e2e/test_cli.py -> tests/e2e
+            # tests/e2e/test_cli.py -> tests/e2e; tests/model/train/test_loss.py -> tests/model (subfolders go with it)
+            parts = nodeid.split("::", 1)[0].split("/")
             return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
 
     return FolderScheduling(config, log)
@@ -131,8 +133,8 @@ def settings_env(monkeypatch: pytest.MonkeyPatch, tmp_path):
         monkeypatch.setenv("DATA_DIR", str(tmp_path / "var"))
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        services.reset_caches()
+        reset_caches()
 
     apply()
     yield apply
-    services.reset_caches()
+    reset_caches()

@@ -85,5 +85,5 @@ def test_a_moved_module_is_caught():
         "model/trainer.py",
         "app/settings.py",
     ]
-    assert _unknown_names("the loop is in `trainer.py`", tracked) == ["no file named trainer.py"]
+    assert _unknown_names("the loop is in `training_loop.py`", tracked) == ["no file named training_loop.py"]
     assert _unknown_names("the loop is in `loop.py`", tracked) == []

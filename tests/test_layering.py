@@ -90,6 +90,12 @@ def test_model_package_does_not_depend_on_the_service():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+def test_the_benchmarks_import_nothing_from_the_tests():
+    """bench/ runs where tests/ is not (a GPU host given bench/ and the product): what both need is bench/harness/."""
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py") if "tests" in _imported_roots(p)]
+    assert offenders == []
+
+
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

@@ -175,3 +175,69 @@ def test_sqlite_keys_get_no_rate_limit_of_their_own(tmp_path):
 
 def test_postgresql_keys_get_no_rate_limit_of_their_own(fresh_postgres_url):
     _assert_keys_get_no_rate_limit_of_their_own(fresh_postgres_url)
+
+
+def _assert_jobs_learn_the_key_that_submitted_them(url: str) -> None:
+    """Fault: a database with jobs is upgraded past 0032. Pass: a job the audit trail says a key submitted gets that
+    key, a sweep's trial its sweep's key, a job neither names none; downgrading drops the column, not the jobs."""
+    from sqlalchemy import text
+
+    _insert_owners_and_keys_at_0019(url)
+    command.upgrade(_config(url), "0030")
+    at = "2026-11-01 00:00:00+00:00"
+    engine = make_engine(url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO sweeps (id, owner_id, key_id, key_prefix, name, objective, job_config, space, metric, "
+                    "direction, max_concurrent, sampler, pruner, seed, resource, status, cancel_requested, version, "
+                    "request_sha256, created_at, updated_at) VALUES ('s-1', 'o-1', 'k-3', 'k-3', 'enfr', "
+                    "'translation', '{}', '{}', 'bleu', 'maximize', 2, 'tpe', 'none', 0, 'seconds', 'running', "
+                    ":no, 0, '', :at, :at)"
+                ),
+                {"at": at, "no": False},
+            )
+            for job_id, sweep_id in (("j-audited", None), ("j-trial", "s-1"), ("j-unknown", None)):
+                connection.execute(
+                    text(
+                        "INSERT INTO jobs (id, owner_id, objective, model_config, training_config, status, attempt, "
+                        "max_attempts, cancel_requested, request_sha256, step, total_steps, tokens_seen, created_at, "
+                        "updated_at, sweep_id) VALUES (:id, 'o-1', 'translation', '{}', '{}', 'queued', 0, 3, :no, "
+                        "'', 0, 10, 0, :at, :at, :sweep)"
+                    ),
+                    {"id": job_id, "sweep": sweep_id, "at": at, "no": False},
+                )
+            connection.execute(
+                text(
+                    "INSERT INTO audit_events (id, owner_id, created_at, action, object_kind, object_id, details, "
+                    "key_id) VALUES ('e-1', 'o-1', :at, 'job.submitted', 'job', 'j-audited', '{}', 'k-1')"
+                ),
+                {"at": at},
+            )
+    finally:
+        engine.dispose()
+    command.upgrade(_config(url), "0032")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            keys = connection.execute(text("SELECT id, key_id FROM jobs ORDER BY id")).all()
+            assert [tuple(row) for row in keys] == [("j-audited", "k-1"), ("j-trial", "k-3"), ("j-unknown", None)]
+    finally:
+        engine.dispose()
+    command.downgrade(_config(url), "0030")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert "key_id" not in {column["name"] for column in inspect(connection).get_columns("jobs")}
+            assert connection.execute(text("SELECT count(*) FROM jobs")).scalar() == 3
+    finally:
+        engine.dispose()
+
+
+def test_sqlite_jobs_learn_the_key_that_submitted_them(tmp_path):
+    _assert_jobs_learn_the_key_that_submitted_them(f"sqlite:///{tmp_path / 'service.db'}")
+
+
+def test_postgresql_jobs_learn_the_key_that_submitted_them(fresh_postgres_url):
+    _assert_jobs_learn_the_key_that_submitted_them(fresh_postgres_url)

@@ -11,6 +11,8 @@ AUDITED: dict[tuple[str, str], tuple[str, ...]] = {
     ("DELETE", "/v1/keys/{key_id}"): ("key.revoked",),
     ("PATCH", "/v1/keys/{key_id}"): ("key.rate_limit_changed",),
     ("PUT", "/v1/organisation/dataset-uri-prefixes"): ("organisation.uri_prefixes_changed",),
+    ("POST", "/v1/operator/organisations"): ("organisation.created",),
+    ("PUT", "/v1/operator/organisations/{organisation}/quotas"): ("organisation.quotas_changed",),
     ("POST", "/v1/members"): ("member.added",),
     ("PATCH", "/v1/members/{member_id}"): ("member.role_changed",),
     ("POST", "/v1/datasets"): ("dataset.uploaded",),

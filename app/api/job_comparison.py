@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from app.api.deps import SessionDep
 from app.api.errors import bad_query
 from app.api.jobs import NOT_FOUND, owned_job
-from app.api.scopes import ReadKey
+from app.api.scopes import JobKey
 from app.db import metric_rows
 from app.db.tables import Job
 from app.schemas.jobs import ComparedJob, ComparedSeries, JobComparison, JobStatus, Objective
@@ -58,7 +58,7 @@ def compared_job(session: Session, job: Job, max_points: int) -> ComparedJob:
 )
 def compare_jobs(
     session: SessionDep,
-    key: ReadKey,
+    key: JobKey,
     ids: Annotated[str, Query(description="2 to 10 comma-separated ids of the caller's jobs")],
     max_points: Annotated[
         int, Query(ge=2, le=20000, description="each series averaged into at most this many buckets")
@@ -68,6 +68,6 @@ def compare_jobs(
         job_ids = job_comparison.parse_ids(ids)
     except ValueError as exc:
         raise bad_query("ids", str(exc)) from exc
-    owned = [owned_job(session, job_id, key.owner_id) for job_id in job_ids]  # every 404 before reading any series
+    owned = [owned_job(session, job_id, key) for job_id in job_ids]  # every 404 before reading any series
     jobs = [compared_job(session, job, max_points) for job in owned]
     return JobComparison(jobs=jobs, differing=job_comparison.differing([job.settings for job in jobs]))

@@ -24,7 +24,7 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 def delete_job(job_id: str, session: SessionDep, key: TrainKey, request: Request) -> Response:
     """Its metrics, logs, checkpoints, tags and probes go in one transaction; its files in the artifact store are
     deleted by the collector after ARTIFACT_GRACE_SECONDS. A model it trained stays, its `job_deleted` true."""
-    job = owned_job(session, job_id, key.owner_id)
+    job = owned_job(session, job_id, key)
     details = {"name": job.name, "status": job.status, "dataset_id": job.dataset_id}
     deletion.delete_job(session, job)
     audit.record(session, key, request, "job.deleted", "job", job_id, details)

@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from app.api.deps import SessionDep
 from app.api.jobs import NOT_FOUND, owned_job
 from app.api.models import owned_model
-from app.api.scopes import ReadKey
+from app.api.scopes import JobKey, ReadKey
 from app.db import dynamics_rows
 from app.db.run_record_tables import JobDynamics
 from app.schemas.dynamics import DynamicsGroup, DynamicsKind, DynamicsPublic, EmbeddingsPublic
@@ -30,7 +30,7 @@ def evenly(n: int, k: int) -> list[int]:
 def read_dynamics(
     job_id: str,
     session: SessionDep,
-    key: ReadKey,
+    key: JobKey,
     kind: Annotated[DynamicsKind, Query(description="weights (per matrix and layer) or attention (per head)")] = (
         "weights"
     ),
@@ -42,7 +42,7 @@ def read_dynamics(
     step 1 and every `training.dynamics_every` updates. kind=attention: per layer and head, the mean attention
     entropy and the shares of weight on the diagonal, previous, first and end-of-sentence token, on a fixed probe
     batch of validation sentences, at every evaluation."""
-    owned_job(session, job_id, key.owner_id)
+    owned_job(session, job_id, key)
     rows = [r for r in dynamics_rows.read(session, job_id, kind) if r.step >= since_step]
     groups = [tuple(g) for g in rows[-1].groups] if rows else []
     stats = [k for k in rows[-1].values] if rows else []
@@ -83,13 +83,13 @@ def _embeddings(job_id: str, rows: list[JobDynamics]) -> EmbeddingsPublic:
 def read_embeddings(
     job_id: str,
     session: SessionDep,
-    key: ReadKey,
+    key: JobKey,
     max_records: Annotated[int, Query(ge=1, le=1000, description="checkpoints spread evenly over training")] = 50,
 ) -> EmbeddingsPublic:
     """At each checkpoint: a 2-D map (PCA) of the most frequent tokens' embeddings and the nearest neighbours of
     the watched tokens (`training.probe_tokens`, else the most frequent words), so related words can be seen
     moving together as training goes."""
-    owned_job(session, job_id, key.owner_id)
+    owned_job(session, job_id, key)
     rows = dynamics_rows.read(session, job_id, "embeddings")
     return _embeddings(job_id, [rows[i] for i in evenly(len(rows), max_records)])
 

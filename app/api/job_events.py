@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from app.api.deps import SessionDep
 from app.api.jobs import NOT_FOUND, owned_job, progress_of
-from app.api.scopes import ReadKey
+from app.api.scopes import JobKey
 from app.db.job_rows import TERMINAL_STATES
 from app.db.run_record_tables import Metric
 from app.db.session import get_sessionmaker
@@ -55,11 +55,11 @@ def job_events(
     job_id: str,
     request: Request,
     session: SessionDep,
-    key: ReadKey,
+    key: JobKey,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> StreamingResponse:
     """Server-Sent Events: `progress` when the job changes, `metric` for each new point, `end` when it is over."""
-    owned_job(session, job_id, key.owner_id)
+    owned_job(session, job_id, key)
     start_after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
 
     async def stream() -> AsyncIterator[str]:

@@ -7,10 +7,9 @@ from typing import Annotated, cast
 from fastapi import APIRouter, Query
 
 from app.api.deps import SessionDep
-from app.api.errors import not_found
-from app.api.scopes import ReadKey
+from app.api.jobs import owned_job
+from app.api.scopes import JobKey
 from app.db import log_rows
-from app.db.tables import Job
 from app.schemas.job_logs import JobLogLine, JobLogPublic, LogLevel
 from app.schemas.jobs import JobStatus
 
@@ -21,16 +20,14 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 def read_job_logs(
     job_id: str,
     session: SessionDep,
-    key: ReadKey,
+    key: JobKey,
     after: Annotated[int, Query(ge=0, le=2**31 - 1, description="only lines with a greater seq")] = 0,
     limit: Annotated[int, Query(ge=1, le=log_rows.MAX_LINES)] = 500,
     level: Annotated[LogLevel, Query(description="the lowest level shown")] = "info",
 ) -> JobLogPublic:
     """The job's log lines after `after`, oldest first. A job keeps its newest 1999 lines of at most 8000
     characters each; a line before them says how many earlier ones were dropped."""
-    job = session.get(Job, job_id)
-    if job is None or job.owner_id != key.owner_id:
-        raise not_found("job", job_id)
+    job = owned_job(session, job_id, key)
     status = cast(JobStatus, job.status)  # read before the lines: a final status means every line is there
     rows, has_more = log_rows.page(session, job_id, after, limit, log_rows.at_or_above(level))
     lines = [JobLogLine.model_validate(row) for row in rows]

@@ -13,12 +13,13 @@ from sqlalchemy.orm import Session, selectinload
 
 from app.api import audit
 from app.api.deps import SessionDep, SettingsDep
-from app.api.errors import bad_query, conflict, not_found, unprocessable
+from app.api.errors import bad_query, conflict, unprocessable
 from app.api.pagination import Limit, Offset, paginate
-from app.api.scopes import ReadKey, TrainKey
+from app.api.scopes import JobKey, TrainKey
 from app.core.settings import get_settings
 from app.db import metric_rows, node_rows
 from app.db.job_rows import TERMINAL_STATES, request_cancel
+from app.db.keys import Caller
 from app.db.run_record_tables import JobCheckpoint, Metric
 from app.db.tables import Dataset, Job, JobTag, TrainedModel
 from app.db.worker_rows import live_workers, trains
@@ -40,7 +41,7 @@ from app.schemas.jobs import (
     Tag,
     TrainingSpec,
 )
-from app.services import job_submission, webhooks
+from app.services import job_submission, job_visibility, webhooks
 from app.services.queueing import dispatch_training
 
 log = logging.getLogger(__name__)
@@ -48,11 +49,9 @@ router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {404: {"description": "Not found"}}
 
 
-def owned_job(session: Session, job_id: str, owner_id: str) -> Job:
-    job = session.get(Job, job_id)
-    if job is None or job.owner_id != owner_id:
-        raise not_found("job", job_id)
-    return job
+def owned_job(session: Session, job_id: str, key: Caller) -> Job:
+    """The job, if the key sees it (its organisation's; with scope train alone, one it submitted); 404 otherwise."""
+    return job_visibility.visible_job(session, job_id, key)
 
 
 TIME_BINDS_MARGIN = 1.25  # the steps' eta is an estimate: time binds only when clearly shorter than the steps' eta
@@ -193,7 +192,7 @@ def create_job(
 ) -> JobPublic:
     details = {"dataset_id": str(body.dataset_id), "objective": body.objective}
     audit.record(session, key, request, "job.submitted", "job", Job, details)  # written with the job, if it is new
-    job, created = job_submission.create(session, settings, key.owner_id, body, idempotency_key)
+    job, created = job_submission.create(session, settings, key, body, idempotency_key)
     if created:
         background.add_task(dispatch, job.id)  # after the commit, and after the response is sent
     else:
@@ -204,7 +203,7 @@ def create_job(
 @router.get("", response_model=Page[JobPublic])
 def list_jobs(
     session: SessionDep,
-    key: ReadKey,
+    key: JobKey,
     status_filter: Annotated[JobStatus | None, Query(alias="status")] = None,
     objective: Objective | None = None,
     tag: Annotated[list[Tag] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
@@ -215,7 +214,7 @@ def list_jobs(
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobPublic]:
-    query = select(Job).where(Job.owner_id == key.owner_id).options(selectinload(Job.tag_rows))
+    query = job_visibility.visible_jobs(key).options(selectinload(Job.tag_rows))
     if dataset_id:
         query = query.where(
             or_(Job.dataset_id == dataset_id, Job.valid_dataset_id == dataset_id, Job.test_dataset_id == dataset_id)
@@ -239,8 +238,8 @@ def list_jobs(
 
 
 @router.get("/{job_id}", response_model=JobPublic, responses=NOT_FOUND)
-def read_job(job_id: str, session: SessionDep, key: ReadKey) -> JobPublic:
-    return job_public(session, owned_job(session, job_id, key.owner_id))
+def read_job(job_id: str, session: SessionDep, key: JobKey) -> JobPublic:
+    return job_public(session, owned_job(session, job_id, key))
 
 
 @router.patch(
@@ -255,7 +254,7 @@ def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: TrainKey,
     given = body.model_fields_set
     if "tags" in given and given & {"add_tags", "remove_tags"}:
         raise unprocessable("tags", "give tags (the whole list) or add_tags/remove_tags, not both")
-    owned_job(session, job_id, key.owner_id)
+    owned_job(session, job_id, key)
     job = session.scalars(select(Job).where(Job.id == job_id).with_for_update()).one()
     session.refresh(job)  # the tags as they are now that this request holds the row
     if "name" in given:
@@ -285,7 +284,7 @@ def update_job(job_id: str, body: JobUpdate, session: SessionDep, key: TrainKey,
     responses={**NOT_FOUND, 409: {"description": "Job already finished"}},
 )
 def cancel_job(job_id: str, session: SessionDep, key: TrainKey, request: Request) -> JobPublic:
-    job = owned_job(session, job_id, key.owner_id)
+    job = owned_job(session, job_id, key)
     if job.status in TERMINAL_STATES:
         raise conflict(f"job {job_id} is already {job.status}")
     audit.record(session, key, request, "job.cancelled", "job", job.id, {"status": job.status})
@@ -299,7 +298,7 @@ def cancel_job(job_id: str, session: SessionDep, key: TrainKey, request: Request
 def read_metrics(
     job_id: str,
     session: SessionDep,
-    key: ReadKey,
+    key: JobKey,
     names: Annotated[str | None, Query(description="comma-separated series names")] = None,
     since_step: Annotated[int, Query(ge=0, le=2**31 - 1)] = 0,
     until_step: Annotated[
@@ -311,7 +310,7 @@ def read_metrics(
         Query(description="a longer series keeps each bucket's mean, or its lowest and highest points (spikes)"),
     ] = "mean",
 ) -> MetricsPublic:
-    owned_job(session, job_id, key.owner_id)
+    owned_job(session, job_id, key)
     if until_step is not None and until_step < since_step:
         raise bad_query("until_step", f"until_step {until_step} is before since_step {since_step}")
     # Read first: a point recorded while the series are read may then be streamed twice, never missed.
@@ -327,7 +326,7 @@ def read_metrics(
 
 
 @router.get("/{job_id}/checkpoints", response_model=list[CheckpointPublic], responses=NOT_FOUND)
-def list_checkpoints(job_id: str, session: SessionDep, key: ReadKey) -> list[CheckpointPublic]:
-    owned_job(session, job_id, key.owner_id)
+def list_checkpoints(job_id: str, session: SessionDep, key: JobKey) -> list[CheckpointPublic]:
+    owned_job(session, job_id, key)
     rows = session.scalars(select(JobCheckpoint).where(JobCheckpoint.job_id == job_id).order_by(JobCheckpoint.step))
     return [CheckpointPublic.model_validate(c) for c in rows]

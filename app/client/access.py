@@ -19,7 +19,7 @@ from typing import Any
 from app.client import connection
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, print_items, print_json, when
-from app.core.scopes import ALL_SCOPES, Role, expiry_days, key_rate_limit, parse_scopes
+from app.core.scopes import ALL_SCOPES, ORGANISATION_ROLES, Role, expiry_days, key_rate_limit, parse_scopes
 
 KEY_COLUMNS: list[Column] = [
     ("ID", lambda k: k["id"]),
@@ -150,11 +150,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_members)
     p = sub.add_parser("member-add", help="add a member to the organisation (scope admin); prints its id")
     p.add_argument("name")
-    p.add_argument("--role", choices=[r.value for r in Role], default=Role.MEMBER.value)
+    p.add_argument("--role", choices=[r.value for r in ORGANISATION_ROLES], default=Role.MEMBER.value)
     p.set_defaults(func=cmd_member_add)
     p = sub.add_parser("member-role", help="change a member's role (scope admin); its keys follow at once")
     p.add_argument("member", metavar="ID")
-    p.add_argument("role", choices=[r.value for r in Role])
+    p.add_argument("role", choices=[r.value for r in ORGANISATION_ROLES])
     p.set_defaults(func=cmd_member_role)
 
 

@@ -1,8 +1,12 @@
 """What a key may do: the scopes it holds, capped by its member's role (docs/security.md).
 
-A role caps scopes: viewer ⊆ {read}, member ⊆ {read, inference, train, models:write}, admin holds them all. A key's
-effective scopes are the ones it was given that its member's role still allows, computed at each request, so that
-lowering a member's role takes effect on the keys it already has.
+A role caps scopes: viewer ⊆ {read}, member ⊆ {read, inference, train, models:write}, admin holds every scope of an
+organisation. A key's effective scopes are the ones it was given that its member's role still allows, computed at each
+request, so that lowering a member's role takes effect on the keys it already has.
+
+Scope `operator` is the service's, not an organisation's: it creates organisations and sets their quotas
+(app/api/operator.py). Only role `operator` allows it, and that role allows nothing else; operators are members of an
+organisation of their own (app/db/operators.py), never of a customer's, so no organisation's key can hold it.
 """
 
 from __future__ import annotations
@@ -17,21 +21,26 @@ class Scope(StrEnum):
     TRAIN = "train"  # datasets, jobs, sweeps, evaluations: what makes or measures models
     MODELS_WRITE = "models:write"  # the registry: import, rename, tag, delete models, move aliases
     ADMIN = "admin"  # the organisation: members, other members' keys, webhooks
+    OPERATOR = "operator"  # the service: organisations and their quotas; never an organisation's key
 
 
 class Role(StrEnum):
     VIEWER = "viewer"
     MEMBER = "member"
     ADMIN = "admin"
+    OPERATOR = "operator"  # the service's operators (app/db/operators.py), in an organisation of their own
 
 
-ALL_SCOPES: tuple[Scope, ...] = tuple(Scope)
+ALL_SCOPES: tuple[Scope, ...] = tuple(Scope)  # the order answers and messages list scopes in
+ORGANISATION_SCOPES: tuple[Scope, ...] = tuple(scope for scope in Scope if scope is not Scope.OPERATOR)
+ORGANISATION_ROLES: tuple[Role, ...] = (Role.VIEWER, Role.MEMBER, Role.ADMIN)  # what a member of a customer may be
 MAX_EXPIRY_DAYS = 3650  # a key's lifetime, when it has one: ten years at most
 MAX_KEY_RATE_LIMIT = 1_000_000  # a key's own requests per minute, when it has one (app/api/ratelimit.py)
 ROLE_SCOPES: dict[Role, frozenset[Scope]] = {
     Role.VIEWER: frozenset({Scope.READ}),
     Role.MEMBER: frozenset({Scope.READ, Scope.INFERENCE, Scope.TRAIN, Scope.MODELS_WRITE}),
-    Role.ADMIN: frozenset(ALL_SCOPES),
+    Role.ADMIN: frozenset(ORGANISATION_SCOPES),
+    Role.OPERATOR: frozenset({Scope.OPERATOR}),
 }
 
 

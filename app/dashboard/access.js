@@ -5,6 +5,7 @@
 import { h } from "./ui.js";
 
 const ME_NAME = "transformer.me";
+// An organisation's scopes; `operator` (the service's operators') is none of them, so no key here is told it lacks it.
 const SCOPE_WORDS = {
   read: "read", inference: "run models", train: "train", "models:write": "change models", admin: "administer",
 };

@@ -13,7 +13,7 @@ from app.core.scopes import ALL_SCOPES, ROLE_SCOPES, Role, Scope, beyond_role, e
 from app.core.security import display_prefix, generate_key, hash_key, key_matches
 from app.db.access_tables import ApiKey, Member, Owner
 from app.db.base import utcnow
-from app.db.members import find_or_create_member
+from app.db.members import find_or_create_member, holds_operators
 
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # avoid a write on every request
 MAX_NAME = 100
@@ -102,11 +102,18 @@ def create_key(
 ) -> tuple[ApiKey, str]:
     """Create a key named `name` for a member (default: named as the organisation) of organisation `owner_name`
     (default: `name`), creating either if new; a new member gets `role` (default admin). The key holds `scopes`
-    (default: all its member's role allows). Returns (row, clear key)."""
+    (default: all its member's role allows). Returns (row, clear key). An operator's key is not made here
+    (app/db/operators.py): role operator, or the operators' own organisation, is a ValueError."""
     if not name or len(name) > MAX_NAME:
         raise ValueError(f"key name must be 1-{MAX_NAME} characters, got {len(name)}")
+    if role is not None and parse_role(role) is Role.OPERATOR:
+        raise ValueError(f"role {role!r} is the service's operators': their keys come from create-operator-key")
     owner_name = owner_name or name
     owner = session.scalar(select(Owner).where(Owner.name == owner_name))
+    if owner is not None and holds_operators(session, owner.id):
+        raise ValueError(
+            f"organisation {owner_name!r} holds the service's operators: its keys come from create-operator-key"
+        )
     if owner is None:
         owner = Owner(name=owner_name)
         session.add(owner)

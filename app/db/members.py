@@ -38,6 +38,12 @@ def find_or_create_member(session: Session, owner: Owner, name: str, role: Role 
     return member
 
 
+def holds_operators(session: Session, owner_id: str) -> bool:
+    """Whether the organisation is the service's operators' own (app/db/operators.py): a member has role operator."""
+    query = select(Member.id).where(Member.owner_id == owner_id, Member.role == Role.OPERATOR.value).limit(1)
+    return session.scalar(query) is not None
+
+
 def key_hashes(session: Session, member_id: str) -> list[str]:
     """The hashes of a member's keys: what the API's cache of callers is keyed by (app/api/ttl_cache.py)."""
     return list(session.scalars(select(ApiKey.key_hash).where(ApiKey.member_id == member_id)))

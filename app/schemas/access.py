@@ -7,12 +7,14 @@ from typing import Annotated, Literal, get_args
 
 from pydantic import AfterValidator, Field, WithJsonSchema, model_validator
 
-from app.core.scopes import MAX_EXPIRY_DAYS, MAX_KEY_RATE_LIMIT, Role, Scope, key_rate_limit
+from app.core.scopes import MAX_EXPIRY_DAYS, MAX_KEY_RATE_LIMIT, ORGANISATION_ROLES, Role, Scope, key_rate_limit
 from app.schemas.common import Input, Output
 
 Name = Annotated[str, Field(min_length=1, max_length=100)]
-# Strict input refuses a string for an enum: requests name scopes and roles as these literals.
-ScopeName = Literal["read", "inference", "train", "models:write", "admin"]
+# Strict input refuses a string for an enum: requests name scopes and roles as these literals. A key asking for
+# `operator` is refused by the service, naming it (only an operator's key holds it); a member is never made an operator
+# over the API (app/db/operators.py).
+ScopeName = Literal["read", "inference", "train", "models:write", "admin", "operator"]
 RoleName = Literal["viewer", "member", "admin"]
 # A key's own requests per minute: out of bounds is a 422 naming the value (app/core/scopes.py key_rate_limit).
 KeyRateLimit = Annotated[
@@ -20,7 +22,8 @@ KeyRateLimit = Annotated[
     AfterValidator(key_rate_limit),
     WithJsonSchema({"type": "integer", "minimum": 1, "maximum": MAX_KEY_RATE_LIMIT}),
 ]
-assert set(get_args(ScopeName)) == {s.value for s in Scope} and set(get_args(RoleName)) == {r.value for r in Role}
+assert set(get_args(ScopeName)) == {s.value for s in Scope}
+assert set(get_args(RoleName)) == {r.value for r in ORGANISATION_ROLES}
 
 
 class Me(Output):

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
-from app.core.scopes import ROLE_SCOPES, Scope, parse_role, parse_scopes, sorted_scopes
+from app.core.scopes import ROLE_SCOPES, Role, Scope, parse_role, parse_scopes, sorted_scopes
 from app.db.access_tables import ApiKey, Member
 from app.db.base import utcnow
 from app.db.keys import Caller, insert_key, key_scopes
@@ -99,6 +99,11 @@ def create(
         wanted = parse_scopes(scopes)
     if not wanted:
         raise InvalidField("scopes", "a key needs at least one scope")
+    if Scope.OPERATOR in wanted and parse_role(member.role) is not Role.OPERATOR:
+        raise Forbidden(
+            f"scope 'operator' is the service's operators' (app.cli create-operator-key): no key of organisation "
+            f"{caller.owner_name!r} may hold it"
+        )
     stronger = [scope.value for scope in wanted if scope not in caller.scopes]
     if stronger:
         raise Forbidden(

@@ -11,12 +11,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from app.core.settings import Settings
+from app.db.keys import Caller
 from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
-from app.services import idempotency, model_refs
+from app.services import idempotency, job_visibility, model_refs
 from app.services.datasets import refuse_failed
-from app.services.errors import InvalidField
+from app.services.errors import Conflict, InvalidField
 from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
@@ -269,15 +270,19 @@ def memory_refusal(
 
 
 def create(
-    session: Session, settings: Settings, owner_id: str, body: JobCreate, idempotency_key: str | None
+    session: Session, settings: Settings, key: Caller, body: JobCreate, idempotency_key: str | None
 ) -> tuple[Job, bool]:
-    """Insert the job (status queued). Returns (job, created); an idempotent replay returns the first job."""
+    """Insert the job (status queued), recording the key that submits it. Returns (job, created); an idempotent
+    replay returns the first job."""
     digest = request_digest(body)
+    owner_id = key.owner_id
     if idempotency_key is not None:
         existing = idempotency.find(session, Job, owner_id, idempotency_key)
         if existing is not None:
-            return idempotency.replay(existing, digest, idempotency_key, "job"), False
-    job = new_job(session, settings, owner_id, body, idempotency_key=idempotency_key, request_sha256=digest)
+            return _replay(key, existing, digest, idempotency_key), False
+    job = new_job(
+        session, settings, owner_id, body, idempotency_key=idempotency_key, request_sha256=digest, key_id=key.id
+    )
     session.add(job)
     try:
         session.commit()
@@ -287,8 +292,18 @@ def create(
         if existing is None:
             raise
         assert idempotency_key is not None  # found by it
-        return idempotency.replay(existing, digest, idempotency_key, "job"), False
+        return _replay(key, existing, digest, idempotency_key), False
     return job, True
+
+
+def _replay(key: Caller, existing: Job, digest: str, idempotency_key: str) -> Job:
+    """The job an Idempotency-Key made, for a key that may see it; a key that may not (scope train alone, another key's
+    job) gets 409 naming neither the job nor its request, as it would learn both from the answer."""
+    if not job_visibility.may_see(key, existing):
+        raise Conflict(
+            f"Idempotency-Key {idempotency_key!r} was used by another API key of the organisation; choose another"
+        )
+    return idempotency.replay(existing, digest, idempotency_key, "job")
 
 
 def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate, **row: Any) -> Job:

@@ -60,26 +60,47 @@ def limits(settings: Settings, owner: Owner) -> Limits:
     )
 
 
-# The organisation's own limits an operator may set (python -m app.cli set-quota): column -> what it counts.
+# The organisation's own limits an operator may set (PUT /v1/operator/organisations/{id}/quotas, or python -m app.cli
+# set-quota): column -> what it counts, and the most it may be (the columns hold 32-bit integers; a GiB count past
+# 2**30 is an exbibyte, and would overflow the bytes it is counted in).
 OWN_LIMITS = {
     "quota_storage_gb": "storage in GiB",
     "quota_active_jobs": "jobs queued or running",
     "quota_worker_minutes_per_day": "worker minutes a UTC day",
 }
+MAX_STORAGE_GB = 2**30
+MAX_COUNT = 2**31 - 1
+MAX_OWN = {
+    "quota_storage_gb": MAX_STORAGE_GB,
+    "quota_active_jobs": MAX_COUNT,
+    "quota_worker_minutes_per_day": MAX_COUNT,
+}
 
 
-def set_own_limits(session: Session, organisation: str, changes: dict[str, float | int | None]) -> Owner:
-    """Give organisation `organisation` its own limits (a value; 0 unlimited; None: the service's setting again);
-    ValueError naming an organisation that does not exist or a negative limit."""
-    owner = session.scalar(select(Owner).where(Owner.name == organisation))
-    if owner is None:
-        raise ValueError(f"no organisation is named {organisation!r}")
+def own_limits(owner: Owner) -> dict[str, float | int | None]:
+    """The organisation's own limits by column (None: the service's setting)."""
+    return {column: getattr(owner, column) for column in OWN_LIMITS}
+
+
+def set_limits(owner: Owner, changes: dict[str, float | int | None]) -> None:
+    """Give `owner` its own limits (a value; 0 unlimited; None: the service's setting again); ValueError naming a
+    column that is not a quota or a value out of 0..MAX_OWN."""
     for column, value in changes.items():
         if column not in OWN_LIMITS:
             raise ValueError(f"{column!r} is not a quota: one of {sorted(OWN_LIMITS)}")
-        if value is not None and value < 0:
-            raise ValueError(f"{column}={value} must be >= 0 (0: unlimited)")
+        if value is not None and not 0 <= value <= MAX_OWN[column]:
+            raise ValueError(f"{column}={value} is outside 0-{MAX_OWN[column]} (0: unlimited)")
+    for column, value in changes.items():
         setattr(owner, column, value)
+
+
+def set_own_limits(session: Session, organisation: str, changes: dict[str, float | int | None]) -> Owner:
+    """Give organisation `organisation` its own limits (set_limits); ValueError naming an organisation that does not
+    exist or a limit out of bounds."""
+    owner = session.scalar(select(Owner).where(Owner.name == organisation))
+    if owner is None:
+        raise ValueError(f"no organisation is named {organisation!r}")
+    set_limits(owner, changes)
     return owner
 
 

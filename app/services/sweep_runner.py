@@ -149,7 +149,7 @@ def _launch(session: Session, settings: Settings, sweep: Sweep, study: Any, jobs
         try:
             body = trial_body(sweep, number, params)
             job = job_submission.new_job(
-                session, settings, sweep.owner_id, body, sweep_id=sweep.id, trial_number=number
+                session, settings, sweep.owner_id, body, sweep_id=sweep.id, trial_number=number, key_id=sweep.key_id
             )
         except InvalidField as exc:
             shown = ", ".join(f"{k}={v!r}" for k, v in params.items())

@@ -19,7 +19,7 @@ Attended = tuple[Tensor, Tensor | None]  # an attention's output and its weights
 # Under bf16 autocast, the residual stream (embeddings, layer norm outputs, residual sums) stays bf16, as in
 # Megatron with bf16 parameters or fairseq --bf16; weights and Adam stay fp32. Autocast alone keeps it fp32: on
 # CUDA layer_norm is an fp32 op, so each residual add then reads and writes fp32 and each linear casts its input
-# again. tests/model/test_residual_precision.py trains a model both ways and compares the losses.
+# again. tests/model/nn/test_residual_precision.py trains a model both ways and compares the losses.
 BF16_RESIDUAL = True
 
 

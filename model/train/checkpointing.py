@@ -1,6 +1,6 @@
 """The step checkpoints of one training run: written with the trainer's progress so that the run can resume from
 any of them, the oldest rotated away, the last few averaged at the end (Sec. 6.1), each reported to the caller
-(Callbacks.on_checkpoint). The files themselves are model/io/'s; the loop (model/train/loop.py) decides when.
+(Callbacks.on_checkpoint). The files themselves are model/io/'s; the loop (model/train/trainer.py) decides when.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import time
 
 from sqlalchemy import select, text
 
-from tests.support.stack import ROOT
+from bench.harness.stack import ROOT
 
 
 def test_v1_without_key_is_401(client):

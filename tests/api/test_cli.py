@@ -15,9 +15,9 @@ import httpx2
 import pytest
 from sqlalchemy import select
 
+from bench.harness.stack import ROOT
 from tests.api.test_init_model import _model_row
 from tests.api.test_job_labels import job_rows
-from tests.support.stack import ROOT
 
 
 def _key(headers: dict[str, str]) -> str:

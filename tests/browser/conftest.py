@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
+from bench.harness.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"

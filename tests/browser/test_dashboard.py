@@ -12,8 +12,8 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from bench.harness.stack import wait_for
 from tests.browser.conftest import Page, new_page
-from tests.support.stack import wait_for
 
 TERMINAL = ("succeeded", "failed", "cancelled")
 CHARTS_DRAWN = """() => {
@@ -710,19 +710,19 @@ def _job_with_many_points(stack, monkeypatch, n_steps: int, spike_at: int | None
 @contextlib.contextmanager
 def _service_database(stack, monkeypatch):
     """A session on the embedded service's own database."""
-    from tests.support import services
+    from tests.support.app_caches import reset_caches
 
     for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
-    services.reset_caches()
+    reset_caches()
     try:
         from app.db.session import session_scope
 
         with session_scope() as session:
             yield session
     finally:
-        services.reset_caches()
+        reset_caches()
 
 
 def test_job_with_100000_points_draws_a_bounded_history_quickly_and_zooms(page, stack, monkeypatch):
@@ -1045,12 +1045,12 @@ def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_dif
 def _model_rows(stack, monkeypatch, count: int) -> list[str]:
     """`count` translation models of the stack's key written straight into its database (no files: the registry
     card never loads them), oldest first."""
-    from tests.support import services
+    from tests.support.app_caches import reset_caches
 
     for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
-    services.reset_caches()
+    reset_caches()
     try:
         from app.db.keys import identify
         from app.db.session import session_scope
@@ -1079,7 +1079,7 @@ def _model_rows(stack, monkeypatch, count: int) -> list[str]:
             session.flush()
             return [m.id for m in models]
     finally:
-        services.reset_caches()
+        reset_caches()
 
 
 def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack, monkeypatch):

@@ -10,7 +10,7 @@ import json
 import httpx
 import pytest
 
-from tests.support.stack import run_cli
+from bench.harness.stack import run_cli
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.stack import run_cli
+from bench.harness.stack import run_cli
 
 
 @pytest.fixture(scope="module")

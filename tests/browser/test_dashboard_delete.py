@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import Session
 
+from bench.harness.stack import run_cli
 from model.nn.config import ModelConfig
-from tests.support.stack import run_cli
 
 
 def _job_and_model(stack) -> tuple[str, str]:

@@ -58,20 +58,20 @@ def _dataset(stack, name: str = "tiny en-de") -> str:
 @contextlib.contextmanager
 def _service_database(stack) -> Iterator[Any]:
     """A session on the embedded service's own database (this process's settings pointed at its data folder)."""
-    from tests.support import services
+    from tests.support.app_caches import reset_caches
 
     with pytest.MonkeyPatch.context() as patch:
         for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
             patch.delenv(name, raising=False)
         patch.setenv("DATA_DIR", str(stack.data_dir))
-        services.reset_caches()
+        reset_caches()
         try:
             from app.db.session import session_scope
 
             with session_scope() as session:
                 yield session
         finally:
-            services.reset_caches()
+            reset_caches()
 
 
 class Worker:

@@ -6,10 +6,10 @@ import uuid
 
 import pytest
 
+from bench.harness import services
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from model.data.demo import grammar_sentences, numbers_to_words_task, split_numbers
-from tests.support import services
 from tests.support.client import Api, write_jsonl
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 
 LIMITS = {
     "MAX_TEXTS_PER_REQUEST": "8",

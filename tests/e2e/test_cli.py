@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.support.stack import ROOT, run_cli, wait_for
+from bench.harness.stack import ROOT, run_cli, wait_for
 
 
 @pytest.fixture(scope="module")

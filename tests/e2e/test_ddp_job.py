@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.support import services, sockets
+from bench.harness import services
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from tests.support import sockets
 from tests.support.client import Api
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job, query
 
 DONE = ("succeeded", "failed", "cancelled")

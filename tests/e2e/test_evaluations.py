@@ -5,8 +5,8 @@ from __future__ import annotations
 from num2words import num2words
 from sacrebleu.metrics import BLEU, CHRF
 
+from bench.harness.stack import wait_for
 from tests.support.client import write_jsonl
-from tests.support.stack import wait_for
 
 
 def _wait(api, model_id: str, evaluation_id: str) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from num2words import num2words
 
-from tests.support.stack import run_cli, wait_for
+from bench.harness.stack import run_cli, wait_for
 
 
 def test_a_file_comes_back_with_its_lines_and_spacing_and_the_translate_routes_answers(served, tmp_path):

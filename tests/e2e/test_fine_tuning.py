@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from sqlalchemy import create_engine, text
 
+from bench.harness.stack import wait_for
 from model.data.demo import numbers_to_words_task, split_numbers
 from model.io.checkpoint_files import checkpoint_sha256
 from tests.support.client import write_jsonl
-from tests.support.stack import wait_for
 
 
 def _exact(api, model_id: str, numbers: list[int]) -> int:
@@ -101,7 +101,7 @@ def test_a_fine_tuning_job_whose_init_model_was_deleted_fails_saying_so(served, 
     """Deleted while the job waits in the queue: the job fails with the reason, never stays running."""
     import shutil
 
-    from tests.support.rows import insert_model
+    from bench.harness.rows import insert_model
 
     api, trained = served["api"], served["models"]["translation"]
     with create_engine(served["env"]["DATABASE_URL"]).connect() as c:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.rows import insert_model
+from bench.harness.stack import create_key
 from model.data.demo import grammar_cloze
 from tests.support.client import Api
 from tests.support.collect import collect_now
-from tests.support.rows import insert_model
-from tests.support.stack import create_key
 
 
 def server_timing(header: str) -> dict[str, float]:

@@ -6,9 +6,9 @@ import httpx
 import pytest
 import redis
 
-from tests.support import services
-from tests.support.rows import insert_model
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness import services
+from bench.harness.rows import insert_model
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 
 
 @pytest.fixture

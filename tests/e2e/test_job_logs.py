@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.client import Api
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job
 
 DONE = ("succeeded", "failed", "cancelled")

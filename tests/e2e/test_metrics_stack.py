@@ -12,9 +12,9 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from model.data.demo import numbers_to_words_task
 from tests.support.client import Api, write_jsonl
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 
 TOKEN = "e2e-metrics-token-" + uuid.uuid4().hex
 TRANSLATE_ROUTE = "/v1/models/{model_id}/translate"

@@ -11,6 +11,8 @@ import pytest
 import torch
 from sqlalchemy import create_engine, text
 
+from bench.harness.rows import insert_model
+from bench.harness.stack import create_key, run_cli
 from model.data.batching import pad_sequences
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import load_model, save_checkpoint
@@ -19,8 +21,6 @@ from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from tests.support.client import Api
 from tests.support.collect import collect_now
-from tests.support.rows import insert_model
-from tests.support.stack import create_key, run_cli
 
 EOS = 2
 

@@ -9,8 +9,8 @@ import tarfile
 import pytest
 from sqlalchemy import create_engine, text
 
+from bench.harness.marian import build_marian_folder
 from tests.support.client import write_jsonl
-from tests.support.marian import build_marian_folder
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_a_bad_archive_is_422_naming_why_and_leaves_nothing(served):
 
 
 def test_the_command_line_exports_and_imports_a_model(served, tmp_path):
-    from tests.support.stack import run_cli
+    from bench.harness.stack import run_cli
 
     api, original = served["api"], served["models"]["translation"]
     key = api.http.headers["authorization"].removeprefix("Bearer ")
@@ -109,14 +109,14 @@ def test_the_command_line_exports_and_imports_a_model(served, tmp_path):
 
 
 def test_an_opus_mt_style_marian_folder_imports_and_translates_as_transformers_does(served, marian_folder, tmp_path):
-    """A MarianMTModel folder (built locally, tests/model/test_marian_import.py) as a .tar.gz: the imported model's
+    """A MarianMTModel folder (built locally, tests/model/io/test_marian_import.py) as a .tar.gz: the imported model's
     greedy translations over HTTP are what transformers' generate() gives; pickle weights are refused."""
     import shutil
 
     import torch
     import transformers
 
-    from tests.model.test_marian_import import SOURCES
+    from tests.model.io.test_marian_import import SOURCES
 
     api = served["api"]
     archive = tmp_path / "opus-mt-en-de.tar.gz"

@@ -7,7 +7,7 @@ import threading
 
 from sqlalchemy import create_engine, text
 
-from tests.support.rows import insert_model
+from bench.harness.rows import insert_model
 
 
 def test_translate_through_an_alias_follows_it_when_it_moves_while_requests_flow(served):

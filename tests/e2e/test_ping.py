@@ -9,7 +9,7 @@ import subprocess
 import httpx
 import pytest
 
-from tests.support.stack import (
+from bench.harness.stack import (
     ROOT,
     Processes,
     create_key,

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.client import Api
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job
 
 ENDED = ("succeeded", "failed", "cancelled")

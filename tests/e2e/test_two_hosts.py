@@ -21,12 +21,12 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from bench.harness import services
+from bench.harness.stack import Processes, create_key, free_port, run_cli, service_env, wait_for
 from model.data.demo import numbers_to_words_task, split_numbers
-from tests.support import services
 from tests.support.client import Api, write_jsonl
 from tests.support.hosts import Hosts
 from tests.support.s3 import S3Server
-from tests.support.stack import Processes, create_key, free_port, run_cli, service_env, wait_for
 
 FAST_LEASES = {"JOB_LEASE_SECONDS": "10", "WORKER_HEARTBEAT_SECONDS": "2", "JOB_REDISPATCH_SECONDS": "30"}
 PREFIX = "svc"

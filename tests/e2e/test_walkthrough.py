@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from tests.support.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
+from bench.harness.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
 
 
 def _cli(env, *args, timeout=120) -> subprocess.CompletedProcess:

@@ -10,8 +10,8 @@ import signal
 import httpx
 from sqlalchemy import create_engine, text
 
-from tests.support.rows import insert_model
-from tests.support.stack import wait_for
+from bench.harness.rows import insert_model
+from bench.harness.stack import wait_for
 
 
 def _serving(api, prefix: str):

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
+from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.client import Api, write_jsonl
 from tests.support.receiver import Reply, receiver
-from tests.support.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job
 
 WEBHOOKS = {

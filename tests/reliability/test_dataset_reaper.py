@@ -8,8 +8,8 @@ import httpx
 import redis
 
 from app.core.task_names import DATA_QUEUE
+from bench.harness.stack import healthy_with_workers, wait_for
 from tests.reliability.conftest import open_stack
-from tests.support.stack import healthy_with_workers, wait_for
 from tests.support.training import query
 
 STUCK_AFTER = {"DATASET_PROCESSING_TIMEOUT_SECONDS": "5", "DATASET_MAX_ATTEMPTS": "2"}

@@ -6,7 +6,7 @@ import time
 
 import httpx
 
-from tests.support.stack import wait_for
+from bench.harness.stack import wait_for
 from tests.support.training import metric_duplicates, numbers_job, query
 
 TERMINAL = ("succeeded", "failed", "cancelled")

@@ -4,8 +4,8 @@ retries."""
 
 from __future__ import annotations
 
+from bench.harness.stack import healthy_with_workers, wait_for
 from tests.reliability.conftest import open_stack
-from tests.support.stack import healthy_with_workers, wait_for
 from tests.support.training import numbers_job
 
 

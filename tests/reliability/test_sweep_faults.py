@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
+from bench.harness.stack import free_port, wait_for
 from tests.support.client import Api
-from tests.support.stack import free_port, wait_for
 from tests.support.training import numbers_job, query
 
 ENDED = ("succeeded", "failed", "cancelled")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import httpx
 
 from app.core.task_names import PROCESS_DATASET
+from bench.harness.stack import healthy_with_workers, wait_for
 from tests.reliability.conftest import Stack
 from tests.support.bombs import MB, forged_native, zeros_gz
 from tests.support.client import write_jsonl
-from tests.support.stack import healthy_with_workers, wait_for
 
 MEMORY_CAP_MB = 2048
 CRASHES = ("MemoryError", "WorkerLostError", "exited prematurely", "Traceback")
@@ -53,7 +53,7 @@ def _native_export(tmp_path) -> tuple[bytes, str]:
     from model.io.checkpoint import save_checkpoint
     from model.io.export_archive import build_export
     from model.io.import_archive import safe_extract
-    from tests.model.test_export import TEXTS, random_model
+    from tests.model.io.test_export import TEXTS, random_model
 
     tokenizer = Tokenizer.train([t for p in reverse_task(300, seed=0) for t in p] + TEXTS, 300)
     checkpoint = save_checkpoint(tmp_path / "ckpt", random_model(tokenizer.vocab_size), tokenizer, "translation")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.stack import wait_for
+from bench.harness.stack import wait_for
 from tests.support.training import metric_duplicates, numbers_job, query
 
 TERMINAL = ("succeeded", "failed", "cancelled")

@@ -12,8 +12,8 @@ import pytest
 import redis
 from fastapi.testclient import TestClient
 
-from tests.support import services
-from tests.support.stack import (
+from bench.harness import services
+from bench.harness.stack import (
     ROOT,
     Processes,
     create_key,

@@ -7,7 +7,7 @@ import uuid
 
 from sqlalchemy import create_engine, text
 
-from tests.support.rows import insert_model
+from bench.harness.rows import insert_model
 
 TINY_CONFIG = {
     "vocab_size": 500,

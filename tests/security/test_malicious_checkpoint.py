@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bench.harness.stack import ROOT
 from tests.security.rows import insert_tiny_model
-from tests.support.stack import ROOT
 
 PLANTED = ("model.safetensors", "optimizer.safetensors", "model.pt", "pytorch_model.bin")
 

@@ -71,6 +71,11 @@ def pg_env() -> dict[str, str]:
     return {"DATASET_URI_PREFIXES": f"{SHARED_BUCKET}/"}
 
 
+# The operators' routes hold no organisation's objects, and no organisation's key may call them (tests/security/
+# test_scopes.py: 403 to every key without scope operator).
+OPERATORS = "/v1/operator/"
+
+
 def v1_routes(app) -> list[tuple[str, str, APIRoute]]:
     """(method, path, route) of every /v1 route of the app, prefixes applied."""
     out = []
@@ -203,7 +208,7 @@ def test_another_key_gets_404_on_every_id_route_and_learns_nothing(pg_client, al
     schema = pg_client.get("/openapi.json").json()["paths"]
     called = 0
     for method, path, route in v1_routes(pg_client.app):
-        if "{" not in path:
+        if "{" not in path or path.startswith(OPERATORS):
             continue
         names = re.findall(r"\{(\w+)(?::\w+)?\}", path)
         missing = [name for name in names if name not in ids]
@@ -235,7 +240,8 @@ def test_another_key_gets_404_on_every_id_route_and_learns_nothing(pg_client, al
 def test_another_keys_lists_hold_none_of_the_owners_objects(pg_client, alice_objects):
     bob = bearer("bob")
     for method, path, _route in v1_routes(pg_client.app):
-        if method != "GET" or "{" in path or path == "/v1/jobs/compare":  # compare is not a list: below
+        # compare is not a list: below
+        if method != "GET" or "{" in path or path == "/v1/jobs/compare" or path.startswith(OPERATORS):
             continue
         response = pg_client.get(path, headers=bob)
         assert response.status_code == 200, (path, response.text)
@@ -326,6 +332,15 @@ def test_another_organisations_keys_revoke_none_of_the_owners_keys_and_learn_not
     assert listed[alices_own["id"]] is None and listed[ids["key_id"]] is None
 
 
+def _operator_key() -> dict[str, str]:
+    from app.db.operators import create_operator_key
+    from app.db.session import session_scope
+
+    with session_scope() as session:
+        _row, clear = create_operator_key(session, "ops")
+    return {"Authorization": f"Bearer {clear}"}
+
+
 def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
     """`status`, `owner`, `owner_id` and `storage_key` in any request body (top level or nested) are refused."""
     alice, ids = alice_objects["headers"], alice_objects["ids"]
@@ -349,15 +364,23 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
             "space": {"model.dropout": {"type": "float", "low": 0.0, "high": 0.3}},
             "budget": {"trials": 2},
         },
+        ("POST", "/v1/operator/organisations"): {"name": "carol"},
+        ("PUT", "/v1/operator/organisations/{organisation}/quotas"): {
+            "storage_gb": 1.0,
+            "active_jobs": 1,
+            "worker_minutes_per_day": None,
+        },
     }
+    operator = _operator_key()
     checked = 0
     for method, path, route in v1_routes(pg_client.app):
         if route.body_field is None or path in UPLOAD_ROUTES:
             continue
         assert (method, path) in valid, f"{method} {path}: add a valid body to this test"
-        url = path.format(**ids)
+        url = path.format(**ids, organisation="alice")
+        headers = operator if path.startswith(OPERATORS) else alice
         for field in UNKNOWN_FIELDS:
-            response = pg_client.request(method, url, headers=alice, json={**valid[(method, path)], field: "x"})
+            response = pg_client.request(method, url, headers=headers, json={**valid[(method, path)], field: "x"})
             assert response.status_code == 422, (method, path, field, response.text)
             assert field in response.text
         checked += 1

@@ -20,8 +20,8 @@ from alembic import command
 from alembic.config import Config
 from fastapi.testclient import TestClient
 
+from bench.harness.stack import ROOT, free_port, run_cli, wait_for
 from tests.security.conftest import bearer
-from tests.support.stack import ROOT, free_port, run_cli, wait_for
 
 CORPUS = "".join(json.dumps({"source": f"{n} plums", "target": f"{n} Pflaumen"}) + "\n" for n in range(30)).encode()
 

@@ -19,8 +19,8 @@ import torch.distributed as dist
 from torch.distributed.elastic.rendezvous import RendezvousParameters, RendezvousStateError
 from torch.distributed.elastic.rendezvous.registry import get_rendezvous_handler
 
+from bench.harness.stack import free_port
 from model.train.distributed import destroy_process_group, file_store, init_process_group
-from tests.support.stack import free_port
 from worker.training import rendezvous
 
 

@@ -1,10 +1,11 @@
 """Scopes: every /v1 route declares the one it needs, OpenAPI shows it, and the authorization matrix holds.
 
 The matrix is generated from `app.routes`: every /v1 route is called by a key holding a single scope (one key per
-scope) and by a key holding them all. A route declaring scope S answers 403 naming S to every key without it, and
-anything but 403 to every key with it; one declaring several (POST /v1/sweeps: train and models:write) answers 403
-naming the first the key lacks. Path parameters are ids that exist nowhere and bodies are left out, so the
-calls that pass the scope check stop at 404 or 422: the point is the authorization layer, not the routes' work.
+scope; `operator`'s is an operator's, the others an organisation's) and by a key holding every organisation scope. A
+route declaring scope S answers 403 naming S to every key without it, and anything but 403 to every key with it; one
+declaring several (POST /v1/sweeps: train and models:write) answers 403 naming the first the key lacks. Path
+parameters are ids that exist nowhere and bodies are left out, so the calls that pass the scope check stop at 404 or
+422: the point is the authorization layer, not the routes' work.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ import re
 import pytest
 from fastapi import APIRouter, FastAPI
 
-from app.api.scopes import ANY_KEY, declare_scopes, required_scope, required_scopes
-from app.core.scopes import ALL_SCOPES, Scope
+from app.api.scopes import ANY_KEY, declare_scopes, required_scope, required_scopes, requirement
+from app.core.scopes import ALL_SCOPES, ORGANISATION_SCOPES, Scope
 from tests.security.conftest import bearer
 from tests.security.test_object_authorization import v1_routes
 
 NOWHERE = "00000000-0000-0000-0000-000000000000"
-KEY_SETS = {scope.value: [scope.value] for scope in ALL_SCOPES} | {"all": [s.value for s in ALL_SCOPES]}
+KEY_SETS = {scope.value: [scope.value] for scope in ALL_SCOPES} | {"all": [s.value for s in ORGANISATION_SCOPES]}
+ORGANISATION_KEY_SETS = {name: scopes for name, scopes in KEY_SETS.items() if name != "operator"}
 
 
 @pytest.fixture
@@ -29,11 +31,17 @@ def pg_env() -> dict[str, str]:
 
 
 def _key(owner: str, scopes: list[str]) -> dict[str, str]:
+    """A key of organisation `owner` holding `scopes`; scope operator alone: an operator's key (of the operators' own
+    organisation: no organisation's key may hold it)."""
     from app.db.keys import create_key
+    from app.db.operators import create_operator_key
     from app.db.session import session_scope
 
     with session_scope() as session:
-        _row, clear = create_key(session, f"{owner}-{'-'.join(scopes)}", owner, scopes=scopes)
+        if scopes == ["operator"]:
+            _row, clear = create_operator_key(session, f"{owner}-operator")
+        else:
+            _row, clear = create_key(session, f"{owner}-{'-'.join(scopes)}", owner, scopes=scopes)
     return {"Authorization": f"Bearer {clear}"}
 
 
@@ -44,9 +52,15 @@ def test_every_v1_route_declares_exactly_one_scope():
     assert len(routes) > 60
     declared = {(method, path): required_scope(route, path) for method, path, route in routes}
     scopes = {(method, path): required_scopes(route, path) for method, path, route in routes}
+    either = {(method, path) for method, path, route in routes if requirement(route, path).any_of}
     assert {scope for each in scopes.values() for scope in each} <= {s.value for s in ALL_SCOPES}
     # One route needs two scopes: a sweep trains, and registers its best model (name@best) at the end.
-    assert {k: v for k, v in scopes.items() if len(v) > 1} == {("POST", "/v1/sweeps"): ("train", "models:write")}
+    assert {k: v for k, v in scopes.items() if len(v) > 1 and k not in either} == {
+        ("POST", "/v1/sweeps"): ("train", "models:write")
+    }
+    # Reading a job takes `read`, or `train` for the jobs the key submitted: every GET of /v1/jobs, and nothing else.
+    assert either == {(m, p) for m, p in declared if m == "GET" and p.startswith("/v1/jobs")} and len(either) == 10
+    assert {declared[k] for k in either} == {"read or train"}
     # The routes any valid key may call are few, and each is about the key itself.
     assert {k for k, v in declared.items() if v == ANY_KEY} == {
         ("GET", "/v1/me"),
@@ -54,9 +68,12 @@ def test_every_v1_route_declares_exactly_one_scope():
         ("POST", "/v1/keys"),
         ("DELETE", "/v1/keys/{key_id}"),
     }
+    # The operators' routes, and they alone, need `operator`.
+    operator = {path for (_method, path), v in declared.items() if v == "operator"}
+    assert operator == {path for _method, path in declared if path.startswith("/v1/operator/")} and len(operator) == 3
     # Reading needs `read`, but for the organisation's settings (admin) and what runs a model (inference).
-    not_read = {k: v for k, v in declared.items() if k[0] == "GET" and v not in ("read", ANY_KEY)}
-    admin_only = ("/v1/members", "/v1/webhooks", "/v1/audit")
+    not_read = {k: v for k, v in declared.items() if k[0] == "GET" and v not in ("read", "read or train", ANY_KEY)}
+    admin_only = ("/v1/members", "/v1/webhooks", "/v1/audit", "/v1/operator/")
     assert {path for _method, path in not_read if not path.startswith(admin_only)} == {
         "/v1/models/{model_id}/neighbors",
         "/v1/models/{model_id}/geometry",
@@ -85,8 +102,14 @@ def test_openapi_shows_each_routes_scope(pg_client):
     assert operations
     for path, method, operation in operations:
         scope = operation["x-required-scope"]
-        assert operation["security"] == [{"HTTPBearer": [] if scope == ANY_KEY else scope.split(" ")}], (method, path)
+        if " or " in scope:  # one of them: a requirement each, which OpenAPI reads as alternatives
+            assert operation["security"] == [{"HTTPBearer": [s]} for s in scope.split(" or ")], (method, path)
+        else:
+            assert operation["security"] == [{"HTTPBearer": [] if scope == ANY_KEY else scope.split(" ")}], path
         assert operation["description"].startswith(("Required scope:", "Required scopes:")), (method, path)
+    job = paths["/v1/jobs/{job_id}"]["get"]
+    assert job["x-required-scope"] == "read or train"
+    assert job["description"].startswith("Required scope: `read` or `train`.")
     assert paths["/v1/jobs"]["post"]["x-required-scope"] == "train"
     assert paths["/v1/models/{model_id}/translate"]["post"]["x-required-scope"] == "inference"
     assert paths["/v1/models/{model_id}"]["delete"]["x-required-scope"] == "models:write"
@@ -103,14 +126,20 @@ def test_authorization_matrix(pg_client, held):
     headers = _key("acme", KEY_SETS[held])
     wrong = []
     for method, path, route in v1_routes(pg_client.app):
-        lacking = [scope for scope in required_scopes(route, path) if scope not in KEY_SETS[held]]
+        needed = requirement(route, path)
+        lacking = [scope for scope in needed.scopes if scope not in KEY_SETS[held]]
+        if needed.any_of and len(lacking) < len(needed.scopes):
+            lacking = []  # one of them held
+        wanted = " or ".join(map(repr, lacking)) if needed.any_of else repr(lacking[0]) if lacking else ""
         url = re.sub(r"\{\w+\}", NOWHERE, path)
         response = pg_client.request(method, url, headers=headers)
         if not lacking and response.status_code == 403:
             wrong.append(f"{method} {path} refused {held}: {response.text}")
         elif lacking:
             detail = response.json().get("detail", "") if response.status_code == 403 else ""
-            if f"lacks scope {lacking[0]!r}, which {method} {url} needs; its scopes: {held}" not in str(detail):
+            if f"lacks scope {wanted}, which {method} {url} needs; its scopes: {', '.join(KEY_SETS[held])}" not in str(
+                detail
+            ):
                 wrong.append(f"{method} {path} ({lacking}) answered {response.status_code} {response.text}")
     assert not wrong, "\n".join(wrong)
 
@@ -133,7 +162,7 @@ def test_scopes_are_checked_before_the_body(pg_client):
 
 def test_a_key_with_every_scope_is_the_default(pg_client):
     me = pg_client.get("/v1/me", headers=bearer("alice")).json()
-    assert me["scopes"] == me["key_scopes"] == [s.value for s in ALL_SCOPES]
+    assert me["scopes"] == me["key_scopes"] == [s.value for s in ORGANISATION_SCOPES]
     assert (me["organisation"], me["member"], me["role"]) == ("alice", "alice", "admin")
 
 
@@ -141,8 +170,10 @@ def test_role_scopes_are_a_chain():
     from app.core.scopes import ROLE_SCOPES, Role
 
     assert ROLE_SCOPES[Role.VIEWER] == {Scope.READ}
-    assert ROLE_SCOPES[Role.VIEWER] < ROLE_SCOPES[Role.MEMBER] < ROLE_SCOPES[Role.ADMIN] == set(ALL_SCOPES)
+    assert ROLE_SCOPES[Role.VIEWER] < ROLE_SCOPES[Role.MEMBER] < ROLE_SCOPES[Role.ADMIN] == set(ORGANISATION_SCOPES)
     assert Scope.ADMIN not in ROLE_SCOPES[Role.MEMBER]
+    # An operator's role allows the service's scope, nothing of an organisation's; no organisation role allows it.
+    assert ROLE_SCOPES[Role.OPERATOR] == {Scope.OPERATOR} == set(ALL_SCOPES) - set(ORGANISATION_SCOPES)
 
 
 @pytest.mark.parametrize("role", ["viewer", "member", "admin"])
@@ -163,15 +194,18 @@ def test_authorization_matrix_by_role(pg_client, role):
     for method, path, route in v1_routes(pg_client.app):
         needed = required_scopes(route, path)
         response = pg_client.request(method, re.sub(r"\{\w+\}", NOWHERE, path), headers=headers)
-        if set(needed) <= allows:
+        if set(needed) <= allows or (requirement(route, path).any_of and set(needed) & allows):
             if response.status_code == 403:
                 wrong.append(f"{method} {path} refused a {role}: {response.text}")
+        elif needed == ("operator",):  # never given to the key: no organisation role allows it
+            if response.status_code != 403 or "lacks scope 'operator'" not in response.text:
+                wrong.append(f"{method} {path} ({needed}) answered a {role} {response.status_code} {response.text}")
         elif response.status_code != 403 or f"is now a {role}, whose keys may use only" not in response.text:
             wrong.append(f"{method} {path} ({needed}) answered a {role} {response.status_code} {response.text}")
     assert not wrong, "\n".join(wrong)
 
 
-@pytest.mark.parametrize("held", sorted(KEY_SETS))
+@pytest.mark.parametrize("held", sorted(ORGANISATION_KEY_SETS))
 def test_revocation_matrix(pg_client, held):
     """Fault: a key holding only `held` revokes keys of its own member holding more (a read-only key, the admin key).
     Pass: with scope admin it revokes any; without, exactly the keys whose scopes it holds too, and 403 naming the
@@ -182,7 +216,7 @@ def test_revocation_matrix(pg_client, held):
     headers = _key("acme", KEY_SETS[held])
     prefix = headers["Authorization"].removeprefix("Bearer ")[:10]
     wrong = []
-    for target, scopes in sorted(KEY_SETS.items()):
+    for target, scopes in sorted(ORGANISATION_KEY_SETS.items()):
         victim = _key("acme", scopes)  # the same member's: another member's keys are 404 to a non-admin
         with session_scope() as session:
             row = find_key(session, victim["Authorization"].removeprefix("Bearer "))

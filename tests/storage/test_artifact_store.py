@@ -9,7 +9,7 @@ import pytest
 
 from app.artifacts import ArtifactNotFound, ArtifactStore, ArtifactStoreError, LocalStore
 from app.artifacts.s3 import PART_SIZE, S3Store
-from tests.support.stack import free_port
+from bench.harness.stack import free_port
 
 FOLDER = "jobs/j1/checkpoints/step-00000100"
 INVALID_KEYS = ["../escape", "a/../../b", "/etc/passwd", "", ".", "a/./b", "a\\b", "a//b", "a/.tmp-half"]

@@ -8,9 +8,9 @@ from alembic import command
 from alembic.config import Config
 from fastapi.testclient import TestClient
 
-from tests.support.rows import insert_model
+from bench.harness.rows import insert_model
+from bench.harness.stack import ROOT, free_port
 from tests.support.s3 import CREDENTIALS
-from tests.support.stack import ROOT, free_port
 
 
 @pytest.fixture

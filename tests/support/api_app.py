@@ -9,7 +9,7 @@ from alembic import command
 from alembic.config import Config
 from fastapi.testclient import TestClient
 
-from tests.support.stack import ROOT
+from bench.harness.stack import ROOT
 
 
 @contextmanager

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.stack import wait_for
+from bench.harness.stack import wait_for
 
 
 class Api:

@@ -6,7 +6,7 @@ import ast
 import subprocess
 import sys
 
-from tests.support.stack import ROOT
+from bench.harness.stack import ROOT
 
 _COLLECT = (
     "from datetime import timedelta\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis
 
-from tests.support.stack import free_port
+from bench.harness.stack import free_port
 
 
 class RedisServer:

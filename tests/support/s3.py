@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.stack import ROOT, free_port, wait_for
+from bench.harness.stack import ROOT, free_port, wait_for
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 

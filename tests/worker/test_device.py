@@ -13,7 +13,7 @@ import torch
 from pydantic import ValidationError
 
 from app.core.settings import Settings
-from tests.support.stack import ROOT, service_env
+from bench.harness.stack import ROOT, service_env
 from worker import device
 from worker.device import CUDA_ALLOC_CONF, DeviceError, DeviceInfo, device_info, resolve_device
 from worker.serving.model_cache import serving_dtype

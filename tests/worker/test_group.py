@@ -106,7 +106,7 @@ def test_every_ranks_lines_and_warnings_reach_the_job_log_under_its_rank_and_the
     lines = [
         ("[1]:" + _json("INFO", "worker.training.rank", "rank 3 of 4 joined"), "stderr"),
         ("[1]:" + _json("WARNING", "worker.warnings", "UserWarning: careful (model/nn/x.py:3)"), "stderr"),
-        ("[0]:" + _json("INFO", "model.train.loop", "resuming from /var/cache/jobs/x"), "stderr"),
+        ("[0]:" + _json("INFO", "model.train.trainer", "resuming from /var/cache/jobs/x"), "stderr"),
         ("[1]:[W1127 socket.cpp:12] connect timed out", "stderr"),
         ("[0]:USDT:2026-11-27 14:33:04 8453:8453 SyncActivityProfilerHandler.cpp:52] profiler_start", "stderr"),
         ("I1127 14:32:57.490000 8445 api.py:254]   max_restarts             : 1", "stderr"),

@@ -12,7 +12,7 @@ from alembic.config import Config
 from sqlalchemy import select, text
 
 from app.core import logs
-from tests.support.stack import ROOT
+from bench.harness.stack import ROOT
 
 LOGGER = "worker.tasks.training"  # one of the product's loggers
 
@@ -85,7 +85,7 @@ def test_lines_bound_to_a_job_wait_in_memory_and_are_written_in_one_batch(handle
         log.debug("below INFO: not kept")
         logging.getLogger("celery.worker").warning("not the product's logger: not kept")
         logging.getLogger("model.train.step").warning("a warning of the step")
-        logging.getLogger("model.train.loop").info("resumed from /var/lib/x at step 3")  # a local path: not kept
+        logging.getLogger("model.train.trainer").info("resumed from /var/lib/x at step 3")  # a local path: not kept
     logging.getLogger("worker.training.auto_settings").error("bound explicitly", extra={"job_id": other})
     assert stored(job_id) == []  # logging wrote nothing to the database
     handler.write(job_id)

@@ -40,7 +40,7 @@ from app.db.session import session_scope
 
 PRODUCT_LOGGERS = ("app", "worker", "model")
 # The trainer's lines name the worker's own paths (its resume line); the task says the same in the job's terms.
-NOT_KEPT = ("model.train.loop",)
+NOT_KEPT = ("model.train.trainer",)
 WARNINGS_LOGGER = "worker.warnings"
 _ROOT = Path(__file__).resolve().parents[2]  # the project folder: worker/training/ is two below it
 

@@ -1,4 +1,4 @@
-"""A MarianMTModel folder as OPUS-MT publishes them (tests/support/marian.py builds one: nothing is downloaded),
+"""A MarianMTModel folder as OPUS-MT publishes them (bench/harness/marian.py builds one: nothing is downloaded),
 imported as our model: the same token ids as MarianTokenizer, the same greedy translations as generate()."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 import torch
 import transformers
 
+from bench.harness.marian import build_marian_folder
 from model.data.demo import numbers_to_words_task
 from model.decode.greedy import greedy_decode
 from model.io.marian_import import MarianImportError, is_marian_folder, load_marian
-from tests.support.marian import build_marian_folder
 
 SOURCES = ["three hundred and twelve", "the dogs bark in the garden", "forty two", "Ünïcödé  spaces  here"]
 

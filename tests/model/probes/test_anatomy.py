@@ -9,7 +9,7 @@ import pytest
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, named_parameter_groups, parameter_groups
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_base_model_has_about_the_papers_65_million_parameters():

@@ -19,7 +19,7 @@ from model.io.checkpoint import load_checkpoint
 from model.io.checkpoint_files import list_checkpoints, step_dir
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
-from model.train import loop as trainer
+from model.train import trainer
 from model.train import validation as evaluation
 from model.train.config import TrainConfig, TrainingError
 from model.train.events import Callbacks, CheckpointInfo, StepInfo

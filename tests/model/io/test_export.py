@@ -18,7 +18,7 @@ from model.io.checkpoint import save_checkpoint
 from model.io.export import convert_to_ctranslate2, export_marian, main, marian_config
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
-from tests.model.test_beam import one_thread, reverse_model  # noqa: F401 (autouse: one torch thread)
+from tests.model.decode.test_beam import one_thread, reverse_model  # noqa: F401 (autouse: one torch thread)
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()

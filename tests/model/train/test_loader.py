@@ -12,7 +12,8 @@ import torch
 from model.data.batching import Example, TokenBatcher
 from model.train import loader as loader_module
 from model.train.loader import Loader, TokenCounts, pin_for
-from model.train.loop import Trainer, train
+from model.train.loop import train
+from model.train.trainer import Trainer
 
 CPU = torch.device("cpu")
 

@@ -19,7 +19,7 @@ from model.nn import attention
 from model.nn.attention import MultiHeadAttention
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
-from tests.model.test_beam import random_sources, single_thread
+from tests.model.decode.test_beam import random_sources, single_thread
 
 
 @pytest.fixture(scope="module")

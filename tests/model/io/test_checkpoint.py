@@ -262,6 +262,7 @@ def test_checkpoint_code_never_unpickles():
         "io/averaging.py",
         "train/rng_state.py",
         "train/loop.py",
+        "train/trainer.py",
         "train/config.py",
         "train/prepare.py",
         "train/step.py",

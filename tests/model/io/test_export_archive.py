@@ -15,8 +15,8 @@ from model.decode.greedy import greedy_decode
 from model.io.checkpoint import load_model, save_checkpoint
 from model.io.checkpoint_files import CheckpointError, checkpoint_sha256
 from model.io.export_archive import FORMATS, build_export
-from tests.model.test_beam import reverse_model
-from tests.model.test_export import EOS, TEXTS, batch, held_out, load_hf, random_model
+from tests.model.decode.test_beam import reverse_model
+from tests.model.io.test_export import EOS, TEXTS, batch, held_out, load_hf, random_model
 
 
 def _extract(archive: Path, into: Path, name: str) -> Path:

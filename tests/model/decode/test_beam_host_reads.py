@@ -14,7 +14,7 @@ from model.data.batching import pad_sequences
 from model.decode import beam, beam_state
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
-from tests.model.test_beam import random_sources, single_thread
+from tests.model.decode.test_beam import random_sources, single_thread
 
 STEPS = 30
 

@@ -13,7 +13,7 @@ from model.data.tokenizer import Tokenizer
 from model.decode.fill_mask import fill_mask
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, translate
 from model.nn.transformer import Transformer
-from tests.model.test_beam import ScriptedModel, one_thread, reverse_model, train_tiny  # noqa: F401 (autouse)
+from tests.model.decode.test_beam import ScriptedModel, one_thread, reverse_model, train_tiny  # noqa: F401 (autouse)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import torch
 from model.decode import queries
 from model.decode.batches import beam_token_budget, bytes_per_beam_token, decode_batches
 from model.nn.config import ModelConfig
-from tests.model.test_beam import one_thread, reverse_model  # noqa: F401 (autouse)
-from tests.model.test_inference import HELD_OUT
+from tests.model.decode.test_beam import one_thread, reverse_model  # noqa: F401 (autouse)
+from tests.model.decode.test_inference import HELD_OUT
 
 
 @pytest.fixture(scope="module")

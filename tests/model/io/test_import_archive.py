@@ -16,7 +16,7 @@ from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import save_checkpoint
 from model.io.export_archive import build_export
 from model.io.import_archive import ArchiveError, load_archive_folder, safe_extract
-from tests.model.test_export import TEXTS, random_model
+from tests.model.io.test_export import TEXTS, random_model
 
 MB = 1024 * 1024
 
