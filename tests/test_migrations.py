@@ -178,7 +178,7 @@ def test_postgresql_keys_get_no_rate_limit_of_their_own(fresh_postgres_url):
 
 
 def _assert_jobs_learn_the_key_that_submitted_them(url: str) -> None:
-    """Fault: a database with jobs is upgraded past 0032. Pass: a job the audit trail says a key submitted gets that
+    """Fault: a database with jobs is upgraded past 0031. Pass: a job the audit trail says a key submitted gets that
     key, a sweep's trial its sweep's key, a job neither names none; downgrading drops the column, not the jobs."""
     from sqlalchemy import text
 
@@ -217,7 +217,7 @@ def _assert_jobs_learn_the_key_that_submitted_them(url: str) -> None:
             )
     finally:
         engine.dispose()
-    command.upgrade(_config(url), "0032")
+    command.upgrade(_config(url), "0031")
     engine = make_engine(url)
     try:
         with engine.connect() as connection:

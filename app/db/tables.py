@@ -163,7 +163,7 @@ class Job(Base):
     owner_id: Mapped[str] = mapped_column(ForeignKey("owners.id", ondelete="CASCADE"), index=True)
     # The API key that submitted it (a sweep's trial: the sweep's key). A key with scope train but not read sees only
     # the jobs it submitted (app/services/job_visibility.py). A plain id, as the audit trail keeps it: a key is never
-    # deleted, only revoked. Null for a job whose submitting key is unknown (stored before revision 0032, and not named
+    # deleted, only revoked. Null for a job whose submitting key is unknown (stored before revision 0031, and not named
     # by the audit trail): only keys with scope read see those.
     key_id: Mapped[str | None] = mapped_column(String(36), nullable=True, index=True)
     # SET NULL: a dataset may be deleted once no running job needs it; the job's record stays.

@@ -84,7 +84,7 @@ def test_a_key_with_read_sees_every_job_of_its_organisation(client, alice, org_k
 def test_jobs_stored_before_keys_were_recorded_are_seen_by_read_keys_only(client, alice, org_key):
     from tests.api.test_job_labels import job_rows
 
-    [old] = job_rows("alice", 1)  # no key_id, as a job submitted before revision 0032 that no audit event names
+    [old] = job_rows("alice", 1)  # no key_id, as a job submitted before revision 0031 that no audit event names
     assert client.get(f"/v1/jobs/{old}", headers=alice).status_code == 200
     assert client.get(f"/v1/jobs/{old}", headers=org_key("tom", ["train"])).status_code == 404
 

@@ -5,9 +5,9 @@ scope train but not read reads the jobs it submitted, and only those. Jobs store
 trail names for their submission (`job.submitted`), a sweep's trials their sweep's; the rest keep null, seen only by
 keys with scope read.
 
-Revision ID: 0032
+Revision ID: 0031
 Revises: 0030
-Create Date: 2026-11-30 10:00:00.000000
+Create Date: 2026-11-28 10:00:00.000000
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 
-revision = "0032"
+revision = "0031"
 down_revision = "0030"
 branch_labels = None
 depends_on = None
