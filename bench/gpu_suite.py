@@ -89,7 +89,10 @@ STEPS: tuple[Step, ...] = (
         "serve-http",
         "serve_http.py",
         ("--device", "cuda", "--stacks", "embedded", "--preset", "base", "--requests", "100"),
-        ("--stacks", "embedded", "--backends", "pytorch", "--preset", "tiny", "--requests", "5", "--clients", "1,2"),
+        (
+            *("--stacks", "embedded", "--backends", "pytorch", "--preset", "tiny", "--requests", "5"),
+            *("--clients", "1,2", "--idle-seconds", "0.5"),
+        ),
         150,
         330,
     ),

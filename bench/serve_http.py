@@ -240,6 +240,7 @@ def main() -> None:
     p.add_argument("--clients", default="1,8,32")
     p.add_argument("--requests", type=int, default=100, help="one-sentence requests timed per stack and backend")
     p.add_argument("--threads", type=int, default=1, help="torch threads, here and in the worker")
+    p.add_argument("--idle-seconds", type=float, default=10.0, help="quiet before, then measured, for the idle CPU")
     args = p.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
     stacks = [s for s in args.stacks.split(",") if s]
@@ -257,7 +258,7 @@ def main() -> None:
     for kind in stacks:
         with stack(kind, tmp / kind, env_extra) as (client, worker_pid):
             model_id = import_model(client, archive)
-            idle = idle_cpu_percent(worker_pid)
+            idle = idle_cpu_percent(worker_pid, args.idle_seconds, args.idle_seconds)
             results[kind] = {b: over_http(client, model_id, b, args.requests, clients) for b in backends}
             results[kind]["worker_idle_cpu_percent"] = idle
             print(f"{kind}: {json.dumps(results[kind])}", flush=True)

@@ -7,11 +7,16 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import pytest
+# One intra-op thread a process, set before torch is first imported: `make test` runs two pytest workers on two cores,
+# each beside the stacks its tests start, and a second OpenMP thread a worker only waits at barriers for a core the
+# other holds (a 250-step tiny model trained in 7 s alone took 136 s in a run). A test that wants more threads asks.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from bench.harness import services
-from tests.support.app_caches import reset_caches
-from tests.support.s3 import S3Server, start_s3_server
+import pytest  # noqa: E402
+
+from bench.harness import services  # noqa: E402
+from tests.support.app_caches import reset_caches  # noqa: E402
+from tests.support.s3 import S3Server, start_s3_server  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
