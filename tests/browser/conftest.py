@@ -1,7 +1,8 @@
 """Browser tests: a real headless Chromium (Debian's /usr/bin/chromium) against the service as processes.
 
-The embedded stack (`python -m app.cli serve`: SQLite, the SQLAlchemy broker, one worker per queue) runs
-once per module; a missing Chromium skips these tests locally and fails them in CI.
+The embedded stack (`python -m app.cli serve`: SQLite, the SQLAlchemy broker, one worker per queue) and the browser
+start once for the folder (the folder runs whole on one test worker); a module that needs other settings starts a
+stack of its own (usage, webhooks). A missing Chromium skips these tests locally and fails them in CI.
 """
 
 from __future__ import annotations
@@ -85,13 +86,13 @@ def serve(folder: Path, **settings: str) -> Iterator[Stack]:
             server.wait()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def stack(tmp_path_factory) -> Iterator[Stack]:
     with serve(tmp_path_factory.mktemp("dashboard")) as started:
         yield started
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     _require_browser()
     from playwright.sync_api import sync_playwright

@@ -891,7 +891,8 @@ def test_jobs_show_their_labels_filter_by_tag_and_the_job_page_edits_them(page, 
     p.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
     row = p.page.locator(f'tr[data-job="{jobs[0]["id"]}"]')
     row.get_by_role("link", name="warm-up 400").wait_for()
-    assert row.locator(".tag").all_inner_texts() == ["baseline", "en-de"]
+    # Signing in showed the list already and the click draws it again: wait for the row of the list drawn last.
+    wait_for(lambda: row.locator(".tag").all_inner_texts() == ["baseline", "en-de"], timeout=10, what="the tags")
     p.page.get_by_label("Tag").fill("baseline")
     p.page.get_by_label("Tag").press("Enter")
     p.page.locator(f'tr[data-job="{jobs[1]["id"]}"]').wait_for(state="detached")
