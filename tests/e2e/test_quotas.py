@@ -45,13 +45,15 @@ def stack(tmp_path_factory, postgres_url, redis_url):
 
 def test_a_running_job_stops_when_the_organisations_minutes_for_the_day_are_spent(stack):
     """Fault: a job that started with minutes left ran on past the day's limit (to its max_steps). Pass: it stops
-    once the organisation's minute is spent, with its final evaluation and checkpoint, succeeded with a model and a
-    log line saying why; the minutes used stay near the limit; the next job is 429."""
+    once the organisation's minute is spent (three quarters of it by a job deleted earlier today, which still counts),
+    with its final evaluation and checkpoint, succeeded with a model and a log line saying why; the minutes used stay
+    near the limit; the next job is 429."""
     env = stack["env"]
     api = Api(stack["url"], create_key(env, "alice"))
     files = numbers_files(stack["tmp"])
     train, valid = api.upload(files["train"], "parallel"), api.upload(files["valid"], "parallel")
     run_cli(env, "set-quota", "alice", "--worker-minutes-per-day", "1")
+    _spent_today(env["DATABASE_URL"], "alice", minutes=0.75)  # a deleted job's 45 s: the next job has 15 s left
     job = api.submit(numbers_job(train["id"], valid["id"], max_steps=100_000, eval_every=100, checkpoint_every=100))
     done = api.wait(job["id"], DONE, timeout=180)
     assert done["status"] == "succeeded", done["error"]
@@ -64,6 +66,25 @@ def test_a_running_job_stops_when_the_organisations_minutes_for_the_day_are_spen
     assert 0.95 <= minutes < 1.4, minutes  # the final evaluation, checkpoint and model follow the stop
     refused = api.http.post("/v1/jobs", json=numbers_job(train["id"], valid["id"]))
     assert refused.status_code == 429 and refused.json()["detail"].startswith("worker minutes quota: ")
+
+
+def _spent_today(database_url: str, organisation: str, minutes: float) -> None:
+    """The usage a job deleted earlier today leaves (deleted_job_usage): `minutes` of one process, ending now."""
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO deleted_job_usage (owner_id, job_id, started_at, finished_at, processes, deleted_at) "
+                    "SELECT id, :job, now() - make_interval(secs => :seconds), now(), 1, now() FROM owners "
+                    "WHERE name = :name"
+                ),
+                {"job": str(uuid.uuid4()), "seconds": minutes * 60, "name": organisation},
+            )
+    finally:
+        engine.dispose()
 
 
 def _zeros_archive(folder) -> tuple:
