@@ -38,7 +38,7 @@ from app.api import (
     webhooks,
     workers,
 )
-from app.api.errors import method_not_allowed
+from app.api.errors import method_not_allowed, unreadable_body
 from app.api.http_metrics import HttpMetrics
 from app.api.limits import BodySizeLimit
 from app.api.nul_guard import NulGuard
@@ -63,7 +63,7 @@ def create_app() -> FastAPI:
         title="Transformer service",
         version="0.1.0",
         description="Train and serve the encoder-decoder Transformer of 'Attention Is All You Need'.",
-        exception_handlers={405: method_not_allowed, ServiceError: service_error},
+        exception_handlers={400: unreadable_body, 405: method_not_allowed, ServiceError: service_error},
     )
     app.include_router(health.router)
     app.include_router(me.router, **KEYED)

@@ -44,3 +44,12 @@ async def method_not_allowed(request: Request, _exc: Exception) -> JSONResponse:
         status.HTTP_405_METHOD_NOT_ALLOWED,
         headers={"Allow": ", ".join(sorted(allowed))},
     )
+
+
+async def unreadable_body(_request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI answers 400 "There was an error parsing the body" for a body it cannot decode at all (JSON that is not
+    UTF-8 text, a broken multipart form); the API never sends 400 itself. It becomes the 422 every other bad body
+    gets, naming the body and why."""
+    detail = getattr(exc, "detail", None) or "the body could not be read"
+    message = f"{detail}: a JSON body must be UTF-8 text, a form must be well-formed multipart or urlencoded"
+    return JSONResponse({"detail": validation_detail(["body"], message)}, status.HTTP_422_UNPROCESSABLE_CONTENT)

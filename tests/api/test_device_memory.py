@@ -130,6 +130,7 @@ def test_a_preset_the_worker_cannot_hold_fails_the_job_at_once_naming_both_memor
     """Fault: a job naming big that may run anywhere passes for a registered 80 GB GPU, and a CPU worker of 2 GB
     claims it. Pass: the training task fails it at once (no retry, not left running), saying what big needs and
     what this worker's device has."""
+    from app.core import logs
     from worker.tasks import training
 
     settings_env(WORKER_MEMORY_LIMIT_GB="2")
@@ -146,6 +147,7 @@ def test_a_preset_the_worker_cannot_hold_fails_the_job_at_once_naming_both_memor
         training.train_job.run(job.json()["id"])
     finally:
         training.train_job.pop_request()
+        logs.unbind_task()  # as Celery's task_postrun does: the task bound its organisation to this thread's lines
     done = client.get(f"/v1/jobs/{job.json()['id']}", headers=alice).json()
     assert (done["status"], done["attempt"]) == ("failed", 1)
     assert done["error"].startswith("preset 'big' needs an estimated ")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.harness.stack import run_cli
 from tests.security.rows import insert_job_outputs
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
@@ -56,6 +57,7 @@ def test_openapi_fuzzing_finds_no_server_error_and_no_schema_violation(api_stack
     stack = api_stack(RATE_LIMIT_PER_MINUTE="1000000", METRICS_TOKEN=metrics_token)
     key = stack.key("fuzz")
     variables = _fuzz_objects(stack.url, key, stack.env["DATABASE_URL"])
+    variables["FUZZ_OPERATOR_KEY"] = run_cli(stack.env, "create-operator-key", "fuzz-operator").strip().splitlines()[-1]
     command = [
         str(Path(sys.executable).with_name("schemathesis")),
         "--config-file",
