@@ -171,20 +171,24 @@ def test_a_frozen_or_dead_limiter_redis_lets_requests_through_and_logs_once(
     now and then, one warning rather than one per request; counting resumes when Redis is back."""
     from app.api import ratelimit
 
-    monkeypatch.setattr(ratelimit, "SKIP_AFTER_FAILURE", 1.0)
+    monkeypatch.setattr(ratelimit, "SKIP_AFTER_FAILURE", 3.0)
     url, server = private_redis
     client = embedded_client(CELERY_BROKER_URL=url, RATE_LIMIT_PER_MINUTE="3")
     alice = bearer("alice")
     caplog.set_level(logging.WARNING, logger="app.api.ratelimit")
     assert [client.get("/v1/me", headers=alice).status_code for _ in range(3)] == [200] * 3
     _assert_429(client.get("/v1/me", headers=alice), "RATE_LIMIT_PER_MINUTE=3")  # counted in this Redis
+    limiter = ratelimit.limiter_for(url)
+    failures = []
+    monkeypatch.setattr(limiter, "_failed", lambda exc, failed=limiter._failed: (failures.append(exc), failed(exc)))
     server.send_signal(signal.SIGSTOP)
     timings = []
     for _ in range(6):
         started = time.monotonic()
         assert client.get("/v1/me", headers=alice).status_code == 200
         timings.append(time.monotonic() - started)
-    assert max(timings) < ratelimit.STORAGE_TIMEOUT + 1.5 and sorted(timings)[-2] < 0.5, timings
+    # one request waits out the storage timeout, the next ones skip Redis (a busy machine may stall any of them)
+    assert len(failures) == 1 and max(timings) < ratelimit.STORAGE_TIMEOUT + 1.5, (failures, timings)
     server.send_signal(signal.SIGCONT)
     time.sleep(ratelimit.SKIP_AFTER_FAILURE)
     _assert_429(client.get("/v1/me", headers=alice), "RATE_LIMIT_PER_MINUTE=3")  # the counts survived the freeze
