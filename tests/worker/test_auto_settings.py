@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from app.core.settings import get_settings
 from app.db.tables import Job
@@ -352,3 +353,35 @@ def test_a_preset_the_device_cannot_hold_is_refused_by_the_worker_and_never_chos
     reason = rows.job.auto_settings["reasons"]["preset"]
     assert "base does not fit" in reason and "big does not fit" in reason
     assert {d_model for d_model, _ in preset_rates} <= {64, 256}
+
+
+def test_a_job_whose_preset_the_worker_chose_trains_exactly_as_one_that_names_it(
+    larger_corpus, worker_env, preset_rates, tmp_path
+):
+    """The preset the worker chose (small) gives the job the model section, budget settings, tokenizer, examples and
+    weights, step for step, of the same job naming small: timing the candidates changes nothing the job trains
+    (the probes' models are thrown away and the RNG is left as it was)."""
+    from model.io.checkpoint import load_model
+    from model.train.loop import train
+    from worker.training.job_data import train_config
+
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    chosen = _auto(larger_corpus, ALL, model={"dropout": 0.1})
+    named = _auto(larger_corpus, ALL, model={"preset": "small", "dropout": 0.1})
+    named.job.auto_settings = {"fields": ALL}
+    data = {name: choose_settings(rows, "cpu") for name, rows in (("chosen", chosen), ("named", named))}
+    assert chosen.job.auto_settings["chosen"]["preset"] == "small" and "preset" not in pending(named)
+    assert chosen.job.model_config == named.job.model_config
+    assert chosen.job.training_config == named.job.training_config
+    assert data["chosen"].model_config == data["named"].model_config
+    assert data["chosen"].tokenizer.fingerprint == data["named"].tokenizer.fingerprint
+    assert [e.size for e in data["chosen"].train_examples] == [e.size for e in data["named"].train_examples]
+    weights = {}
+    for name, rows in (("chosen", chosen), ("named", named)):
+        config = train_config(rows.job, "cpu")
+        short = {"max_steps": 6, "max_minutes": None, "eval_every_minutes": None}
+        config = type(config)(**{**config.model_dump(), **short})
+        result = train(data[name], config, tmp_path / name)
+        weights[name] = load_model(result.model_checkpoint)[0].state_dict()
+    assert weights["chosen"].keys() == weights["named"].keys()
+    assert all(torch.equal(weights["chosen"][k], weights["named"][k]) for k in weights["named"])
