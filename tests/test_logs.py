@@ -209,3 +209,35 @@ def test_the_s3_secret_key_of_the_settings_is_redacted_wherever_it_appears_trace
         "RuntimeError: SignatureDoesNotMatch for key [redacted]; retry with secret_key=[redacted]"
     )
     assert third["exc_info"].endswith("ConnectionError: login failed: password=[redacted] auth_token: [redacted]")
+
+
+def test_celerys_lines_of_each_request_task_are_dropped_and_other_tasks_keep_theirs(stream):
+    """The inference worker's configuration drops the received and succeeded lines of the tasks a request waits for
+    (a translation's succeeded line held the user's texts); a training task keeps both, and a failure is logged."""
+    from celery.app import trace
+
+    from app.core.task_names import TRAIN, TRANSLATE
+    from worker.celery_app import _configure_logging
+
+    root = logging.getLogger()
+    _configure_logging(loglevel="INFO")
+    logs.configure(Settings(log_level="info"), stream=stream)  # the worker's filters stay, our buffer takes the lines
+    received = logging.getLogger("celery.worker.strategy")
+    try:
+        for name in (TRANSLATE, TRAIN):
+            context = {"id": f"id-{name}", "name": name, "args": "()", "kwargs": "{}", "eta": None}
+            received.info(trace.LOG_RECEIVED, context, extra={"data": context})  # as celery.worker.strategy does
+            trace.info(trace.LOG_SUCCESS, {**context, "return_value": "{'translations': ['Bonjour']}", "runtime": 0.1})
+        failed = {"id": "id-failed", "name": TRANSLATE, "description": "raised unexpected", "exc": "ValueError()"}
+        trace.logger.error(trace.LOG_FAILURE, failed, extra={"data": failed})
+        messages = [line["message"] for line in lines(stream)]
+        assert messages == [
+            f"Task {TRAIN}[id-{TRAIN}] received",
+            f"Task {TRAIN}[id-{TRAIN}] succeeded in 0.1s: {{'translations': ['Bonjour']}}",
+            f"Task {TRANSLATE}[id-failed] raised unexpected: ValueError()",
+        ]
+    finally:
+        for name in logs.TASK_LINE_LOGGERS:
+            logger = logging.getLogger(name)
+            logger.filters[:] = [f for f in logger.filters if not isinstance(f, logs.QuietTaskLines)]
+        root.handlers[:] = [h for h in root.handlers if not isinstance(h, logs.ServiceHandler)]

@@ -28,6 +28,7 @@ from app.core.task_names import (
     DATA_QUEUE,
     INFERENCE_QUEUE,
     NODE_QUEUES,
+    REQUEST_TASKS,
     TRAINING_QUEUE,
     WEBHOOK_QUEUE,
 )
@@ -51,6 +52,7 @@ def _configure_logging(loglevel: object = None, **_kwargs: object) -> None:
     if isinstance(loglevel, str):
         settings = settings.model_copy(update={"log_level": loglevel.lower()})
     logs.configure(settings)
+    logs.quiet_task_lines(REQUEST_TASKS)  # no line a translation (each request logs in the API)
     job_log.install()  # what the training task logs about a job is also kept with it (GET /v1/jobs/{id}/logs)
 
 

@@ -93,6 +93,34 @@ def formatter(kind: str) -> logging.Formatter:
     )
 
 
+class QuietTaskLines(logging.Filter):
+    """Drops the INFO lines Celery writes for each task of `names` received and succeeded (its `data` names the
+    task). An inference worker answers many short requests a second: those two lines cost it more CPU than taking
+    the message (1.3 ms a request of 2-core time, formatted and redacted), and the second carried the task's return
+    value, the user's translations, into the log. Their failures are still logged, and the API logs each request."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        data = getattr(record, "data", None)
+        return not (record.levelno <= logging.INFO and isinstance(data, dict) and data.get("name") in self.names)
+
+
+# Celery's loggers of a task received (celery.worker.strategy) and succeeded (celery.app.trace).
+TASK_LINE_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
+
+
+def quiet_task_lines(names: frozenset[str]) -> None:
+    """Install QuietTaskLines(names) on Celery's task-line loggers (once: a second call replaces it)."""
+    for name in TASK_LINE_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, QuietTaskLines)]:
+            logger.removeFilter(old)
+        logger.addFilter(QuietTaskLines(names))
+
+
 class ServiceHandler(logging.StreamHandler[Any]):
     """The one root handler `configure` installs (and replaces on a second call)."""
 

@@ -59,7 +59,8 @@ HTTP_LATENCY = Histogram(
 )
 INFERENCE_BATCH = Histogram(
     "inference_batch_size",
-    "Sentences in the micro-batch each translate request was decoded in (one observation per request).",
+    "Sentences in the micro-batch each translate task was decoded in (one observation a task; requests that "
+    "arrive while one is in flight go as one task).",
     buckets=BATCH_BUCKETS,
     registry=None,
 )

@@ -33,6 +33,8 @@ FILL_MASK = "service.fill_mask"
 ATTENTION = "service.attention"
 NEIGHBORS = "service.neighbors"
 GEOMETRY = "service.geometry"
+# Tasks an HTTP request waits for, each decoding with a model: many a second on a busy inference worker.
+REQUEST_TASKS = frozenset({TRANSLATE, FILL_MASK, ATTENTION, NEIGHBORS, GEOMETRY})
 EXPORT = "service.export"
 EVALUATE = "service.evaluate"
 IMPORT = "service.import"

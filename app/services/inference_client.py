@@ -12,7 +12,7 @@ from celery.states import READY_STATES
 
 from app.core.observability import observe_batch_size, observe_inference
 from app.core.settings import Settings
-from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, INFERENCE_QUEUE, NEIGHBORS, TRANSLATE
+from app.core.task_names import INFERENCE_QUEUE, REQUEST_TASKS
 from app.services import answer_wake
 from app.services.coalesce import Coalescer
 from app.services.errors import (
@@ -28,7 +28,7 @@ from app.services.queueing import get_sender, queue_depth
 log = logging.getLogger(__name__)
 # Tasks that decode with a backend (`backend` in their keyword arguments, else pytorch) on the model their
 # first argument names.
-DECODING_TASKS = frozenset({TRANSLATE, FILL_MASK, ATTENTION, NEIGHBORS, GEOMETRY})
+DECODING_TASKS = REQUEST_TASKS
 BROKER_RETRY_SECONDS = 5  # the broker or result backend is away: a restart or failover takes seconds
 # Texts a group of translate requests sends as one task when INFERENCE_MAX_BATCH is unset (the API does not know the
 # workers' devices; a GPU worker's micro-batcher puts several such tasks in one batch).

@@ -4,6 +4,7 @@ was not woken would not see the message before the test gives up."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
@@ -90,3 +91,31 @@ def test_a_socket_whose_process_is_gone_is_removed_by_the_next_sender(tmp_path):
 def test_sending_with_nobody_listening_is_harmless(tmp_path):
     broker_wake.notify(tmp_path / "never-made", "inference")
     assert not (tmp_path / "never-made").exists()
+
+
+def _rows(database: Path) -> list[tuple[int, int]]:
+    """(queue_id, visible) of every message row in the broker's SQLite file."""
+    with sqlite3.connect(database) as connection:
+        return list(connection.execute("SELECT queue_id, visible FROM kombu_message ORDER BY id"))
+
+
+def test_messages_come_oldest_first_are_counted_and_deleted_once_taken(tmp_path, monkeypatch):
+    """kombu's transport kept every delivered message as a hidden row forever; ours deletes the row it claims, and
+    removes the hidden rows an earlier version left when it first opens the file."""
+    celery = _celery(tmp_path, monkeypatch)
+    database = tmp_path / "var" / "broker.db"
+    with celery.connection_for_write() as connection:
+        channel = connection.channel()
+        channel.queue_declare(queue="inference", passive=False)
+        with connection.Producer() as producer:
+            for n in range(3):
+                producer.publish({"n": n}, routing_key="inference", exchange="", serializer="json")
+        assert channel.queue_declare(queue="inference", passive=True).message_count == 3  # the API's depth check
+        assert [channel.basic_get("inference", no_ack=True).payload for _ in range(2)] == [{"n": 0}, {"n": 1}]
+        assert len(_rows(database)) == 1 and channel.queue_declare(queue="inference", passive=True).message_count == 1
+    with sqlite3.connect(database) as old:  # as kombu's own transport left a delivered message
+        old.execute("UPDATE kombu_message SET visible = 0")
+    broker_wake.Channel._shed.clear()  # a new process
+    with celery.connection_for_write() as connection:
+        assert connection.channel().basic_get("inference", no_ack=True) is None
+    assert _rows(database) == []

@@ -11,6 +11,7 @@ from bench.harness.stack import Processes, create_key, free_port, healthy_with_w
 from model.data.demo import grammar_sentences, numbers_to_words_task, split_numbers
 from tests.support.client import Api, write_jsonl
 
+METRICS_TOKEN = "served-metrics"  # GET /metrics of the served stack
 LIMITS = {
     "MAX_TEXTS_PER_REQUEST": "8",
     "MAX_CHARS_PER_TEXT": "300",
@@ -34,6 +35,7 @@ def served(tmp_path_factory, postgres_url, redis_url):
         CELERY_BROKER_URL=services.redis_db_below(redis_url, 2),
         DATA_DIR=str(tmp / "var"),
         ARTIFACT_ROOT=str(tmp / "artifacts"),
+        METRICS_TOKEN=METRICS_TOKEN,
         **LIMITS,
     )
     run_cli(env, "migrate")
