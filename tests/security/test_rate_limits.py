@@ -262,3 +262,29 @@ def test_api_processes_share_the_counts_in_redis(api_stack):
         f"{second.url}/v1/jobs", headers={"Authorization": f"Bearer {bob_ci}"}, json=_job(dataset["id"]), timeout=30
     )
     _assert_429(response, "MAX_ACTIVE_JOBS_PER_KEY=3")  # a second key of the owner shares the count
+
+
+def test_the_in_memory_limiter_counts_a_moving_window_without_a_thread_a_request(monkeypatch):
+    """The embedded API's limiter (memory://) refuses the hit over the limit and lets one in once the oldest leaves
+    the window; across 50 hits it starts at most one sweeping thread (limits' own started one 10 ms after a hit)."""
+    import threading
+
+    from limits import RateLimitItemPerSecond
+
+    from app.api import ratelimit
+
+    started = []
+    real_start = threading.Timer.start
+    monkeypatch.setattr(threading.Timer, "start", lambda timer: (started.append(timer), real_start(timer))[1])
+    limiter = ratelimit._Limiter("memory://")
+    started.clear()  # the one its construction starts
+    item = RateLimitItemPerSecond(3)
+    answers = [limiter.retry_after(item, "alice") for _ in range(4)]
+    assert answers[:3] == [None] * 3 and answers[3] == 1
+    assert limiter.retry_after(item, "bob") is None  # another key counts on its own
+    time.sleep(1.05)
+    assert limiter.retry_after(item, "alice") is None
+    for _ in range(44):
+        limiter.retry_after(item, "carol")
+        time.sleep(0.012)  # each hit after limits' 10 ms timer would have ended
+    assert len(started) <= 1, len(started)
