@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
 import tarfile
@@ -45,7 +44,16 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import services  # noqa: E402
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
+from bench.harness.stack import (  # noqa: E402
+    Processes,
+    batch_sizes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from bench.serve_latency import cpu_ms, percentile, train_small_model  # noqa: E402
 from bench.service_session import embedded_service  # noqa: E402
 
@@ -163,13 +171,13 @@ def over_http(client: httpx.Client, model_id: str, backend: str, requests: int, 
     for n in clients:
         total = max(n * 4, 8)
         timing.clear()
-        before = batch_sizes(client)
+        before = batch_sizes(client, METRICS_TOKEN)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(n) as pool:
             list(pool.map(lambda _: post(TEXTS), range(total)))
         rates[n] = total * len(TEXTS) / (time.perf_counter() - t0)
         timings[str(n)] = {name: round(statistics.median(v), 2) for name, v in timing.items()}
-        after = batch_sizes(client)
+        after = batch_sizes(client, METRICS_TOKEN)
         batches[str(n)] = round((after[0] - before[0]) / max(1.0, after[1] - before[1]), 1)
     return {
         "answered_by": sorted(seen),
@@ -179,13 +187,6 @@ def over_http(client: httpx.Client, model_id: str, backend: str, requests: int, 
         "timing_ms": timings,  # the medians of the Server-Timing parts of the 32-sentence requests, by clients
         "mean_batch": batches,  # sentences in the micro-batch a request was decoded in, on average, by clients
     }
-
-
-def batch_sizes(client: httpx.Client) -> tuple[float, float]:
-    """(sum, count) of the inference_batch_size histogram of /metrics."""
-    text = client.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).text
-    found = dict(re.findall(r"^inference_batch_size_(sum|count) ([0-9.e+]+)$", text, re.M))
-    return float(found.get("sum", 0)), float(found.get("count", 0))
 
 
 def in_process(model_dir: Path, backend: str, requests: int, clients: list[int]) -> dict[str, Any]:

@@ -26,9 +26,6 @@ from app.services.errors import (
 from app.services.queueing import get_sender, queue_depth
 
 log = logging.getLogger(__name__)
-# Tasks that decode with a backend (`backend` in their keyword arguments, else pytorch) on the model their
-# first argument names.
-DECODING_TASKS = REQUEST_TASKS
 BROKER_RETRY_SECONDS = 5  # the broker or result backend is away: a restart or failover takes seconds
 # Texts a group of translate requests sends as one task when INFERENCE_MAX_BATCH is unset (the API does not know the
 # workers' devices; a GPU worker's micro-batcher puts several such tasks in one batch).
@@ -50,7 +47,7 @@ def coalescer(settings: Settings) -> Coalescer:
 def _task_failed(task: str, args: list[Any], kwargs: dict[str, Any], exc: BaseException) -> ServiceError:
     """A task that raised on the worker, reported without the worker's internals: for a decoding task (its first
     argument the model id) its backend failed, BackendFailed (503) naming it; for another task, WorkerFailed (502)."""
-    if task not in DECODING_TASKS:
+    if task not in REQUEST_TASKS:  # each decodes with `backend` (else pytorch) on the model its first argument names
         log.error("task %s failed on the inference worker: %s: %s", task, type(exc).__name__, exc, exc_info=exc)
         return WorkerFailed(f"the inference worker failed: {type(exc).__name__}")
     backend = kwargs.get("backend", "pytorch")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -152,3 +153,10 @@ def healthy_with_workers(url: str, n_workers: int):
         return body if body and r.status_code == 200 and len(body["workers"]) >= n_workers else None
 
     return check
+
+
+def batch_sizes(client: httpx.Client, metrics_token: str) -> tuple[float, float]:
+    """(sum, count) of the inference_batch_size histogram of the service's /metrics."""
+    text = client.get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"}).text
+    found = dict(re.findall(r"^inference_batch_size_(sum|count) ([0-9.e+]+)$", text, re.M))
+    return float(found.get("sum", 0)), float(found.get("count", 0))

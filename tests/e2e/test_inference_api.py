@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from bench.harness.rows import insert_model
-from bench.harness.stack import create_key
+from bench.harness.stack import batch_sizes, create_key
 from model.data.demo import grammar_cloze
 from tests.e2e.conftest import METRICS_TOKEN
 from tests.support.client import Api
@@ -269,22 +268,15 @@ def test_concurrent_requests_share_batches(served):
         response = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": [text]})
         return text, response.status_code, response.json().get("translations")
 
-    before = _batch_sizes(api)
+    before = batch_sizes(api.http, METRICS_TOKEN)
     with ThreadPoolExecutor(16) as pool:
         answers = list(pool.map(one, range(32)))
     assert {status for _, status, _ in answers} == {200}
     for text, _, translations in answers:
         assert [t["text"] for t in translations] == [t["text"] for t in alone[text]], text
-    after = _batch_sizes(api)
+    after = batch_sizes(api.http, METRICS_TOKEN)
     total, requests = after[0] - before[0], after[1] - before[1]
     assert total / requests > 1, (total, requests)  # some were decoded with others
-
-
-def _batch_sizes(api) -> tuple[float, float]:
-    """(sum, count) of /metrics' inference_batch_size: the sentences each task was decoded with."""
-    text = api.http.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}).text
-    found = dict(re.findall(r"^inference_batch_size_(sum|count) ([0-9.e+]+)$", text, re.M))
-    return float(found.get("sum", 0)), float(found.get("count", 0))
 
 
 def test_a_deleted_model_is_404(served, tmp_path):
