@@ -349,9 +349,10 @@ def test_evaluation_reports_validation_loss_perplexity_bleu_and_chrf(reverse_dat
 
 
 def test_evaluation_stays_within_its_budget_of_wall_clock_time(reverse_data, monkeypatch):
-    """An evaluation 10x as long as a step, due every step: with a 20% budget most are skipped, the time spent
+    """An evaluation longer than a step, due every step: with a 20% budget some are skipped, the time spent
     stays within the budget (the first evaluation aside), the last step is still evaluated, and eval_seconds is
-    the running total reported with each evaluation."""
+    the running total reported with each evaluation. How many fit depends on the step's time on this machine
+    (a loaded one fits more), so the count is bounded by the budget over the measured time."""
     import time as time_module
 
     def slow_evaluate(*args, **kwargs):
@@ -366,7 +367,8 @@ def test_evaluation_stays_within_its_budget_of_wall_clock_time(reverse_data, mon
         callbacks=Callbacks(on_eval=lambda s, m: evals.append((s, dict(m)))),
     )
     steps = [s for s, _ in evals]
-    assert steps[0] == 1 and steps[-1] == 60 and 2 < len(steps) < 40
+    assert steps[0] == 1 and steps[-1] == 60 and 2 < len(steps) < 60
+    assert len(steps) <= 2 + 0.2 * result.elapsed / 0.05
     spent = evals[-1][1]["eval_seconds"]
     assert spent == pytest.approx(0.05 * len(steps), rel=0.5)
     assert spent <= 0.2 * result.elapsed + 0.05 + 0.02
