@@ -189,13 +189,17 @@ def ours_service(
         if job["status"] != "succeeded":
             raise RuntimeError(f"job {job_id} {job['status']}: {job.get('error')}")
         model_id = job["model_id"]
-        series = client.get(f"/v1/jobs/{job_id}/metrics", params={"names": "eval_seconds"}).json()["series"]
+        series = client.get(f"/v1/jobs/{job_id}/metrics", params={"names": "eval_seconds,valid_loss"}).json()["series"]
         t0 = time.monotonic()
         hyps = translate_all(client, model_id, [source for source, _ in test])
         eval_seconds = series.get("eval_seconds", {}).get("values", [])
         return {
             **score(hyps, [t for _, t in test]),
             "steps": job["progress"]["step"],
+            "tokens_seen": job["progress"].get("tokens_seen"),  # batch tokens over all steps: D of a scaling law
+            "valid_loss": [
+                list(p) for p in zip(*(series.get("valid_loss", {}).get(k, []) for k in ("steps", "values")))
+            ],
             "eval_seconds": round(max(eval_seconds), 1) if eval_seconds else None,
             "decode_seconds": round(time.monotonic() - t0, 1),
             "job": job_id,
