@@ -109,17 +109,25 @@ def fit(points: np.ndarray, fixed_alpha: float | None) -> LossLaw:
     """Hoffmann et al.'s approach 3: Huber on log L, L-BFGS from a grid of starts; the best end wins."""
     log_n, log_d, log_l = np.log(points[:, 0]), np.log(points[:, 1]), np.log(points[:, 2])
 
-    def objective(theta: np.ndarray) -> float:
+    def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        """The Huber loss and its gradient in (a, b, e, beta[, alpha])."""
         a, b, e, beta = theta[:4]
         alpha = fixed_alpha if fixed_alpha is not None else theta[4]
-        predicted = logsumexp(np.stack([a - alpha * log_n, b - beta * log_d, np.full_like(log_n, e)]), axis=0)
-        return float(np.sum(huber(HUBER_DELTA, predicted - log_l)))
+        terms = np.stack([a - alpha * log_n, b - beta * log_d, np.full_like(log_n, e)])  # (3, points)
+        predicted = logsumexp(terms, axis=0)
+        residual = predicted - log_l
+        slope = np.clip(residual, -HUBER_DELTA, HUBER_DELTA)  # the Huber loss's derivative
+        share = np.exp(terms - predicted)  # each term's share of the sum: d predicted / d term
+        grad = [slope @ share[0], slope @ share[1], slope @ share[2], -(slope * share[1]) @ log_d]
+        if fixed_alpha is None:
+            grad.append(-(slope * share[0]) @ log_n)
+        return float(np.sum(huber(HUBER_DELTA, residual))), np.array(grad)
 
     alphas = [None] if fixed_alpha is not None else [0.2, 0.5, 1.0]
     best = None
     for a, b, e, beta, alpha in itertools.product((0, 5, 10), (0, 5, 10, 15), (-1, 0, 0.5), (0.2, 0.5, 0.8), alphas):
         start = np.array([a, b, e, beta] + ([] if alpha is None else [alpha]), dtype=float)
-        found = minimize(objective, start, method="L-BFGS-B")
+        found = minimize(objective, start, method="L-BFGS-B", jac=True)
         if best is None or found.fun < best.fun:
             best = found
     assert best is not None
