@@ -38,23 +38,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from model.nn.config import ModelConfig  # noqa: E402
-from model.probes.anatomy import count_parameters  # noqa: E402
+from model.probes.anatomy import non_embedding_parameters  # noqa: E402
 from model.train.size_choice import (  # noqa: E402
     HOFFMANN,
     LAW,
-    PREFER_SMALLER,
     LossLaw,
     effective_parameters,
     effective_tokens,
+    prefer_smaller,
 )
 
 HUBER_DELTA = 1e-3  # Hoffmann et al.'s
 TOKENS_PER_PAIR = 14.15  # batch tokens an en-fr pair of bench/corpus.py makes at vocabulary 4000 (longer side + 1)
-
-
-def non_embedding_parameters(preset: str, vocab_size: int) -> int:
-    counts = count_parameters(ModelConfig.from_preset(preset, vocab_size))
-    return int(counts["total"] - counts["by_kind"].get("embeddings", 0))
 
 
 def runs_of(path: Path) -> list[dict[str, Any]]:
@@ -82,7 +77,7 @@ def runs_of(path: Path) -> list[dict[str, Any]]:
                 "warmup": chosen["warmup_steps"],
                 "tokens_seen": run.get("tokens_seen"),
                 "corpus_tokens": corpus_tokens,
-                "parameters": non_embedding_parameters(preset, chosen["vocab_size"]),
+                "parameters": non_embedding_parameters(ModelConfig.from_preset(preset, chosen["vocab_size"])),
                 "curve": [(int(s), float(v)) for s, v in run["valid_loss"]],
             }
         )
@@ -148,15 +143,9 @@ def final_loss(law: LossLaw, run: dict[str, Any], tokens: float) -> float:
 
 
 def pick(law: LossLaw, runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The rule's choice among runs of one budget (ascending size): the lowest predicted loss at the tokens each
-    trained on, a larger one only if lower by PREFER_SMALLER."""
+    """The rule's choice (size_choice.prefer_smaller) among runs of one budget, at the tokens each trained on."""
     ordered = sorted(runs, key=lambda r: r["parameters"])
-    predicted = [final_loss(law, r, r["steps"] * r["tokens_per_step"]) for r in ordered]
-    best = 0
-    for i in range(1, len(ordered)):
-        if predicted[i] < predicted[best] * (1 - PREFER_SMALLER):
-            best = i
-    return ordered[best]
+    return ordered[prefer_smaller([final_loss(law, r, r["steps"] * r["tokens_per_step"]) for r in ordered])]
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -98,6 +98,12 @@ def count_parameters(config: ModelConfig) -> dict[str, Any]:
     return {"total": sum(by_component.values()), "by_component": dict(by_component), "by_kind": dict(by_kind)}
 
 
+def non_embedding_parameters(config: ModelConfig) -> int:
+    """N of a scaling law: every parameter but the embeddings (Gordon et al. and Kaplan et al. count these)."""
+    counts = count_parameters(config)
+    return int(counts["total"] - counts["by_kind"].get("embeddings", 0))
+
+
 def estimate_memory(
     config: ModelConfig, tokens_per_batch: int, dtype_bytes: int = 4, precision: str = "fp32"
 ) -> dict[str, int]:

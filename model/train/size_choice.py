@@ -299,13 +299,20 @@ def _by_steps(inputs: SizeInputs, candidates: list[Candidate]) -> tuple[Predicti
     return best, predictions, f"{best.preset}: bounded by steps, it trains on {seen}; {why} (Hoffmann et al.)"
 
 
+def prefer_smaller(losses: list[float]) -> int:
+    """The index of the choice among predicted losses in ascending size: the lowest, a larger one only if lower than
+    the one chosen so far by PREFER_SMALLER."""
+    best = 0
+    for i in range(1, len(losses)):
+        if losses[i] < losses[best] * (1 - PREFER_SMALLER):
+            best = i
+    return best
+
+
 def _by_time(inputs: SizeInputs, candidates: list[Candidate]) -> tuple[Prediction, list[Prediction], str]:
     """Within the time budget: the lowest predicted loss, a larger preset only if lower by PREFER_SMALLER."""
     predictions = [predict(inputs, c) for c in candidates]
-    best = predictions[0]
-    for p in predictions[1:]:
-        if p.loss < best.loss * (1 - PREFER_SMALLER):
-            best = p
+    best = predictions[prefer_smaller([p.loss for p in predictions])]
     chosen = candidates[predictions.index(best)]
     seconds = training_seconds(inputs.budget(chosen))
     others = ", ".join(f"{p.preset} {p.loss:.2f}" for p in predictions if p is not best)

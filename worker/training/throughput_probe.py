@@ -21,7 +21,7 @@ from app.core.settings import get_settings
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from model.data.batching import Example, example_sizes
 from model.nn.config import ModelConfig
-from model.probes.anatomy import count_parameters, estimate_memory
+from model.probes.anatomy import estimate_memory, non_embedding_parameters
 from model.train.budget import BATCH_MULTIPLE, MIN_BATCH_TOKENS, Curve, largest_batch
 from model.train.config import TrainingError
 from model.train.prepare import PreparedData
@@ -98,16 +98,15 @@ class PresetProbe:
 
 def candidate(name: str, config: ModelConfig, batch: int, fixed: bool, precision: str, limit: int) -> Candidate:
     """A preset's size, memory at the smallest batch it would use and the largest batch that fits (0: none)."""
-    counts = count_parameters(config)
-    embedding = counts["by_kind"].get("embeddings", 0)
+    parameters = non_embedding_parameters(config)
     fits = memory_needs(config, batch, precision, limit, name) is None
     largest = largest_batch(
         lambda tokens: estimate_memory(config, tokens, precision=precision)["training_total_bytes"] <= limit
     )
     return Candidate(
         preset=name,
-        parameters=counts["total"] - embedding,
-        compute_parameters=counts["total"] - embedding + config.vocab_size * config.d_model,
+        parameters=parameters,
+        compute_parameters=parameters + config.vocab_size * config.d_model,
         memory_bytes=estimate_memory(config, batch, precision=precision)["training_total_bytes"],
         max_batch_tokens=(batch if fixed else max(batch, largest)) if fits else 0,
     )
