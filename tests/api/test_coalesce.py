@@ -93,3 +93,25 @@ def test_a_group_never_carries_more_than_max_texts():
         assert [f.result(5)["translations"] for f in later] == [[f"T{i}", f"U{i}"] for i in range(4)]
         first.result(5)
     assert max(len(call) for call in send.calls) <= 4
+
+
+def test_a_full_group_goes_at_once_without_waiting_for_the_task_in_flight():
+    """Two requests that fill a group are answered while the first task is still in flight; a third that would take
+    the next group past max_texts sends that group and starts the one after it."""
+    send, coalescer = Recorder(), Coalescer(4, 5)
+    with ThreadPoolExecutor(8) as pool:
+        first = pool.submit(coalescer.run, "k", ["x"], send)
+        while not send.calls:
+            time.sleep(0.001)
+        full = [pool.submit(coalescer.run, "k", [f"t{i}", f"u{i}"], send) for i in range(2)]
+        assert [f.result(5)["translations"] for f in full] == [[f"T{i}", f"U{i}"] for i in range(2)]
+        three = pool.submit(coalescer.run, "k", ["a", "b", "c"], send)
+        while len(send.calls) < 2 or not coalescer._pending:
+            time.sleep(0.001)
+        two = pool.submit(coalescer.run, "k", ["d", "e"], send)  # 3 + 2 > 4: ["a", "b", "c"] goes now
+        assert three.result(5)["translations"] == ["A", "B", "C"]
+        assert not first.done()
+        send.release.set()
+        assert two.result(5)["translations"] == ["D", "E"] and first.result(5)["translations"] == ["X"]
+    assert send.calls[1] in (["t0", "u0", "t1", "u1"], ["t1", "u1", "t0", "u0"])
+    assert ["a", "b", "c"] in send.calls and ["d", "e"] in send.calls
