@@ -31,7 +31,15 @@ def _device(model: Transformer) -> torch.device:
 
 def source_ids(model: Transformer, tokenizer: Tokenizer, text: str) -> list[int]:
     """The encoder's input for a text: its ids and </s>; ValueError when it is longer than the model takes."""
-    ids = tokenizer.encode(text) + [tokenizer.eos_id]
+    return _checked_source(model, tokenizer.encode(text) + [tokenizer.eos_id], text)
+
+
+def sources_ids(model: Transformer, tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    """source_ids of each text, encoded in one call (which leaves the GIL to other threads)."""
+    return [_checked_source(model, ids + [tokenizer.eos_id], t) for t, ids in zip(texts, tokenizer.encode_batch(texts))]
+
+
+def _checked_source(model: Transformer, ids: list[int], text: str) -> list[int]:
     if len(ids) > model.config.max_positions:
         raise ValueError(
             f"source has {len(ids)} tokens (with </s>), more than max_positions="
@@ -74,7 +82,7 @@ def translate(
     _check_texts(texts)
     if return_alignment:
         _check_layer(model, alignment_layer)
-    sources = [source_ids(model, tokenizer, t) for t in texts]
+    sources = sources_ids(model, tokenizer, texts)
     batches = decode_batches([len(s) for s in sources], batch_size, beam_size, max_beam_tokens)
     nbest: list[list[Hypothesis]] = [[] for _ in texts]
 

@@ -28,7 +28,8 @@ def free_memory(device: torch.device) -> int:
     """Bytes a new batch can take on a CUDA device: what the driver has free plus what PyTorch's caching
     allocator holds without using."""
     free, _total = torch.cuda.mem_get_info(device)
-    return int(free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device))
+    stats = torch.cuda.memory_stats(device)  # read once: each of memory_reserved and memory_allocated reads it all
+    return int(free + stats.get("reserved_bytes.all.current", 0) - stats.get("allocated_bytes.all.current", 0))
 
 
 def decode_limits(

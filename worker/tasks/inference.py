@@ -107,18 +107,22 @@ def _translate_batch(key: BatchKey, texts: list[str]) -> list[dict[str, Any]]:
     return [{**result, "backend": answered} for result in results]
 
 
-def _pieces(loaded: LoadedModel, text: str) -> list[str]:
-    """The text itself, or its sentences when it is longer than the model's maximum length."""
+def _plans(loaded: LoadedModel, texts: list[str]) -> list[list[str]]:
+    """Each text itself, or its sentences when it is longer than the model's maximum length. The texts are encoded in
+    one call, which leaves the GIL to the worker's other threads (encoding them one by one held it: a tenth of the
+    decoding thread's and a seventh of the request threads' time under 8 clients on an H200)."""
     limit = loaded.model.config.max_positions - 1  # room for </s>
-    if len(loaded.tokenizer.encode(text)) <= limit:
-        return [text]
+    lengths = [len(ids) for ids in loaded.tokenizer.encode_batch(texts)]
+    return [[text] if n <= limit else _sentences(loaded, text, limit) for text, n in zip(texts, lengths)]
+
+
+def _sentences(loaded: LoadedModel, text: str, limit: int) -> list[str]:
     pieces = [p for p in SENTENCE_END.split(text.strip()) if p]
-    for piece in pieces:
-        n = len(loaded.tokenizer.encode(piece))
-        if n > limit:
+    for piece, ids in zip(pieces, loaded.tokenizer.encode_batch(pieces)):
+        if len(ids) > limit:
             raise RequestError(
                 422,
-                f"a sentence of {n} tokens is longer than the model's maximum of {limit} "
+                f"a sentence of {len(ids)} tokens is longer than the model's maximum of {limit} "
                 f"tokens and cannot be split further: {piece[:60]!r}",
             )
     return pieces
@@ -198,7 +202,7 @@ def translate_task(
     _check_beam(loaded, beam_size)
     if max_length is not None:  # as the PyTorch decoder bounds it, so both backends take the same lengths
         max_length = min(max_length, loaded.model.config.max_positions)
-    plans = [_pieces(loaded, text) for text in texts]
+    plans = _plans(loaded, texts)
     flat = [piece for plan in plans for piece in plan]
     results, batch_size = batcher().submit_sized(
         (model_id, beam_size, n_best, max_length, return_alignment, backend), flat
