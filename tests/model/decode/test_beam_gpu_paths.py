@@ -207,3 +207,30 @@ def test_cross_attention_keys_values_and_mask_are_built_once_per_search(model, m
     n_layers = model.config.n_decoder_layers
     assert projected.count(2) == n_layers  # cross-attention K/V: the first step only
     assert masks.count(False) == model.config.n_encoder_layers + n_layers  # encoder once, cross once per layer
+
+
+def test_decoding_on_a_gpu_leaves_out_cudnn_attention_and_restores_the_flags_after():
+    """cuDNN's attention builds a plan for each new shape (hundreds of ms on an H200), and decoding's shapes change
+    with every batch: the decoders run every other kernel of scaled_dot_product_attention on a GPU."""
+    from model.decode.greedy import decoding_attention
+
+    flags = (torch.backends.cuda.cudnn_sdp_enabled, torch.backends.cuda.flash_sdp_enabled,
+             torch.backends.cuda.mem_efficient_sdp_enabled, torch.backends.cuda.math_sdp_enabled)  # fmt: skip
+    before = [f() for f in flags]
+    assert before[0], "cuDNN attention is on by default"
+    with decoding_attention(torch.device("cuda")):
+        assert [f() for f in flags] == [False, True, True, True]
+    with decoding_attention(torch.device("cpu")):
+        assert [f() for f in flags] == before
+    assert [f() for f in flags] == before
+
+
+def test_a_search_on_a_gpu_model_runs_under_the_decoding_kernels(model, monkeypatch):
+    """eval_mode (every decoder's) chooses the kernels from the device of the model's weights."""
+    from model.decode import greedy
+
+    devices: list[torch.device] = []
+    real = greedy.decoding_attention
+    monkeypatch.setattr(greedy, "decoding_attention", lambda device: devices.append(device) or real(device))
+    search(model)
+    assert devices == [torch.device("cpu")]
