@@ -7,12 +7,14 @@ would, and measured three ways, each also called in this process through the wor
 (worker/serving/translation.py, the model loaded as the worker loads it):
 
   one sentence   p50 and p99 latency of a one-sentence request, 1 client
-  32 sentences   sentences/s of 32-sentence requests at each --clients count (each client sends back to back)
+  32 sentences   sentences/s of 32-sentence requests at each --clients count (each client sends --per-client of
+                 them back to back)
   in-process     the same calls with no HTTP, broker or worker: one sentence, and 32 x clients sentences at once
                  (what the worker could at best decode for those clients together)
 
 Prints human lines, then one JSON object last: per stack and backend the figures, `timing` (the median of the
-Server-Timing header's queue and compute parts for the 32-sentence requests, by clients), `mean_batch` (the
+Server-Timing header's queue, compute and total parts for the 32-sentence requests, by clients, and `client`, what
+the client waited: the difference is the time before and after the route, in the API and on the way), `mean_batch` (the
 sentences a request was decoded with, from /metrics), and `ratio` = HTTP / in-process in
 sentences/s for 32-sentence requests from one client (the lowest of all stacks and backends; `ratios` has each,
 at every client count). Goals: p50 <= 30 ms for one sentence on a CPU, ratio >= 0.7 (>= 0.8 at 8 clients).
@@ -152,24 +154,28 @@ def server_timing(header: str) -> dict[str, float]:
     return parts
 
 
-def over_http(client: httpx.Client, model_id: str, backend: str, requests: int, clients: list[int]) -> dict[str, Any]:
+def over_http(
+    client: httpx.Client, model_id: str, backend: str, requests: int, clients: list[int], per_client: int = 4
+) -> dict[str, Any]:
     seen: set[str] = set()
     timing: dict[str, list[float]] = {}
 
     def post(texts: list[str]) -> None:
+        t0 = time.perf_counter()
         r = client.post(f"/v1/models/{model_id}/translate", json={"texts": texts, "beam_size": 4, "backend": backend})
         r.raise_for_status()
         seen.add(r.json()["backend"])
         if len(texts) > 1:
             for name, ms in server_timing(r.headers.get("server-timing", "")).items():
                 timing.setdefault(name, []).append(ms)
+            timing.setdefault("client", []).append((time.perf_counter() - t0) * 1000)  # what the client waited
 
     for _ in range(3):  # loads (and converts) the model, and warms the path
         post(TEXTS)
     one = [timed(lambda: post([SENTENCE])) for _ in range(requests)]
     rates, timings, batches = {}, {}, {}
     for n in clients:
-        total = max(n * 4, 8)
+        total = max(n * per_client, 8)
         timing.clear()
         before = batch_sizes(client, METRICS_TOKEN)
         t0 = time.perf_counter()
@@ -241,6 +247,7 @@ def main() -> None:
     p.add_argument("--clients", default="1,8,32")
     p.add_argument("--requests", type=int, default=100, help="one-sentence requests timed per stack and backend")
     p.add_argument("--threads", type=int, default=1, help="torch threads, here and in the worker")
+    p.add_argument("--per-client", type=int, default=4, help="32-sentence requests each client sends, per count")
     p.add_argument("--idle-seconds", type=float, default=10.0, help="quiet before, then measured, for the idle CPU")
     args = p.parse_args()
     clients = [int(c) for c in args.clients.split(",")]
@@ -260,7 +267,9 @@ def main() -> None:
         with stack(kind, tmp / kind, env_extra) as (client, worker_pid):
             model_id = import_model(client, archive)
             idle = idle_cpu_percent(worker_pid, args.idle_seconds, args.idle_seconds)
-            results[kind] = {b: over_http(client, model_id, b, args.requests, clients) for b in backends}
+            results[kind] = {
+                b: over_http(client, model_id, b, args.requests, clients, args.per_client) for b in backends
+            }
             results[kind]["worker_idle_cpu_percent"] = idle
             print(f"{kind}: {json.dumps(results[kind])}", flush=True)
     ratios: dict[str, Any] = {}
