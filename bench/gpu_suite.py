@@ -17,6 +17,7 @@ The steps (bench/*.py, whose docstrings say what each measures):
 - a torch.profiler summary of one compiled `base` step (matrix products, attention, copies, elementwise, idle);
 - beam-4 decoding of `base` with bf16 weights, as the inference workers load them: ours, generate() and
   CTranslate2 float16 at batches of 1, 32 and 128;
+- a beam search's first call at a new batch size, the decoders' attention kernels against PyTorch's own choice;
 - the service on its embedded default with WORKER_DEVICE=cuda: upload, a 2-minute job over HTTP, translations
   by each backend;
 - translations over HTTP on the embedded default against the same engine in this process (bench/serve_http.py).
@@ -99,6 +100,15 @@ STEPS: tuple[Step, ...] = (
     train("train-base-25k-v32k-compile", "base", "25000", "32000", True, 220),
     train("train-base-25k-v32k", "base", "25000", "32000", False, 25),
     Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 50, 180),
+    # A search at a batch size it has not run before, the decoders' attention kernels against PyTorch's choice.
+    Step(
+        "decode-shapes",
+        "decode_shapes.py",
+        ("--device", "cuda", "--preset", "base"),
+        ("--preset", "tiny", "--rounds", "1", "--fresh", "1"),
+        60,
+        180,
+    ),
     Step(
         "service-e2e",
         "service_e2e.py",

@@ -141,3 +141,17 @@ def test_decode_throughput_leaves_out_a_ctranslate2_engine_that_cannot_translate
     assert result["ct2_failed"] == {"ct2_fp16": missing}
     assert not any(key.startswith("ct2_") and key.endswith("_sent_per_s") for key in result)
     assert result["ratio"] == pytest.approx(result["ours_sent_per_s"] / result["hf_sent_per_s"], rel=1e-2)
+
+
+def test_decode_shapes_on_cpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every case runs and lands in the JSON; each fresh size is new to the whole run."""
+    from bench import decode_shapes
+
+    out = tmp_path / "shapes.json"
+    result = decode_shapes.main(["--preset", "tiny", "--rounds", "1", "--fresh", "2", "--out", str(out)])
+    assert last_json_line(capsys) == result == json.loads(out.read_text())
+    assert set(result["cases"]) == {f"{k}/{g}" for k in ("decoders", "pytorch_default") for g in ("graphs", "eager")}
+    sizes = [n for case in result["cases"].values() for n in case["fresh_sizes_first_ms"]]
+    assert len(sizes) == len(set(sizes)) == 8
+    assert all(case[label]["median_ms"] > 0 for case in result["cases"].values() for label in ("one", "b32", "b256"))
+    assert result["ratio"] > 0

@@ -38,6 +38,8 @@ def test_every_step_runs_on_the_cpu_and_lands_in_one_json(tmp_path: Path) -> Non
     assert len(profile["top"]) == profile_step.TOP
     assert ran["decode-base-b32"]["weights"] == "bf16" and ran["decode-base-b32"]["ratio"] > 0
     assert shared["decode-base-b1"] == shared["decode-base-b128"] == "decode-base-b32"
+    shapes = {f"{kernels}/{graphs}" for kernels in ("decoders", "pytorch_default") for graphs in ("graphs", "eager")}
+    assert set(ran["decode-shapes"]["cases"]) == shapes and ran["decode-shapes"]["ratio"] > 0
     service = ran["service-e2e"]
     assert service["ok"] and service["job"]["status"] == "succeeded", service.get("errors")
     assert service["job"]["auto_settings"]["chosen"]["max_tokens_per_batch"] > 0
