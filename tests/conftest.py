@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 # One intra-op thread a process, set before torch is first imported: `make test` runs two pytest workers on two cores,
@@ -43,14 +46,36 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     class FolderScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             # tests/e2e/test_cli.py -> tests/e2e; tests/model/train/test_loss.py -> tests/model (subfolders go with it)
-            parts = nodeid.split("::", 1)[0].split("/")
-            return "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+            return scope_of(nodeid)
 
     return FolderScheduling(config, log)
 
 
 # The folders in the order the workers take them: the longest first, so that neither worker is left alone with a
 # long one at the end (the per-folder times a run prints show where each stands). Folders not named come after.
+# tests/e2e is a third of the suite's time: whole on one worker, it left that worker finishing alone for the last
+# 9 minutes of a run. Its files that start stacks of their own go to a scope apart from those sharing the package's
+# `served` stack (tests/e2e/conftest.py), so the two halves can run on both workers at once.
+OWN_STACKS = "tests/e2e (own stacks)"
+
+
+def scope_of(nodeid: str) -> str:
+    """The scope a test is scheduled with: its folder of tests/, tests/e2e split in two (OWN_STACKS)."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    scope = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
+    if scope == "tests/e2e" and len(parts) == 3 and parts[2].startswith("test_") and not _uses_served(parts[2]):
+        return OWN_STACKS
+    return scope
+
+
+@functools.cache
+def _uses_served(file_name: str) -> bool:
+    """Whether a test of tests/e2e/<file_name> asks for the package's `served` stack."""
+    tree = ast.parse((Path(__file__).parent / "e2e" / file_name).read_text())
+    functions = (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return any(arg.arg == "served" for f in functions for arg in f.args.args)
+
+
 FOLDER_ORDER = ("e2e", "model", "reliability", "browser", "api", "security", "bench", "worker", "storage")
 
 
@@ -66,19 +91,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 _FOLDER_SECONDS: dict[str, float] = {}
+_FILE_SECONDS: dict[str, float] = {}
+SLOWEST_FILES = 15  # listed after the folders, to balance the scopes by
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Seconds spent per folder (setup, call and teardown), on the controller as on a single process."""
-    folder = _folder(report.nodeid) or "(top level)"
+    """Seconds spent per scope and per file (setup, call and teardown), on the controller as on a single process."""
+    folder = scope_of(report.nodeid).removeprefix("tests/") if _folder(report.nodeid) else "(top level)"
     _FOLDER_SECONDS[folder] = _FOLDER_SECONDS.get(folder, 0.0) + report.duration
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _FOLDER_SECONDS and not os.environ.get("PYTEST_XDIST_WORKER"):
-        terminalreporter.write_sep("=", "seconds per folder of tests/ (each runs whole on one worker)")
+        terminalreporter.write_sep("=", "seconds per folder of tests/ (each whole on one worker, tests/e2e as two)")
         for folder, seconds in sorted(_FOLDER_SECONDS.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{seconds:9.1f}  tests/{folder}")
+        terminalreporter.write_sep("=", f"seconds of the {SLOWEST_FILES} slowest files")
+        for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]:
+            terminalreporter.write_line(f"{seconds:9.1f}  {path}")
 
 
 def _require(name: str, reachable: bool, url: str) -> None:
