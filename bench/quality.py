@@ -21,6 +21,7 @@ Recipes: `peer` gives both sides vocabulary 4000, 1500-token batches and warm-up
 job defaults (vocabulary, batch tokens and warm-up of TrainingSpec); `auto` gives ours only the budget
 (`max_minutes`; the worker chooses vocabulary, batch, warm-up, model/train/budget.py) and the peer its recipe.
 --concurrent trains both sides at once on half the threads each (a 60-minute pair in an hour, one machine load).
+--train-pairs N trains on a sample of N training pairs (the small-corpus regime), validated and tested as the rest.
 Prints a line per run, then one JSON object as the last line with medians over seeds and
 `ratio` = our median BLEU / the peer's.
 """
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
@@ -254,6 +256,21 @@ def run_sides(sides: dict[str, Callable[[], dict[str, Any]]], concurrent: bool) 
             yield side, future.result()
 
 
+def cut_corpus(corpus: Path, pairs: int) -> Path:
+    """A corpus beside `corpus` whose training part is a sample of `pairs` of its pairs (in their order; seed 0), the
+    validation and test parts the same."""
+    lines = (corpus / "train.jsonl").read_text().splitlines()
+    if not 0 < pairs <= len(lines):
+        raise SystemExit(f"--train-pairs {pairs}: the corpus has {len(lines)} training pairs")
+    keep = sorted(random.Random(0).sample(range(len(lines)), pairs))
+    cut = corpus.with_name(f"{corpus.name}-train{pairs}")
+    cut.mkdir(parents=True, exist_ok=True)
+    (cut / "train.jsonl").write_text("".join(lines[i] + "\n" for i in keep))
+    for part in ("valid.jsonl", "test.jsonl"):
+        (cut / part).write_bytes((corpus / part).read_bytes())
+    return cut
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=20.0, help="training wall-clock minutes per run and side")
@@ -271,6 +288,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--lang", default="fr")
     p.add_argument("--corpus", type=Path, default=ROOT / "var" / "corpus")
     p.add_argument("--test-size", type=int, default=800, help="test sentences scored (the first N)")
+    p.add_argument("--train-pairs", type=int, help="train on a sample of this many training pairs (seed 0)")
     p.add_argument("--threads", type=int, default=2, help="threads a side (in all, with --concurrent)")
     p.add_argument(
         "--concurrent",
@@ -287,6 +305,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         os.environ["RAYON_NUM_THREADS"] = str(threads_a_side)
     corpus = args.corpus / f"en-{args.lang}"
     counts = build_corpus(args.lang, corpus)
+    if args.train_pairs is not None:
+        corpus = cut_corpus(corpus, args.train_pairs)
+        counts["train_used"] = args.train_pairs
     test = read_jsonl(corpus / "test.jsonl")[: args.test_size]
     overrides = {}
     for item in args.set:

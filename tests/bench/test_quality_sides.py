@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -54,3 +55,21 @@ def test_concurrent_needs_the_service(capsys: pytest.CaptureFixture[str]) -> Non
         quality.main(["--concurrent", "--through", "function", "--minutes", "0.01"])
     assert exit_info.value.code == 2
     assert "--concurrent needs --through service" in capsys.readouterr().err
+
+
+def test_a_cut_corpus_keeps_a_sample_of_the_training_pairs_and_every_other_part(tmp_path):
+    from bench.quality import cut_corpus
+
+    corpus = tmp_path / "en-fr"
+    corpus.mkdir()
+    (corpus / "train.jsonl").write_text("".join(f'{{"n": {i}}}\n' for i in range(10)))
+    for part in ("valid.jsonl", "test.jsonl"):
+        (corpus / part).write_text(f'{{"part": "{part}"}}\n')
+    cut = cut_corpus(corpus, 4)
+    kept = [json.loads(line)["n"] for line in (cut / "train.jsonl").read_text().splitlines()]
+    assert len(kept) == 4 and kept == sorted(set(kept)) and set(kept) <= set(range(10))
+    assert kept == [json.loads(line)["n"] for line in (cut_corpus(corpus, 4) / "train.jsonl").read_text().splitlines()]
+    for part in ("valid.jsonl", "test.jsonl"):
+        assert (cut / part).read_text() == (corpus / part).read_text()
+    with pytest.raises(SystemExit, match="11: the corpus has 10"):
+        cut_corpus(corpus, 11)
