@@ -85,11 +85,12 @@ def train(name: str, preset: str, tokens: str, vocab: str, compile_: bool, estim
 # a compiled step compiles one graph per length bucket its batches need, which took `base` 210 s in all.
 STEPS: tuple[Step, ...] = (
     # What users get: translations over HTTP against the same engine in this process (embedded default: no Redis or
-    # PostgreSQL on a bare GPU host); base trained for a minute, beam 4, 1, 8 and 32 clients.
+    # PostgreSQL on a bare GPU host); base trained for a minute, beam 4, 1, 8 and 32 clients, 12 requests a client (4
+    # gave figures that moved by a quarter between hosts).
     Step(
         "serve-http",
         "serve_http.py",
-        ("--device", "cuda", "--stacks", "embedded", "--preset", "base", "--requests", "100"),
+        ("--device", "cuda", "--stacks", "embedded", "--preset", "base", "--requests", "100", "--per-client", "12"),
         (
             *("--stacks", "embedded", "--backends", "pytorch", "--preset", "tiny", "--requests", "5"),
             *("--clients", "1,2", "--idle-seconds", "0.5"),
