@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
@@ -31,6 +31,14 @@ class Recorder:
         return {"translations": [t.upper() for t in texts], "model_id": "m"}
 
 
+def in_flight(pool: ThreadPoolExecutor, coalescer: Coalescer, send: Recorder) -> Future:
+    """A first request for key "k" (text "x"), returned once its task is sent: send holds it until released."""
+    first = pool.submit(coalescer.run, "k", ["x"], send)
+    while not send.calls:
+        time.sleep(0.001)
+    return first
+
+
 def test_a_lone_request_is_sent_at_once_with_its_own_texts():
     send = Recorder()
     send.release.set()
@@ -41,9 +49,7 @@ def test_a_lone_request_is_sent_at_once_with_its_own_texts():
 def test_requests_arriving_while_one_is_in_flight_travel_together_and_get_their_own_answers():
     send, coalescer = Recorder(), Coalescer(64, 5)
     with ThreadPoolExecutor(8) as pool:
-        first = pool.submit(coalescer.run, "k", ["x"], send)
-        while not send.calls:
-            time.sleep(0.001)
+        first = in_flight(pool, coalescer, send)
         later = [pool.submit(coalescer.run, "k", [f"t{i}", f"u{i}"], send) for i in range(6)]
         time.sleep(0.2)  # all six are waiting behind the first
         send.release.set()
@@ -68,9 +74,7 @@ def test_other_keys_are_never_mixed():
 def test_a_failing_group_is_retried_request_by_request_so_errors_stay_with_their_request():
     send, coalescer = Recorder(fail_on="bad"), Coalescer(64, 5)
     with ThreadPoolExecutor(8) as pool:
-        first = pool.submit(coalescer.run, "k", ["x"], send)
-        while not send.calls:
-            time.sleep(0.001)
+        first = in_flight(pool, coalescer, send)
         good = [pool.submit(coalescer.run, "k", [f"g{i}"], send) for i in range(3)]
         bad = pool.submit(coalescer.run, "k", ["bad"], send)
         time.sleep(0.2)
@@ -84,9 +88,7 @@ def test_a_failing_group_is_retried_request_by_request_so_errors_stay_with_their
 def test_a_group_never_carries_more_than_max_texts():
     send, coalescer = Recorder(), Coalescer(4, 5)
     with ThreadPoolExecutor(8) as pool:
-        first = pool.submit(coalescer.run, "k", ["x"], send)
-        while not send.calls:
-            time.sleep(0.001)
+        first = in_flight(pool, coalescer, send)
         later = [pool.submit(coalescer.run, "k", [f"t{i}", f"u{i}"], send) for i in range(4)]
         time.sleep(0.2)
         send.release.set()
@@ -100,9 +102,7 @@ def test_a_full_group_goes_at_once_without_waiting_for_the_task_in_flight():
     the next group past max_texts sends that group and starts the one after it."""
     send, coalescer = Recorder(), Coalescer(4, 5)
     with ThreadPoolExecutor(8) as pool:
-        first = pool.submit(coalescer.run, "k", ["x"], send)
-        while not send.calls:
-            time.sleep(0.001)
+        first = in_flight(pool, coalescer, send)
         full = [pool.submit(coalescer.run, "k", [f"t{i}", f"u{i}"], send) for i in range(2)]
         assert [f.result(5)["translations"] for f in full] == [[f"T{i}", f"U{i}"] for i in range(2)]
         three = pool.submit(coalescer.run, "k", ["a", "b", "c"], send)
