@@ -51,8 +51,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     return FolderScheduling(config, log)
 
 
-# The folders in the order the workers take them: the longest first, so that neither worker is left alone with a
-# long one at the end (the per-folder times a run prints show where each stands). Folders not named come after.
 # tests/e2e is a third of the suite's time: whole on one worker, it left that worker finishing alone for the last
 # 9 minutes of a run. Its files that start stacks of their own go to a scope apart from those sharing the package's
 # `served` stack (tests/e2e/conftest.py), so the two halves can run on both workers at once.
@@ -76,6 +74,8 @@ def _uses_served(file_name: str) -> bool:
     return any(arg.arg == "served" for f in functions for arg in f.args.args)
 
 
+# The folders in the order the workers take them: the longest first, so that neither worker is left alone with a
+# long one at the end (the per-folder times a run prints show where each stands). Folders not named come after.
 FOLDER_ORDER = ("e2e", "model", "reliability", "browser", "api", "security", "bench", "worker", "storage")
 
 
