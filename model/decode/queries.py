@@ -31,21 +31,19 @@ def _device(model: Transformer) -> torch.device:
 
 def source_ids(model: Transformer, tokenizer: Tokenizer, text: str) -> list[int]:
     """The encoder's input for a text: its ids and </s>; ValueError when it is longer than the model takes."""
-    return _checked_source(model, tokenizer.encode(text) + [tokenizer.eos_id], text)
+    return sources_ids(model, tokenizer, [text])[0]
 
 
 def sources_ids(model: Transformer, tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
     """source_ids of each text, encoded in one call (which leaves the GIL to other threads)."""
-    return [_checked_source(model, ids + [tokenizer.eos_id], t) for t, ids in zip(texts, tokenizer.encode_batch(texts))]
-
-
-def _checked_source(model: Transformer, ids: list[int], text: str) -> list[int]:
-    if len(ids) > model.config.max_positions:
-        raise ValueError(
-            f"source has {len(ids)} tokens (with </s>), more than max_positions="
-            f"{model.config.max_positions}: {text[:60]!r}"
-        )
-    return ids
+    sources = [ids + [tokenizer.eos_id] for ids in tokenizer.encode_batch(texts)]
+    for ids, text in zip(sources, texts):
+        if len(ids) > model.config.max_positions:
+            raise ValueError(
+                f"source has {len(ids)} tokens (with </s>), more than max_positions="
+                f"{model.config.max_positions}: {text[:60]!r}"
+            )
+    return sources
 
 
 def _check_texts(texts: Sequence[str]) -> None:
