@@ -40,3 +40,19 @@ def test_the_micro_batch_follows_the_device_unless_set():
     assert micro_batch(None, torch.device("cpu")) == CPU_MICRO_BATCH == 64
     assert micro_batch(None, CUDA) == GPU_MICRO_BATCH == 1024
     assert micro_batch(96, CUDA) == micro_batch(96, torch.device("cpu")) == 96
+
+
+def test_a_gpus_free_memory_is_the_drivers_plus_what_the_allocator_holds_unused(monkeypatch):
+    """free_memory on a GPU (its driver's and allocator's readings injected): the allocator's statistics are read
+    once, and its reserved but unallocated bytes count as free."""
+    from worker.serving import decode_limits as limits
+
+    reads: list[torch.device] = []
+
+    def memory_stats(device: torch.device) -> dict[str, int]:
+        reads.append(device)
+        return {"reserved_bytes.all.current": 5 * 2**30, "allocated_bytes.all.current": 2 * 2**30}
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (10 * 2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "memory_stats", memory_stats)
+    assert limits.free_memory(CUDA) == 13 * 2**30 and reads == [CUDA]
