@@ -14,7 +14,7 @@ from model.data.demo import numbers_to_words_task, split_numbers
 from model.probes.anatomy import estimate_memory
 from model.train.budget import BudgetInputs, choose_warmup, training_seconds
 from model.train.compile_choice import COMPILE_SECONDS_PER_GRAPH, COMPILED_SPEEDUP, DATA_PARALLEL_GRAPHS
-from model.train.size_choice import SizeInputs, choose_size
+from model.train.size_choice import SizeInputs, choose_dropout, choose_size
 from model.train.step_graph import bucket_length
 from worker.training import auto_settings, throughput_probe
 from worker.training.auto_settings import choose_settings, pending
@@ -288,7 +288,12 @@ def test_a_job_that_leaves_its_preset_to_the_worker_gets_it_chosen_from_timed_ca
     # The recorded inputs give the same choice again.
     recorded = {k: v for k, v in auto["preset_inputs"].items() if k != "predictions"}
     assert choose_size(SizeInputs(**recorded)).preset == "small"
-    assert auto["chosen"]["dropout"] == rows.job.model_config["dropout"] == data.model_config.dropout == 0.3
+    # Many epochs of 8,000 short pairs: small's 0.1 raised by the rule (past 11 epochs, toward 0.3 at 101).
+    epochs = next(p["epochs"] for p in auto["preset_inputs"]["predictions"] if p["preset"] == "small")
+    corpus_tokens = auto["preset_inputs"]["corpus_tokens"]
+    dropout, _ = choose_dropout(0.1, candidates["small"]["parameters"], corpus_tokens, epochs)
+    assert 0.1 < dropout < 0.3 and 11 < epochs < 101
+    assert auto["chosen"]["dropout"] == rows.job.model_config["dropout"] == data.model_config.dropout == dropout
     assert "epochs" in auto["reasons"]["dropout"] and set(auto["fields"]) == {*ALL, "preset", "dropout"}
     assert pending(rows) == []
 
