@@ -88,3 +88,4 @@ class TrainResult:
     averaged_checkpoint: str | None
     model_checkpoint: str | None  # the one to serve: averaged, else best by validation loss, else last
     losses: list[float] = field(default_factory=list)  # training loss of every step of this attempt
+    best_checkpoint_step: int | None = None  # best_checkpoint's step (best_step is the best evaluation's)

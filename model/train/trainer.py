@@ -174,6 +174,7 @@ class Trainer:
             "metrics": self.metrics,
             # A name, not a path: another worker may mount the artifact store elsewhere.
             "best_checkpoint": Path(self.checkpoints.best).name if self.checkpoints.best else None,
+            "best_checkpoint_loss": self.checkpoints.best_loss,
             "batcher": self.batcher.state_dict(),
             "schedule": self.schedule.state_dict(),
             "train_config": self.config.to_dict(),
@@ -197,7 +198,9 @@ class Trainer:
         self.eval_seconds = float(state.get("eval_seconds", 0.0))  # absent in checkpoints of older versions
         self._last_eval_elapsed = self.elapsed  # a resumed run's clock for eval_every_minutes starts here
         self.metrics = dict(state["metrics"])
-        self.checkpoints.resumed(ckpt.path, self.step, state["best_checkpoint"])
+        # Checkpoints of older versions lack the best one's loss: it was the best evaluation's when written.
+        best_loss = state.get("best_checkpoint_loss", state["best_valid_loss"])
+        self.checkpoints.resumed(ckpt.path, self.step, state["best_checkpoint"], best_loss)
         restore_rng_state(state["rng"])
         logger.info("resumed from %s at step %d", ckpt.path, self.step)
 
@@ -275,6 +278,7 @@ class Trainer:
             averaged_checkpoint=averaged,
             model_checkpoint=averaged or best or last,
             losses=log.losses,
+            best_checkpoint_step=self.checkpoints.best_step,
         )
 
     def _loader(self) -> Loader:
@@ -354,5 +358,6 @@ class Trainer:
         return evaluate(model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision)
 
     def _checkpoint(self) -> None:
-        self.checkpoints.write(self.step, self.metrics, best=self.best_step == self.step, trainer_state=self.state_dict)
+        evaluated = self.last_eval_step == self.step
+        self.checkpoints.write(self.step, self.metrics, evaluated=evaluated, trainer_state=self.state_dict)
         self.probes.at_checkpoint(self.step)

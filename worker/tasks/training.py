@@ -158,7 +158,7 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
         source = (
             f"average of last {spec.average_last}"
             if result.averaged_checkpoint
-            else f"best@{result.best_step}"
+            else f"best@{result.best_checkpoint_step}"
             if result.model_checkpoint == result.best_checkpoint
             else f"last@{result.step}"
         )

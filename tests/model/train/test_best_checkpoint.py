@@ -1,0 +1,101 @@
+"""Which checkpoint a run serves: the lowest validation loss among its checkpoints, whatever the evaluations between
+them did (model/train/checkpointing.py); kept across a resume; named in the model's source by its own step."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from model.data.demo import reverse_task
+from model.data.tokenizer import Tokenizer
+from model.io.checkpoint import load_checkpoint
+from model.io.checkpoint_files import step_dir
+from model.train import trainer
+from model.train.config import TrainConfig
+from model.train.events import Callbacks, StepInfo
+from model.train.loop import train
+from model.train.prepare import PreparedData, prepare
+from model.train.settings import MAX_KEEP_CHECKPOINTS, DataSettings
+
+
+@pytest.fixture(autouse=True)
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def data() -> PreparedData:
+    pairs = reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0)
+    return prepare("translation", pairs, preset="tiny", vocab_size=300, settings=DataSettings(max_length=16), seed=0)
+
+
+def config(**overrides) -> TrainConfig:
+    base = dict(
+        max_steps=8,
+        max_tokens_per_batch=256,
+        warmup_steps=10,
+        peak_lr=1e-3,
+        eval_every=2,
+        checkpoint_every=4,
+        eval_max_sentences=8,
+        keep_checkpoints=MAX_KEEP_CHECKPOINTS,
+        seed=0,
+        eval_budget=None,
+    )
+    return TrainConfig(**{**base, **overrides})
+
+
+def losses_by_step(monkeypatch: pytest.MonkeyPatch, by_step: dict[int, float]) -> None:
+    """Each evaluation's loss, by the step it runs at."""
+
+    def evaluate(model, objective, batches, tokenizer, examples, precision):
+        return {"loss": by_step[evaluations.pop(0)]}
+
+    evaluations = sorted(by_step)
+    monkeypatch.setattr(trainer, "evaluate", evaluate)
+
+
+def test_the_best_checkpoint_is_the_lowest_loss_among_checkpoints_not_the_one_best_when_written(
+    data, tmp_path, monkeypatch
+):
+    """Fault: the best evaluation (step 6) falls between checkpoints (every 4 updates), after a checkpoint that was
+    the best when written (step 4, loss 2.5). Pass: the run serves step 8 (1.5, below step 4's 2.5), not step 4, and
+    says so: best_step is the evaluation's (6), best_checkpoint_step the checkpoint's (8)."""
+    losses_by_step(monkeypatch, {2: 3.0, 4: 2.5, 6: 1.0, 8: 1.5})
+    result = train(data, config(), tmp_path)
+    assert result.best_step == 6 and result.best_valid_loss == 1.0
+    assert result.best_checkpoint == result.model_checkpoint == str(step_dir(tmp_path, 8))
+    assert result.best_checkpoint_step == 8
+    state = load_checkpoint(step_dir(tmp_path, 8)).trainer_state
+    assert state is not None and state["best_checkpoint"] == "step-00000008" and state["best_checkpoint_loss"] == 1.5
+
+
+def test_a_later_checkpoint_with_a_higher_loss_leaves_the_best_and_a_resume_keeps_it(tmp_path, monkeypatch):
+    """Evaluations every 3 updates, checkpoints every 4: step 4 (loss 2.0) is the best checkpoint. The run is
+    preempted after step 7, whose checkpoint has no evaluation of its own: never the best, though the last
+    evaluation (step 6, 1.5) beat step 4's. Resumed in a new run, the best stays step 4 at 2.0, so step 8 (2.2) does
+    not replace it."""
+    rows = reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0)
+
+    def data(tokenizer: Tokenizer | None = None) -> PreparedData:
+        return prepare(
+            "translation", rows, preset="tiny", vocab_size=300, settings=DataSettings(max_length=16), seed=0,
+            tokenizer=tokenizer,
+        )  # fmt: skip
+
+    losses_by_step(monkeypatch, {3: 1.0, 4: 2.0, 6: 1.5})
+    steps: list[StepInfo] = []
+    preempt = Callbacks(on_step=steps.append, should_preempt=lambda: len(steps) >= 7)
+    first = train(data(), config(eval_every=3), tmp_path, preempt)
+    assert first.stop_reason == "preempted" and first.last_checkpoint == str(step_dir(tmp_path, 7))
+    assert first.best_checkpoint == str(step_dir(tmp_path, 4)) and first.best_checkpoint_step == 4
+    losses_by_step(monkeypatch, {8: 2.2})
+    resumed = train(data(Tokenizer.load(first.last_checkpoint)), config(eval_every=3), tmp_path)
+    assert resumed.step == 8 and resumed.best_step == 3 and resumed.best_valid_loss == 1.0
+    assert resumed.best_checkpoint == resumed.model_checkpoint == str(step_dir(tmp_path, 4))
+    assert resumed.best_checkpoint_step == 4
