@@ -46,12 +46,18 @@ def step_dir(root: str | Path, step: int) -> Path:
     return Path(root) / f"step-{step:08d}"
 
 
+def step_of(directory: str | Path) -> int | None:
+    """The step of a step checkpoint directory (step_dir's name); None for any other name."""
+    found = _STEP_DIR.match(Path(directory).name)
+    return int(found.group(1)) if found else None
+
+
 def list_checkpoints(root: str | Path) -> list[Path]:
     """Step checkpoint directories under root, oldest step first (temporary and averaged ones excluded)."""
     root = Path(root)
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name))]
+    found = [(step, p) for p in root.iterdir() if p.is_dir() and (step := step_of(p)) is not None]
     return [p for _, p in sorted(found)]
 
 

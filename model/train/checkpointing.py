@@ -14,7 +14,7 @@ import torch
 from model.data.tokenizer import Tokenizer
 from model.io.averaging import write_averaged_checkpoint
 from model.io.checkpoint import Checkpoint, save_checkpoint
-from model.io.checkpoint_files import checkpoint_sha256, list_checkpoints, rotate_checkpoints, step_dir
+from model.io.checkpoint_files import checkpoint_sha256, list_checkpoints, rotate_checkpoints, step_dir, step_of
 from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
@@ -48,7 +48,6 @@ class Checkpoints:
         self.config, self.callbacks, self.meta = config, callbacks, meta
         self.best: str | None = None
         self.best_loss: float | None = None  # the best one's validation loss
-        self.best_step: int | None = None
         self.last: str | None = None
         self.last_step = 0  # the step of the last one
 
@@ -70,7 +69,7 @@ class Checkpoints:
         path = step_dir(self.root, step)
         loss = metrics.get("loss") if evaluated else None
         if loss is not None and (self.best_loss is None or loss < self.best_loss):
-            self.best, self.best_loss, self.best_step = str(path), float(loss), step
+            self.best, self.best_loss = str(path), float(loss)
         save_checkpoint(
             path,
             self.model,
@@ -86,6 +85,11 @@ class Checkpoints:
         if self.config.keep_checkpoints is not None:
             rotate_checkpoints(self.root, self.config.keep_checkpoints, keep=self.best)
         self._report(step, path, metrics, "step")
+
+    @property
+    def best_step(self) -> int | None:
+        """The best checkpoint's step."""
+        return step_of(self.best) if self.best is not None else None
 
     def average(self, step: int, score: Callable[[Transformer], dict[str, float]], device: torch.device) -> str | None:
         """The average of the last average_last step checkpoints (Sec. 6.1), written as averaged-NNNNNNNN with
@@ -113,7 +117,6 @@ class Checkpoints:
         root = self.root
         self.best = str(root / best_name) if best_name and root is not None and (root / best_name).is_dir() else None
         self.best_loss = best_loss if self.best is not None else None
-        self.best_step = int(best_name.rsplit("-", 1)[1]) if self.best is not None and best_name else None
         self.last, self.last_step = str(checkpoint), step
 
     def _report(self, step: int, path: Path, metrics: dict[str, float], kind: str) -> None:
