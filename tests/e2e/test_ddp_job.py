@@ -292,7 +292,13 @@ def test_a_host_that_never_joins_fails_the_job_naming_it(stack):
     job = api.submit(numbers_job(stack["train"], nodes=3, max_steps=10))
     wait_for(lambda: api.job(job["id"])["waiting_for"] == "nodes: 2 of 3 joined", timeout=60, what="2 hosts to join")
     failed = api.wait(job["id"], DONE, timeout=NODES_TIMEOUT + 60)
-    assert failed["status"] == "failed", failed
+    if failed["status"] != "failed":  # seen once under a loaded CI run: say who joined, to find out how
+        rows = query(
+            stack["env"]["DATABASE_URL"],
+            "SELECT attempt, node_rank, worker, joined_at, left_at, error FROM job_nodes WHERE job_id = :j",
+            j=job["id"],
+        )
+        raise AssertionError(f"{failed}\nnodes: {rows}\nlog: {_log(api, job['id'])[-40:]}")
     # The join tasks of nodes 1 and 2 wait in one queue: the other worker takes either, and the other is missing.
     joined = set(re.findall(r"node (\d) on host-", failed["error"]))
     assert len(joined) == 2 and "0" in joined, failed["error"]
