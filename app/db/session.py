@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -33,6 +34,18 @@ def make_engine(url: str) -> Engine:
 @lru_cache
 def get_engine() -> Engine:
     return make_engine(get_settings().database_url)
+
+
+def _forget_inherited_connections() -> None:
+    """In a forked child (a Celery prefork pool process, started again whenever one dies), the parent's pooled
+    connections are the parent's: a child that used one would share its socket and its prepared statements (psycopg
+    then fails with DuplicatePreparedStatement, or worse, answers go to the wrong process). SQLAlchemy's answer:
+    drop them from the child's pool without closing them (the parent still uses them); the child opens its own."""
+    if get_engine.cache_info().currsize:
+        get_engine().dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_forget_inherited_connections)
 
 
 @lru_cache

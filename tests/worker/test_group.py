@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from collections import deque
 from datetime import timedelta
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
+from sqlalchemy.exc import OperationalError
 
 from app.db import job_rows, node_rows
 from app.db.base import utcnow
@@ -21,6 +23,7 @@ from app.db.session import session_scope
 from app.db.tables import Job
 from tests.support.api_app import migrated_client
 from tests.worker.test_job_log import new_job
+from worker.tasks import training_node
 from worker.training import agent, group, lead, rendezvous
 from worker.training.lease import RunState
 from worker.training.rank import place
@@ -208,3 +211,57 @@ def test_an_expired_lease_of_a_job_asked_to_cancel_is_cancelled_not_queued_again
     with session_scope() as session:
         status, error = session.execute(select(Job.status, Job.error).where(Job.id == job_id)).one()
     assert status == "cancelled" and "cancelled as asked" in error
+
+
+def test_the_watches_ride_out_a_database_blip(job_id, monkeypatch):
+    """Fault: the database fails once while a join task and node 0 look at the job. Pass: neither watch raises (a
+    join task that did left its agent in the group and took the next join task too: 3 hosts from 2); the next look
+    sees the attempt end and the hosts that joined."""
+    monkeypatch.setattr(training_node, "CHECK_SECONDS", 0.0)
+    monkeypatch.setattr(lead, "NODES_POLL_SECONDS", 0.0)
+    real_still_running, real_nodes = node_rows.still_running, node_rows.nodes
+    blip = OperationalError("SELECT jobs.id", {}, Exception("server closed the connection unexpectedly"))
+
+    def once(real):
+        calls = []
+
+        def flaky(*args):
+            calls.append(args)
+            if len(calls) == 1:
+                raise blip
+            return real(*args)
+
+        return flaky
+
+    monkeypatch.setattr(node_rows, "still_running", once(real_still_running))
+    monkeypatch.setattr(node_rows, "nodes", once(real_nodes))
+    follow = training_node._Follow(job_id, 1)
+    assert not follow() and not follow.over
+    claim = job_rows.Claim(job_id=job_id, worker="a@h/1", attempt=1)
+    watch = lead._Lead(claim, RunState(claim=claim), nodes=2, timeout=3600)
+    assert not watch() and watch.joined == 0
+    with session_scope() as session:
+        node_rows.join(session, job_id, 1, 0, "a@h/1")
+        node_rows.join(session, job_id, 1, 1, "b@h/2")
+        session.execute(update(Job).where(Job.id == job_id).values(status="failed"))
+    assert watch.gathered() and watch.joined == 2
+    assert follow() and follow.over
+
+
+def test_a_watch_that_raises_ends_the_agent_before_the_error_leaves(tmp_path, monkeypatch):
+    """Fault: the stop check raises while the agent runs. Pass: the error propagates and the agent process is gone
+    (SIGTERM, as for a stop), instead of staying in the group after its task left."""
+    pid_file = tmp_path / "agent.pid"
+    script = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    monkeypatch.setattr(group.Node, "agent_argv", lambda self: [sys.executable, "-c", script])
+    monkeypatch.setattr(group, "POLL_SECONDS", 0.05)
+
+    def stop() -> bool:
+        if not pid_file.exists():
+            return False
+        raise RuntimeError("the watch failed")
+
+    with pytest.raises(RuntimeError, match="the watch failed"):
+        group.run_agent(_node(workdir=tmp_path, node_rank=0, nodes=1), stop)
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists(), f"agent {pid} outlived its task"

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from celery import Task, shared_task
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.artifacts import get_store
 from app.core.settings import get_settings
@@ -48,9 +49,12 @@ class _Follow:
         if time.monotonic() - self.checked < CHECK_SECONDS:
             return False
         self.checked = time.monotonic()
-        job_log.write(self.job_id)
-        with session_scope() as session:
-            self.over = not node_rows.still_running(session, self.job_id, self.attempt)
+        try:
+            job_log.write(self.job_id)
+            with session_scope() as session:
+                self.over = not node_rows.still_running(session, self.job_id, self.attempt)
+        except SQLAlchemyError as exc:  # a blip of the database: the group goes on; node 0 decides its fate
+            log.warning("job %s: could not look at attempt %d (%s); looking again", self.job_id, self.attempt, exc)
         return self.over
 
 

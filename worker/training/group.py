@@ -212,16 +212,20 @@ def run_agent(node: Node, stop: StopCheck) -> Outcome:
     assert proc.stdout is not None and proc.stderr is not None  # both piped above
     readers = [relay.follow(proc.stdout, "stdout"), relay.follow(proc.stderr, "stderr")]
     stopped_at: float | None = None
-    while proc.poll() is None:
-        if stopped_at is None and stop():
-            proc.send_signal(signal.SIGTERM)
-            stopped_at = time.monotonic()
-        elif stopped_at is not None and time.monotonic() - stopped_at > KILL_AFTER_SECONDS:
-            proc.kill()
-        try:
-            proc.wait(timeout=POLL_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
+    try:
+        while proc.poll() is None:
+            if stopped_at is None and stop():
+                proc.send_signal(signal.SIGTERM)
+                stopped_at = time.monotonic()
+            elif stopped_at is not None and time.monotonic() - stopped_at > KILL_AFTER_SECONDS:
+                proc.kill()
+            try:
+                proc.wait(timeout=POLL_SECONDS)
+            except subprocess.TimeoutExpired:
+                pass
+    except BaseException:
+        _end(proc)  # the task is leaving: its agent must not go on in the group without it (or join it twice)
+        raise
     for reader in readers:
         reader.join(timeout=10)
     path = node.workdir / OUTCOME
@@ -232,6 +236,17 @@ def run_agent(node: Node, stop: StopCheck) -> Outcome:
         failures=agent.get("failures", []),
         last_lines=relay.last_lines,
     )
+
+
+def _end(proc: subprocess.Popen[str]) -> None:
+    """Stop the agent as a stop() would (SIGTERM: rank 0 checkpoints), and kill it if it outstays KILL_AFTER_SECONDS."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=KILL_AFTER_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def describe(node: Node, outcome: Outcome) -> str:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from celery import current_app
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.artifacts import get_store
 from app.core.settings import get_settings
@@ -82,8 +83,12 @@ class _Lead:
     def gathered(self) -> bool:
         if self.joined < self.nodes and time.monotonic() - self.counted_at > NODES_POLL_SECONDS:
             self.counted_at = time.monotonic()
-            with session_scope() as session:
-                joined = len(node_rows.nodes(session, self.claim.job_id, self.claim.attempt))
+            try:
+                with session_scope() as session:
+                    joined = len(node_rows.nodes(session, self.claim.job_id, self.claim.attempt))
+            except SQLAlchemyError as exc:  # a blip of the database: count again at the next poll
+                log.warning("job %s: could not count the hosts that joined (%s)", self.claim.job_id, exc)
+                return False
             if joined != self.joined:
                 log.info("job %s: %d of %d hosts joined", self.claim.job_id, joined, self.nodes)
             self.joined = joined
