@@ -23,10 +23,11 @@ from tests.support.s3 import S3Server, start_s3_server  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-# `make test` runs the suite on two pytest-xdist workers. Each top-level folder of tests/ goes whole to one worker
-# (FolderScheduling), in its order, so a stack a package shares starts once and tests that build on each other stay
-# in sequence. Each worker sends Celery tasks on Redis databases of its own (gw0 from CELERY_BROKER_URL's, gw1
-# REDIS_DBS_PER_WORKER below it, ...): two stacks on one database would take each other's tasks.
+# `make test` runs the suite on pytest-xdist workers (three on two cores: a test waiting on its stack leaves a core to
+# the others). Each file goes whole to one worker, in order, except where files share a stack that starts once per
+# worker (SHARED_SCOPES): those go together (FolderScheduling). Each worker sends Celery tasks on Redis databases of
+# its own (gw0 from CELERY_BROKER_URL's, gw1 REDIS_DBS_PER_WORKER below it, ...): two stacks on one database would
+# take each other's tasks.
 REDIS_DBS_PER_WORKER = 4  # a worker's stacks use its database and the two below it (services.redis_db_below)
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _WORKER_INDEX = int(_WORKER[2:]) if _WORKER.startswith("gw") and _WORKER[2:].isdigit() else 0
@@ -37,7 +38,7 @@ if _WORKER_INDEX:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """pytest-xdist's own scope scheduling with a folder of tests/ (tests/e2e, tests/model, ...) as the scope.
+    """pytest-xdist's own scope scheduling with scope_of's scopes (a file, or the files sharing a stack).
 
     Written here, not `--dist loadgroup` with a mark per folder: xdist 3.8 marks a group by rewriting `item._nodeid`,
     which pytest 9 no longer reads, so every test went to either worker."""
@@ -45,25 +46,27 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
     class FolderScheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            # tests/e2e/test_cli.py -> tests/e2e; tests/model/train/test_loss.py -> tests/model (subfolders go with it)
             return scope_of(nodeid)
 
     return FolderScheduling(config, log)
 
 
-# tests/e2e is a third of the suite's time: whole on one worker, it left that worker finishing alone for the last
-# 9 minutes of a run. Its files that start stacks of their own go to a scope apart from those sharing the package's
-# `served` stack (tests/e2e/conftest.py), so the two halves can run on both workers at once.
-OWN_STACKS = "tests/e2e (own stacks)"
+# Folders whose files share a stack started once per worker (a session or package fixture): each goes whole to one
+# worker. tests/e2e's files that ask for its `served` stack (tests/e2e/conftest.py) go together as "tests/e2e"; its
+# other files start stacks of their own and go one by one, as do the files of every other folder: whole folders on
+# two workers left one finishing alone for minutes (tests/e2e alone took a third of a run).
+SHARED_SCOPES = ("browser", "security")
 
 
 def scope_of(nodeid: str) -> str:
-    """The scope a test is scheduled with: its folder of tests/, tests/e2e split in two (OWN_STACKS)."""
-    parts = nodeid.split("::", 1)[0].split("/")
-    scope = "/".join(parts[:2]) if len(parts) > 2 else parts[0]
-    if scope == "tests/e2e" and len(parts) == 3 and parts[2].startswith("test_") and not _uses_served(parts[2]):
-        return OWN_STACKS
-    return scope
+    """The scope a test is scheduled with: its file, or the folder whose files share a stack."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    if len(parts) > 2 and parts[1] in SHARED_SCOPES:
+        return "/".join(parts[:2])
+    if len(parts) == 3 and parts[1] == "e2e" and parts[2].startswith("test_") and _uses_served(parts[2]):
+        return "tests/e2e"
+    return path
 
 
 @functools.cache
@@ -74,9 +77,9 @@ def _uses_served(file_name: str) -> bool:
     return any(arg.arg == "served" for f in functions for arg in f.args.args)
 
 
-# The folders in the order the workers take them: the longest first, so that neither worker is left alone with a
-# long one at the end (the per-folder times a run prints show where each stands). Folders not named come after.
-FOLDER_ORDER = ("e2e", "model", "reliability", "browser", "api", "security", "bench", "worker", "storage")
+# The folders in the order the workers take them: those with the longest files and scopes first, the many short files
+# last to even out the ends (the times a run prints show where each stands). Folders not named come after.
+FOLDER_ORDER = ("e2e", "reliability", "model", "bench", "browser", "security", "api", "worker", "storage")
 
 
 def _folder(nodeid: str) -> str:
@@ -96,8 +99,8 @@ SLOWEST_FILES = 15  # listed after the folders, to balance the scopes by
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Seconds spent per scope and per file (setup, call and teardown), on the controller as on a single process."""
-    folder = scope_of(report.nodeid).removeprefix("tests/") if _folder(report.nodeid) else "(top level)"
+    """Seconds spent per folder and per file (setup, call and teardown), on the controller as on a single process."""
+    folder = _folder(report.nodeid) or "(top level)"
     _FOLDER_SECONDS[folder] = _FOLDER_SECONDS.get(folder, 0.0) + report.duration
     path = report.nodeid.split("::", 1)[0]
     _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
@@ -105,7 +108,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _FOLDER_SECONDS and not os.environ.get("PYTEST_XDIST_WORKER"):
-        terminalreporter.write_sep("=", "seconds per folder of tests/ (each whole on one worker, tests/e2e as two)")
+        terminalreporter.write_sep("=", "seconds per folder of tests/")
         for folder, seconds in sorted(_FOLDER_SECONDS.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{seconds:9.1f}  tests/{folder}")
         terminalreporter.write_sep("=", f"seconds of the {SLOWEST_FILES} slowest files")

@@ -1,18 +1,22 @@
-"""How `make test` splits the suite between its two workers (tests/conftest.py): whole folders, tests/e2e as two."""
+"""How `make test` splits the suite between its workers (tests/conftest.py): files one by one, except the files
+that share a stack started once per worker."""
 
 from __future__ import annotations
 
-from tests.conftest import OWN_STACKS, scope_of
+from tests.conftest import scope_of
 
 
-def test_a_folder_is_one_scope_with_its_subfolders():
-    assert scope_of("tests/model/train/test_loss.py::test_x") == "tests/model"
-    assert scope_of("tests/api/test_jobs.py::test_y[param]") == "tests/api"
-    assert scope_of("tests/test_docs.py::test_z") == "tests"
+def test_a_file_is_a_scope_of_its_own():
+    assert scope_of("tests/model/train/test_loss.py::test_x") == "tests/model/train/test_loss.py"
+    assert scope_of("tests/api/test_jobs.py::test_y[param]") == "tests/api/test_jobs.py"
+    assert scope_of("tests/test_docs.py::test_z") == "tests/test_docs.py"
+    assert scope_of("tests/reliability/test_soak.py::test_s") == "tests/reliability/test_soak.py"
 
 
-def test_e2e_files_sharing_the_served_stack_stay_together_and_the_others_go_apart():
+def test_files_sharing_a_stack_stay_together():
+    assert scope_of("tests/browser/test_dashboard.py::test_a") == "tests/browser"  # a session stack
+    assert scope_of("tests/security/test_logs.py::test_b") == "tests/security"  # a package stack
     assert scope_of("tests/e2e/test_inference_api.py::test_a") == "tests/e2e"  # asks for `served`
     assert scope_of("tests/e2e/test_cli.py::test_b") == "tests/e2e"  # through a fixture of its own that asks for it
-    assert scope_of("tests/e2e/test_ddp_job.py::test_c") == OWN_STACKS
-    assert scope_of("tests/e2e/test_walkthrough.py::test_d") == OWN_STACKS
+    assert scope_of("tests/e2e/test_ddp_job.py::test_c") == "tests/e2e/test_ddp_job.py"
+    assert scope_of("tests/e2e/test_walkthrough.py::test_d") == "tests/e2e/test_walkthrough.py"
