@@ -138,7 +138,7 @@ def align(
     weight, averaged over the heads of decoder layer `layer` (default the last) or over all layers ("all").
 
     src_ids end with </s>; tgt_ids exclude <s> and </s>. Target token i is the output at decoder position i
-    (input [<s>] + tgt_ids), so its row is the attention that predicted it. The source </s> is left out, as
+    (input [<s>] + tgt_ids[:-1]), so its row is the attention that predicted it. The source </s> is left out, as
     fairseq's alignments do, so every index points at a real source token (None for an empty source).
     """
     _check_layer(model, layer)
@@ -148,11 +148,13 @@ def align(
         return []
     device = _device(model)
     src = torch.tensor([list(src_ids)], device=device)  # (1, S)
-    tgt_in = torch.tensor([[model.config.bos_id, *tgt_ids]], device=device)  # (1, T + 1)
+    # (1, T): the input that predicted each target token; the last token's own position is never needed (causal),
+    # and a translation that fills max_positions leaves no room for it
+    tgt_in = torch.tensor([[model.config.bos_id, *tgt_ids[:-1]]], device=device)
     with eval_mode(model):
         _, weights = model.forward_with_attention(src, tgt_in)
     chosen = weights.cross if layer == "all" else [weights.cross[layer]]
-    mean = torch.stack([w[0] for w in chosen]).mean(dim=(0, 1))  # (T + 1, S), over layers and heads
+    mean = torch.stack([w[0] for w in chosen]).mean(dim=(0, 1))  # (T, S), over layers and heads
     return mean[: len(tgt_ids), : len(src_ids) - 1].argmax(dim=-1).tolist()
 
 
