@@ -103,6 +103,7 @@ def translate(
         "max_length": body.max_length,
         "return_alignment": body.return_alignment,
         "backend": body.backend,
+        "return_token_probs": body.return_token_probs,
     }
     answer = inference_client.coalescer(settings).run(
         (model_id, *options.values()),

@@ -28,6 +28,11 @@ class TranslateRequest(Input):
     n_best: int = Field(1, ge=1)
     return_alignment: bool = False
     backend: Backend = Field("auto", description=BACKEND_DESCRIPTION)
+    return_token_probs: bool = Field(
+        False,
+        description="also each translation's token probabilities (and </s>'s) and their geometric mean, "
+        "`confidence`, as the backend that translated scores them",
+    )
 
 
 class Alignment(Output):
@@ -43,9 +48,22 @@ class Alternative(Output):
     score: float
 
 
+class TokenProb(Output):
+    token: str
+    prob: float = Field(description="its probability given the source and the tokens before it")
+
+
 class Translation(Output):
     text: str
     score: float = Field(description="log-probability divided by the GNMT length penalty (alpha 0.6)")
+    confidence: float | None = Field(
+        None,
+        description="with return_token_probs: the geometric mean of token_probs, in (0, 1]; comparable across "
+        "lengths and backends",
+    )
+    token_probs: list[TokenProb] | None = Field(
+        None, description="with return_token_probs: each target token's probability, then that of </s>"
+    )
     alternatives: list[Alternative] | None = None
     alignment: Alignment | None = None
     split: bool = Field(

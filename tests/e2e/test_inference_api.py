@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -135,6 +136,33 @@ def test_ctranslate2_backend_translates_like_pytorch(served):
     assert len(aligned["translations"][0]["alignment"]["pairs"]) == len(
         aligned["translations"][0]["alignment"]["target_tokens"]
     )
+
+
+def test_token_probabilities_come_from_the_backend_that_translated_and_agree_across_backends(served):
+    """Pass: with return_token_probs each translation lists a probability for each of its tokens (the alignment's
+    target tokens) and for </s>, and their geometric mean as `confidence`; PyTorch and CTranslate2 (int8) give
+    close figures for the same translation; a plain request carries neither."""
+    from num2words import num2words
+
+    api, model_id = served["api"], served["models"]["translation"]
+    texts = [num2words(n, lang="en") for n in served["held_out"][:8]]
+    answers = {}
+    for backend in ("pytorch", "ctranslate2"):
+        body = {"texts": texts, "backend": backend, "return_token_probs": True, "return_alignment": True}
+        response = api.http.post(f"/v1/models/{model_id}/translate", json=body)
+        assert response.status_code == 200, response.text
+        assert response.json()["backend"] == backend
+        answers[backend] = response.json()["translations"]
+        for t in answers[backend]:
+            assert [p["token"] for p in t["token_probs"]] == [*t["alignment"]["target_tokens"], "</s>"]
+            probs = [p["prob"] for p in t["token_probs"]]
+            assert all(0 < p <= 1 for p in probs)
+            assert t["confidence"] == pytest.approx(math.prod(probs) ** (1 / len(probs)), rel=1e-6)
+    same = [(a, b) for a, b in zip(answers["pytorch"], answers["ctranslate2"]) if a["text"] == b["text"]]
+    assert len(same) >= 6
+    assert all(abs(a["confidence"] - b["confidence"]) < 0.05 for a, b in same), same
+    plain = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": texts[:1]}).json()["translations"][0]
+    assert plain.get("confidence") is None and plain.get("token_probs") is None
 
 
 def test_fill_mask_completes_the_grammar(served):

@@ -255,3 +255,22 @@ def test_a_model_that_cannot_be_loaded_keeps_its_own_status(served, monkeypatch)
     assert inference.translate_task("t-1", ["the dog barks"], backend="pytorch") == {
         "error": {"status": 404, "detail": "model t-1 not found"}
     }
+
+
+@pytest.mark.parametrize("backend", ["pytorch", "ctranslate2"])
+def test_a_split_texts_token_probabilities_are_its_sentences_in_turn(served, backend):
+    """A text past the model's length, translated sentence by sentence: its token probabilities are each sentence's
+    (its tokens, then </s>) in turn, and its confidence their geometric mean."""
+    sentences = ["the dog barks and the cat sleeps and a bird sings."] * 3
+    answer = inference.translate_task("t-1", [" ".join(sentences)], backend=backend, return_token_probs=True)
+    (merged,) = answer["translations"]
+    single = inference.translate_task(
+        "t-1", sentences[:1], backend=backend, return_token_probs=True, return_alignment=True
+    )
+    (one,) = single["translations"]
+    assert merged["split"] and merged["pieces"] == 3 and answer["backend"] == backend, answer
+    assert merged["token_probs"] == one["token_probs"] * 3
+    assert merged["confidence"] == pytest.approx(one["confidence"], rel=1e-6)
+    tokens = one["alignment"]["target_tokens"]
+    # This untrained model's translations may fill its 32 positions: then nothing follows them, not even </s>.
+    assert [p["token"] for p in one["token_probs"]] == tokens + ["</s>"] * (len(tokens) < MAX_POSITIONS)

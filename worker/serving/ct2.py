@@ -248,6 +248,18 @@ class CT2Translator:
             out.append(best)
         return out
 
+    def token_log_probs(self, sources: list[list[int]], targets: list[list[int]]) -> list[list[float]]:
+        """The log-probability of each target token and of </s> under this translator (CTranslate2's score_batch:
+        teacher forcing, as model.decode.scoring does for PyTorch). sources end with </s>; targets have neither
+        <s> nor </s>."""
+        tokenizer = self.loaded.tokenizer
+        results = self.translator.score_batch(
+            [[tokenizer.id_to_token(i) for i in s] for s in sources],
+            [[tokenizer.id_to_token(i) for i in t] for t in targets],
+            max_batch_size=GPU_BATCH_SENTENCES if self.placement.device == "cuda" else CPU_BATCH_SENTENCES,
+        )
+        return [list(r.log_probs) for r in results]
+
     def _hypothesis(self, ids: list[int], score: float) -> dict[str, Any]:
         tokenizer = self.loaded.tokenizer
         return {

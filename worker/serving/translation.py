@@ -20,8 +20,10 @@ ours GNMT's; int8 and float16 round differently), so evaluations record theirs.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,7 @@ import torch
 
 from app.core.settings import get_settings
 from model.decode.queries import translate as beam_translate
+from model.decode.scoring import token_log_probs
 from model.nn.compile import eager_on_failure
 from worker.device import worker_device
 from worker.serving import ct2
@@ -64,6 +67,7 @@ class Options:
     n_best: int = 1
     max_length: int | None = None  # most target tokens; None: 2 x source + 10
     return_alignment: bool = False
+    return_token_probs: bool = False  # each best translation's "token_log_probs", by the backend that made it
     alpha: float = 0.6  # length penalty exponent
 
 
@@ -154,10 +158,13 @@ def translate(
                 translator = None  # PyTorch on the GPU: far faster than CTranslate2 on the CPU
         if translator is not None:
             try:
-                return translator.translate(
+                results = translator.translate(
                     texts, options.beam_size, options.n_best, options.max_length, options.return_alignment,
                     options.alpha,
-                ), CTRANSLATE2  # fmt: skip
+                )  # fmt: skip
+                if options.return_token_probs:
+                    _add_token_log_probs(loaded, texts, results, translator.token_log_probs)
+                return results, CTRANSLATE2
             except Exception as exc:
                 if backend == CTRANSLATE2:
                     raise backend_failed(CTRANSLATE2, loaded.model_id, exc) from exc
@@ -168,23 +175,49 @@ def translate(
     return decoding(PYTORCH, loaded.model_id, lambda: _pytorch(loaded, texts, options)), PYTORCH
 
 
+def _add_token_log_probs(
+    loaded: LoadedModel,
+    texts: list[str],
+    results: list[dict[str, Any]],
+    score: Callable[[list[list[int]], list[list[int]]], list[list[float]]],
+) -> None:
+    """Give each result (its best translation) "token_log_probs": its tokens' and </s>'s, scored by `score`. A
+    translation that fills the model's max_positions has no room for </s>: PyTorch scores its tokens alone
+    (model/decode/scoring.py), as CTranslate2's score_batch, which always adds </s>, cannot."""
+    tokenizer, limit = loaded.tokenizer, loaded.model.config.max_positions
+    sources = [ids + [tokenizer.eos_id] for ids in tokenizer.encode_batch(texts)]
+    targets = [[tokenizer.token_to_id(t) for t in r["tokens"]] for r in results]
+    fits = [i for i, t in enumerate(targets) if len(t) < limit]
+    full = [i for i, t in enumerate(targets) if len(t) >= limit]
+    for indices, scorer in ((fits, score), (full, functools.partial(token_log_probs, loaded.model))):
+        if indices:
+            scored = scorer([sources[i] for i in indices], [targets[i] for i in indices])
+            for i, log_probs in zip(indices, scored, strict=True):
+                results[i]["token_log_probs"] = log_probs
+
+
 def _pytorch(loaded: LoadedModel, texts: list[str], options: Options) -> list[dict[str, Any]]:
     limits = decode_limits(loaded.model, next(loaded.model.parameters()).device)
-    with torch.inference_mode():
-        return eager_on_failure(  # SERVING_COMPILE: a compiler failure serves this request (and later ones) eagerly
+
+    def search() -> list[dict[str, Any]]:
+        results = beam_translate(
             loaded.model,
-            lambda: beam_translate(
-                loaded.model,
-                loaded.tokenizer,
-                texts,
-                beam_size=options.beam_size,
-                n_best=options.n_best,
-                alpha=options.alpha,
-                max_len_a=0.0 if options.max_length else 2.0,
-                max_len_b=options.max_length or 10,
-                return_alignment=options.return_alignment,
-                batch_size=limits.max_sentences,
-                max_beam_tokens=limits.max_beam_tokens,
-            ),
-            keep=(RequestError,),
+            loaded.tokenizer,
+            texts,
+            beam_size=options.beam_size,
+            n_best=options.n_best,
+            alpha=options.alpha,
+            max_len_a=0.0 if options.max_length else 2.0,
+            max_len_b=options.max_length or 10,
+            return_alignment=options.return_alignment,
+            batch_size=limits.max_sentences,
+            max_beam_tokens=limits.max_beam_tokens,
         )
+        if options.return_token_probs:
+            score = functools.partial(token_log_probs, loaded.model, batch_size=limits.max_sentences)
+            _add_token_log_probs(loaded, texts, results, score)
+        return results
+
+    with torch.inference_mode():
+        # SERVING_COMPILE: a compiler failure serves this request (and later ones) eagerly
+        return eager_on_failure(loaded.model, search, keep=(RequestError,))

@@ -11,6 +11,7 @@ together by one micro-batcher per process (run this worker with a thread pool: `
 from __future__ import annotations
 
 import logging
+import math
 import re
 import sys
 import time
@@ -22,9 +23,11 @@ from celery import shared_task
 
 from app.core.settings import get_settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
+from model.data.special_tokens import SPECIAL_TOKENS
 from model.data.tokenizer import readable_token
 from model.decode.fill_mask import fill_mask
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids
+from model.decode.scoring import confidence
 from model.nn.compile import eager_on_failure
 from model.probes.geometry import weight_geometry
 from worker.device import worker_device
@@ -38,10 +41,12 @@ log = logging.getLogger(__name__)
 SENTENCE_END = re.compile(r"(?<=[.!?;:。！？])\s+")
 SPAN_DENOISING_MAX_TOKENS = 6  # longest span a <mask> of a span-denoising model is filled with
 MASK = "<mask>"
+EOS_TOKEN = SPECIAL_TOKENS[2]  # "</s>": the last of a translation's token probabilities
 T = TypeVar("T")
 P = ParamSpec("P")
-# What translations decoded in one batch share: model_id, beam_size, n_best, max_length, return_alignment, backend.
-BatchKey = tuple[str, int, int, int | None, bool, str]
+# What translations decoded in one batch share: model_id, beam_size, n_best, max_length, return_alignment,
+# return_token_probs, backend.
+BatchKey = tuple[str, int, int, int | None, bool, bool, str]
 
 
 # Inference tasks are many and short: no per-task monitoring events (received/started/succeeded, three broker
@@ -100,9 +105,9 @@ def _checked(check: Callable[[], T]) -> T:
 def _translate_batch(key: BatchKey, texts: list[str]) -> list[dict[str, Any]]:
     """One micro-batch of pieces that translate_task checked (their length, n_best, the backend); each result
     says which backend made it (all of a batch's are made by one)."""
-    model_id, beam_size, n_best, max_length, return_alignment, backend = key
+    model_id, beam_size, n_best, max_length, return_alignment, return_token_probs, backend = key
     loaded = cache().get(model_id)
-    options = translation.Options(beam_size, n_best, max_length, return_alignment)
+    options = translation.Options(beam_size, n_best, max_length, return_alignment, return_token_probs)
     results, answered = translation.translate(loaded, texts, options, backend)
     return [{**result, "backend": answered} for result in results]
 
@@ -130,6 +135,8 @@ def _sentences(loaded: LoadedModel, text: str, limit: int) -> list[str]:
 
 def _public_translation(result: dict[str, Any], n_best: int, return_alignment: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"text": result["text"], "score": result["score"]}
+    if "token_log_probs" in result:
+        out.update(_token_probs(result["tokens"], result["token_log_probs"]))
     if n_best > 1:
         out["alternatives"] = [{"text": a["text"], "score": a["score"]} for a in result.get("alternatives", [])]
     if return_alignment:
@@ -141,14 +148,29 @@ def _public_translation(result: dict[str, Any], n_best: int, return_alignment: b
     return out
 
 
-def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One translation from the translations of a text's sentences."""
+def _token_probs(tokens: list[str], log_probs: list[float]) -> dict[str, Any]:
+    """A translation's "token_probs" (each token's probability, then </s>'s unless it filled the model's length)
+    and their geometric mean."""
+    names = [readable_token(t) for t in tokens] + [EOS_TOKEN] * (len(log_probs) > len(tokens))
     return {
+        "confidence": confidence(log_probs),
+        "token_probs": [{"token": n, "prob": math.exp(lp)} for n, lp in zip(names, log_probs, strict=True)],
+    }
+
+
+def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One translation from the translations of a text's sentences (token probabilities: each sentence's in turn)."""
+    merged: dict[str, Any] = {
         "text": " ".join(p["text"] for p in parts),
         "score": sum(p["score"] for p in parts) / len(parts),
         "split": True,
         "pieces": len(parts),
     }
+    if all("token_log_probs" in p for p in parts):
+        probs = [_token_probs(p["tokens"], p["token_log_probs"]) for p in parts]
+        all_log_probs = [lp for p in parts for lp in p["token_log_probs"]]
+        merged.update(confidence=confidence(all_log_probs), token_probs=[t for p in probs for t in p["token_probs"]])
+    return merged
 
 
 def errors_as_results(fn: Callable[P, dict[str, Any]]) -> Callable[P, dict[str, Any]]:
@@ -193,6 +215,7 @@ def translate_task(
     max_length: int | None = None,
     return_alignment: bool = False,
     backend: str = "auto",
+    return_token_probs: bool = False,
 ) -> dict[str, Any]:
     started = time.perf_counter()
     loaded = _translation_model(model_id)
@@ -205,7 +228,7 @@ def translate_task(
     plans = _plans(loaded, texts)
     flat = [piece for plan in plans for piece in plan]
     results, batch_size = batcher().submit_sized(
-        (model_id, beam_size, n_best, max_length, return_alignment, backend), flat
+        (model_id, beam_size, n_best, max_length, return_alignment, return_token_probs, backend), flat
     )
     translations, start = [], 0
     for plan in plans:

@@ -1,7 +1,9 @@
-"""Spec of the user-facing inference functions: translate (n-best, alignments), fill_mask, capture_attention,
-embedding_neighbors, on tiny models trained on the demo tasks."""
+"""Spec of the user-facing inference functions: translate (n-best, alignments), token_log_probs and confidence,
+fill_mask, capture_attention, embedding_neighbors, on tiny models trained on the demo tasks."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 import torch
@@ -12,8 +14,15 @@ from model.data.special_tokens import SPECIAL_TOKENS
 from model.data.tokenizer import Tokenizer
 from model.decode.fill_mask import fill_mask
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, translate
+from model.decode.scoring import confidence, token_log_probs
 from model.nn.transformer import Transformer
-from tests.model.decode.test_beam import ScriptedModel, one_thread, reverse_model, train_tiny  # noqa: F401 (autouse)
+from tests.model.decode.test_beam import (  # noqa: F401 (one_thread: autouse)
+    ScriptedModel,
+    one_thread,
+    reverse_model,
+    reverse_sources,
+    train_tiny,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +97,43 @@ def test_alignment_layer_out_of_range_is_refused(reverse):
 
 
 # -- fill_mask ------------------------------------------------------------------------------------------------
+
+
+def test_token_log_probs_add_up_to_each_hypothesis_log_prob_whatever_the_batch(reverse):
+    model, tokenizer = reverse
+    sources = reverse_sources(tokenizer, 12)
+    texts = [tokenizer.decode(s[:-1]) for s in sources]
+    found = translate(model, tokenizer, texts, beam_size=4, n_best=3)
+    hyps = [h for r in found for h in (r, *r["alternatives"])]
+    srcs = [s for s in sources for _ in range(3)]
+    targets = [[tokenizer.token_to_id(t) for t in h["tokens"]] for h in hyps]
+    batched = token_log_probs(model, srcs, targets, batch_size=7)
+    for hyp, scores, target in zip(hyps, batched, targets, strict=True):
+        assert len(scores) == len(target) + 1 and all(s <= 0 for s in scores)
+        assert sum(scores) == pytest.approx(hyp["log_prob"], abs=1e-4)
+    one_by_one = [token_log_probs(model, [s], [t])[0] for s, t in zip(srcs[:6], targets[:6])]
+    assert all(a == pytest.approx(b, abs=1e-5) for a, b in zip(one_by_one, batched[:6]))
+
+
+def test_a_right_translation_is_more_confident_than_a_wrong_one(reverse):
+    model, tokenizer = reverse
+    pairs = reverse_task(20, max_len=8, seed=5)
+    sources = [tokenizer.encode(s) + [tokenizer.eos_id] for s, _ in pairs]
+    right = [tokenizer.encode(t) for _, t in pairs]
+    wrong = right[1:] + right[:1]  # each source given the next one's reversal
+    sure = [confidence(lp) for lp in token_log_probs(model, sources, right)]
+    unsure = [confidence(lp) for lp in token_log_probs(model, sources, wrong)]
+    assert all(0 < c <= 1 for c in sure + unsure)
+    assert sum(sure) / len(sure) > 0.8 and sum(unsure) / len(unsure) < 0.5, (sure, unsure)
+    assert confidence([math.log(0.5), math.log(0.125)]) == pytest.approx(0.25)
+
+
+def test_mismatched_lists_and_an_empty_score_are_refused(reverse):
+    model, _ = reverse
+    with pytest.raises(ValueError, match="2 sources for 1 targets"):
+        token_log_probs(model, [[5, 2], [6, 2]], [[5]])
+    with pytest.raises(ValueError, match="no token log-probabilities"):
+        confidence([])
 
 
 def test_fill_mask_top1_on_the_learned_grammar(grammar):
