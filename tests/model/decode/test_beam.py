@@ -4,7 +4,6 @@ GNMT length penalty ranks as the formula says, and the n-best list is sorted."""
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from collections.abc import Callable, Iterator, Sequence
 
@@ -22,6 +21,7 @@ from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig
 from model.train.step import build_optimizer, train_step
+from tests.support.trained_cache import trained_once
 
 PAD, BOS, EOS = 0, 1, 2
 
@@ -87,9 +87,13 @@ def _train(
     return model.eval()
 
 
-@functools.cache
 def reverse_model() -> tuple[Transformer, Tokenizer]:
-    """Tiny model trained on reversing 3-8 symbols (each symbol one token); ~98% exact on held-out data."""
+    """Tiny model trained on reversing 3-8 symbols (each symbol one token); ~98% exact on held-out data. Five files
+    use it: trained once a run (tests/support/trained_cache.py)."""
+    return trained_once("reverse", _train_reverse)
+
+
+def _train_reverse() -> tuple[Transformer, Tokenizer]:
     pairs = reverse_task(3000, max_len=8, seed=0)
     tokenizer = Tokenizer.train([t for pair in pairs for t in pair], 300)
     examples = [Example(tokenizer.encode(s), tokenizer.encode(t)) for s, t in pairs]
