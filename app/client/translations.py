@@ -17,8 +17,11 @@ from app.client.connection import check, path
 
 
 def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
-    """One line per text; with --n-best N, N lines per text: `INDEX<TAB>SCORE<TAB>TRANSLATION`, best first."""
+    """One line per text; with --n-best N, N lines per text: `INDEX<TAB>SCORE<TAB>TRANSLATION`, best first; with
+    --confidence, `CONFIDENCE<TAB>TRANSLATION` (with --json, each token's probability too)."""
     body: dict[str, Any] = {"texts": args.text, "beam_size": args.beam_size, "n_best": args.n_best}
+    if args.confidence:
+        body["return_token_probs"] = True
     if args.max_length:
         body["max_length"] = args.max_length
     if args.backend:
@@ -27,6 +30,8 @@ def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
     for index, translation in enumerate(answer["translations"]):
         if args.json:
             print(json.dumps(translation))
+        elif args.confidence and args.n_best == 1:
+            print(f"{translation['confidence']:.4f}\t{translation['text']}")
         elif args.n_best == 1:
             print(translation["text"])
         else:
@@ -64,7 +69,7 @@ def translate_file(client: httpx.Client, args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     if (args.file is None) == (not args.text):
         connection.fail("give either a FILE or one or more --text, not both" if args.text else "give FILE or --text")
-    texts_only = [n for n in ("n_best", "max_length", "json") if getattr(args, n) not in (None, 1, False)]
+    texts_only = [n for n in ("n_best", "max_length", "json", "confidence") if getattr(args, n) not in (None, 1, False)]
     if args.file and texts_only:
         connection.fail(
             f"--{texts_only[0].replace('_', '-')} is for --text; a FILE is translated with --beam-size and --backend"
@@ -89,6 +94,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the decoder (default auto: CTranslate2 where it serves the model, else PyTorch)",
     )
     p.add_argument("--json", action="store_true", help="--text: one JSON object a line, as the API gives it")
+    p.add_argument(
+        "--confidence",
+        action="store_true",
+        help="--text: each translation's confidence (the geometric mean of its token probabilities) before it; "
+        "with --json, each token's probability too",
+    )
     p.add_argument(
         "-o", "--output", help="FILE: where to write (default: FILE with the model's short id before the suffix)"
     )

@@ -76,27 +76,38 @@ function actionForm({ id, label, fields, out, action }) {
   return form;
 }
 
+// Each token of a translation shaded by how sure the model was of it: the lighter, the less likely.
+function tokenProbs(tokens) {
+  return h("p", { class: "token-probs", "aria-label": "token probabilities" },
+    tokens.map((t) => h("span", { class: t.prob < 0.5 ? "token-prob low" : "token-prob", title: `p = ${fmtNumber(t.prob)}`,
+      style: `--p: ${t.prob.toFixed(3)}` }, t.token)));
+}
+
 function translatePanel(modelId) {
   const text = h("textarea", { id: "translate-text", rows: 3, placeholder: "one sentence a line" }, "forty two\nthree hundred and twelve");
   const beam = h("input", { id: "beam-size", type: "number", min: 1, max: 16, value: 4 });
   const nBest = h("input", { id: "n-best", type: "number", min: 1, max: 16, value: 3 });
   const align = h("input", { id: "return-alignment", type: "checkbox", checked: true });
+  const probs = h("input", { id: "return-token-probs", type: "checkbox", checked: true });
   const backend = h("select", { id: "translate-backend", title: "auto: CTranslate2 where it serves the model, else PyTorch" },
     BACKENDS.map(([value, label]) => h("option", { value }, label)));
   const out = h("div", { id: "translate-result", "aria-live": "polite" });
   const form = actionForm({ id: "translate-form", label: "Translate", out,
     fields: [field("Text", text), h("div", { class: "inline" }, field("Beam size", beam), field("n-best", nBest),
              field("Backend", backend),
-             h("div", { class: "field check" }, align, h("label", { for: "return-alignment" }, "show alignment")))],
+             h("div", { class: "field check" }, align, h("label", { for: "return-alignment" }, "show alignment")),
+             h("div", { class: "field check" }, probs, h("label", { for: "return-token-probs" }, "token probabilities")))],
     action: async () => {
       const texts = text.value.split("\n").map((t) => t.trim()).filter(Boolean);
       const r = await api(`/v1/models/${modelId}/translate`, { method: "POST",
         json: { texts, beam_size: Number(beam.value), n_best: Number(nBest.value), return_alignment: align.checked,
-                backend: backend.value } });
+                return_token_probs: probs.checked, backend: backend.value } });
       clear(out, r.translations.map((tr, i) => h("div", { class: "translation" },
         h("p", { class: "muted" }, texts[i] ?? ""),
         h("p", { class: "translation-text" }, tr.text, " ", h("span", { class: "muted" }, `score ${fmtNumber(tr.score)}`),
+          tr.confidence != null ? h("span", { class: "muted confidence" }, ` · confidence ${fmtNumber(tr.confidence)}`) : null,
           tr.split ? h("span", { class: "badge" }, `split into ${tr.pieces}`) : null),
+        tr.token_probs ? tokenProbs(tr.token_probs) : null,
         tr.alternatives?.length > 1 ? h("ol", { class: "alternatives", "aria-label": "alternatives" },
           tr.alternatives.map((a) => h("li", {}, a.text, " ", h("span", { class: "muted" }, fmtNumber(a.score))))) : null,
         tr.alignment ? h("details", { open: i === 0 }, h("summary", {}, "Alignment (most attended source token)"),

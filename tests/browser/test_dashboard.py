@@ -375,6 +375,11 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     alignment = page.locator("svg.alignment").first  # one line per target token (none if the output is empty)
     n_target = int(re.search(r"alignment of (\d+) target", alignment.get_attribute("aria-label")).group(1))
     assert alignment.locator("line.align-line").count() == n_target
+    # each target token and </s> with its probability, and their geometric mean beside the score
+    chips = page.locator(".token-probs").first.locator(".token-prob")
+    assert chips.count() == n_target + 1 and chips.last.inner_text() == "</s>"
+    assert re.search(r"confidence 0\.\d+|confidence 1", page.locator(".confidence").first.inner_text())
+    p.screenshot("model-translate")
     _tab(p, "Anatomy").click()
     page.wait_for_selector('#anatomy [data-component="encoder.layers.0.self_attn"]')
     segments = page.locator('#anatomy [data-component="decoder.layers.1.encoder_attn"] .seg').all_inner_texts()

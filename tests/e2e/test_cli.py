@@ -3,6 +3,7 @@ translating texts, following a real job's event stream through uvicorn, and canc
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -29,6 +30,17 @@ def test_translate_texts_prints_one_translation_a_line_and_the_n_best(served, en
     assert [line[0] for line in lines] == ["0", "0", "0"] and lines[0][2] == expected["translations"][1]["text"]
     scores = [float(line[1]) for line in lines]
     assert scores == sorted(scores, reverse=True), lines
+
+
+def test_translate_texts_with_confidence_prints_it_before_each_translation(served, env):
+    model = served["models"]["translation"]
+    texts = ["seven", "three hundred and twelve"]
+    body = {"texts": texts, "return_token_probs": True}
+    expected = served["api"].http.post(f"/v1/models/{model}/translate", json=body).json()["translations"]
+    out = run_cli(env, "translate", model, "--text", texts[0], "--text", texts[1], "--confidence")
+    assert out.splitlines() == [f"{t['confidence']:.4f}\t{t['text']}" for t in expected]
+    (line,) = run_cli(env, "translate", model, "--text", texts[0], "--confidence", "--json").splitlines()
+    assert json.loads(line)["token_probs"] == expected[0]["token_probs"]
 
 
 def test_models_by_objective(served, env):
