@@ -23,7 +23,7 @@ from tests.support.s3 import S3Server, start_s3_server  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
-# `make test` runs the suite on pytest-xdist workers (three on two cores: a test waiting on its stack leaves a core to
+# `make test` runs the suite on pytest-xdist workers (four on two cores: a test waiting on its stack leaves a core to
 # the others). Each file goes whole to one worker, in order, except where files share a stack that starts once per
 # worker (SHARED_SCOPES): those go together (FolderScheduling). Each worker sends Celery tasks on Redis databases of
 # its own (gw0 from CELERY_BROKER_URL's, gw1 REDIS_DBS_PER_WORKER below it, ...): two stacks on one database would
