@@ -11,7 +11,7 @@ token probabilities, </s> included (exp of the mean log-probability per token).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 
@@ -19,7 +19,9 @@ from model.data.batching import pad_sequences
 from model.decode.greedy import eval_mode
 from model.nn.transformer import Transformer
 
-SCORE_BATCH = 32  # sentences a pass
+SCORE_BATCH = 32  # sentences a pass, at most
+LOGITS_BUDGET = 1 << 26  # and at most this many logits a pass, (b, T, V): 256 MB in float32 (a GPU batch of 1,024
+# sentences of 100 tokens over 32k words would otherwise take 13 GB)
 
 
 @torch.inference_mode()
@@ -36,11 +38,9 @@ def token_log_probs(
         raise ValueError(f"{len(sources)} sources for {len(targets)} targets: one each")
     cfg = model.config
     device = next(model.parameters()).device
-    order = sorted(range(len(targets)), key=lambda i: len(targets[i]))  # like lengths together: less padding
     out: list[list[float]] = [[] for _ in targets]
     with eval_mode(model):
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        for chunk in _passes([len(t) + 1 for t in targets], batch_size, cfg.vocab_size):
             src = pad_sequences([sources[i] for i in chunk], cfg.pad_id).to(device)  # (b, S)
             labels = [[*targets[i], cfg.eos_id][: cfg.max_positions] for i in chunk]  # </s> where it fits
             tgt_in = pad_sequences([[cfg.bos_id, *y[:-1]] for y in labels], cfg.pad_id).to(device)  # (b, T)
@@ -50,6 +50,19 @@ def token_log_probs(
             for row, (i, y) in enumerate(zip(chunk, labels)):
                 out[i] = picked[row, : len(y)].tolist()
     return out
+
+
+def _passes(lengths: list[int], batch_size: int, vocab_size: int) -> Iterator[list[int]]:
+    """Indices in order of length (like lengths together: less padding), cut into passes of at most batch_size
+    sentences and LOGITS_BUDGET logits (one sentence a pass at least)."""
+    chunk: list[int] = []
+    for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        if chunk and (len(chunk) == batch_size or (len(chunk) + 1) * lengths[i] * vocab_size > LOGITS_BUDGET):
+            yield chunk
+            chunk = []
+        chunk.append(i)
+    if chunk:
+        yield chunk
 
 
 def confidence(log_probs: Sequence[float]) -> float:

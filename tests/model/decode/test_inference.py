@@ -12,6 +12,7 @@ from model.data.demo import grammar_cloze, grammar_sentences, reverse_task
 from model.data.objectives import renoising
 from model.data.special_tokens import SPECIAL_TOKENS
 from model.data.tokenizer import Tokenizer
+from model.decode import scoring
 from model.decode.fill_mask import fill_mask
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, translate
 from model.decode.scoring import confidence, token_log_probs
@@ -99,7 +100,7 @@ def test_alignment_layer_out_of_range_is_refused(reverse):
 # -- fill_mask ------------------------------------------------------------------------------------------------
 
 
-def test_token_log_probs_add_up_to_each_hypothesis_log_prob_whatever_the_batch(reverse):
+def test_token_log_probs_add_up_to_each_hypothesis_log_prob_whatever_the_batch(reverse, monkeypatch):
     model, tokenizer = reverse
     sources = reverse_sources(tokenizer, 12)
     texts = [tokenizer.decode(s[:-1]) for s in sources]
@@ -113,6 +114,10 @@ def test_token_log_probs_add_up_to_each_hypothesis_log_prob_whatever_the_batch(r
         assert sum(scores) == pytest.approx(hyp["log_prob"], abs=1e-4)
     one_by_one = [token_log_probs(model, [s], [t])[0] for s, t in zip(srcs[:6], targets[:6])]
     assert all(a == pytest.approx(b, abs=1e-5) for a, b in zip(one_by_one, batched[:6]))
+    longest = max(len(t) for t in targets) + 1
+    monkeypatch.setattr(scoring, "LOGITS_BUDGET", 3 * longest * model.config.vocab_size)  # 3 sentences a pass at most
+    budgeted = token_log_probs(model, srcs, targets)
+    assert all(a == pytest.approx(b, abs=1e-5) for a, b in zip(budgeted, batched))
 
 
 def test_a_right_translation_is_more_confident_than_a_wrong_one(reverse):
