@@ -63,8 +63,13 @@ def test_a_revoked_key_stops_working_within_auth_cache_seconds(client, make_key,
     assert client.get("/v1/me", headers=headers).status_code == 200  # now remembered for a second
     _revoke_all_keys()
     revoked_at = time.monotonic()
-    while client.get("/v1/me", headers=headers).status_code == 200:
-        assert time.monotonic() - revoked_at < 1.5, "the revoked key still worked after AUTH_CACHE_SECONDS"
+    while True:
+        # Timed from when a request leaves, not when its answer comes: on a loaded machine a request sent while the
+        # key was still remembered may answer 200 well after the second (seen at 1.78 s).
+        sent = time.monotonic()
+        if client.get("/v1/me", headers=headers).status_code != 200:
+            break
+        assert sent - revoked_at < 1.1, "a request sent after AUTH_CACHE_SECONDS still got in with the revoked key"
         time.sleep(0.05)
     prefix = headers["Authorization"].removeprefix("Bearer ")[:10]
     assert client.get("/v1/me", headers=headers).json()["detail"] == f"API key {prefix}... was revoked"
