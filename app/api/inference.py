@@ -27,6 +27,7 @@ from app.schemas.inference import (
     NeighborsResponse,
     TranslateRequest,
     TranslateResponse,
+    Translation,
 )
 from app.schemas.jobs import TrainingSpec
 from app.services import inference_client, inference_limits, model_refs
@@ -53,7 +54,9 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
     facts = ttl_cache.models().get(model_id) if model_refs.is_plain_id(model_id) else None
     if facts is None:
         row = owned_model(session, model_id, owner_id)
-        facts = ModelFacts(id=row.id, owner_id=row.owner_id, objective=row.objective)
+        calibration = row.confidence_calibration
+        threshold = calibration["threshold"] if calibration else None
+        facts = ModelFacts(id=row.id, owner_id=row.owner_id, objective=row.objective, low_confidence_below=threshold)
         ttl_cache.models().put(row.id, facts)
     if facts.owner_id != owner_id:
         raise not_found("model", model_id)
@@ -90,7 +93,8 @@ def translate(
     response: Response,
 ) -> TranslateResponse:
     started = time.perf_counter()
-    model_id = served_model(session, model_id, key.owner_id, "translate", "translation").id
+    model = served_model(session, model_id, key.owner_id, "translate", "translation")
+    model_id, threshold = model.id, model.low_confidence_below
     _check_texts(settings, body.texts, "texts", session)
     if body.beam_size > settings.max_beam_size:
         raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
@@ -114,12 +118,23 @@ def translate(
     compute_ms = float(answer.get("compute_ms", 0.0))  # 0: a worker of an earlier version, which did not say
     set_server_timing(response, elapsed, compute_ms)
     return TranslateResponse(
-        translations=answer["translations"],
+        translations=flag_low_confidence(answer["translations"], threshold),
         model_id=model_id,
         backend=answer["backend"],  # the one that answered: "auto" asks the worker to choose
         elapsed_ms=round(elapsed, 2),
         compute_ms=compute_ms,
     )
+
+
+def flag_low_confidence(translations: list[dict[str, Any]], threshold: float | None) -> list[Translation]:
+    """Each translation with low_confidence, where the model has a calibrated threshold and the worker a confidence."""
+    flagged = [
+        {**t, "low_confidence": t["confidence"] < threshold}
+        if threshold is not None and t.get("confidence") is not None
+        else t
+        for t in translations
+    ]
+    return [Translation.model_validate(t) for t in flagged]
 
 
 @router.post("/{model_id}/fill-mask", response_model=FillMaskResponse, responses=BODY_ERRORS)

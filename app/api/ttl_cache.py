@@ -38,6 +38,7 @@ class ModelFacts:
     id: str
     owner_id: str
     objective: str
+    low_confidence_below: float | None = None  # the calibrated threshold of its low-confidence flag, if it has one
 
 
 class Recent(Generic[V]):

@@ -1,8 +1,9 @@
 // Trained models: the list, and a model's page in panels, each with its own link (#/models/<id>/<panel>) and built when
-// first opened (tabs.js): overview (summary, registry card: registry.js, downloads), playground (translate or fill-mask,
+// first opened (tabs.js): overview (summary, confidence flag: confidence.js, registry card: registry.js, downloads), playground (translate or fill-mask,
 // alignment, file translation: files.js), evaluations (evaluations.js), attention viewer, embeddings (neighbours, the
 // map at the end of training) and anatomy.
 
+import { calibrationCard, lowConfidenceBadge } from "./confidence.js";
 import { embeddingsPanel } from "./embeddings.js";
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
@@ -106,6 +107,7 @@ function translatePanel(modelId) {
         h("p", { class: "muted" }, texts[i] ?? ""),
         h("p", { class: "translation-text" }, tr.text, " ", h("span", { class: "muted" }, `score ${fmtNumber(tr.score)}`),
           tr.confidence != null ? h("span", { class: "muted confidence" }, ` · confidence ${fmtNumber(tr.confidence)}`) : null,
+          lowConfidenceBadge(tr),
           tr.split ? h("span", { class: "badge" }, `split into ${tr.pieces}`) : null),
         tr.token_probs ? tokenProbs(tr.token_probs) : null,
         tr.alternatives?.length > 1 ? h("ol", { class: "alternatives", "aria-label": "alternatives" },
@@ -316,7 +318,7 @@ export function renderModel(container, modelId, { panel } = {}) {
       h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v)))));
     const translation = m.objective === "translation";
     const panels = [
-      { name: "overview", title: "Overview", mount: (el) => { showRegistry(m); clear(el, summary, registry, downloadPanel(m.id)); } },
+      { name: "overview", title: "Overview", mount: (el) => { showRegistry(m); clear(el, summary, calibrationCard(m), registry, downloadPanel(m.id)); } },
       { name: "playground", title: translation ? "Translate" : "Fill in the blanks",
         mount: (el) => clear(el, translation ? translatePanel(m.id) : fillMaskPanel(m.id),
           translation ? fileTranslationPanel(m.id, signal) : null) },

@@ -283,6 +283,9 @@ class TrainedModel(Base):
     source_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
     target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
     license: Mapped[str | None] = mapped_column(String(64), nullable=True)  # as its owner says: an SPDX id, "other"
+    # The low-confidence threshold calibrated on the job's validation pairs (model/decode/calibration.py); None for
+    # an imported model, a denoising one, or too few validation pairs.
+    confidence_calibration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
     job: Mapped[Job | None] = relationship(primaryjoin="foreign(TrainedModel.job_id) == Job.id", viewonly=True)
     tag_rows: Mapped[list[ModelTag]] = relationship(

@@ -58,8 +58,14 @@ class Translation(Output):
     score: float = Field(description="log-probability divided by the GNMT length penalty (alpha 0.6)")
     confidence: float | None = Field(
         None,
-        description="with return_token_probs: the geometric mean of token_probs, in (0, 1]; comparable across "
-        "lengths and backends",
+        description="the geometric mean of the probabilities of the translation's tokens and </s>, in (0, 1]: "
+        "exp(log-probability / tokens), comparable across lengths and backends (with return_token_probs, that of "
+        "token_probs)",
+    )
+    low_confidence: bool | None = Field(
+        None,
+        description="confidence is below the model's calibrated threshold (confidence_calibration on the model); "
+        "null for a model without one",
     )
     token_probs: list[TokenProb] | None = Field(
         None, description="with return_token_probs: each target token's probability, then that of </s>"

@@ -52,6 +52,23 @@ class ModelUpdate(Input):
     license: License | None = None
 
 
+class ConfidenceCalibration(Output):
+    """When a translation of this model is flagged low_confidence: its confidence is below `threshold`, found on the
+    job's validation pairs (model/decode/calibration.py), where it flagged `flagged_share` of them."""
+
+    threshold: float = Field(description="translations less confident than this are flagged low_confidence")
+    sentences: int = Field(description="validation pairs it was calibrated on")
+    flagged_share: float = Field(description="the share of those it flags")
+    flagged_chrf: float | None = Field(description="their mean sentence chrF (0-100); null when none is flagged")
+    other_chrf: float = Field(description="the mean sentence chrF of the others")
+    spearman: float | None = Field(
+        description="rank correlation of confidence with sentence chrF over those pairs: how far the flag can be "
+        "trusted (null when either is constant)"
+    )
+    beam_size: int
+    backend: str = Field(description="the backend that translated them")
+
+
 class ModelPublic(Output):
     id: str
     name: str | None = None  # registered name; None: unregistered
@@ -75,6 +92,9 @@ class ModelPublic(Output):
     parent_model_deleted: bool = False  # that model was deleted since: `parent_model_id` names it
     sha256: str
     created_at: datetime
+    confidence_calibration: ConfidenceCalibration | None = Field(
+        None, description="the low-confidence flag's threshold and how it split the validation pairs; null: no flag"
+    )
 
 
 class AliasToVersion(Input):

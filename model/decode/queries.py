@@ -19,6 +19,7 @@ from model.data.tokenizer import Tokenizer, byte_level_entry
 from model.decode.batches import CPU_BATCH_SENTENCES, decode_batches
 from model.decode.beam import Hypothesis, beam_search
 from model.decode.greedy import eval_mode, greedy_decode
+from model.decode.scoring import search_confidence
 from model.nn.transformer import Transformer
 
 AlignmentLayer = int | Literal["all"]
@@ -70,8 +71,9 @@ def translate(
 ) -> list[dict[str, Any]]:
     """Beam-search translations of texts, in order: one dict per text.
 
-    {"text", "score", "log_prob", "tokens"}: the best hypothesis (score = log-prob / GNMT length penalty,
-    see model.decode.beam; tokens are vocabulary strings, without <s> and </s>); with n_best > 1, "alternatives":
+    {"text", "score", "log_prob", "confidence", "scored_tokens", "tokens"}: the best hypothesis (score = log-prob /
+    GNMT length penalty, see model.decode.beam; confidence = exp(log_prob / scored_tokens), see
+    model.decode.scoring; tokens are vocabulary strings, without <s> and </s>); with n_best > 1, "alternatives":
     the next n_best - 1 hypotheses as the same dicts. With return_alignment, "source_tokens" and
     "alignment": for target token i, the index into source_tokens it attends to most (see align()).
     Texts are batched by length, at most batch_size and max_beam_tokens (beam x sentences x longest source) at a
@@ -119,6 +121,8 @@ def _hypothesis_dict(tokenizer: Tokenizer, h: Hypothesis) -> dict[str, Any]:
         "text": tokenizer.decode(h.tokens),
         "score": h.score,
         "log_prob": h.log_prob,
+        "confidence": search_confidence(h.log_prob, len(h.tokens), h.finished),
+        "scored_tokens": len(h.tokens) + int(h.finished),  # the log-probabilities log_prob sums
         "tokens": [tokenizer.id_to_token(t) for t in h.tokens],
     }
 

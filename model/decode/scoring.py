@@ -65,6 +65,16 @@ def _passes(lengths: list[int], batch_size: int, vocab_size: int) -> Iterator[li
         yield chunk
 
 
+def search_confidence(log_prob: float, n_tokens: int, finished: bool) -> float:
+    """`confidence` from what a search keeps of a hypothesis: the sum of its tokens' log-probabilities (and that of
+    </s> when it finished), and its length without </s>. A hypothesis cut at the maximum length scores its tokens
+    alone, as token_log_probs does for a target that fills max_positions."""
+    scored = n_tokens + int(finished)
+    if scored == 0:
+        raise ValueError("a hypothesis cut before its first token has no log-probability to condense")
+    return math.exp(log_prob / scored)
+
+
 def confidence(log_probs: Sequence[float]) -> float:
     """The geometric mean of the token probabilities: exp(mean log-probability), in (0, 1]."""
     if not log_probs:

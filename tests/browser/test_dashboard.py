@@ -367,7 +367,7 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     page.locator("#model-link").click()
     _tab(p, "Translate").click()
     page.wait_for_selector("#translate-form")
-    page.get_by_label("Text", exact=True).fill("forty two")
+    page.get_by_label("Text", exact=True).fill("forty two\nzq xv wk qq")
     page.get_by_role("button", name="Translate", exact=True).click()
     page.wait_for_selector(".translation-text", timeout=60_000)
     assert page.locator(".translation-text").first.inner_text().strip()
@@ -379,7 +379,21 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     chips = page.locator(".token-probs").first.locator(".token-prob")
     assert chips.count() == n_target + 1 and chips.last.inner_text() == "</s>"
     assert re.search(r"confidence 0\.\d+|confidence 1", page.locator(".confidence").first.inner_text())
+    # the low-confidence badge where the confidence is below the model's calibrated threshold, and only there
+    model_id = page.url.split("/models/")[1].split("/")[0]
+    calibration = _api(p.stack).get(f"/v1/models/{model_id}").json()["confidence_calibration"]
+    threshold = calibration["threshold"]
+    texts = page.locator(".confidence").all_inner_texts()
+    shown = [float(re.search(r"confidence ([\d.]+)", c).group(1)) for c in texts]
+    badges = [t.locator(".low-confidence").count() for t in page.locator(".translation-text").all()]
+    assert len(shown) == len(badges) == 2 and badges == [int(c < threshold) for c in shown], (shown, badges, threshold)
+    assert badges[1] == 1  # the nonsense line
     p.screenshot("model-translate")
+    _tab(p, "Overview").click()  # the flag's calibration on the overview, as the API gives it
+    card = page.locator("#confidence-calibration")
+    assert card.locator("#confidence-threshold").inner_text() == str(float(f"{threshold:.4g}"))  # fmtNumber's
+    assert f"of {calibration['sentences']} validation sentences" in card.inner_text()
+    p.screenshot("model-confidence")
     _tab(p, "Anatomy").click()
     page.wait_for_selector('#anatomy [data-component="encoder.layers.0.self_attn"]')
     segments = page.locator('#anatomy [data-component="decoder.layers.1.encoder_attn"] .seg').all_inner_texts()

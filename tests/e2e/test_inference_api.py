@@ -141,7 +141,8 @@ def test_ctranslate2_backend_translates_like_pytorch(served):
 def test_token_probabilities_come_from_the_backend_that_translated_and_agree_across_backends(served):
     """Pass: with return_token_probs each translation lists a probability for each of its tokens (the alignment's
     target tokens) and for </s>, and their geometric mean as `confidence`; PyTorch and CTranslate2 (int8) give
-    close figures for the same translation; a plain request carries neither."""
+    close figures for the same translation; a plain request carries no token probabilities and the same confidence,
+    taken from the search's log-probability (CTranslate2's from its length-normalised score)."""
     from num2words import num2words
 
     api, model_id = served["api"], served["models"]["translation"]
@@ -161,8 +162,42 @@ def test_token_probabilities_come_from_the_backend_that_translated_and_agree_acr
     same = [(a, b) for a, b in zip(answers["pytorch"], answers["ctranslate2"]) if a["text"] == b["text"]]
     assert len(same) >= 6
     assert all(abs(a["confidence"] - b["confidence"]) < 0.05 for a, b in same), same
-    plain = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": texts[:1]}).json()["translations"][0]
-    assert plain.get("confidence") is None and plain.get("token_probs") is None
+    for backend in ("pytorch", "ctranslate2"):  # without token probabilities: the search's own confidence
+        body = {"texts": texts, "backend": backend}
+        plain = api.http.post(f"/v1/models/{model_id}/translate", json=body).json()["translations"]
+        assert all(p.get("token_probs") is None for p in plain)
+        assert [p["confidence"] for p in plain] == pytest.approx([t["confidence"] for t in answers[backend]], abs=2e-3)
+
+
+def test_a_trained_model_flags_translations_below_its_calibrated_confidence(served):
+    """Pass: the job calibrated its model's low-confidence flag on its validation pairs (the model shows the
+    threshold and how it split them); every translation carries low_confidence = confidence < threshold; numbers of
+    the kind it trained on pass, while inputs unlike anything it saw are flagged, and so are more of the numbers it
+    never saw (this briefly trained model is unsure of them, right or not)."""
+    from num2words import num2words
+
+    from model.data.demo import split_numbers
+
+    api, model_id = served["api"], served["models"]["translation"]
+    calibration = api.http.get(f"/v1/models/{model_id}").json()["confidence_calibration"]
+    assert calibration is not None and calibration["sentences"] >= 20 and calibration["backend"] == "pytorch"
+    assert 0 < calibration["threshold"] <= 1 and 0 < calibration["flagged_share"] <= 0.5, calibration
+    assert calibration["flagged_chrf"] < calibration["other_chrf"], calibration
+    trained = split_numbers(0, 999, held_out=0.1, seed=0)[0]
+    groups = {
+        "trained": [num2words(n, lang="en") for n in trained[::113][:8]],
+        "held_out": [num2words(n, lang="en") for n in served["held_out"][:8]],
+        "strange": ["purple elephants dance quietly", "zq xv wk", "the the the the the the"],
+    }
+    flagged = {}
+    for name, texts in groups.items():  # at most 8 texts a request in this stack
+        response = api.http.post(f"/v1/models/{model_id}/translate", json={"texts": texts})
+        assert response.status_code == 200, response.text
+        translations = response.json()["translations"]
+        for t in translations:
+            assert t["low_confidence"] == (t["confidence"] < calibration["threshold"]), (t, calibration)
+        flagged[name] = sum(t["low_confidence"] for t in translations) / len(translations)
+    assert flagged["trained"] <= 0.25 and flagged["strange"] == 1 and flagged["held_out"] > flagged["trained"], flagged
 
 
 def test_fill_mask_completes_the_grammar(served):

@@ -271,6 +271,8 @@ def test_a_split_texts_token_probabilities_are_its_sentences_in_turn(served, bac
     assert merged["split"] and merged["pieces"] == 3 and answer["backend"] == backend, answer
     assert merged["token_probs"] == one["token_probs"] * 3
     assert merged["confidence"] == pytest.approx(one["confidence"], rel=1e-6)
+    (plain,) = inference.translate_task("t-1", [" ".join(sentences)], backend=backend)["translations"]
+    assert "token_probs" not in plain and plain["confidence"] == pytest.approx(one["confidence"], abs=2e-3)
     tokens = one["alignment"]["target_tokens"]
     # This untrained model's translations may fill its 32 positions: then nothing follows them, not even </s>.
     assert [p["token"] for p in one["token_probs"]] == tokens + ["</s>"] * (len(tokens) < MAX_POSITIONS)

@@ -134,8 +134,8 @@ def _sentences(loaded: LoadedModel, text: str, limit: int) -> list[str]:
 
 
 def _public_translation(result: dict[str, Any], n_best: int, return_alignment: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"text": result["text"], "score": result["score"]}
-    if "token_log_probs" in result:
+    out: dict[str, Any] = {"text": result["text"], "score": result["score"], "confidence": result["confidence"]}
+    if "token_log_probs" in result:  # their geometric mean replaces the search's (the same up to rounding)
         out.update(_token_probs(result["tokens"], result["token_log_probs"]))
     if n_best > 1:
         out["alternatives"] = [{"text": a["text"], "score": a["score"]} for a in result.get("alternatives", [])]
@@ -159,10 +159,12 @@ def _token_probs(tokens: list[str], log_probs: list[float]) -> dict[str, Any]:
 
 
 def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One translation from the translations of a text's sentences (token probabilities: each sentence's in turn)."""
+    """One translation from the translations of a text's sentences: confidence over all their tokens, token
+    probabilities each sentence's in turn."""
     merged: dict[str, Any] = {
         "text": " ".join(p["text"] for p in parts),
         "score": sum(p["score"] for p in parts) / len(parts),
+        "confidence": math.exp(sum(p["log_prob"] for p in parts) / sum(p["scored_tokens"] for p in parts)),
         "split": True,
         "pieces": len(parts),
     }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from celery import Task, current_app, shared_task
@@ -38,6 +39,7 @@ from model.train.prepare import PreparedData
 from worker.device import check_data_parallel, check_gpus, worker_device
 from worker.training import job_log
 from worker.training.auto_settings import check_memory, choose_settings, pending
+from worker.training.calibration import calibrate_checkpoint, held_out
 from worker.training.callbacks import LeaseLost, checkpoint_key, eval_metrics, job_callbacks
 from worker.training.job_data import datasets_pending, load_job, prepare_job, train_config
 from worker.training.lead import lead
@@ -133,10 +135,12 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
         if spec.devices == 1 and spec.nodes == 1:
             callbacks = job_callbacks(state, job.id, root, settings.job_lease_seconds, trial=job.sweep_id is not None)
             result = _train(job, data, device, root, callbacks, state)
-        else:  # the ranks prepare the data themselves: this process keeps only the tokenizer they train with
-            tokenizer = data.tokenizer
-            del data
-            result = _train_group(claim, state, job, tokenizer, device, root)
+        else:  # the ranks prepare the data themselves: this process keeps the tokenizer and the pairs to calibrate on
+            data = replace(data, train_examples=[], valid_examples=held_out(data), init_state=None)
+            result = _train_group(claim, state, job, data.tokenizer, device, root)
+        calibration = None
+        if result.stop_reason not in ("cancelled", "preempted") and result.model_checkpoint is not None:
+            calibration = calibrate_checkpoint(job.id, result.model_checkpoint, held_out(data), data.tokenizer, device)
     finally:
         keeper.stop()
     flush(state, settings.job_lease_seconds)
@@ -164,6 +168,7 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
         )
         assert result.model_checkpoint is not None  # a run that trained a step checkpointed it
         model = _publish_model(job, result.model_checkpoint, source)
+        model.confidence_calibration = calibration
         if not job_rows.finish(session, claim, job_rows.SUCCEEDED, step=result.step):
             session.rollback()
             get_store().delete(model.storage_key)

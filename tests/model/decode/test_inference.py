@@ -53,7 +53,7 @@ def test_translate_reverses_held_out_sentences_in_input_order(reverse):
     exact = sum(r["text"] == " ".join(reversed(s.split())) for r, s in zip(results, HELD_OUT)) / len(HELD_OUT)
     assert exact >= 0.9
     first = results[0]
-    assert set(first) == {"text", "score", "log_prob", "tokens"}
+    assert set(first) == {"text", "score", "log_prob", "confidence", "scored_tokens", "tokens"}
     assert tokenizer.decode([tokenizer.token_to_id(t) for t in first["tokens"]]) == first["text"]
     assert first["score"] >= first["log_prob"]  # the length penalty is >= 1
 
@@ -112,12 +112,24 @@ def test_token_log_probs_add_up_to_each_hypothesis_log_prob_whatever_the_batch(r
     for hyp, scores, target in zip(hyps, batched, targets, strict=True):
         assert len(scores) == len(target) + 1 and all(s <= 0 for s in scores)
         assert sum(scores) == pytest.approx(hyp["log_prob"], abs=1e-4)
+        assert hyp["confidence"] == pytest.approx(confidence(scores), abs=1e-4)  # the search's, without scoring
     one_by_one = [token_log_probs(model, [s], [t])[0] for s, t in zip(srcs[:6], targets[:6])]
     assert all(a == pytest.approx(b, abs=1e-5) for a, b in zip(one_by_one, batched[:6]))
     longest = max(len(t) for t in targets) + 1
     monkeypatch.setattr(scoring, "LOGITS_BUDGET", 3 * longest * model.config.vocab_size)  # 3 sentences a pass at most
     budgeted = token_log_probs(model, srcs, targets)
     assert all(a == pytest.approx(b, abs=1e-5) for a, b in zip(budgeted, batched))
+
+
+def test_a_hypothesis_cut_at_the_length_limit_is_confident_over_its_tokens_alone(reverse):
+    model, tokenizer = reverse
+    texts = [tokenizer.decode(s[:-1]) for s in reverse_sources(tokenizer, 6)]
+    for hyp in translate(model, tokenizer, texts, beam_size=4, max_len_a=0.0, max_len_b=2):  # 2 tokens: no </s>
+        assert hyp["scored_tokens"] == len(hyp["tokens"]) == 2
+        assert hyp["confidence"] == pytest.approx(math.exp(hyp["log_prob"] / 2))
+    assert scoring.search_confidence(math.log(0.5) + math.log(0.125), 1, finished=True) == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="no log-probability"):
+        scoring.search_confidence(0.0, 0, finished=False)
 
 
 def test_a_right_translation_is_more_confident_than_a_wrong_one(reverse):
