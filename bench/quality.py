@@ -78,6 +78,25 @@ def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
     }
 
 
+def flag_on_test(
+    found: Sequence[dict[str, Any]], refs: Sequence[str], calibration: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The low-confidence flag calibrated on the validation pairs, as it splits the test set: the share flagged and
+    the mean sentence chrF of the flagged and the others, and the rank correlation of confidence with chrF."""
+    from model.decode.calibration import sentence_chrf, spearman
+
+    chrfs = [sentence_chrf(t["text"], ref) for t, ref in zip(found, refs, strict=True)]
+    low = [c for t, c in zip(found, chrfs) if t.get("low_confidence")]
+    rest = [c for t, c in zip(found, chrfs) if not t.get("low_confidence")]
+    return {
+        "calibration": calibration,
+        "test_flagged_share": round(len(low) / len(found), 4),
+        "test_flagged_chrf": round(sum(low) / len(low), 2) if low else None,
+        "test_other_chrf": round(sum(rest) / len(rest), 2) if rest else None,
+        "test_spearman": spearman([t["confidence"] for t in found], chrfs),
+    }
+
+
 # -- ours, in this process ------------------------------------------------------------------------------------
 
 
@@ -151,7 +170,7 @@ def ours_service(
     overrides: dict[str, Any],
 ) -> dict[str, Any]:
     from bench.harness.stack import wait_for
-    from bench.service_session import embedded_service, translate_all, upload
+    from bench.service_session import embedded_service, translations, upload
 
     with embedded_service("quality-service-") as client:
         if recipe.get("ours_from_budget"):  # only the budget: the worker chooses the rest
@@ -193,10 +212,13 @@ def ours_service(
         model_id = job["model_id"]
         series = client.get(f"/v1/jobs/{job_id}/metrics", params={"names": "eval_seconds,valid_loss"}).json()["series"]
         t0 = time.monotonic()
-        hyps = translate_all(client, model_id, [source for source, _ in test])
+        found = translations(client, model_id, [source for source, _ in test])
+        hyps = [t["text"] for t in found]
         eval_seconds = series.get("eval_seconds", {}).get("values", [])
+        calibration = client.get(f"/v1/models/{model_id}").json().get("confidence_calibration")
         return {
             **score(hyps, [t for _, t in test]),
+            "confidence": flag_on_test(found, [t for _, t in test], calibration),
             "steps": job["progress"]["step"],
             "tokens_seen": job["progress"].get("tokens_seen"),  # batch tokens over all steps: D of a scaling law
             "valid_loss": [

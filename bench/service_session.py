@@ -9,6 +9,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import torch
@@ -63,11 +64,16 @@ def upload(client: httpx.Client, path: Path, name: str) -> str:
 
 def translate_all(client: httpx.Client, model: str, sources: Sequence[str], beam_size: int = 4) -> list[str]:
     """`model` (an id or name@alias) translates every source, 64 to a request."""
-    hyps: list[str] = []
+    return [t["text"] for t in translations(client, model, sources, beam_size)]
+
+
+def translations(client: httpx.Client, model: str, sources: Sequence[str], beam_size: int = 4) -> list[dict[str, Any]]:
+    """The API's translation objects (text, score, confidence, low_confidence) of every source, 64 to a request."""
+    found: list[dict[str, Any]] = []
     for start in range(0, len(sources), 64):
         r = client.post(
             f"/v1/models/{model}/translate", json={"texts": list(sources[start : start + 64]), "beam_size": beam_size}
         )
         r.raise_for_status()
-        hyps += [t["text"] for t in r.json()["translations"]]
-    return hyps
+        found += r.json()["translations"]
+    return found

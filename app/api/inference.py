@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated, Any, Literal
 
@@ -32,6 +33,7 @@ from app.schemas.inference import (
 from app.schemas.jobs import TrainingSpec
 from app.services import inference_client, inference_limits, model_refs
 from app.services.job_submission import describe_anatomy
+from app.services.memory_requests import check_memory
 from model.nn.config import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["inference"])
@@ -56,7 +58,13 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
         row = owned_model(session, model_id, owner_id)
         calibration = row.confidence_calibration
         threshold = calibration["threshold"] if calibration else None
-        facts = ModelFacts(id=row.id, owner_id=row.owner_id, objective=row.objective, low_confidence_below=threshold)
+        facts = ModelFacts(
+            id=row.id,
+            owner_id=row.owner_id,
+            objective=row.objective,
+            low_confidence_below=threshold,
+            languages=(row.source_language, row.target_language),
+        )
         ttl_cache.models().put(row.id, facts)
     if facts.owner_id != owner_id:
         raise not_found("model", model_id)
@@ -100,7 +108,10 @@ def translate(
         raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
     if body.n_best > body.beam_size:
         raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
+    if body.memory is not None:
+        check_memory(session, key, body.memory, model.languages)
     session.close()  # do not hold a connection while a worker decodes
+    memory = body.memory.model_dump() if body.memory is not None else None
     options = {
         "beam_size": body.beam_size,
         "n_best": body.n_best,
@@ -108,9 +119,10 @@ def translate(
         "return_alignment": body.return_alignment,
         "backend": body.backend,
         "return_token_probs": body.return_token_probs,
+        "memory": memory,
     }
     answer = inference_client.coalescer(settings).run(
-        (model_id, *options.values()),
+        (model_id, *(v for k, v in options.items() if k != "memory"), json.dumps(memory, sort_keys=True)),
         body.texts,
         lambda texts: inference_client.call(settings, TRANSLATE, [model_id, texts], options)[0],
     )

@@ -114,6 +114,7 @@ def update_model(
     except IntegrityError as exc:
         session.rollback()
         raise conflict(f"name {body.name!r} was being registered by another request; try again") from exc
+    ttl_cache.models().forget(model.id)  # its languages, which a translation memory is checked against
     return ModelPublic.model_validate(model)
 
 

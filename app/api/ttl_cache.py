@@ -39,6 +39,7 @@ class ModelFacts:
     owner_id: str
     objective: str
     low_confidence_below: float | None = None  # the calibrated threshold of its low-confidence flag, if it has one
+    languages: tuple[str | None, str | None] = (None, None)  # source and target, as its owner says
 
 
 class Recent(Generic[V]):

@@ -21,6 +21,24 @@ BACKEND_DESCRIPTION = (
 )
 
 
+class MemoryRequest(Input):
+    """A parallel dataset of the caller's used as a translation memory: its segments whose source is like a text's
+    are returned beside the translation, and one scoring replace_at or more instead of it."""
+
+    dataset_id: str = Field(min_length=1, max_length=100, description="a parallel dataset of the caller's")
+    min_score: float = Field(
+        75.0, ge=0, le=100, description="the lowest match score returned (0-100: rapidfuzz's ratio of the sources)"
+    )
+    max_matches: int = Field(3, ge=1, le=10, description="matches returned a text, at most")
+    replace_at: float | None = Field(
+        None,
+        ge=0,
+        le=100,
+        description="a match scoring at least this is returned instead of the machine translation, which is then "
+        "not made (100: exact matches only); null: never",
+    )
+
+
 class TranslateRequest(Input):
     texts: list[str] = Field(min_length=1)
     beam_size: int = Field(4, ge=1)
@@ -33,6 +51,7 @@ class TranslateRequest(Input):
         description="also each translation's token probabilities (and </s>'s) and their geometric mean, "
         "`confidence`, as the backend that translated scores them",
     )
+    memory: MemoryRequest | None = Field(None, description="a translation memory to look each text up in")
 
 
 class Alignment(Output):
@@ -53,9 +72,24 @@ class TokenProb(Output):
     prob: float = Field(description="its probability given the source and the tokens before it")
 
 
+class MemoryMatch(Output):
+    source: str = Field(description="the memory's source, whitespace collapsed")
+    target: str
+    score: float = Field(description="0-100: 100 for the same source (whitespace aside)")
+    segment: int = Field(description="its row among the dataset's pairs")
+
+
 class Translation(Output):
     text: str
-    score: float = Field(description="log-probability divided by the GNMT length penalty (alpha 0.6)")
+    origin: Literal["machine", "memory"] = Field(
+        "machine", description="memory: `text` is the best memory match, at or above memory.replace_at"
+    )
+    score: float | None = Field(
+        description="log-probability divided by the length penalty (alpha 0.6); null for a translation from memory"
+    )
+    memory_matches: list[MemoryMatch] | None = Field(
+        None, description="with memory: the memory's segments like this text, best first"
+    )
     confidence: float | None = Field(
         None,
         description="the geometric mean of the probabilities of the translation's tokens and </s>, in (0, 1]: "
@@ -83,7 +117,9 @@ class Translation(Output):
 class TranslateResponse(Output):
     translations: list[Translation]
     model_id: str
-    backend: AnsweringBackend = Field(description="the backend that translated these texts")
+    backend: AnsweringBackend | Literal["memory"] = Field(
+        description="the backend that translated these texts; memory when every one came from the memory"
+    )
     elapsed_ms: float = Field(description="the request's time in the API, from its arrival to this answer")
     compute_ms: float = Field(description="the worker's time on it (with the texts decoded beside it)")
 

@@ -4,9 +4,11 @@ read API errors, and stay responsive on a job with 100,000 metric points a serie
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -394,6 +396,32 @@ def test_model_playground_translates_with_alternatives_and_alignment(submitted):
     assert card.locator("#confidence-threshold").inner_text() == str(float(f"{threshold:.4g}"))  # fmtNumber's
     assert f"of {calibration['sentences']} validation sentences" in card.inner_text()
     p.screenshot("model-confidence")
+
+
+def test_model_playground_looks_texts_up_in_a_translation_memory(submitted, demo_files):
+    """The training data as the memory, exact matches used: a text of it comes back as its stored target, marked
+    "from memory", with its match at 100%; a text not in it is translated, its fuzzy matches (if any) listed."""
+    p, job_id = submitted
+    page = p.page
+    source, target = json.loads(Path(demo_files["translation_train"]).read_text().splitlines()[0]).values()
+    dataset_id = next(
+        d["id"] for d in _api(p.stack).get("/v1/datasets?limit=500").json()["data"] if d["name"] == "numbers en-de"
+    )
+    page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    page.locator("#model-link").click()
+    _tab(p, "Translate").click()
+    page.locator(f'#memory-dataset option[value="{dataset_id}"]').wait_for(state="attached")
+    page.select_option("#memory-dataset", dataset_id)
+    page.check("#memory-replace")
+    page.get_by_label("Text", exact=True).fill(f"{source}\nzq xv wk qq")
+    page.get_by_role("button", name="Translate", exact=True).click()
+    page.wait_for_selector(".translation-text", timeout=60_000)
+    first, second = page.locator(".translation").all()
+    assert first.locator(".translation-text").inner_text().startswith(target)
+    assert first.locator(".memory-origin").inner_text() == "from memory"
+    assert first.locator(".memory-matches tr").first.inner_text().startswith("100%")
+    assert second.locator(".memory-origin").count() == 0 and second.locator(".translation-text .muted").count() >= 1
+    p.screenshot("model-memory")
     _tab(p, "Anatomy").click()
     page.wait_for_selector('#anatomy [data-component="encoder.layers.0.self_attn"]')
     segments = page.locator('#anatomy [data-component="decoder.layers.1.encoder_attn"] .seg').all_inner_texts()

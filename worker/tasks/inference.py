@@ -16,6 +16,7 @@ import re
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any, ParamSpec, TypeVar
 
 import torch
@@ -34,6 +35,7 @@ from worker.device import worker_device
 from worker.serving import translation
 from worker.serving.decode_limits import micro_batch
 from worker.serving.errors import RequestError, decoding
+from worker.serving.memories import memories
 from worker.serving.microbatch import MicroBatcher
 from worker.serving.model_cache import LoadedModel, ModelCache
 
@@ -218,7 +220,11 @@ def translate_task(
     return_alignment: bool = False,
     backend: str = "auto",
     return_token_probs: bool = False,
+    memory: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """`memory` ({"dataset_id", "min_score", "max_matches", "replace_at"}, app/schemas/inference.MemoryRequest):
+    each text's matches in that translation memory; a text whose best match scores replace_at or more is answered
+    with it and not decoded."""
     started = time.perf_counter()
     loaded = _translation_model(model_id)
     backend = translation.resolve(backend)
@@ -227,11 +233,39 @@ def translate_task(
     _check_beam(loaded, beam_size)
     if max_length is not None:  # as the PyTorch decoder bounds it, so both backends take the same lengths
         max_length = min(max_length, loaded.model.config.max_positions)
+    matches = _memory_matches(memory, texts) if memory else None
+    replace_at = memory.get("replace_at") if memory else None
+    kept = [m[0] if m and replace_at is not None and m[0]["score"] >= replace_at else None for m in matches or []]
+    to_decode = [t for i, t in enumerate(texts) if not kept or kept[i] is None]
+    decoded: list[dict[str, Any]] = []
+    answered, batch_size = "memory", 0
+    if to_decode:
+        key = (model_id, beam_size, n_best, max_length, return_alignment, return_token_probs, backend)
+        decoded, answered, batch_size = _decode(loaded, key, to_decode)
+    machine = iter(decoded)
+    translations = []
+    for i in range(len(texts)):
+        found = kept[i] if kept else None
+        out = {"text": found["target"], "origin": "memory", "score": None} if found else next(machine)
+        if matches is not None:
+            out["memory_matches"] = matches[i]
+        translations.append(out)
+    return {
+        "translations": translations,
+        "model_id": model_id,
+        "backend": answered,  # the one that answered: a request is never split across batches
+        "compute_ms": round((time.perf_counter() - started) * 1000, 2),
+        "batch_size": batch_size,
+    }  # for the API's metrics; not part of the public answer
+
+
+def _decode(loaded: LoadedModel, key: BatchKey, texts: list[str]) -> tuple[list[dict[str, Any]], str, int]:
+    """The texts' public translations (each split into sentences where longer than the model takes), the backend
+    that made them, and the size of the micro-batch they were decoded in."""
+    _, _, n_best, _, return_alignment, _, _ = key
     plans = _plans(loaded, texts)
     flat = [piece for plan in plans for piece in plan]
-    results, batch_size = batcher().submit_sized(
-        (model_id, beam_size, n_best, max_length, return_alignment, return_token_probs, backend), flat
-    )
+    results, batch_size = batcher().submit_sized(key, flat)
     translations, start = [], 0
     for plan in plans:
         parts = results[start : start + len(plan)]
@@ -239,13 +273,16 @@ def translate_task(
         translations.append(
             _public_translation(parts[0], n_best, return_alignment) if len(plan) == 1 else _merge(parts)
         )
-    return {
-        "translations": translations,
-        "model_id": model_id,
-        "backend": results[0]["backend"],  # the one that answered: a request is never split across batches
-        "compute_ms": round((time.perf_counter() - started) * 1000, 2),
-        "batch_size": batch_size,
-    }  # for the API's metrics; not part of the public answer
+    return translations, results[0]["backend"], batch_size
+
+
+def _memory_matches(memory: dict[str, Any], texts: list[str]) -> list[list[dict[str, Any]]]:
+    """Each text's matches in the memory, best first, as the API shows them."""
+    found = memories().get(memory["dataset_id"])
+    return [
+        [asdict(m) for m in found.lookup(text, memory.get("min_score", 75.0), memory.get("max_matches", 3))]
+        for text in texts
+    ]
 
 
 def _check_fill_mask(loaded: LoadedModel, text: str, top_k: int) -> None:
