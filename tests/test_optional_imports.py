@@ -1,7 +1,8 @@
 """The API and the workers start on a host that lacks the optional integrations, as a GPU host's image does
-(bench/gpu_wheels.sh carries no boto3 or psycopg): each is imported where it is used, so only an s3:// store or a
-PostgreSQL URL needs it. So do the data report's and the cleaning filters' packages (OpusFilter, py3langid), which
-the GPU wheels carry: a worker that never processes a dataset starts without them too."""
+(bench/gpu_wheels.sh carries no boto3, psycopg or rapidfuzz): each is imported where it is used, so only an s3://
+store, a PostgreSQL URL or a translation memory needs it. So do the data report's and the cleaning filters' packages
+(OpusFilter, py3langid), which the GPU wheels carry: a worker that never processes a dataset starts without them
+too."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ ABSENT = {
     "botocore": "boto3's",
     "s3transfer": "boto3's",
     "psycopg": "PostgreSQL URLs (SQLAlchemy's dialect imports it)",
+    "rapidfuzz": "translation-memory lookups (3 MB more would take the GPU wheels past 60 MB)",
 }
 # Blocked as well: integrations a worker needs only to process a dataset.
 DATA_ONLY = {

@@ -28,7 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from rapidfuzz import fuzz, process
 
 WORD = re.compile(r"\w+")
 POSTINGS_BUDGET = 200_000  # segment ids counted per query, at most (beyond the rarest word's)
@@ -99,6 +98,8 @@ class TranslationMemory:
             return found
         candidates = [int(i) for i in self._candidates(key, min_score) if int(i) not in exact]
         if candidates:
+            from rapidfuzz import fuzz, process  # here: a worker starts without it (tests/test_optional_imports.py)
+
             sources = [normalise(self.pairs[i][0]) for i in candidates]
             scored = process.extract(key, sources, scorer=fuzz.ratio, score_cutoff=min_score, limit=limit)
             found += [
