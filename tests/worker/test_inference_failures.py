@@ -7,6 +7,7 @@ mid-decode."""
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -276,3 +277,19 @@ def test_a_split_texts_token_probabilities_are_its_sentences_in_turn(served, bac
     tokens = one["alignment"]["target_tokens"]
     # This untrained model's translations may fill its 32 positions: then nothing follows them, not even </s>.
     assert [p["token"] for p in one["token_probs"]] == tokens + ["</s>"] * (len(tokens) < MAX_POSITIONS)
+
+
+def test_a_memory_lookup_without_rapidfuzz_is_a_503_naming_it(served, monkeypatch):
+    """A GPU host's image lacks rapidfuzz (bench/gpu_wheels.sh): a request with a memory is refused saying so,
+    not answered as a decoder's failure; one without a memory is translated as ever."""
+    from model.data.translation_memory import TranslationMemory
+
+    memory = TranslationMemory([("the dog barks", "der Hund bellt"), ("the cat sleeps", "die Katze schläft")])
+    monkeypatch.setattr(inference, "memories", lambda: type("M", (), {"get": lambda self, _: memory})())
+    monkeypatch.setitem(sys.modules, "rapidfuzz", None)  # `import rapidfuzz` raises ImportError
+    answer = inference.translate_task("t-1", ["the dog sleeps"], backend="pytorch", memory={"dataset_id": "d"})
+    assert answer["error"]["status"] == 503 and "pip install rapidfuzz" in answer["error"]["detail"], answer
+    exact_only = {"dataset_id": "d", "replace_at": 100, "max_matches": 1}  # an exact match needs no scoring
+    exact = inference.translate_task("t-1", ["the dog barks"], backend="pytorch", memory=exact_only)
+    assert exact["translations"][0]["text"] == "der Hund bellt" and exact["backend"] == "memory", exact
+    assert "translations" in inference.translate_task("t-1", ["the dog barks"], backend="pytorch")

@@ -11,7 +11,6 @@ together by one micro-batcher per process (run this worker with a thread pool: `
 from __future__ import annotations
 
 import logging
-import math
 import re
 import sys
 import time
@@ -24,11 +23,9 @@ from celery import shared_task
 
 from app.core.settings import get_settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
-from model.data.special_tokens import SPECIAL_TOKENS
 from model.data.tokenizer import readable_token
 from model.decode.fill_mask import fill_mask
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids
-from model.decode.scoring import confidence
 from model.nn.compile import eager_on_failure
 from model.probes.geometry import weight_geometry
 from worker.device import worker_device
@@ -38,12 +35,11 @@ from worker.serving.errors import RequestError, decoding
 from worker.serving.memories import memories
 from worker.serving.microbatch import MicroBatcher
 from worker.serving.model_cache import LoadedModel, ModelCache
+from worker.serving.translation_answers import merge, plans, public_translation
 
 log = logging.getLogger(__name__)
-SENTENCE_END = re.compile(r"(?<=[.!?;:。！？])\s+")
 SPAN_DENOISING_MAX_TOKENS = 6  # longest span a <mask> of a span-denoising model is filled with
 MASK = "<mask>"
-EOS_TOKEN = SPECIAL_TOKENS[2]  # "</s>": the last of a translation's token probabilities
 T = TypeVar("T")
 P = ParamSpec("P")
 # What translations decoded in one batch share: model_id, beam_size, n_best, max_length, return_alignment,
@@ -112,69 +108,6 @@ def _translate_batch(key: BatchKey, texts: list[str]) -> list[dict[str, Any]]:
     options = translation.Options(beam_size, n_best, max_length, return_alignment, return_token_probs)
     results, answered = translation.translate(loaded, texts, options, backend)
     return [{**result, "backend": answered} for result in results]
-
-
-def _plans(loaded: LoadedModel, texts: list[str]) -> list[list[str]]:
-    """Each text itself, or its sentences when it is longer than the model's maximum length. The texts are encoded in
-    one call, which leaves the GIL to the worker's other threads (encoding them one by one held it: a tenth of the
-    decoding thread's and a seventh of the request threads' time under 8 clients on an H200)."""
-    limit = loaded.model.config.max_positions - 1  # room for </s>
-    lengths = [len(ids) for ids in loaded.tokenizer.encode_batch(texts)]
-    return [[text] if n <= limit else _sentences(loaded, text, limit) for text, n in zip(texts, lengths)]
-
-
-def _sentences(loaded: LoadedModel, text: str, limit: int) -> list[str]:
-    pieces = [p for p in SENTENCE_END.split(text.strip()) if p]
-    for piece, ids in zip(pieces, loaded.tokenizer.encode_batch(pieces)):
-        if len(ids) > limit:
-            raise RequestError(
-                422,
-                f"a sentence of {len(ids)} tokens is longer than the model's maximum of {limit} "
-                f"tokens and cannot be split further: {piece[:60]!r}",
-            )
-    return pieces
-
-
-def _public_translation(result: dict[str, Any], n_best: int, return_alignment: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"text": result["text"], "score": result["score"], "confidence": result["confidence"]}
-    if "token_log_probs" in result:  # their geometric mean replaces the search's (the same up to rounding)
-        out.update(_token_probs(result["tokens"], result["token_log_probs"]))
-    if n_best > 1:
-        out["alternatives"] = [{"text": a["text"], "score": a["score"]} for a in result.get("alternatives", [])]
-    if return_alignment:
-        out["alignment"] = {
-            "source_tokens": [readable_token(t) for t in result["source_tokens"]],
-            "target_tokens": [readable_token(t) for t in result["tokens"]],
-            "pairs": [[t, s] for t, s in enumerate(result["alignment"])],
-        }
-    return out
-
-
-def _token_probs(tokens: list[str], log_probs: list[float]) -> dict[str, Any]:
-    """A translation's "token_probs" (each token's probability, then </s>'s unless it filled the model's length)
-    and their geometric mean."""
-    names = [readable_token(t) for t in tokens] + [EOS_TOKEN] * (len(log_probs) > len(tokens))
-    return {
-        "confidence": confidence(log_probs),
-        "token_probs": [{"token": n, "prob": math.exp(lp)} for n, lp in zip(names, log_probs, strict=True)],
-    }
-
-
-def _merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """One translation from the translations of a text's sentences: confidence over all their tokens, token
-    probabilities each sentence's in turn."""
-    merged: dict[str, Any] = {
-        "text": " ".join(p["text"] for p in parts),
-        "score": sum(p["score"] for p in parts) / len(parts),
-        "confidence": math.exp(sum(p["log_prob"] for p in parts) / sum(p["scored_tokens"] for p in parts)),
-        "split": True,
-        "pieces": len(parts),
-    }
-    if all("token_log_probs" in p for p in parts):
-        probs = [_token_probs(p["tokens"], p["token_log_probs"]) for p in parts]
-        all_log_probs = [lp for p in parts for lp in p["token_log_probs"]]
-        merged.update(confidence=confidence(all_log_probs), token_probs=[t for p in probs for t in p["token_probs"]])
-    return merged
 
 
 def errors_as_results(fn: Callable[P, dict[str, Any]]) -> Callable[P, dict[str, Any]]:
@@ -263,26 +196,29 @@ def _decode(loaded: LoadedModel, key: BatchKey, texts: list[str]) -> tuple[list[
     """The texts' public translations (each split into sentences where longer than the model takes), the backend
     that made them, and the size of the micro-batch they were decoded in."""
     _, _, n_best, _, return_alignment, _, _ = key
-    plans = _plans(loaded, texts)
-    flat = [piece for plan in plans for piece in plan]
+    pieces = plans(loaded, texts)
+    flat = [piece for plan in pieces for piece in plan]
     results, batch_size = batcher().submit_sized(key, flat)
     translations, start = [], 0
-    for plan in plans:
+    for plan in pieces:
         parts = results[start : start + len(plan)]
         start += len(plan)
-        translations.append(
-            _public_translation(parts[0], n_best, return_alignment) if len(plan) == 1 else _merge(parts)
-        )
+        translations.append(public_translation(parts[0], n_best, return_alignment) if len(plan) == 1 else merge(parts))
     return translations, results[0]["backend"], batch_size
 
 
 def _memory_matches(memory: dict[str, Any], texts: list[str]) -> list[list[dict[str, Any]]]:
     """Each text's matches in the memory, best first, as the API shows them."""
     found = memories().get(memory["dataset_id"])
-    return [
-        [asdict(m) for m in found.lookup(text, memory.get("min_score", 75.0), memory.get("max_matches", 3))]
-        for text in texts
-    ]
+    try:
+        return [
+            [asdict(m) for m in found.lookup(text, memory.get("min_score", 75.0), memory.get("max_matches", 3))]
+            for text in texts
+        ]
+    except ImportError as exc:  # a host whose image lacks it (bench/gpu_wheels.sh leaves it out)
+        raise RequestError(
+            503, "translation memories need rapidfuzz on the inference workers: pip install rapidfuzz"
+        ) from exc
 
 
 def _check_fill_mask(loaded: LoadedModel, text: str, top_k: int) -> None:
