@@ -85,8 +85,14 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
         if evaluation["status"] != "succeeded":
             sys.exit(f"error: evaluation {evaluation['id']} {evaluation['status']}: {evaluation['error']}")
         for name, value in evaluation["scores"].items():
-            if isinstance(value, dict):
+            if isinstance(value, dict) and "score" in value:
                 print(f"{name:7} {value['score']:7.2f}  {value['signature']}")
+        split = evaluation["scores"].get("confidence")
+        if split and split.get("threshold") is not None:
+            print(
+                f"flagged {split['flagged_share']:.0%} low confidence (chrF {split['flagged_chrf'] or 0:.1f} against "
+                f"{split['other_chrf'] or 0:.1f})"
+            )
         print(f"backend {evaluation['backend']}")  # scores compare within one backend
         if args.output:
             response = client.get(f"{url}/hypotheses")

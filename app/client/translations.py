@@ -18,7 +18,8 @@ from app.client.connection import check, path
 
 def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
     """One line per text; with --n-best N, N lines per text: `INDEX<TAB>SCORE<TAB>TRANSLATION`, best first; with
-    --confidence, `CONFIDENCE<TAB>TRANSLATION` (with --json, each token's probability too)."""
+    --confidence, `CONFIDENCE<TAB>TRANSLATION` (with --json, each token's probability too); with --memory, each
+    translation's memory matches on indented lines after it."""
     body: dict[str, Any] = {"texts": args.text, "beam_size": args.beam_size, "n_best": args.n_best}
     if args.confidence:
         body["return_token_probs"] = True
@@ -26,6 +27,11 @@ def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
         body["max_length"] = args.max_length
     if args.backend:
         body["backend"] = args.backend
+    if args.memory:
+        body["memory"] = {
+            "dataset_id": args.memory,
+            **({"replace_at": args.memory_replace_at} if args.memory_replace_at is not None else {}),
+        }
     answer = check(client.post(path("models", args.model, "translate"), json=body, timeout=300))
     for index, translation in enumerate(answer["translations"]):
         if args.json:
@@ -34,6 +40,8 @@ def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
             print(f"{translation['confidence']:.4f}\t{translation['text']}")
         elif args.n_best == 1:
             print(translation["text"])
+            for match in translation.get("memory_matches") or []:  # indented under it: MEMORY<TAB>SCORE<TAB>...
+                print(f"  memory\t{match['score']:.2f}\t{match['source']}\t{match['target']}")
         else:
             for hypothesis in [translation, *(translation.get("alternatives") or [])]:
                 print(f"{index}\t{hypothesis['score']:.4f}\t{hypothesis['text']}")
@@ -69,7 +77,9 @@ def translate_file(client: httpx.Client, args: argparse.Namespace) -> None:
 def cmd_translate(args: argparse.Namespace) -> None:
     if (args.file is None) == (not args.text):
         connection.fail("give either a FILE or one or more --text, not both" if args.text else "give FILE or --text")
-    texts_only = [n for n in ("n_best", "max_length", "json", "confidence") if getattr(args, n) not in (None, 1, False)]
+    texts_only = [
+        n for n in ("n_best", "max_length", "json", "confidence", "memory") if getattr(args, n) not in (None, 1, False)
+    ]
     if args.file and texts_only:
         connection.fail(
             f"--{texts_only[0].replace('_', '-')} is for --text; a FILE is translated with --beam-size and --backend"
@@ -99,6 +109,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="--text: each translation's confidence (the geometric mean of its token probabilities) before it; "
         "with --json, each token's probability too",
+    )
+    p.add_argument(
+        "--memory",
+        metavar="DATASET",
+        help="--text: a parallel dataset as a translation memory: each translation's matches (score >= 75) on "
+        "indented lines after it, `  memory<TAB>SCORE<TAB>SOURCE<TAB>TARGET`",
+    )
+    p.add_argument(
+        "--memory-replace-at",
+        type=float,
+        metavar="SCORE",
+        help="--text with --memory: a match scoring at least this (100: exact) is printed instead of a translation",
     )
     p.add_argument(
         "-o", "--output", help="FILE: where to write (default: FILE with the model's short id before the suffix)"

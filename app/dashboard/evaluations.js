@@ -11,6 +11,15 @@ function score(e, name) {
   return s ? h("span", { title: s.signature }, s.score.toFixed(2)) : "–";
 }
 
+// The model's low-confidence flag on this test set: the share it flags, their mean chrF against the others'.
+function flagged(e) {
+  const c = e.scores?.confidence;
+  if (!c || c.threshold == null) return "–";
+  const chrf = (x) => (x == null ? "–" : x.toFixed(1));
+  return h("span", { class: "flagged", title: `confidence below ${c.threshold.toFixed(3)}; rank correlation with chrF ${c.spearman?.toFixed(2) ?? "–"}` },
+    `${(100 * c.flagged_share).toFixed(0)}% (chrF ${chrf(c.flagged_chrf)} vs ${chrf(c.other_chrf)})`);
+}
+
 function row(e) {
   const over = e.status === "succeeded" || e.status === "failed";
   const hyp = e.hypotheses_url ? h("button", { type: "button", class: "small-link" }, "hypotheses") : null;
@@ -22,6 +31,7 @@ function row(e) {
     h("td", { "data-label": "BLEU" }, score(e, "bleu")),
     h("td", { "data-label": "chrF" }, score(e, "chrf")),
     h("td", { "data-label": "chrF++" }, score(e, "chrf++")),
+    h("td", { "data-label": "Low confidence" }, flagged(e)),
     h("td", { "data-label": "Settings" }, `beam ${e.settings.beam_size}, alpha ${e.settings.alpha}, tok ${e.settings.tokenize}` + (e.backend ? `, ${backendName(e.backend)}` : "")),
     h("td", { "data-label": "Created" }, fmtTime(e.created_at)),
     h("td", {}, hyp));
@@ -46,7 +56,7 @@ export function evaluationsPanel(modelId, signal) {
     try {
       const page = await api(`/v1/models/${modelId}/evaluations?limit=50`, { signal });
       table.replaceChildren(page.data.length ? h("table", {},
-        h("thead", {}, h("tr", {}, ["Test set", "Status", "BLEU", "chrF", "chrF++", "Settings", "Created", ""].map((x) => h("th", { scope: "col" }, x)))),
+        h("thead", {}, h("tr", {}, ["Test set", "Status", "BLEU", "chrF", "chrF++", "Low confidence", "Settings", "Created", ""].map((x) => h("th", { scope: "col" }, x)))),
         h("tbody", {}, page.data.map((e) => row(e)))) : h("p", { class: "muted" }, "Not evaluated yet."));
       if (page.data.some((e) => e.status === "queued" || e.status === "running")) timer = setTimeout(refresh, 1000);
     } catch (err) {

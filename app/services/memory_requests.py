@@ -4,7 +4,6 @@ the matches show the dataset's rows."""
 
 from __future__ import annotations
 
-from fastapi import HTTPException, status
 from sqlalchemy.orm import Session
 
 from app.core.scopes import Scope
@@ -12,7 +11,7 @@ from app.db.keys import Caller
 from app.db.tables import Dataset
 from app.schemas.inference import MemoryRequest
 from app.services.datasets import require_ready
-from app.services.errors import InvalidField
+from app.services.errors import Forbidden, InvalidField
 
 FIELD = "memory.dataset_id"
 
@@ -23,10 +22,9 @@ def check_memory(
     """403 unless the key holds `read`; 422 for a dataset that is not the caller's (named as not found), not
     parallel, failed, or in other languages than the model's (source, target); 409 while it is being parsed."""
     if Scope.READ not in caller.scopes:
-        raise HTTPException(
-            status.HTTP_403_FORBIDDEN,
+        raise Forbidden(
             f"API key {caller.prefix}... lacks scope 'read', which a translation memory needs: its matches show the "
-            f"rows of dataset {memory.dataset_id}",
+            f"rows of dataset {memory.dataset_id}"
         )
     dataset = session.get(Dataset, memory.dataset_id)
     if dataset is None or dataset.owner_id != caller.owner_id:

@@ -316,7 +316,7 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
             ]
             for s in facts.scores
             for metric, value in sorted(s.scores.items())
-            if isinstance(value, dict)
+            if isinstance(value, dict) and "score" in value  # not the confidence split
         ]
         out.append(
             "## Test-set scores\n\nsacrebleu, with the signature that makes each score reproducible:\n\n"

@@ -478,6 +478,9 @@ def test_the_model_page_evaluates_on_a_test_set_and_shows_the_scores(submitted):
     assert chrf.inner_text() == f"{evaluation['scores']['chrf']['score']:.2f}"
     assert "tok:intl" in page.locator('#evaluations-table td[data-label="BLEU"] span').first.get_attribute("title")
     assert page.locator("#evaluations-table button", has_text="hypotheses").count() == 1
+    split = evaluation["scores"]["confidence"]  # the model's low-confidence flag on this test set
+    shown = page.locator('#evaluations-table td[data-label="Low confidence"]').first.inner_text()
+    assert shown.startswith(f"{100 * split['flagged_share']:.0f}% (chrF "), (shown, split)
     page.locator("#evaluations").scroll_into_view_if_needed()
     p.screenshot("model-evaluations")
 

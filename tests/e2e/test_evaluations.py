@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from num2words import num2words
 from sacrebleu.metrics import BLEU, CHRF
 
@@ -46,3 +47,20 @@ def test_a_model_is_scored_on_a_test_set_as_sacrebleu_scores_its_hypotheses(serv
     assert round(BLEU(tokenize="intl").corpus_score(hypotheses, references).score, 4) == scores["bleu"]["score"]
     assert round(CHRF().corpus_score(hypotheses, references).score, 4) == scores["chrf"]["score"]
     assert round(CHRF(word_order=2).corpus_score(hypotheses, references).score, 4) == scores["chrf++"]["score"]
+    # how the model's low-confidence flag splits this test set, computed again from /translate's confidences
+    split = scores["confidence"]
+    threshold = api.http.get(f"/v1/models/{model_id}").json()["confidence_calibration"]["threshold"]
+    confidences = []
+    for start in range(0, 40, 8):  # at most 8 texts a request in this stack
+        body = {"texts": [s for s, _ in pairs[start : start + 8]], "beam_size": 4}
+        confidences += [
+            t["confidence"] for t in api.http.post(f"/v1/models/{model_id}/translate", json=body).json()["translations"]
+        ]
+    chrfs = [CHRF().sentence_score(h, [r]).score for h, (_, r) in zip(hypotheses, pairs)]
+    low = [q for q, c in zip(chrfs, confidences) if c < threshold]
+    rest = [q for q, c in zip(chrfs, confidences) if c >= threshold]
+    assert (split["sentences"], split["threshold"]) == (40, threshold)
+    assert split["mean"] == pytest.approx(sum(confidences) / 40, abs=1e-3)
+    assert split["flagged_share"] == len(low) / 40, (split, confidences, threshold)
+    assert split["other_chrf"] == pytest.approx(sum(rest) / len(rest), abs=0.01)
+    assert split["flagged_chrf"] == (pytest.approx(sum(low) / len(low), abs=0.01) if low else None)

@@ -86,3 +86,20 @@ def test_a_memory_that_cannot_serve_is_refused_naming_the_problem(served, memory
     response = _translate(served, {"texts": ["one"], "memory": {"dataset_id": memory["id"]}}, key=no_read)
     assert response.status_code == 403 and "lacks scope 'read'" in response.text
     assert _translate(served, {"texts": ["one"]}, key=no_read).status_code == 200  # without a memory it may
+
+
+def test_the_cli_prints_each_translations_matches_under_it(served, memory):
+    """`translate --text ... --memory DATASET`: a line per translation, its matches indented under it; with
+    --memory-replace-at 100 the exact match is printed instead of the model's translation."""
+    from bench.harness.stack import run_cli
+
+    key = served["api"].http.headers["authorization"].removeprefix("Bearer ")
+    env = {**served["env"], "TRANSFORMER_URL": served["url"], "TRANSFORMER_API_KEY": key}
+    model = served["models"]["translation"]
+    out = run_cli(env, "translate", model, "--text", "fourteen", "--memory", memory["id"]).splitlines()
+    assert out[0] != "VIERZEHN" and out[1] == "  memory\t100.00\tfourteen\tVIERZEHN", out
+    assert all(line.startswith("  memory\t") for line in out[1:])
+    replaced = run_cli(
+        env, "translate", model, "--text", "fourteen", "--memory", memory["id"], "--memory-replace-at", "100"
+    )
+    assert replaced.splitlines()[0] == "VIERZEHN"

@@ -25,10 +25,11 @@ from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import EVALUATE
 from app.db import task_rows
 from app.db.session import session_scope
-from app.db.tables import Dataset, Evaluation
+from app.db.tables import Dataset, Evaluation, TrainedModel
 from app.services import webhooks
 from app.services.evaluations import hypotheses_key
 from model.data.corpus import DataError
+from model.decode.calibration import sentence_chrf, spearman
 from worker.serving.errors import RequestError
 from worker.serving.model_cache import LoadedModel
 from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
@@ -97,7 +98,7 @@ def score(scorers: Metrics, hypotheses: list[str], references: list[str]) -> dic
     return scores
 
 
-def _load(evaluation_id: str) -> tuple[Evaluation, list[tuple[str, str]]] | None:
+def _load(evaluation_id: str) -> tuple[Evaluation, list[tuple[str, str]], dict[str, Any] | None] | None:
     with session_scope() as session:
         evaluation = session.get(Evaluation, evaluation_id)
         if evaluation is None or evaluation.status in (task_rows.SUCCEEDED, task_rows.FAILED):
@@ -106,16 +107,18 @@ def _load(evaluation_id: str) -> tuple[Evaluation, list[tuple[str, str]]] | None
         if dataset is None:
             raise RequestError(404, "its test set was deleted before it was read; ask again with another")
         rows = cast(list[tuple[str, str]], list(read_rows(dataset)))  # pairs: the API takes only a parallel test set
+        model = session.get(TrainedModel, evaluation.model_id)
+        calibration = model.confidence_calibration if model is not None else None
         session.expunge(evaluation)
     limit = evaluation.settings.get("max_sentences")
-    return evaluation, rows[:limit] if limit else rows
+    return evaluation, rows[:limit] if limit else rows, calibration
 
 
 def _evaluate(evaluation_id: str) -> None:
     loaded = _load(evaluation_id)
     if loaded is None:
         return
-    evaluation, rows = loaded
+    evaluation, rows, calibration = loaded
     settings = evaluation.settings
     scorers = metrics(settings["tokenize"])  # before translating: a tokenizer the workers lack fails at once
     backend = resolve(settings.get("backend", AUTO))  # rows from before the setting: as a request leaving it open
@@ -127,15 +130,17 @@ def _evaluate(evaluation_id: str) -> None:
     sources = [source for source, _ in rows]
     fits = [len(model.tokenizer.encode(s)) + 1 <= model.model.config.max_positions for s in sources]
     passed = _hypotheses(evaluation_id, model, sources, fits, options, backend)
-    if passed is not None and len(passed[1]) > 1:  # the scores are then PyTorch's alone
+    if passed is not None and len(passed[2]) > 1:  # the scores are then PyTorch's alone
         log.warning("evaluation %s: CTranslate2 failed part-way; translating it again with PyTorch", evaluation_id)
         passed = _hypotheses(evaluation_id, model, sources, fits, options, PYTORCH)
     if passed is None:
         return  # deleted meanwhile
-    hypotheses, answered = passed
+    hypotheses, confidences, answered = passed
     by = min(answered, default=None)  # one backend, or None when no source fitted the model
-    scores = score(scorers, hypotheses, [target for _, target in rows])
+    references = [target for _, target in rows]
+    scores = score(scorers, hypotheses, references)
     scores["too_long"] = fits.count(False)
+    scores["confidence"] = confidence_split(hypotheses, references, confidences, calibration)
     key = hypotheses_key(evaluation.model_id, evaluation_id)
     get_store().write_bytes(key, "".join(h.replace("\n", " ") + "\n" for h in hypotheses).encode())
     with session_scope() as session:
@@ -146,11 +151,13 @@ def _evaluate(evaluation_id: str) -> None:
 
 def _hypotheses(
     evaluation_id: str, model: LoadedModel, sources: list[str], fits: list[bool], options: Options, backend: str
-) -> tuple[list[str], set[str]] | None:
-    """The sources' translations CHUNK at a time, progress written after each, and the backends that answered;
+) -> tuple[list[str], list[float | None], set[str]] | None:
+    """The sources' translations and their confidences CHUNK at a time, progress written after each, and the
+    backends that answered;
     it stops early once a second one did (CTranslate2 failing part-way under auto). A source that does not fit the
     model gets an empty hypothesis, which costs the score its share. None if the evaluation was deleted meanwhile."""
     hypotheses: list[str] = []
+    confidences: list[float | None] = []
     answered: set[str] = set()
     for start in range(0, len(sources), CHUNK):
         chunk = [s for s, ok in zip(sources[start : start + CHUNK], fits[start : start + CHUNK]) if ok]
@@ -159,11 +166,40 @@ def _hypotheses(
         if len(answered) > 1:
             break
         decoded = iter(results)
-        hypotheses += [next(decoded)["text"] if ok else "" for ok in fits[start : start + CHUNK]]
+        for ok in fits[start : start + CHUNK]:
+            result: dict[str, Any] = next(decoded) if ok else {"text": "", "confidence": None}
+            hypotheses.append(result["text"])
+            confidences.append(result.get("confidence"))
         with session_scope() as session:
             if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
                 return None
-    return hypotheses, answered
+    return hypotheses, confidences, answered
+
+
+def confidence_split(
+    hypotheses: list[str], references: list[str], confidences: list[float | None], calibration: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """How the model's confidence tells good translations from bad on this test set: the rank correlation of each
+    translation's confidence with its sentence chrF, and, for a model with a calibrated low-confidence flag, the
+    share it flags and their mean chrF against the others'. None when no translation has a confidence."""
+    scored = [(c, sentence_chrf(h, r)) for h, r, c in zip(hypotheses, references, confidences) if c is not None]
+    if not scored:
+        return None
+    out: dict[str, Any] = {
+        "sentences": len(scored),
+        "mean": round(sum(c for c, _ in scored) / len(scored), 4),
+        "spearman": spearman([c for c, _ in scored], [q for _, q in scored]),
+    }
+    if calibration is not None:
+        low = [q for c, q in scored if c < calibration["threshold"]]
+        rest = [q for c, q in scored if c >= calibration["threshold"]]
+        out.update(
+            threshold=calibration["threshold"],
+            flagged_share=round(len(low) / len(scored), 4),
+            flagged_chrf=round(sum(low) / len(low), 2) if low else None,
+            other_chrf=round(sum(rest) / len(rest), 2) if rest else None,
+        )
+    return out
 
 
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
