@@ -13,6 +13,7 @@ from app.api import (
     evaluations,
     exports,
     file_translations,
+    glossaries,
     health,
     inference,
     job_comparison,
@@ -94,6 +95,7 @@ def create_app() -> FastAPI:
     app.include_router(estimate.router, **KEYED)
     app.include_router(workers.router, **KEYED)
     app.include_router(webhooks.router, **KEYED)
+    app.include_router(glossaries.router, **KEYED)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
     declare_scopes(app)

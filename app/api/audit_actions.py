@@ -33,6 +33,8 @@ AUDITED: dict[tuple[str, str], tuple[str, ...]] = {
     ("DELETE", "/v1/models/{name}/aliases/{alias}"): ("alias.removed",),
     ("POST", "/v1/models/{model_id}/evaluations"): ("evaluation.requested",),
     ("POST", "/v1/models/{model_id}/translations"): ("translation.requested",),
+    ("POST", "/v1/glossaries"): ("glossary.created",),
+    ("DELETE", "/v1/glossaries/{glossary_id}"): ("glossary.deleted",),
     ("POST", "/v1/webhooks"): ("webhook.created",),
     ("PATCH", "/v1/webhooks/{webhook_id}"): ("webhook.updated",),
     ("DELETE", "/v1/webhooks/{webhook_id}"): ("webhook.deleted",),

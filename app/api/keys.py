@@ -107,7 +107,11 @@ def revoke_key(key_id: str, session: SessionDep, key: AnyKey, request: Request) 
 @router.patch(
     "/{key_id}",
     response_model=KeyPublic,
-    responses={404: {"description": "Not found"}, 422: {"description": "A rate limit out of bounds"}},
+    responses={
+        404: {"description": "Not found"},
+        409: {"description": "The key is revoked"},
+        422: {"description": "A rate limit out of bounds"},
+    },
 )
 def update_key(key_id: str, body: KeyUpdate, session: SessionDep, key: AdminKey, request: Request) -> KeyPublic:
     """Set a key's own requests per minute (null: RATE_LIMIT_PER_MINUTE again). It applies at once in this API

@@ -15,7 +15,7 @@ from app.core.scopes import ROLE_SCOPES, Role, Scope, parse_role, parse_scopes, 
 from app.db.access_tables import ApiKey, Member
 from app.db.base import utcnow
 from app.db.keys import Caller, insert_key, key_scopes
-from app.services.errors import Forbidden, InvalidField, NotFound
+from app.services.errors import Conflict, Forbidden, InvalidField, NotFound
 
 log = logging.getLogger(__name__)
 
@@ -161,13 +161,16 @@ def revoke(session: Session, caller: Caller, key_id: str) -> ApiKey:
 
 
 def set_rate_limit(session: Session, caller: Caller, key_id: str, per_minute: int | None) -> tuple[ApiKey, int | None]:
-    """Give a key of the caller's organisation its own requests per minute (None: the service's RATE_LIMIT_PER_MINUTE
-    again); 404 for any other id, as for an unknown one. Returns (row, the limit it had). The route needs scope admin;
-    the limiter reads the new limit once the key's remembered caller is forgotten (app/api/ratelimit.py)."""
+    """Give a key of the caller's organisation its own requests per minute (None: the service's
+    RATE_LIMIT_PER_MINUTE again); 404 for any other id, as for an unknown one; 409 for a revoked key. Returns (row,
+    the limit it had). The route needs scope admin; the limiter reads the new limit once the key's remembered caller
+    is forgotten (app/api/ratelimit.py)."""
     row = session.get(ApiKey, key_id)
     if row is None or row.owner_id != caller.owner_id:
         raise NotFound("API key", key_id)
     _need_admin(caller, "a key's own rate_limit_per_minute")
+    if row.revoked_at is not None:
+        raise Conflict(f"API key {row.prefix}... ({key_id}) is revoked: it has no rate limit to change")
     before = row.rate_limit_per_minute
     if per_minute != before:
         row.rate_limit_per_minute = per_minute

@@ -43,6 +43,16 @@ def test_an_admin_sets_a_keys_limit_and_it_is_shown_with_the_key(client, org_key
     assert back.status_code == 200 and back.json()["rate_limit_per_minute"] is None
 
 
+def test_a_revoked_keys_limit_cannot_change(client, org_key):
+    """Revoked keys stay listed, but nothing about them changes: 409 naming the key, the limit as it was."""
+    admin, _ = org_key("ada", "admin"), org_key("max", "member")
+    max_key = _key_of(client, admin, "max")
+    assert client.delete(f"/v1/keys/{max_key['id']}", headers=admin).status_code == 200
+    response = client.patch(f"/v1/keys/{max_key['id']}", headers=admin, json={"rate_limit_per_minute": 5000})
+    assert response.status_code == 409 and f"{max_key['prefix']}... ({max_key['id']}) is revoked" in response.text
+    assert _key_of(client, admin, "max")["rate_limit_per_minute"] is None
+
+
 def test_a_member_cannot_set_a_limit_even_on_its_own_key(client, org_key):
     admin, member = org_key("ada", "admin"), org_key("max", "member")
     max_id = _key_of(client, admin, "max")["id"]

@@ -152,6 +152,17 @@ def alice_objects(pg_client):
         },
     )
     assert sweep.status_code == 201, sweep.text
+    glossary = pg_client.post(
+        "/v1/glossaries",
+        headers=alice,
+        json={
+            "name": "alice-secret-glossary",
+            "source_language": "en",
+            "target_language": "de",
+            "entries": [{"source": "alice-secret-term", "target": "alice-geheim"}],
+        },
+    )
+    assert glossary.status_code == 201, glossary.text
     own_prefixes = {"prefixes": [f"{SHARED_BUCKET}/alice-secret-corpora"]}
     narrowed = pg_client.put("/v1/organisation/dataset-uri-prefixes", headers=alice, json=own_prefixes)
     assert narrowed.status_code == 200, narrowed.text
@@ -175,6 +186,7 @@ def alice_objects(pg_client):
         "delivery_id": delivery.json()["id"],
         "key_id": robot_key.json()["id"],
         "member_id": robot.json()["id"],
+        "glossary_id": glossary.json()["id"],
     }
     secrets = [
         *ids.values(),
@@ -197,6 +209,8 @@ def alice_objects(pg_client):
         "alice-robot",
         robot_key.json()["prefix"],
         "alice-secret-corpora",
+        "alice-secret-glossary",
+        "alice-secret-term",
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
 
@@ -365,6 +379,12 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
             "budget": {"trials": 2},
         },
         ("POST", "/v1/operator/organisations"): {"name": "carol"},
+        ("POST", "/v1/glossaries"): {
+            "name": "pears",
+            "source_language": "en",
+            "target_language": "de",
+            "entries": [{"source": "pear", "target": "Birne"}],
+        },
         ("PUT", "/v1/operator/organisations/{organisation}/quotas"): {
             "storage_gb": 1.0,
             "active_jobs": 1,
