@@ -17,7 +17,7 @@ const CONTROLS = [
   ["#labels form, #evaluate-form, .clean-form, #dataset-upload-form", "train"],
   ["#translate-form, #fill-form, #attention-form, #neighbors-form, #translate-file-button", "inference"],
   ['a[href$="/explain"]', "inference"],
-  ["#import, #alias-form, #registry form, #delete-model", "models:write"],
+  ["#import, #alias-form, #registry form, #delete-model, #glossary-form, .glossary-delete", "models:write"],
   ['a[href="#/webhooks"], a[href="#/audit"]', "admin"],
 ];
 // Pages that are all about one scope: shown as a note instead of a form that cannot be sent.

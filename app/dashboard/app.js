@@ -15,6 +15,7 @@ import { MODEL_PANELS, renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
 import { renderSweep } from "./sweep.js";
 import { renderSweeps } from "./sweeps.js";
+import { renderGlossaries } from "./glossaries.js";
 import { renderWebhooks } from "./webhooks.js";
 import { renderAudit } from "./audit.js";
 import { usagePanel } from "./usage.js";
@@ -186,6 +187,7 @@ const ROUTES = [
   [new RegExp(`^#\\/models\\/([\\w.@-]+)${panels(MODEL_PANELS)}`), renderModel],  // an id, or name@version / name@alias
   [/^#\/models$/, renderModels],
   [/^#\/workers$/, renderWorkers],
+  [/^#\/glossaries$/, renderGlossaries],
   [/^#\/webhooks$/, renderWebhooks],
   [/^#\/audit$/, renderAudit],
 ];

@@ -1,0 +1,35 @@
+"""The dashboard's glossaries page in Chromium: a glossary pasted as CSV is created (a conflicting one refused,
+naming the term), listed with its pair and term count, its terms shown on demand, and deleted."""
+
+from __future__ import annotations
+
+
+def test_the_glossaries_page_creates_lists_shows_and_deletes_a_glossary(page):
+    p = page.page
+    page.sign_in()
+    p.locator("#nav").get_by_role("link", name="Glossaries").click()
+    p.get_by_role("heading", name="Glossaries").wait_for()
+    p.get_by_label("Name").fill("ui terms")
+    p.get_by_label("To").fill("fr")
+    csv = p.get_by_label("Terms (CSV: source,target a line)")
+    csv.fill("source,target\nfile,fichier\nFile,dossier\n")
+    p.get_by_role("button", name="Create glossary").click()
+    refused = p.locator("#glossary-form-status .error")
+    refused.wait_for()
+    assert "conflicting entries for 'File': 'fichier' and 'dossier'" in refused.inner_text()
+
+    csv.fill('source,target\nfile,fichier\n"save, as",enregistrer sous\n')
+    p.get_by_role("button", name="Create glossary").click()
+    row = p.locator("tr[data-glossary]")
+    row.wait_for()
+    assert row.count() == 1
+    assert "ui terms" in row.inner_text() and "en → fr" in row.inner_text() and "2 terms" in row.inner_text()
+    row.locator("summary", has_text="2 terms").click()
+    terms = row.locator(".glossary-terms table tr")
+    terms.first.wait_for()
+    assert terms.all_inner_texts() == ["file\t→\tfichier", "save, as\t→\tenregistrer sous"]
+    page.screenshot("glossaries")
+
+    p.once("dialog", lambda dialog: dialog.accept())
+    row.get_by_role("button", name="Delete").click()
+    p.get_by_text("No glossaries yet.").wait_for()
