@@ -31,7 +31,7 @@ from app.schemas.inference import (
     Translation,
 )
 from app.schemas.jobs import TrainingSpec
-from app.services import inference_client, inference_limits, model_refs
+from app.services import glossaries, inference_client, inference_limits, model_refs
 from app.services.job_submission import describe_anatomy
 from app.services.memory_requests import check_memory
 from model.nn.config import ModelConfig
@@ -110,6 +110,9 @@ def translate(
         raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
     if body.memory is not None:
         check_memory(session, key, body.memory, model.languages)
+    glossary = None
+    if body.glossary_id is not None:
+        glossary = glossaries.for_translation(session, key.owner_id, body.glossary_id, model.languages)
     session.close()  # do not hold a connection while a worker decodes
     memory = body.memory.model_dump() if body.memory is not None else None
     options = {
@@ -120,9 +123,15 @@ def translate(
         "backend": body.backend,
         "return_token_probs": body.return_token_probs,
         "memory": memory,
+        "glossary": glossary,
     }
     answer = inference_client.coalescer(settings).run(
-        (model_id, *(v for k, v in options.items() if k != "memory"), json.dumps(memory, sort_keys=True)),
+        (
+            model_id,
+            *(v for k, v in options.items() if k not in ("memory", "glossary")),
+            json.dumps(memory, sort_keys=True),
+            body.glossary_id,
+        ),
         body.texts,
         lambda texts: inference_client.call(settings, TRANSLATE, [model_id, texts], options)[0],
     )

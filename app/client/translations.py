@@ -27,6 +27,8 @@ def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
         body["max_length"] = args.max_length
     if args.backend:
         body["backend"] = args.backend
+    if args.glossary:
+        body["glossary_id"] = args.glossary
     if args.memory:
         body["memory"] = {
             "dataset_id": args.memory,
@@ -78,7 +80,9 @@ def cmd_translate(args: argparse.Namespace) -> None:
     if (args.file is None) == (not args.text):
         connection.fail("give either a FILE or one or more --text, not both" if args.text else "give FILE or --text")
     texts_only = [
-        n for n in ("n_best", "max_length", "json", "confidence", "memory") if getattr(args, n) not in (None, 1, False)
+        n
+        for n in ("n_best", "max_length", "json", "confidence", "memory", "glossary")
+        if getattr(args, n) not in (None, 1, False)
     ]
     if args.file and texts_only:
         connection.fail(
@@ -110,6 +114,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="--text: each translation's confidence (the geometric mean of its token probabilities) before it; "
         "with --json, each token's probability too",
     )
+    p.add_argument("--glossary", metavar="GLOSSARY", help="--text: a glossary's id: its terms in the translations")
     p.add_argument(
         "--memory",
         metavar="DATASET",

@@ -4,6 +4,8 @@
 import { api } from "./api.js";
 import { clear, errorBox, field, fmtTime, h, shortId } from "./ui.js";
 
+const termCount = (n) => `${n} term${n === 1 ? "" : "s"}`;
+
 function createForm(onCreated) {
   const name = h("input", { id: "glossary-name", required: true, maxlength: 200, placeholder: "ui terms" });
   const source = h("input", { id: "glossary-source", required: true, maxlength: 20, value: "en", size: 6 });
@@ -40,7 +42,7 @@ function createForm(onCreated) {
 }
 
 function glossaryRow(g, onDeleted) {
-  const terms = h("details", { class: "glossary-terms" }, h("summary", {}, `${g.terms} terms`));
+  const terms = h("details", { class: "glossary-terms" }, h("summary", {}, termCount(g.terms)));
   terms.addEventListener("toggle", async () => {
     if (!terms.open || terms.querySelector("table")) return;
     try {
@@ -89,4 +91,20 @@ export function renderGlossaries(container) {
     createForm(refresh), list);
   refresh();
   return () => controller.abort();
+}
+
+/** The playground's glossary choice; `value()` is the translate request's glossary_id (null: none). */
+export function glossaryField() {
+  const select = h("select", { id: "glossary-choice" }, h("option", { value: "" }, "none"));
+  api("/v1/glossaries?limit=200").then((page) => {
+    select.append(...page.data.map((g) => h("option", { value: g.id }, `${g.name} (${g.source_language} → ${g.target_language}, ${termCount(g.terms)})`)));
+  }).catch(() => {});  // a key without `read` lists none
+  return { el: field("Glossary", select), value: () => select.value || null };
+}
+
+/** The glossary terms of one translation and what was done for each. */
+export function glossaryTerms(tr) {
+  if (!tr.glossary_terms?.length) return null;
+  return h("p", { class: "muted glossary-applied" }, "glossary: ",
+    tr.glossary_terms.map((t, i) => h("span", {}, i ? ", " : "", `${t.source} → `, h("strong", {}, t.target), ` (${t.how})`)));
 }

@@ -7,6 +7,7 @@ import { calibrationCard, lowConfidenceBadge } from "./confidence.js";
 import { embeddingsPanel } from "./embeddings.js";
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
+import { glossaryField, glossaryTerms } from "./glossaries.js";
 import { memoryBadge, memoryFields, memoryMatches } from "./translation_memory.js";
 import { fileTranslationPanel } from "./files.js";
 import { modelRef, registryCard, registryChips } from "./registry.js";
@@ -94,18 +95,20 @@ function translatePanel(modelId) {
   const backend = h("select", { id: "translate-backend", title: "auto: CTranslate2 where it serves the model, else PyTorch" },
     BACKENDS.map(([value, label]) => h("option", { value }, label)));
   const memory = memoryFields();
+  const glossary = glossaryField();
   const out = h("div", { id: "translate-result", "aria-live": "polite" });
   const form = actionForm({ id: "translate-form", label: "Translate", out,
     fields: [field("Text", text), h("div", { class: "inline" }, field("Beam size", beam), field("n-best", nBest),
              field("Backend", backend),
              h("div", { class: "field check" }, align, h("label", { for: "return-alignment" }, "show alignment")),
              h("div", { class: "field check" }, probs, h("label", { for: "return-token-probs" }, "token probabilities"))),
-             memory.el],
+             h("div", { class: "inline" }, memory.el, glossary.el)],
     action: async () => {
       const texts = text.value.split("\n").map((t) => t.trim()).filter(Boolean);
       const r = await api(`/v1/models/${modelId}/translate`, { method: "POST",
         json: { texts, beam_size: Number(beam.value), n_best: Number(nBest.value), return_alignment: align.checked,
-                return_token_probs: probs.checked, backend: backend.value, ...(memory.request() ? { memory: memory.request() } : {}) } });
+                return_token_probs: probs.checked, backend: backend.value, ...(memory.request() ? { memory: memory.request() } : {}),
+                ...(glossary.value() ? { glossary_id: glossary.value() } : {}) } });
       clear(out, r.translations.map((tr, i) => h("div", { class: "translation" },
         h("p", { class: "muted" }, texts[i] ?? ""),
         h("p", { class: "translation-text" }, tr.text, " ", memoryBadge(tr),
@@ -115,6 +118,7 @@ function translatePanel(modelId) {
           tr.split ? h("span", { class: "badge" }, `split into ${tr.pieces}`) : null),
         tr.token_probs ? tokenProbs(tr.token_probs) : null,
         memoryMatches(tr),
+        glossaryTerms(tr),
         tr.alternatives?.length > 1 ? h("ol", { class: "alternatives", "aria-label": "alternatives" },
           tr.alternatives.map((a) => h("li", {}, a.text, " ", h("span", { class: "muted" }, fmtNumber(a.score))))) : null,
         tr.alignment ? h("details", { open: i === 0 }, h("summary", {}, "Alignment (most attended source token)"),

@@ -52,6 +52,13 @@ class TranslateRequest(Input):
         "`confidence`, as the backend that translated scores them",
     )
     memory: MemoryRequest | None = Field(None, description="a translation memory to look each text up in")
+    glossary_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="a glossary of the caller's: each of its source terms found in a text gets its target term in the "
+        "translation",
+    )
 
 
 class Alignment(Output):
@@ -79,6 +86,15 @@ class MemoryMatch(Output):
     segment: int = Field(description="its row among the dataset's pairs")
 
 
+class GlossaryTerm(Output):
+    source: str = Field(description="the source term as the text has it")
+    target: str
+    how: Literal["present", "replaced", "inserted"] = Field(
+        description="present: the model wrote it; replaced: it took the place of the words the model aligned with "
+        "the source term; inserted: after the word aligned before it"
+    )
+
+
 class Translation(Output):
     text: str
     origin: Literal["machine", "memory"] = Field(
@@ -89,6 +105,9 @@ class Translation(Output):
     )
     memory_matches: list[MemoryMatch] | None = Field(
         None, description="with memory: the memory's segments like this text, best first"
+    )
+    glossary_terms: list[GlossaryTerm] | None = Field(
+        None, description="with glossary_id: the glossary's terms found in the text, in order, and what was done"
     )
     confidence: float | None = Field(
         None,

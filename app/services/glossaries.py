@@ -77,3 +77,21 @@ def create(session: Session, owner_id: str, body: GlossaryCreate) -> Glossary:
     )
     session.add(glossary)
     return glossary
+
+
+def for_translation(
+    session: Session, owner_id: str, glossary_id: str, languages: tuple[str | None, str | None]
+) -> dict[str, object]:
+    """What a translate request sends the worker of the glossary it names: {"entries", "case_sensitive"}; 422 for
+    one that is not the caller's (named as not found) or whose pair is not the model's where the model says its."""
+    glossary = session.get(Glossary, glossary_id)
+    if glossary is None or glossary.owner_id != owner_id:
+        raise InvalidField("glossary_id", f"glossary {glossary_id} not found")
+    pair = (glossary.source_language, glossary.target_language)
+    for side, model_language, language in zip(("source", "target"), languages, pair):
+        if model_language and model_language != language:
+            raise InvalidField(
+                "glossary_id",
+                f"glossary {glossary_id} is {pair[0]}-{pair[1]}, but the model's {side} language is {model_language}",
+            )
+    return {"entries": glossary.entries, "case_sensitive": glossary.case_sensitive}

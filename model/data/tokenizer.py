@@ -133,6 +133,12 @@ class Tokenizer:
         """Token ids of text, without <s> or </s>; a literal "<mask>" becomes MASK_ID."""
         return self._tk.encode(text, add_special_tokens=False).ids
 
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """encode's ids and, for each, the (start, end) characters of `text` it stands for (a byte-level token's
+        span includes the space it starts with)."""
+        encoding = self._tk.encode(text, add_special_tokens=False)
+        return encoding.ids, [tuple(o) for o in encoding.offsets]  # type: ignore[misc]  # (int, int) pairs
+
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [e.ids for e in self._tk.encode_batch(list(texts), add_special_tokens=False)]
 

@@ -422,6 +422,35 @@ def test_model_playground_looks_texts_up_in_a_translation_memory(submitted, demo
     assert first.locator(".memory-matches tr").first.inner_text().startswith("100%")
     assert second.locator(".memory-origin").count() == 0 and second.locator(".translation-text .muted").count() >= 1
     p.screenshot("model-memory")
+
+
+def test_model_playground_translates_with_a_glossary(submitted):
+    """A glossary chosen in the playground: its term found in the text is in the translation, and the line under it
+    says which term and how it got there."""
+    p, job_id = submitted
+    page = p.page
+    glossary = _api(p.stack).post(
+        "/v1/glossaries",
+        json={
+            "name": "playground terms",
+            "source_language": "en",
+            "target_language": "de",
+            "entries": [{"source": "forty", "target": "VIERZIG"}],
+        },
+    )
+    assert glossary.status_code == 201, glossary.text
+    page.goto(f"{p.stack.url}/dashboard#/jobs/{job_id}")
+    page.locator("#model-link").click()
+    _tab(p, "Translate").click()
+    page.locator(f'#glossary-choice option[value="{glossary.json()["id"]}"]').wait_for(state="attached")
+    page.select_option("#glossary-choice", glossary.json()["id"])
+    page.select_option("#memory-dataset", "")
+    page.get_by_label("Text", exact=True).fill("forty two")
+    page.get_by_role("button", name="Translate", exact=True).click()
+    page.wait_for_selector(".glossary-applied", timeout=60_000)
+    assert "VIERZIG" in page.locator(".translation-text").first.inner_text()
+    assert page.locator(".glossary-applied").inner_text().startswith("glossary: forty → VIERZIG (")
+    p.screenshot("model-glossary")
     _tab(p, "Anatomy").click()
     page.wait_for_selector('#anatomy [data-component="encoder.layers.0.self_attn"]')
     segments = page.locator('#anatomy [data-component="decoder.layers.1.encoder_attn"] .seg').all_inner_texts()

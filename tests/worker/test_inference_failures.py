@@ -293,3 +293,14 @@ def test_a_memory_lookup_without_rapidfuzz_is_a_503_naming_it(served, monkeypatc
     exact = inference.translate_task("t-1", ["the dog barks"], backend="pytorch", memory=exact_only)
     assert exact["translations"][0]["text"] == "der Hund bellt" and exact["backend"] == "memory", exact
     assert "translations" in inference.translate_task("t-1", ["the dog barks"], backend="pytorch")
+
+
+def test_a_glossary_term_longer_than_the_model_can_write_is_a_422_naming_it(served):
+    """The 32-position model: a target term of more tokens than it writes is refused before anything is decoded."""
+    long_term = " ".join(["barks"] * 40)
+    answer = inference.translate_task("t-1", ["the dog barks"], glossary={"entries": [["dog", long_term]]})
+    assert answer["error"]["status"] == 422 and "glossary term 'barks barks" in answer["error"]["detail"], answer
+    assert f"more than this model's {MAX_POSITIONS - 1}" in answer["error"]["detail"]
+    fine = inference.translate_task("t-1", ["the dog barks"], glossary={"entries": [["dog", "Hund"]]})
+    (translation,) = fine["translations"]
+    assert "Hund" in translation["text"] and translation["glossary_terms"][0]["source"] == "dog"

@@ -42,6 +42,8 @@ def public_translation(result: dict[str, Any], n_best: int, return_alignment: bo
     out: dict[str, Any] = {"text": result["text"], "score": result["score"], "confidence": result["confidence"]}
     if "token_log_probs" in result:  # their geometric mean replaces the search's (the same up to rounding)
         out.update(token_probs(result["tokens"], result["token_log_probs"]))
+    if "glossary_terms" in result:
+        out["glossary_terms"] = result["glossary_terms"]
     if n_best > 1:
         out["alternatives"] = [{"text": a["text"], "score": a["score"]} for a in result.get("alternatives", [])]
     if return_alignment:
@@ -73,6 +75,8 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "split": True,
         "pieces": len(parts),
     }
+    if any("glossary_terms" in p for p in parts):
+        merged["glossary_terms"] = [t for p in parts for t in p.get("glossary_terms", [])]
     if all("token_log_probs" in p for p in parts):
         probs = [token_probs(p["tokens"], p["token_log_probs"]) for p in parts]
         all_log_probs = [lp for p in parts for lp in p["token_log_probs"]]

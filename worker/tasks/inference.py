@@ -25,6 +25,7 @@ from app.core.settings import get_settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
 from model.data.tokenizer import readable_token
 from model.decode.fill_mask import fill_mask
+from model.decode.glossary import Glossary, apply_glossary
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids
 from model.nn.compile import eager_on_failure
 from model.probes.geometry import weight_geometry
@@ -154,10 +155,12 @@ def translate_task(
     backend: str = "auto",
     return_token_probs: bool = False,
     memory: dict[str, Any] | None = None,
+    glossary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """`memory` ({"dataset_id", "min_score", "max_matches", "replace_at"}, app/schemas/inference.MemoryRequest):
     each text's matches in that translation memory; a text whose best match scores replace_at or more is answered
-    with it and not decoded."""
+    with it and not decoded. `glossary` ({"entries": [[source, target], ...], "case_sensitive"}): each source term
+    found in a text gets its target term in the machine translation (model/decode/glossary.py)."""
     started = time.perf_counter()
     loaded = _translation_model(model_id)
     backend = translation.resolve(backend)
@@ -166,6 +169,7 @@ def translate_task(
     _check_beam(loaded, beam_size)
     if max_length is not None:  # as the PyTorch decoder bounds it, so both backends take the same lengths
         max_length = min(max_length, loaded.model.config.max_positions)
+    terms = _glossary(loaded, glossary) if glossary else None
     matches = _memory_matches(memory, texts) if memory else None
     replace_at = memory.get("replace_at") if memory else None
     kept = [m[0] if m and replace_at is not None and m[0]["score"] >= replace_at else None for m in matches or []]
@@ -174,7 +178,7 @@ def translate_task(
     answered, batch_size = "memory", 0
     if to_decode:
         key = (model_id, beam_size, n_best, max_length, return_alignment, return_token_probs, backend)
-        decoded, answered, batch_size = _decode(loaded, key, to_decode)
+        decoded, answered, batch_size = _decode(loaded, key, to_decode, terms)
     machine = iter(decoded)
     translations = []
     for i in range(len(texts)):
@@ -192,19 +196,47 @@ def translate_task(
     }  # for the API's metrics; not part of the public answer
 
 
-def _decode(loaded: LoadedModel, key: BatchKey, texts: list[str]) -> tuple[list[dict[str, Any]], str, int]:
-    """The texts' public translations (each split into sentences where longer than the model takes), the backend
-    that made them, and the size of the micro-batch they were decoded in."""
+def _decode(
+    loaded: LoadedModel, key: BatchKey, texts: list[str], terms: Glossary | None = None
+) -> tuple[list[dict[str, Any]], str, int]:
+    """The texts' public translations (each split into sentences where longer than the model takes), with the
+    glossary's terms where one is given, the backend that made them, and the size of the micro-batch they were
+    decoded in."""
     _, _, n_best, _, return_alignment, _, _ = key
     pieces = plans(loaded, texts)
     flat = [piece for plan in pieces for piece in plan]
     results, batch_size = batcher().submit_sized(key, flat)
+    if terms is not None:
+        results = decoding("pytorch", loaded.model_id, lambda: _with_terms(loaded, terms, flat, results))
     translations, start = [], 0
     for plan in pieces:
         parts = results[start : start + len(plan)]
         start += len(plan)
         translations.append(public_translation(parts[0], n_best, return_alignment) if len(plan) == 1 else merge(parts))
     return translations, results[0]["backend"], batch_size
+
+
+def _glossary(loaded: LoadedModel, glossary: dict[str, Any]) -> Glossary:
+    """The request's glossary compiled; 422 for a target term longer than the model can write."""
+    limit = loaded.model.config.max_positions - 1  # room for </s>
+    for _, target in glossary["entries"]:
+        n = len(loaded.tokenizer.encode(target))
+        if n > limit:
+            raise RequestError(422, f"glossary term {target[:60]!r} has {n} tokens, more than this model's {limit}")
+    return Glossary([tuple(e) for e in glossary["entries"]], glossary.get("case_sensitive", False))
+
+
+def _with_terms(
+    loaded: LoadedModel, terms: Glossary, sources: list[str], results: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Each result with its source's glossary terms written in (model/decode/glossary.py) and `glossary_terms`
+    saying how each was; the confidence and token probabilities stay those of the model's own translation."""
+    out = []
+    with torch.inference_mode():
+        for source, result in zip(sources, results, strict=True):
+            text, applied = apply_glossary(loaded.model, loaded.tokenizer, source, result["text"], terms)
+            out.append({**result, "text": text, "glossary_terms": [asdict(a) for a in applied]})
+    return out
 
 
 def _memory_matches(memory: dict[str, Any], texts: list[str]) -> list[list[dict[str, Any]]]:
