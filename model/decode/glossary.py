@@ -10,7 +10,7 @@ works on any translation, whichever backend made it, and the output always holds
 inflect them (the term is written as the glossary gives it), which constrained decoding would not either.
 
 Source terms are matched whole (not inside a longer word), longest first, case-insensitively unless the glossary is
-case-sensitive; a target term counts as there wherever it is in the translation as the glossary writes it, a
+case-sensitive; a target term counts as there wherever it is in the translation (by the same case rule), a
 compound's part included.
 """
 
@@ -61,12 +61,11 @@ class Glossary:
             for m in self._pattern.finditer(text)
         ]
 
-    @staticmethod
-    def holds(text: str, term: str) -> bool:
-        """Whether a translation holds a target term: as the glossary writes it (the case rule is the source's),
-        anywhere, a compound's part included (German's "Dateiname" holds "Datei"), as term-use rates count it
-        (Dinu et al., 2019)."""
-        return term in text
+    def holds(self, text: str, term: str) -> bool:
+        """Whether a translation holds a target term: anywhere, a compound's part included (German's "Dateiname"
+        holds "Datei"), as term-use rates count it (Dinu et al., 2019); in any case unless the glossary is
+        case-sensitive (a sentence's capitalised first word is the term)."""
+        return (term in text) if self.case_sensitive else (term.casefold() in text.casefold())
 
 
 def apply_glossary(

@@ -14,6 +14,7 @@ def glossary(served) -> dict:
         "name": "numbers",
         "source_language": "en",
         "target_language": "de",
+        "case_sensitive": True,  # SIEBEN is not the model's sieben
         "entries": [{"source": "seven", "target": "SIEBEN"}, {"source": "hundred", "target": "hundert"}],
     }
     response = served["api"].http.post("/v1/glossaries", json=body)
