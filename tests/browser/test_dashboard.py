@@ -435,6 +435,7 @@ def test_model_playground_translates_with_a_glossary(submitted):
             "name": "playground terms",
             "source_language": "en",
             "target_language": "de",
+            "case_sensitive": True,  # VIERZIG is not the model's vierzig
             "entries": [{"source": "forty", "target": "VIERZIG"}],
         },
     )

@@ -93,7 +93,11 @@ def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
         )
         assert scored.returncode == 0, scored.stderr
         lines = [line.split() for line in scored.stdout.splitlines()]
-        assert [line[0] for line in lines] == ["bleu", "chrf", "chrf++", "backend"], scored.stdout
+        # the model's low-confidence flag on this test set comes before the backend where the job calibrated one
+        assert [line[0] for line in lines if line[0] != "flagged"] == ["bleu", "chrf", "chrf++", "backend"], (
+            scored.stdout
+        )
+        assert [line[0] for line in lines][3:-1] in ([], ["flagged"]), scored.stdout
         assert lines[-1][1] == "ctranslate2"  # the default backend, where the model converts
         assert "tok:13a" in scored.stdout and len(hypotheses.read_text().splitlines()) == 100
         child = _cli(
