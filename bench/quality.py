@@ -81,19 +81,19 @@ def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
 def flag_on_test(
     found: Sequence[dict[str, Any]], refs: Sequence[str], calibration: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The low-confidence flag calibrated on the validation pairs, as it splits the test set: the share flagged and
-    the mean sentence chrF of the flagged and the others, and the rank correlation of confidence with chrF."""
-    from model.decode.calibration import sentence_chrf, spearman
+    """The low-confidence flag calibrated on the validation pairs, as it splits the test set (as an evaluation
+    reports it: model/decode/calibration.confidence_split): the share flagged, the mean sentence chrF of the flagged
+    and the others, and the rank correlation of confidence with chrF."""
+    from model.decode.calibration import confidence_split
 
-    chrfs = [sentence_chrf(t["text"], ref) for t, ref in zip(found, refs, strict=True)]
-    low = [c for t, c in zip(found, chrfs) if t.get("low_confidence")]
-    rest = [c for t, c in zip(found, chrfs) if not t.get("low_confidence")]
+    split = confidence_split([t["text"] for t in found], list(refs), [t["confidence"] for t in found], calibration)
+    split = split or {}
     return {
         "calibration": calibration,
-        "test_flagged_share": round(len(low) / len(found), 4),
-        "test_flagged_chrf": round(sum(low) / len(low), 2) if low else None,
-        "test_other_chrf": round(sum(rest) / len(rest), 2) if rest else None,
-        "test_spearman": spearman([t["confidence"] for t in found], chrfs),
+        "test_flagged_share": split.get("flagged_share"),
+        "test_flagged_chrf": split.get("flagged_chrf"),
+        "test_other_chrf": split.get("other_chrf"),
+        "test_spearman": split.get("spearman"),
     }
 
 

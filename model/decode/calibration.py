@@ -132,3 +132,32 @@ def calibrate_model(
         found = translate(model, tokenizer, sources, beam_size=beam_size, batch_size=batch_size or CPU_BATCH_SENTENCES)
     chrfs = [sentence_chrf(r["text"], ref) for r, ref in zip(found, references, strict=True)]
     return calibrate([r["confidence"] for r in found], chrfs, beam_size)
+
+
+def confidence_split(
+    hypotheses: Sequence[str],
+    references: Sequence[str],
+    confidences: Sequence[float | None],
+    calibration: dict[str, Any] | None,
+) -> dict[str, Any] | None:
+    """How the model's confidence tells good translations from bad on this test set: the rank correlation of each
+    translation's confidence with its sentence chrF, and, for a model with a calibrated low-confidence flag, the
+    share it flags and their mean chrF against the others'. None when no translation has a confidence."""
+    scored = [(c, sentence_chrf(h, r)) for h, r, c in zip(hypotheses, references, confidences) if c is not None]
+    if not scored:
+        return None
+    out: dict[str, Any] = {
+        "sentences": len(scored),
+        "mean": round(sum(c for c, _ in scored) / len(scored), 4),
+        "spearman": spearman([c for c, _ in scored], [q for _, q in scored]),
+    }
+    if calibration is not None:
+        low = [q for c, q in scored if c < calibration["threshold"]]
+        rest = [q for c, q in scored if c >= calibration["threshold"]]
+        out.update(
+            threshold=calibration["threshold"],
+            flagged_share=round(len(low) / len(scored), 4),
+            flagged_chrf=round(sum(low) / len(low), 2) if low else None,
+            other_chrf=round(sum(rest) / len(rest), 2) if rest else None,
+        )
+    return out

@@ -29,7 +29,7 @@ from app.db.tables import Dataset, Evaluation, TrainedModel
 from app.services import webhooks
 from app.services.evaluations import hypotheses_key
 from model.data.corpus import DataError
-from model.decode.calibration import sentence_chrf, spearman
+from model.decode.calibration import confidence_split
 from worker.serving.errors import RequestError
 from worker.serving.model_cache import LoadedModel
 from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
@@ -174,32 +174,6 @@ def _hypotheses(
             if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
                 return None
     return hypotheses, confidences, answered
-
-
-def confidence_split(
-    hypotheses: list[str], references: list[str], confidences: list[float | None], calibration: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """How the model's confidence tells good translations from bad on this test set: the rank correlation of each
-    translation's confidence with its sentence chrF, and, for a model with a calibrated low-confidence flag, the
-    share it flags and their mean chrF against the others'. None when no translation has a confidence."""
-    scored = [(c, sentence_chrf(h, r)) for h, r, c in zip(hypotheses, references, confidences) if c is not None]
-    if not scored:
-        return None
-    out: dict[str, Any] = {
-        "sentences": len(scored),
-        "mean": round(sum(c for c, _ in scored) / len(scored), 4),
-        "spearman": spearman([c for c, _ in scored], [q for _, q in scored]),
-    }
-    if calibration is not None:
-        low = [q for c, q in scored if c < calibration["threshold"]]
-        rest = [q for c, q in scored if c >= calibration["threshold"]]
-        out.update(
-            threshold=calibration["threshold"],
-            flagged_share=round(len(low) / len(scored), 4),
-            flagged_chrf=round(sum(low) / len(low), 2) if low else None,
-            other_chrf=round(sum(rest) / len(rest), 2) if rest else None,
-        )
-    return out
 
 
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types
