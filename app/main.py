@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse
 
 from app.api import (
     audit_log,
+    corrections,
     dashboard,
     datasets,
     estimate,
@@ -96,6 +97,7 @@ def create_app() -> FastAPI:
     app.include_router(workers.router, **KEYED)
     app.include_router(webhooks.router, **KEYED)
     app.include_router(glossaries.router, **KEYED)
+    app.include_router(corrections.router, **KEYED)
     app.include_router(dashboard.router)
     app.include_router(metrics.router)
     declare_scopes(app)

@@ -42,6 +42,7 @@ from app.schemas.jobs import (
     TrainingSpec,
 )
 from app.services import job_submission, job_visibility, webhooks
+from app.services.deletion import DATASET_FIELDS
 from app.services.queueing import dispatch_training
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ def waiting_for(session: Session, job: Job) -> str | None:
         return f"nodes: {joined} of {nodes} joined" if joined < nodes else None
     if job.status != "queued":
         return None
-    ids = [i for i in (job.dataset_id, job.valid_dataset_id) if i]
+    ids = [i for i in (job.dataset_id, job.valid_dataset_id, job.mix_dataset_id) if i]
     parsing = session.scalars(select(Dataset.id).where(Dataset.id.in_(ids), Dataset.status == "processing")).all()
     if parsing:
         return f"dataset {', '.join(parsing)} to be parsed"
@@ -140,6 +141,9 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         valid_dataset_id=job.valid_dataset_id,
         test_dataset_id=job.test_dataset_id,
         init_model_id=job.init_model_id,
+        mix_dataset_id=job.mix_dataset_id,
+        mix_share=job.mix_share,
+        register_as=job.register_as,
         model=ModelSpec.stored(job.model_config),
         training=TrainingSpec.stored(job.training_config),
         progress=progress_of(job),
@@ -209,16 +213,14 @@ def list_jobs(
     tag: Annotated[list[Tag] | None, Query(description="repeatable: jobs carrying every tag given")] = None,
     sweep_id: Annotated[str | None, Query(max_length=36, description="the trials of this sweep")] = None,
     dataset_id: Annotated[
-        str | None, Query(max_length=36, description="jobs that train, validate or test on this dataset")
+        str | None, Query(max_length=36, description="jobs that train, validate, test on or mix in this dataset")
     ] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobPublic]:
     query = job_visibility.visible_jobs(key).options(selectinload(Job.tag_rows))
     if dataset_id:
-        query = query.where(
-            or_(Job.dataset_id == dataset_id, Job.valid_dataset_id == dataset_id, Job.test_dataset_id == dataset_id)
-        )
+        query = query.where(or_(*(getattr(Job, field) == dataset_id for field in DATASET_FIELDS)))
     if status_filter:
         query = query.where(Job.status == status_filter)
     if objective:

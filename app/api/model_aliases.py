@@ -18,7 +18,8 @@ from app.api.scopes import ModelsWriteKey, ReadKey
 from app.db.registry_tables import ModelAlias, ModelAliasEvent
 from app.db.tables import TrainedModel
 from app.schemas.common import Page
-from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, AliasToVersion, check_alias
+from app.schemas.models import AliasEventPublic, AliasPublic, AliasSet, AliasToVersion
+from app.schemas.registry_names import check_alias
 from app.services import model_refs, registry
 
 router = APIRouter(prefix="/v1/models", tags=["model aliases"])

@@ -33,6 +33,12 @@ class DatasetPublic(Output):
     parent_deleted: bool = Field(False, description="that dataset was deleted since: `parent_id` names it")
     filter_rules: dict[str, Any] | None = None
     filter_counts: dict[str, Any] | None = Field(None, description="rows each filter rule removed, kept and total")
+    lineage: dict[str, Any] | None = Field(
+        None,
+        description="where a dataset the service made came from: for corrections gathered to adapt a model, "
+        '{"kind": "corrections", "model_id", "models" (whose corrections), "corrections" (how many), "through" (the '
+        "last one's time)}",
+    )
     created_at: datetime
     processed_at: datetime | None = None
 

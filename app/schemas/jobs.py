@@ -10,6 +10,7 @@ from uuid import UUID
 from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema, field_validator
 
 from app.schemas.common import Input, Language, Output
+from app.schemas.registry_names import RegisteredName
 from model.train.settings import DataSettings, TrainSettings
 
 JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "pruned"]
@@ -180,6 +181,21 @@ class JobCreate(JobLabels):
         "model id or a registry reference (name@version, name@alias, name@latest), resolved when the job is "
         "submitted: the job keeps the id it named then",
     )
+    mix_dataset_id: UUID | None = Field(
+        None,
+        strict=False,
+        description="mixed fine-tuning (Chu et al., 2017): rows of this dataset (the original data of the model the "
+        "job starts from) are sampled among the training rows, so the model learns the new data without forgetting "
+        "the old; the training rows are repeated to make `mix_share` of the whole",
+    )
+    mix_share: float | None = Field(
+        None, gt=0, lt=1, description="the training rows' share of the mix (default 0.5); only with mix_dataset_id"
+    )
+    register_as: RegisteredName | None = Field(
+        None,
+        description="publish the job's model as this name's next version in the registry when it succeeds (needs "
+        "scope models:write, checked again then)",
+    )
     source_language: Language | None = Field(
         None,
         description="what the job translates from (BCP 47, e.g. en); its model carries it. A job from a model "
@@ -263,6 +279,9 @@ class JobPublic(Output):
     valid_dataset_id: str | None
     test_dataset_id: str | None = None
     init_model_id: str | None = None  # the model it started from
+    mix_dataset_id: str | None = None
+    mix_share: float | None = None
+    register_as: str | None = None
     model: ModelSpec
     training: TrainingSpec
     progress: Progress

@@ -5,30 +5,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field
+from pydantic import Field
 
 from app.schemas.common import Input, Language, Output
 from app.schemas.jobs import Objective, Tags
-from app.services.model_refs import ALIAS_PATTERN, LATEST, NAME_PATTERN
+from app.schemas.registry_names import RegisteredName
 
-
-def check_name(name: str) -> str:
-    if not NAME_PATTERN.fullmatch(name):
-        raise ValueError(
-            f"name {name!r} must match ^{NAME_PATTERN.pattern}$: lowercase letters, digits and . _ -, at most 64"
-        )
-    return name
-
-
-def check_alias(alias: str) -> str:
-    if alias == LATEST:
-        raise ValueError(f"alias {alias!r} is reserved: name@latest always means the highest version")
-    if not ALIAS_PATTERN.fullmatch(alias):
-        raise ValueError(f"alias {alias!r} must match ^{ALIAS_PATTERN.pattern}$: a lowercase letter first")
-    return alias
-
-
-RegisteredName = Annotated[str, AfterValidator(check_name)]
 Description = Annotated[str, Field(max_length=10_000)]
 # An SPDX licence identifier as the Hugging Face Hub takes them in lowercase (apache-2.0, mit, cc-by-4.0), or "other".
 License = Annotated[

@@ -10,7 +10,7 @@ from pydantic import Discriminator, Field, Tag, model_validator
 
 from app.schemas.common import Input, Output
 from app.schemas.jobs import JobCreate, JobStatus, Objective
-from app.schemas.models import RegisteredName
+from app.schemas.registry_names import RegisteredName
 
 SweepStatus = Literal["running", "succeeded", "failed", "cancelled"]
 # The validation metrics a job records (worker/tasks/training.py eval_metrics) that a sweep may optimise; bleu and

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
@@ -77,10 +77,12 @@ def create_upload(
     source_language: str | None = None,
     target_language: str | None = None,
     check_size: Callable[[int], None] | None = None,
+    lineage: dict[str, Any] | None = None,
 ) -> Dataset:
     """Store an uploaded file (seekable: the form parser's spooled file) a chunk at a time, then its row
     (`processing`), then queue its parsing. The file first, whole or not at all: a row never points at nothing.
-    `check_size(bytes stored)` may refuse the file once stored (a quota): it is deleted, and no row is made."""
+    `check_size(bytes stored)` may refuse the file once stored (a quota): it is deleted, and no row is made.
+    `lineage`: where a file the service wrote came from (app/services/corrections.py)."""
     empty, compressed = _peek_gzip(stream)
     if empty:
         raise InvalidField("file", "the file is empty")
@@ -99,6 +101,7 @@ def create_upload(
         source_language=source_language,
         target_language=target_language,
         storage_key="",
+        lineage=lineage,
     )
     dataset.storage_key = f"datasets/{dataset.id}/data.{EXTENSIONS[dataset.format]}" + (".gz" if compressed else "")
     hashing = Hashing(stream)

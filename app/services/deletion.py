@@ -159,7 +159,8 @@ def delete_name(
     return versions, dropped
 
 
-DATASET_FIELDS = ("dataset_id", "valid_dataset_id", "test_dataset_id")  # where a job or a sweep names a dataset
+# where a job or a sweep names a dataset
+DATASET_FIELDS = ("dataset_id", "valid_dataset_id", "test_dataset_id", "mix_dataset_id")
 
 
 def dataset_users(session: Session, dataset: Dataset) -> list[str]:

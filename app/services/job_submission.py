@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from app.core.scopes import Scope
 from app.core.settings import Settings
 from app.db.keys import Caller
 from app.db.tables import Dataset, Job, JobTag
@@ -17,13 +18,14 @@ from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import JobCreate, ModelSpec
 from app.services import idempotency, job_visibility, model_refs
 from app.services.datasets import refuse_failed
-from app.services.errors import Conflict, InvalidField
+from app.services.errors import Conflict, Forbidden, InvalidField
 from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
 from model.train.size_choice import PRESET_FIELD, PRESET_ORDER
 
+DEFAULT_MIX_SHARE = 0.5  # Chu et al. (2017) oversample the new data to the old's size
 REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
 GB = 1024**3
 
@@ -57,9 +59,11 @@ def worker_fields(body: JobCreate) -> list[str]:
 def request_digest(body: JobCreate) -> str:
     payload = body.model_dump(mode="json")
     # left out when empty: a request from before labels and languages keeps its digest
-    for label in ("name", "tags", "note", "source_language", "target_language"):
+    for label in ("name", "tags", "note", "source_language", "target_language", "mix_dataset_id", "mix_share"):
         if not payload[label]:
             del payload[label]
+    if payload["register_as"] is None:
+        del payload["register_as"]
     if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
         payload["auto"] = auto
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
@@ -89,6 +93,26 @@ INIT_MODEL_MAY_CHANGE = ("dropout", "attention_dropout")
 # 0.5 (the re-warmed rate wrecks its weights), 0 at 0.1 (too slow), 8-18 at 0.25, a fresh model 0; after 400 steps
 # 15-19 at 0.25 (two seeds), 16 at 0.5.
 LR_SCALE, FINE_TUNE_LR_SCALE = 1.0, 0.25
+
+
+def _check_mix(session: Session, owner_id: str, body: JobCreate) -> None:
+    """mix_dataset_id names another usable dataset of the job's kind; mix_share needs it."""
+    if body.mix_dataset_id is None:
+        if body.mix_share is not None:
+            raise InvalidField("mix_share", "mix_share is the training rows' share of a mix: give mix_dataset_id too")
+        return
+    if body.mix_dataset_id == body.dataset_id:
+        raise InvalidField("mix_dataset_id", f"dataset {body.mix_dataset_id} is the training dataset itself")
+    _dataset(session, owner_id, str(body.mix_dataset_id), "mix_dataset_id", body.objective)
+
+
+def check_registering(key: Caller, body: JobCreate) -> None:
+    """register_as publishes the model under a name: the key must be allowed to (scope models:write)."""
+    if body.register_as is not None and Scope.MODELS_WRITE not in key.scopes:
+        raise Forbidden(
+            f"register_as needs scope 'models:write', which API key {key.prefix}... lacks; leave register_as out "
+            "and register the model with PATCH /v1/models/{id} once it is trained"
+        )
 
 
 def default_learning_rate(body: JobCreate) -> JobCreate:
@@ -177,6 +201,7 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
         if body.objective != "translation":
             raise InvalidField("test_dataset_id", "only translation models are evaluated on a test set")
         _dataset(session, owner_id, str(body.test_dataset_id), "test_dataset_id", body.objective)
+    _check_mix(session, owner_id, body)
     name, config = candidate_configs(body.model)[0]
     training = body.training
     if training.max_length + 2 > config.max_positions:
@@ -274,6 +299,7 @@ def create(
 ) -> tuple[Job, bool]:
     """Insert the job (status queued), recording the key that submits it. Returns (job, created); an idempotent
     replay returns the first job."""
+    check_registering(key, body)
     digest = request_digest(body)
     owner_id = key.owner_id
     if idempotency_key is not None:
@@ -321,6 +347,9 @@ def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate
         objective=body.objective,
         model_config=body.model.model_dump(mode="json"),
         init_model_id=body.init_model_id,
+        mix_dataset_id=str(body.mix_dataset_id) if body.mix_dataset_id else None,
+        mix_share=(body.mix_share or DEFAULT_MIX_SHARE) if body.mix_dataset_id else None,
+        register_as=body.register_as,
         source_language=body.source_language,
         target_language=body.target_language,
         training_config=body.training.model_dump(mode="json"),

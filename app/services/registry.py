@@ -11,8 +11,10 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from app.core.scopes import ROLE_SCOPES, Scope, sorted_scopes
+from app.db.access_tables import ApiKey, Member
 from app.db.base import utcnow
-from app.db.keys import Caller
+from app.db.keys import Caller, caller_of
 from app.db.registry_tables import ModelAlias, ModelAliasEvent, ModelName
 from app.db.tables import ModelTag, TrainedModel
 from app.services import webhooks
@@ -69,6 +71,29 @@ def register(session: Session, caller: Caller, model: TrainedModel, name: str | 
         model.version = next_version(session, model.owner_id, name)
         model.name = name
         webhooks.emit_model_registered(session, model)
+
+
+def registering_caller(session: Session, owner_id: str, key_id: str, key_prefix: str, did: str) -> Caller | str:
+    """The key that asked for a registration later (created a sweep, submitted a job with register_as), as it is
+    now, if it may still register models (active, holding models:write that its member's role allows); else why
+    not. Something registered on a key's behalf is registered as that key, never as more."""
+    key = f"API key {key_prefix}..., which {did},"
+    row = session.get(ApiKey, key_id)
+    member = session.get(Member, row.member_id) if row is not None else None
+    if row is None or member is None or row.owner_id != owner_id or member.owner_id != owner_id:
+        return f"{key} or its member is no longer in the organisation"
+    caller = caller_of(session, row)
+    if caller.revoked_at is not None:
+        return f"{key} was revoked at {caller.revoked_at.isoformat()}"
+    if caller.expired(utcnow()):
+        assert caller.expires_at is not None
+        return f"{key} expired at {caller.expires_at.isoformat()}"
+    if Scope.MODELS_WRITE not in caller.key_scopes:
+        return f"{key} lacks scope 'models:write'; its scopes: {', '.join(sorted_scopes(caller.key_scopes))}"
+    if Scope.MODELS_WRITE not in caller.scopes:
+        allowed = ", ".join(sorted_scopes(ROLE_SCOPES[caller.role]))
+        return f"{key} belongs to member {member.name!r}, now a {caller.role.value}, whose keys may use only: {allowed}"
+    return caller
 
 
 def set_tags(session: Session, model: TrainedModel, tags: list[str]) -> None:

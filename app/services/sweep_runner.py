@@ -7,8 +7,8 @@ when a trial ends, and every worker's reaper now and then (a lost call, a restar
 sweep's lock (sweep_journal.lock), so callers take turns, and it is idempotent: a second call with nothing new
 starts nothing. The trials it starts commit with the study's record of them; the caller sends their messages
 after the commit (a message lost then is sent by the reaper, as for any job). The best model is registered as the
-key that created the sweep, checked again at that moment (`registering_caller`): a key revoked, expired or no longer
-allowed models:write leaves it unregistered, and the sweep's error says why.
+key that created the sweep, checked again at that moment (`registry.registering_caller`): a key revoked, expired
+or no longer allowed models:write leaves it unregistered, and the sweep's error says why.
 
 `report` is the trial's side: the worker calls it at each evaluation, and stops the trial as `pruned` when the
 pruner says so.
@@ -25,13 +25,10 @@ from optuna.trial import TrialState
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from app.core.scopes import ROLE_SCOPES, Scope, sorted_scopes
 from app.core.settings import Settings
 from app.db import metric_rows
-from app.db.access_tables import ApiKey, Member
 from app.db.base import utcnow
 from app.db.job_rows import ACTIVE_STATES, CANCELLED, FAILED, PRUNED, SUCCEEDED
-from app.db.keys import Caller, caller_of
 from app.db.tables import Job, Sweep, TrainedModel
 from app.schemas.jobs import TrainingSpec
 from app.services import job_submission, registry, sweep_study
@@ -165,28 +162,6 @@ def _launch(session: Session, settings: Settings, sweep: Sweep, study: Any, jobs
     return started
 
 
-def registering_caller(session: Session, sweep: Sweep) -> Caller | str:
-    """The key that created the sweep, as it is now, if it may still register models (active, holding models:write
-    that its member's role allows); else why not. The sweep registers its best model as this key, never as more."""
-    key = f"API key {sweep.key_prefix}..., which created the sweep,"
-    row = session.get(ApiKey, sweep.key_id)
-    member = session.get(Member, row.member_id) if row is not None else None
-    if row is None or member is None or row.owner_id != sweep.owner_id or member.owner_id != sweep.owner_id:
-        return f"{key} or its member is no longer in the organisation"
-    caller = caller_of(session, row)
-    if caller.revoked_at is not None:
-        return f"{key} was revoked at {caller.revoked_at.isoformat()}"
-    if caller.expired(utcnow()):
-        assert caller.expires_at is not None
-        return f"{key} expired at {caller.expires_at.isoformat()}"
-    if Scope.MODELS_WRITE not in caller.key_scopes:
-        return f"{key} lacks scope 'models:write'; its scopes: {', '.join(sorted_scopes(caller.key_scopes))}"
-    if Scope.MODELS_WRITE not in caller.scopes:
-        allowed = ", ".join(sorted_scopes(ROLE_SCOPES[caller.role]))
-        return f"{key} belongs to member {member.name!r}, now a {caller.role.value}, whose keys may use only: {allowed}"
-    return caller
-
-
 def _register_best(session: Session, sweep: Sweep, job: Job) -> None:
     model = session.scalar(select(TrainedModel).where(TrainedModel.job_id == job.id))
     if model is None:
@@ -195,7 +170,7 @@ def _register_best(session: Session, sweep: Sweep, job: Job) -> None:
     if model.name not in (None, sweep.name):  # its owner registered it elsewhere meanwhile: leave it there
         sweep.error = f"the best model {model.id} is registered as {model.name}; {sweep.name}@best was not set"
         return
-    caller = registering_caller(session, sweep)
+    caller = registry.registering_caller(session, sweep.owner_id, sweep.key_id, sweep.key_prefix, "created the sweep")
     if isinstance(caller, str):
         sweep.error = f"the best model {model.id} was not registered as {sweep.name}@{BEST_ALIAS}: {caller}"
         log.warning("sweep %s: %s", sweep.id, sweep.error)

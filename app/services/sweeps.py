@@ -47,6 +47,8 @@ def _first_error(exc: ValidationError) -> str:
 
 def _validate_job(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> None:
     """What job_submission.new_job checks of a trial's job, before any exists (the quota aside)."""
+    if body.register_as is not None:
+        raise InvalidField("job.register_as", "a sweep registers its best trial's model under the sweep's name")
     body = job_submission.default_learning_rate(job_submission.inherit_model(session, owner_id, body))
     job_submission.validate(session, settings, owner_id, body)
 

@@ -31,6 +31,12 @@ SAMPLE_BODIES = {
     ("POST", "/v1/datasets/{dataset_id}/filter"): {"rules": {"deduplicate": True}},
     ("PATCH", "/v1/members/{member_id}"): {"role": "viewer"},
     ("PATCH", "/v1/keys/{key_id}"): {"rate_limit_per_minute": 1000},
+    ("POST", "/v1/models/{model_id}/corrections"): {
+        "source": "one pear",
+        "translation": "x",
+        "corrected": "eine Birne",
+    },
+    ("POST", "/v1/models/{model_id}/adaptations"): {"max_minutes": 1},
 }
 # Routes that take a multipart upload: their sample files (a dataset upload has its own tests below).
 SAMPLE_FILES = {("POST", "/v1/models/{model_id}/translations"): {"file": ("pears.txt", b"one pear\n")}}
@@ -163,6 +169,12 @@ def alice_objects(pg_client):
         },
     )
     assert glossary.status_code == 201, glossary.text
+    correction = pg_client.post(
+        f"/v1/models/{model_id}/corrections",
+        headers=alice,
+        json={"source": "alice-secret-source", "translation": "x", "corrected": "alice-secret-correction"},
+    )
+    assert correction.status_code == 201, correction.text
     own_prefixes = {"prefixes": [f"{SHARED_BUCKET}/alice-secret-corpora"]}
     narrowed = pg_client.put("/v1/organisation/dataset-uri-prefixes", headers=alice, json=own_prefixes)
     assert narrowed.status_code == 200, narrowed.text
@@ -187,6 +199,7 @@ def alice_objects(pg_client):
         "key_id": robot_key.json()["id"],
         "member_id": robot.json()["id"],
         "glossary_id": glossary.json()["id"],
+        "correction_id": correction.json()["id"],
     }
     secrets = [
         *ids.values(),
@@ -211,6 +224,8 @@ def alice_objects(pg_client):
         "alice-secret-corpora",
         "alice-secret-glossary",
         "alice-secret-term",
+        "alice-secret-source",
+        "alice-secret-correction",
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
 

@@ -13,18 +13,21 @@ from dataclasses import replace
 from pathlib import Path
 
 from celery import Task, current_app, shared_task
+from sqlalchemy.orm import Session
 
 from app.artifacts import get_store
 from app.core import logs
 from app.core.settings import get_settings
 from app.core.task_names import TRAIN
 from app.db import job_rows
+from app.db.access_tables import ApiKey
 from app.db.base import new_id
+from app.db.keys import Caller
 from app.db.session import session_scope
 from app.db.tables import Job, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
 from app.schemas.jobs import TrainingSpec
-from app.services import evaluations, webhooks
+from app.services import evaluations, registry, webhooks
 from app.services.queueing import dispatch_training
 from model.data.corpus import DataError
 from model.data.tokenizer import Tokenizer
@@ -169,16 +172,36 @@ def _run(claim: job_rows.Claim, state: RunState) -> None:
         assert result.model_checkpoint is not None  # a run that trained a step checkpointed it
         model = _publish_model(job, result.model_checkpoint, source)
         model.confidence_calibration = calibration
-        if not job_rows.finish(session, claim, job_rows.SUCCEEDED, step=result.step):
+        caller = _registering_caller(session, job)
+        unregistered = caller if isinstance(caller, str) else None
+        if not job_rows.finish(session, claim, job_rows.SUCCEEDED, error=unregistered, step=result.step):
             session.rollback()
             get_store().delete(model.storage_key)
             raise LeaseLost(job.id)
         session.add(model)
+        if job.register_as and isinstance(caller, Caller):
+            session.flush()
+            registry.register(session, caller, model, job.register_as)
         webhooks.emit_job(session, job, job_rows.SUCCEEDED, model_id=model.id)
     why = state.minutes_stop or result.stop_reason
     log.info("job %s succeeded at step %d (%s): model %s", job.id, result.step, why, model.id)
     if job.test_dataset_id:
         _evaluate_on_test_set(job, model.id)
+
+
+def _registering_caller(session: Session, job: Job) -> Caller | str | None:
+    """For a job with register_as, the key that submitted it if it may still register models, else why its model
+    is left unregistered (kept as the succeeded job's error); None without register_as."""
+    if not job.register_as:
+        return None
+    key = session.get(ApiKey, job.key_id) if job.key_id else None
+    caller = registry.registering_caller(
+        session, job.owner_id, job.key_id or "", key.prefix if key else "?", "submitted the job"
+    )
+    if isinstance(caller, str):
+        log.warning("job %s: its model is not registered as %s: %s", job.id, job.register_as, caller)
+        return f"succeeded, but its model was not registered as {job.register_as}: {caller}"
+    return caller
 
 
 def _evaluate_on_test_set(job: Job, model_id: str) -> None:

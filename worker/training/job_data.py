@@ -22,6 +22,7 @@ from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from app.services.job_submission import INIT_MODEL_MAY_CHANGE
 from model.data.batching import example_sizes
+from model.data.mixing import mix
 from model.data.text_rows import TextRows
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import load_model
@@ -67,7 +68,7 @@ def datasets_pending(job_id: str) -> list[str]:
     """The job's datasets a worker is still parsing (worker/data/ingest.py): the job waits for them."""
     with session_scope() as session:
         job = session.get(Job, job_id)
-        ids = [i for i in (job.dataset_id, job.valid_dataset_id) if i] if job is not None else []
+        ids = [i for i in (job.dataset_id, job.valid_dataset_id, job.mix_dataset_id) if i] if job is not None else []
         return list(session.scalars(select(Dataset.id).where(Dataset.id.in_(ids), Dataset.status == "processing")))
 
 
@@ -80,7 +81,9 @@ def load_job(job_id: str) -> JobRows:
         datasets = {
             d.id: d
             for d in session.scalars(
-                select(Dataset).where(Dataset.id.in_([i for i in (job.dataset_id, job.valid_dataset_id) if i]))
+                select(Dataset).where(
+                    Dataset.id.in_([i for i in (job.dataset_id, job.valid_dataset_id, job.mix_dataset_id) if i])
+                )
             )
         }
         session.expunge_all()
@@ -89,8 +92,12 @@ def load_job(job_id: str) -> JobRows:
     for dataset in datasets.values():
         if dataset.status != "ready":  # failed (pending ones were waited for: datasets_pending)
             raise TrainingError(f"dataset {dataset.id} is {dataset.status}: {dataset.error or 'not parsed yet'}")
+    if job.mix_dataset_id and job.mix_dataset_id not in datasets:
+        raise TrainingError(f"dataset {job.mix_dataset_id} (mix_dataset_id) no longer exists")
     valid = datasets.get(job.valid_dataset_id) if job.valid_dataset_id else None
     rows = JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
+    if job.mix_dataset_id:
+        rows = mixed_rows(rows, read_rows(datasets[job.mix_dataset_id]))
     log.info(
         "job %s: read %d rows of dataset %s%s",
         job.id,
@@ -137,6 +144,28 @@ def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None, preset: str |
     model = ModelSpec.stored(job.model_config)
     changes = {name: getattr(model, name) for name in INIT_MODEL_MAY_CHANGE if getattr(model, name) is not None}
     return start_from(data, init[0], **changes)
+
+
+def mixed_rows(rows: JobRows, old: TextRows) -> JobRows:
+    """The job's training rows mixed among a sample of its mix dataset's (model/data/mixing.py); without validation
+    rows, some of both held out, none of them a training row's repeat."""
+    job, spec = rows.job, TrainingSpec.stored(rows.job.training_config)
+    hold_out = spec.valid_fraction if rows.valid_rows is None else None
+    try:
+        mixed = mix(rows.train_rows, old, job.mix_share or 0.5, spec.seed, hold_out=hold_out)
+    except ValueError as exc:
+        raise TrainingError(f"mixing dataset {job.mix_dataset_id} in: {exc}") from exc
+    log.info(
+        "job %s: %d training rows, each %d times, mixed among %d rows of dataset %s (their share %.2f)%s",
+        job.id,
+        (len(mixed.train) - mixed.old_rows) // mixed.repeats,
+        mixed.repeats,
+        mixed.old_rows,
+        job.mix_dataset_id,
+        mixed.share,
+        f"; {len(mixed.valid)} validation rows held out of both" if mixed.valid is not None else "",
+    )
+    return JobRows(job, mixed.train, mixed.valid if mixed.valid is not None else rows.valid_rows)
 
 
 def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> None:
