@@ -25,7 +25,7 @@ from app.core.settings import get_settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
 from model.data.tokenizer import readable_token
 from model.decode.fill_mask import fill_mask
-from model.decode.glossary import Glossary, apply_glossary
+from model.decode.glossary import Glossary
 from model.decode.queries import capture_attention, embedding_neighbors, resolve_token, source_ids
 from model.nn.compile import eager_on_failure
 from model.probes.geometry import weight_geometry
@@ -33,6 +33,7 @@ from worker.device import worker_device
 from worker.serving import translation
 from worker.serving.decode_limits import micro_batch
 from worker.serving.errors import RequestError, decoding
+from worker.serving.glossary_terms import compiled_glossary, with_terms
 from worker.serving.memories import memories
 from worker.serving.microbatch import MicroBatcher
 from worker.serving.model_cache import LoadedModel, ModelCache
@@ -169,7 +170,7 @@ def translate_task(
     _check_beam(loaded, beam_size)
     if max_length is not None:  # as the PyTorch decoder bounds it, so both backends take the same lengths
         max_length = min(max_length, loaded.model.config.max_positions)
-    terms = _glossary(loaded, glossary) if glossary else None
+    terms = compiled_glossary(loaded, glossary) if glossary else None
     matches = _memory_matches(memory, texts) if memory else None
     replace_at = memory.get("replace_at") if memory else None
     kept = [m[0] if m and replace_at is not None and m[0]["score"] >= replace_at else None for m in matches or []]
@@ -207,36 +208,13 @@ def _decode(
     flat = [piece for plan in pieces for piece in plan]
     results, batch_size = batcher().submit_sized(key, flat)
     if terms is not None:
-        results = decoding("pytorch", loaded.model_id, lambda: _with_terms(loaded, terms, flat, results))
+        results = decoding("pytorch", loaded.model_id, lambda: with_terms(loaded, terms, flat, results))
     translations, start = [], 0
     for plan in pieces:
         parts = results[start : start + len(plan)]
         start += len(plan)
         translations.append(public_translation(parts[0], n_best, return_alignment) if len(plan) == 1 else merge(parts))
     return translations, results[0]["backend"], batch_size
-
-
-def _glossary(loaded: LoadedModel, glossary: dict[str, Any]) -> Glossary:
-    """The request's glossary compiled; 422 for a target term longer than the model can write."""
-    limit = loaded.model.config.max_positions - 1  # room for </s>
-    for _, target in glossary["entries"]:
-        n = len(loaded.tokenizer.encode(target))
-        if n > limit:
-            raise RequestError(422, f"glossary term {target[:60]!r} has {n} tokens, more than this model's {limit}")
-    return Glossary([tuple(e) for e in glossary["entries"]], glossary.get("case_sensitive", False))
-
-
-def _with_terms(
-    loaded: LoadedModel, terms: Glossary, sources: list[str], results: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Each result with its source's glossary terms written in (model/decode/glossary.py) and `glossary_terms`
-    saying how each was; the confidence and token probabilities stay those of the model's own translation."""
-    out = []
-    with torch.inference_mode():
-        for source, result in zip(sources, results, strict=True):
-            text, applied = apply_glossary(loaded.model, loaded.tokenizer, source, result["text"], terms)
-            out.append({**result, "text": text, "glossary_terms": [asdict(a) for a in applied]})
-    return out
 
 
 def _memory_matches(memory: dict[str, Any], texts: list[str]) -> list[list[dict[str, Any]]]:
