@@ -4,7 +4,8 @@ Administration (direct database access): `create-key NAME` (an organisation's fi
 `POST /v1/operator/organisations` does the same over the API), `create-operator-key NAME` (a key of the service's
 operators, scope operator), `revoke-key PREFIX_OR_NAME`, `set-quota ORGANISATION`, `migrate`, `serve`.
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
-`cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`;
+`cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`,
+`correct`, `corrections`, `adapt`;
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
 `sweep-status [--watch]`, `sweep-cancel`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
 `webhook-test`, `webhook-deliveries`, `webhook-redeliver`; access `whoami`, `keys`, `create-api-key`, `revoke-api-key`,
@@ -25,6 +26,7 @@ from pydantic import ValidationError
 from app.client import (
     access,
     audit,
+    corrections,
     datasets,
     deletions,
     job_logs,
@@ -190,6 +192,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     jobs.register(sub)
     job_logs.register(sub)
     models.register(sub)
+    corrections.register(sub)
     registry.register(sub)
     sweeps.register(sub)
     translations.register(sub)

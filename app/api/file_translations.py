@@ -25,10 +25,11 @@ from app.db.tables import FileTranslation
 from app.schemas.common import NUL_MESSAGE, Page, holds_nul
 from app.schemas.file_translations import FileTranslationPublic
 from app.schemas.inference import BACKEND_DESCRIPTION, Backend
+from app.services import glossaries
 from app.services.file_translations import dispatch, source_key
 
 router = APIRouter(prefix="/v1/models", tags=["file translations"])
-FORM_FIELDS = {"file", "beam_size", "language", "backend"}
+FORM_FIELDS = {"file", "beam_size", "language", "backend", "glossary_id"}
 
 
 def public(t: FileTranslation) -> FileTranslationPublic:
@@ -91,6 +92,9 @@ def translate_file(
         str, Form(min_length=2, max_length=20, description="the source's, for sentence splitting")
     ] = "en",
     backend: Annotated[Backend, Form(description=BACKEND_DESCRIPTION)] = "auto",
+    glossary_id: Annotated[
+        str | None, Form(max_length=36, description="a glossary of yours whose terms the translation follows")
+    ] = None,
 ) -> FileTranslationPublic:
     """Translate a text file in the background: poll the answer's URL for progress, then GET its result_url."""
     if holds_nul(language):  # a form field: app.schemas.common.Input does this for JSON bodies
@@ -100,6 +104,8 @@ def translate_file(
         raise unprocessable("model_id", f"model {model_id} was trained for {model.objective}, not translation")
     if beam_size > settings.max_beam_size:
         raise unprocessable("beam_size", f"beam_size={beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    if glossary_id:  # 422 for another's or a pair not the model's; the worker reads it when it starts
+        glossaries.for_translation(session, key.owner_id, glossary_id, (model.source_language, model.target_language))
     data = file.file.read()  # bounded by the BodySizeLimit middleware (MAX_UPLOAD_MB)
     try:
         text = data.decode("utf-8-sig")
@@ -114,7 +120,8 @@ def translate_file(
         owner_id=key.owner_id,
         model_id=model.id,
         filename=(file.filename or "text.txt")[:255],
-        settings={"beam_size": beam_size, "language": language, "backend": backend},
+        settings={"beam_size": beam_size, "language": language, "backend": backend}
+        | ({"glossary_id": glossary_id} if glossary_id else {}),
         lines=text.count("\n") + (0 if text.endswith("\n") else 1),
         source_key="",
     )

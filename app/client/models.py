@@ -72,7 +72,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     body = {
         "dataset_id": args.dataset, "beam_size": args.beam_size, "alpha": args.alpha, "tokenize": args.tokenize,
         "backend": args.backend,
-    }  # fmt: skip
+    } | ({"glossary_id": args.glossary} if args.glossary else {})  # fmt: skip
     with connection.open_client(args) as client:
         evaluation: dict[str, Any] = check(client.post(path("models", args.model, "evaluations"), json=body))
         url = path("models", args.model, "evaluations", evaluation["id"])
@@ -92,6 +92,11 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
             print(
                 f"flagged {split['flagged_share']:.0%} low confidence (chrF {split['flagged_chrf'] or 0:.1f} against "
                 f"{split['other_chrf'] or 0:.1f})"
+            )
+        if terms := evaluation["scores"].get("glossary"):
+            print(
+                f"glossary {terms['terms']} terms met: {terms['present']} present, {terms['replaced']} replaced, "
+                f"{terms['inserted']} inserted"
             )
         print(f"backend {evaluation['backend']}")  # scores compare within one backend
         if args.output:
@@ -142,6 +147,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="auto",
         help="the decoder (default auto: CTranslate2 where it serves the model, else PyTorch)",
     )
+    p.add_argument("--glossary", metavar="GLOSSARY", help="a glossary's id: its terms in the hypotheses")
     p.add_argument("-o", "--output", help="also write the hypotheses to this file")
     p.add_argument("--interval", type=float, default=2.0)
     p.set_defaults(func=cmd_evaluate)

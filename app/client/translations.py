@@ -57,7 +57,8 @@ def translate_file(client: httpx.Client, args: argparse.Namespace) -> None:
             client.post(
                 path("models", args.model, "translations"),
                 files={"file": (file.name, f)},
-                data={"beam_size": str(args.beam_size), "language": args.language, "backend": args.backend or "auto"},
+                data={"beam_size": str(args.beam_size), "language": args.language, "backend": args.backend or "auto"}
+                | ({"glossary_id": args.glossary} if args.glossary else {}),
                 timeout=300,
             )
         )
@@ -80,13 +81,12 @@ def cmd_translate(args: argparse.Namespace) -> None:
     if (args.file is None) == (not args.text):
         connection.fail("give either a FILE or one or more --text, not both" if args.text else "give FILE or --text")
     texts_only = [
-        n
-        for n in ("n_best", "max_length", "json", "confidence", "memory", "glossary")
-        if getattr(args, n) not in (None, 1, False)
+        n for n in ("n_best", "max_length", "json", "confidence", "memory") if getattr(args, n) not in (None, 1, False)
     ]
     if args.file and texts_only:
         connection.fail(
-            f"--{texts_only[0].replace('_', '-')} is for --text; a FILE is translated with --beam-size and --backend"
+            f"--{texts_only[0].replace('_', '-')} is for --text; a FILE is translated with --beam-size, --backend "
+            "and --glossary"
         )
     with connection.open_client(args) as client:
         (translate_texts if args.text else translate_file)(client, args)
@@ -114,7 +114,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="--text: each translation's confidence (the geometric mean of its token probabilities) before it; "
         "with --json, each token's probability too",
     )
-    p.add_argument("--glossary", metavar="GLOSSARY", help="--text: a glossary's id: its terms in the translations")
+    p.add_argument("--glossary", metavar="GLOSSARY", help="a glossary's id: its terms in the translations")
     p.add_argument(
         "--memory",
         metavar="DATASET",

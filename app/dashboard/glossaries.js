@@ -1,5 +1,6 @@
 // #/glossaries: the organisation's glossaries (GET /v1/glossaries), each with its terms on demand (GET …/{id});
-// a form that creates one from pasted or uploaded CSV (POST /v1/glossaries, `csv`), and delete (DELETE …/{id}).
+// a form that creates one from pasted or uploaded CSV or TBX (POST /v1/glossaries, `csv` or `tbx`: a text that starts
+// with "<" is TBX), and delete (DELETE …/{id}).
 
 import { api } from "./api.js";
 import { clear, errorBox, field, fmtTime, h, shortId } from "./ui.js";
@@ -13,7 +14,7 @@ function createForm(onCreated) {
   const sensitive = h("input", { id: "glossary-case", type: "checkbox" });
   const csv = h("textarea", { id: "glossary-csv", rows: 6, required: true, spellcheck: "false",
     placeholder: "source,target\nfile,fichier\nsave as,enregistrer sous" });
-  const file = h("input", { id: "glossary-file", type: "file", accept: ".csv,text/csv,text/plain" });
+  const file = h("input", { id: "glossary-file", type: "file", accept: ".csv,.tbx,.xml,text/csv,text/plain,application/xml" });
   file.addEventListener("change", async () => { if (file.files.length) csv.value = await file.files[0].text(); });
   const status = h("div", { id: "glossary-form-status", "aria-live": "polite" });
   const button = h("button", { type: "submit", id: "glossary-create" }, "Create glossary");
@@ -21,7 +22,7 @@ function createForm(onCreated) {
     h("h2", { id: "glossary-form-title" }, "New glossary"),
     h("div", { class: "inline-form" }, field("Name", name), field("From", source), field("To", target),
       h("div", { class: "field check" }, sensitive, h("label", { for: "glossary-case" }, "case-sensitive"))),
-    field("Terms (CSV: source,target a line)", csv, "or load a .csv file below"), file, status, button);
+    field("Terms (CSV: source,target a line)", csv, "or a TBX document; or load a .csv or .tbx file below"), file, status, button);
   form.addEventListener("submit", async (e) => {
     e.preventDefault();
     status.replaceChildren();
@@ -29,7 +30,7 @@ function createForm(onCreated) {
     try {
       const created = await api("/v1/glossaries", { method: "POST", json: { name: name.value.trim(),
         source_language: source.value.trim(), target_language: target.value.trim(), case_sensitive: sensitive.checked,
-        csv: csv.value } });
+        ...(csv.value.trimStart().startsWith("<") ? { tbx: csv.value } : { csv: csv.value }) } });
       name.value = ""; csv.value = ""; file.value = "";
       onCreated(created);
     } catch (err) {

@@ -1,9 +1,10 @@
 // Trained models: the list, and a model's page in panels, each with its own link (#/models/<id>/<panel>) and built when
 // first opened (tabs.js): overview (summary, confidence flag: confidence.js, registry card: registry.js, downloads), playground (translate or fill-mask,
-// alignment, file translation: files.js), evaluations (evaluations.js), attention viewer, embeddings (neighbours, the
+// alignment, file translation: files.js), evaluations (evaluations.js), corrections and adapting to them (corrections.js), attention viewer, embeddings (neighbours, the
 // map at the end of training) and anatomy.
 
 import { calibrationCard, lowConfidenceBadge } from "./confidence.js";
+import { correctAction, correctionsPanel } from "./corrections.js";
 import { embeddingsPanel } from "./embeddings.js";
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
@@ -119,6 +120,7 @@ function translatePanel(modelId) {
         tr.token_probs ? tokenProbs(tr.token_probs) : null,
         memoryMatches(tr),
         glossaryTerms(tr),
+        correctAction(modelId, texts[i] ?? "", tr.text),
         tr.alternatives?.length > 1 ? h("ol", { class: "alternatives", "aria-label": "alternatives" },
           tr.alternatives.map((a) => h("li", {}, a.text, " ", h("span", { class: "muted" }, fmtNumber(a.score))))) : null,
         tr.alignment ? h("details", { open: i === 0 }, h("summary", {}, "Alignment (most attended source token)"),
@@ -297,7 +299,7 @@ function deleteButton(m, container) {
   return button;
 }
 
-export const MODEL_PANELS = ["playground", "evaluations", "attention", "embeddings", "anatomy"];  // beside the overview
+export const MODEL_PANELS = ["playground", "evaluations", "corrections", "attention", "embeddings", "anatomy"];  // beside the overview
 
 /** A model's page; `panel` (one of MODEL_PANELS, or none: the overview) is the one shown. */
 export function renderModel(container, modelId, { panel } = {}) {
@@ -332,6 +334,7 @@ export function renderModel(container, modelId, { panel } = {}) {
         mount: (el) => clear(el, translation ? translatePanel(m.id) : fillMaskPanel(m.id),
           translation ? fileTranslationPanel(m.id, signal) : null) },
       translation ? { name: "evaluations", title: "Evaluations", mount: (el) => clear(el, evaluationsPanel(m.id, signal)) } : null,
+      translation ? { name: "corrections", title: "Corrections", mount: (el) => clear(el, correctionsPanel(m, signal)) } : null,
       { name: "attention", title: "Attention", mount: (el) => clear(el, attentionPanel(m.id, m.objective)) },
       { name: "embeddings", title: "Embeddings", mount: (el) => clear(el, neighborsPanel(m.id),
         m.job_id && !m.job_deleted ? embeddingsPanel(`/v1/models/${m.id}/embeddings`, { signal, title: "Embeddings at the end of training" }) : null) },

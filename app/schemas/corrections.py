@@ -8,7 +8,7 @@ from uuid import UUID
 from pydantic import Field
 
 from app.schemas.common import Input, Output
-from app.schemas.jobs import JobName, TrainingSpec
+from app.schemas.jobs import DEFAULT_MIX_SHARE, JobName, TrainingSpec
 from app.schemas.registry_names import RegisteredName
 
 MAX_CORRECTION_CHARS = 5000  # a segment, not a document: the translate route's own limit on a text
@@ -44,7 +44,9 @@ class AdaptationCreate(Input):
         strict=False,
         description="the data mixed in so the model does not forget (default: the dataset its job trained on)",
     )
-    mix_share: float = Field(0.5, gt=0, lt=1, description="the corrections' share of the training rows")
+    mix_share: float = Field(
+        DEFAULT_MIX_SHARE, gt=0, lt=1, description="the corrections' share of the training rows (repeated to make it)"
+    )
     register_as: RegisteredName | None = Field(
         None, description="the registry name the adapted model is published under (default: the model's own name)"
     )

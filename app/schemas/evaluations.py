@@ -30,6 +30,13 @@ class EvaluationCreate(Input):
     backend: Backend = Field(
         "auto", description=BACKEND_DESCRIPTION + "; compare scores of the same backend (the record's `backend`)"
     )
+    glossary_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=100,
+        description="a glossary of yours whose terms the hypotheses follow (as on /translate); `scores.glossary` "
+        "counts the terms met and how each got in",
+    )
 
 
 class EvaluationPublic(Output):

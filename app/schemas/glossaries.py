@@ -11,6 +11,7 @@ from app.schemas.common import Input, Language, Output
 MAX_TERM_CHARS = 200  # a term longer than this is a sentence, not a term
 MAX_ENTRIES = 10_000
 MAX_CSV_CHARS = 2_000_000
+MAX_TBX_CHARS = 10_000_000  # XML is verbose; the body limit (MAX_BODY_KB) binds first by default
 
 
 class GlossaryEntry(Input):
@@ -19,8 +20,9 @@ class GlossaryEntry(Input):
 
 
 class GlossaryCreate(Input):
-    """A glossary from `entries`, or from `csv`: two columns, source and target, a row each (a first row
-    `source,target` is a header and skipped); exactly one of the two."""
+    """A glossary from `entries`, from `csv` (two columns, source and target, a row each; a first row
+    `source,target` is a header and skipped), or from `tbx` (a TermBase eXchange document: of each term entry, the
+    terms in the glossary's two languages); exactly one of the three."""
 
     name: str = Field(min_length=1, max_length=200)
     source_language: Language
@@ -32,11 +34,14 @@ class GlossaryCreate(Input):
     )
     entries: list[GlossaryEntry] | None = Field(None, max_length=MAX_ENTRIES)
     csv: str | None = Field(None, min_length=1, max_length=MAX_CSV_CHARS, description="source,target rows")
+    tbx: str | None = Field(
+        None, min_length=1, max_length=MAX_TBX_CHARS, description="a TBX document (TBX-Basic, ISO 30042) as text"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> GlossaryCreate:
-        if (self.entries is None) == (self.csv is None):
-            raise ValueError("give the terms as `entries` or as `csv`, one of the two")
+        if sum(terms is not None for terms in (self.entries, self.csv, self.tbx)) != 1:
+            raise ValueError("give the terms as `entries`, `csv` or `tbx`, one of the three")
         return self
 
 

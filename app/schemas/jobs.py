@@ -17,6 +17,11 @@ JobStatus = Literal["queued", "running", "succeeded", "failed", "cancelled", "pr
 Objective = Literal["translation", "denoising"]
 
 
+# The new rows' share of a mixed fine-tuning (model/data/mixing.py). Chu et al. (2017) oversample the new data to the
+# old's size (0.5); adapting a model to 500 corrections on a real domain shift (bench/corrections.py), 0.5 gained 6.9
+# BLEU on the new domain and lost 2.4 on the old, 0.25 gained 9.5 and lost none.
+DEFAULT_MIX_SHARE = 0.25
+
 Preset = Literal["auto", "tiny", "small", "base", "big"]
 PRESETS: tuple[str, ...] = get_args(Preset)
 AUTO_PRESET: Literal["auto"] = "auto"
@@ -189,7 +194,10 @@ class JobCreate(JobLabels):
         "the old; the training rows are repeated to make `mix_share` of the whole",
     )
     mix_share: float | None = Field(
-        None, gt=0, lt=1, description="the training rows' share of the mix (default 0.5); only with mix_dataset_id"
+        None,
+        gt=0,
+        lt=1,
+        description=f"the training rows' share of the mix (default {DEFAULT_MIX_SHARE}); only with mix_dataset_id",
     )
     register_as: RegisteredName | None = Field(
         None,

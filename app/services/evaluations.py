@@ -13,6 +13,7 @@ from app.core.settings import Settings
 from app.core.task_names import EVALUATE
 from app.db.tables import Dataset, Evaluation, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
+from app.services import glossaries
 from app.services.datasets import require_ready
 from app.services.errors import InvalidField
 from app.services.queueing import dispatch_background
@@ -42,14 +43,19 @@ def create(
     if dataset.kind != "parallel":
         raise InvalidField("dataset_id", f"dataset {body.dataset_id} is {dataset.kind}; a test set is parallel")
     require_ready(dataset, "dataset_id")
+    if body.glossary_id is not None:  # 422 for another's or a pair not the model's; the worker reads it then
+        glossaries.for_translation(
+            session, model.owner_id, str(body.glossary_id), (model.source_language, model.target_language)
+        )
     if body.beam_size > settings.max_beam_size:
         raise InvalidField("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    given = {"glossary_id"} if body.glossary_id else set()  # settings from before glossaries stay as they were
     evaluation = Evaluation(
         owner_id=model.owner_id,
         model_id=model.id,
         dataset_id=dataset.id,
         job_id=job_id,
-        settings=body.model_dump(mode="json", exclude={"dataset_id"}),
+        settings=body.model_dump(mode="json", exclude={"dataset_id"} | ({"glossary_id"} - given)),
         sentences=min(dataset.rows, body.max_sentences or dataset.rows),
     )
     session.add(evaluation)

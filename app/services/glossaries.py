@@ -1,4 +1,4 @@
-"""Glossaries as an organisation stores them: the terms read from a request (entries or CSV), checked, and kept.
+"""Glossaries as an organisation stores them: the terms read from a request (entries, CSV or TBX), checked, and kept.
 
 A glossary is refused (422 naming the problem) when it holds no term, a term that is empty once its spaces are
 collapsed or longer than MAX_TERM_CHARS, a CSV row that is not two columns, or one source (under the glossary's
@@ -34,6 +34,42 @@ def parse_csv(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
+def _primary(language: str | None) -> str:
+    """A language tag's primary subtag, lowercase: en-US and EN are en."""
+    return (language or "").replace("_", "-").split("-")[0].lower()
+
+
+def parse_tbx(text: str, source_language: str, target_language: str) -> list[tuple[str, str]]:
+    """The (source, target) terms of a TBX document (TermBase eXchange, ISO 30042; read by the Translate Toolkit's
+    parser, which resolves no XML entity): of each term entry, the first term of a language set in each of the
+    glossary's languages (by primary subtag: en-US is en); entries lacking either language are skipped."""
+    from lxml.etree import XMLSyntaxError
+    from translate.misc.xml_helpers import getXMLlang
+    from translate.storage.tbx import tbxfile
+
+    try:
+        store = tbxfile.parsestring(text.encode("utf-8"))  # type: ignore[no-untyped-call]  # the toolkit is untyped
+    except (XMLSyntaxError, AssertionError, ValueError) as exc:  # not XML; XML whose root is not <martif>
+        detail = str(exc) or "its root element is not <martif>"
+        raise InvalidField("tbx", f"not a TBX document: {detail}") from exc
+    wanted, pairs, seen = (_primary(source_language), _primary(target_language)), [], set()
+    for unit in store.units:
+        terms: dict[str, str] = {}
+        for node in unit.getlanguageNodes():
+            language, term = _primary(getXMLlang(node)), unit.getNodeText(node)  # type: ignore[no-untyped-call]
+            if language and term and term.strip():
+                terms.setdefault(language, term)
+                seen.add(language)
+        if all(language in terms for language in wanted):
+            pairs.append((terms[wanted[0]], terms[wanted[1]]))
+    if not pairs:
+        found = ", ".join(sorted(seen)) or "none"
+        raise InvalidField(
+            "tbx", f"no term entry has terms in both {source_language} and {target_language} (languages found: {found})"
+        )
+    return pairs
+
+
 def checked_terms(pairs: list[tuple[str, str]], case_sensitive: bool, field: str) -> list[list[str]]:
     """The terms, spaces collapsed, each distinct entry once, in their first order; InvalidField for an empty
     glossary, an empty or overlong term, or a source with two targets."""
@@ -65,6 +101,8 @@ def checked_terms(pairs: list[tuple[str, str]], case_sensitive: bool, field: str
 def create(session: Session, owner_id: str, body: GlossaryCreate) -> Glossary:
     if body.csv is not None:
         pairs, field = parse_csv(body.csv), "csv"
+    elif body.tbx is not None:
+        pairs, field = parse_tbx(body.tbx, body.source_language, body.target_language), "tbx"
     else:
         pairs, field = [(e.source, e.target) for e in body.entries or []], "entries"
     glossary = Glossary(

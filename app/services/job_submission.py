@@ -15,7 +15,7 @@ from app.core.settings import Settings
 from app.db.keys import Caller
 from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
-from app.schemas.jobs import JobCreate, ModelSpec
+from app.schemas.jobs import DEFAULT_MIX_SHARE, JobCreate, ModelSpec
 from app.services import idempotency, job_visibility, model_refs
 from app.services.datasets import refuse_failed
 from app.services.errors import Conflict, Forbidden, InvalidField
@@ -25,7 +25,6 @@ from model.probes.anatomy import count_parameters, estimate_memory, parameter_gr
 from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
 from model.train.size_choice import PRESET_FIELD, PRESET_ORDER
 
-DEFAULT_MIX_SHARE = 0.5  # Chu et al. (2017) oversample the new data to the old's size
 REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
 GB = 1024**3
 

@@ -33,6 +33,9 @@ class Occurrence:
     target: str
 
 
+HOW = ("present", "replaced", "inserted")  # how a term got into a translation
+
+
 @dataclass(frozen=True)
 class Applied:
     source: str

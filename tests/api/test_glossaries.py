@@ -67,8 +67,8 @@ def test_a_csv_glossary_skips_its_header_and_blank_lines_and_keeps_each_entry_on
         ({"entries": [{"source": "  ", "target": "x"}]}, "an entry has an empty source term"),
         ({"entries": [{"source": "a" * (MAX_TERM_CHARS + 1), "target": "x"}]}, "at most 200 characters"),
         ({"entries": None, "csv": "file,fichier,extra\n"}, "row 1 has 3 columns, not 2"),
-        ({"csv": "file,fichier\n"}, "give the terms as `entries` or as `csv`, one of the two"),
-        ({"entries": None}, "give the terms as `entries` or as `csv`, one of the two"),
+        ({"csv": "file,fichier\n"}, "give the terms as `entries`, `csv` or `tbx`, one of the three"),
+        ({"entries": None}, "give the terms as `entries`, `csv` or `tbx`, one of the three"),
         ({"source_language": "english"}, "must be a BCP 47 tag"),
     ],
 )
@@ -95,3 +95,63 @@ def test_reading_needs_read_and_writing_models_write(client, make_key):
     assert created.status_code == 201
     assert client.get(f"/v1/glossaries/{created.json()['id']}", headers=writer).status_code == 403
     assert client.get(f"/v1/glossaries/{created.json()['id']}", headers=reader).status_code == 200
+
+
+TBX = """<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE martif [<!ENTITY secret SYSTEM "file:///etc/passwd">]>
+<martif type="TBX" xml:lang="en"><martifHeader><fileDesc><sourceDesc><p>ui</p></sourceDesc></fileDesc></martifHeader>
+<text><body>
+  <termEntry id="1">
+    <langSet xml:lang="en"><tig><term>address bar</term></tig></langSet>
+    <langSet xml:lang="de"><tig><term>Adressleiste</term></tig></langSet>
+    <langSet xml:lang="fr"><tig><term>barre d'adresse</term></tig></langSet>
+  </termEntry>
+  <termEntry id="2">
+    <langSet xml:lang="en-US"><ntig><termGrp><term>file</term></termGrp></ntig></langSet>
+    <langSet xml:lang="fr-FR"><ntig><termGrp><term>fichier</term></termGrp></ntig></langSet>
+  </termEntry>
+  <termEntry id="3"><langSet xml:lang="en"><tig><term>only English</term></tig></langSet></termEntry>
+  <termEntry id="4">
+    <langSet xml:lang="en"><tig><term>&secret;root</term></tig></langSet>
+    <langSet xml:lang="fr"><tig><term>racine</term></tig></langSet>
+  </termEntry>
+</body></text></martif>
+"""
+
+
+ENTITIES = "".join(f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(8))
+BOMB = (
+    f'<?xml version="1.0"?><!DOCTYPE martif [<!ENTITY a "aaaaaaaaaa">{ENTITIES}]><martif type="TBX"><text><body>'
+    '<termEntry><langSet xml:lang="en"><tig><term>&i;</term></tig></langSet>'
+    '<langSet xml:lang="fr"><tig><term>x</term></tig></langSet></termEntry></body></text></martif>'
+)
+
+
+def test_a_tbx_glossary_takes_each_entrys_terms_in_its_two_languages(client, alice):
+    created = client.post("/v1/glossaries", json=_body(entries=None, tbx=TBX), headers=alice)
+    assert created.status_code == 201, created.text
+    assert created.json()["entries"] == [
+        {"source": "address bar", "target": "barre d'adresse"},
+        {"source": "file", "target": "fichier"},  # en-US and fr-FR are en and fr
+        {"source": "root", "target": "racine"},  # the external entity is not read
+    ]
+    german = client.post("/v1/glossaries", json=_body(entries=None, tbx=TBX, target_language="de"), headers=alice)
+    assert german.json()["entries"] == [{"source": "address bar", "target": "Adressleiste"}]
+
+
+@pytest.mark.parametrize(
+    ("tbx", "needle"),
+    [
+        ("<martif><text><body>", "not a TBX document"),
+        ("<tmx version='1.4'><body/></tmx>", "not a TBX document"),
+        (BOMB, "Maximum entity amplification factor exceeded"),  # a billion laughs: refused, not expanded
+        (
+            TBX.replace('xml:lang="fr"', 'xml:lang="es"').replace("fr-FR", "es"),
+            "no term entry has terms in both en and fr (languages found: de, en, es)",
+        ),
+    ],
+)
+def test_a_bad_tbx_document_is_a_422_naming_the_problem(client, alice, tbx, needle):
+    response = client.post("/v1/glossaries", json=_body(entries=None, tbx=tbx), headers=alice)
+    assert response.status_code == 422 and needle in response.text, response.text
+    assert _count(client, alice) == 0

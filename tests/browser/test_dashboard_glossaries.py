@@ -33,3 +33,29 @@ def test_the_glossaries_page_creates_lists_shows_and_deletes_a_glossary(page):
     p.once("dialog", lambda dialog: dialog.accept())
     row.get_by_role("button", name="Delete").click()
     row.wait_for(state="detached")
+
+
+def test_a_tbx_file_loaded_in_the_form_makes_a_glossary(page, tmp_path):
+    tbx = tmp_path / "ui.tbx"
+    tbx.write_text(
+        '<?xml version="1.0"?><martif type="TBX" xml:lang="en"><text><body>'
+        '<termEntry><langSet xml:lang="en"><tig><term>folder</term></tig></langSet>'
+        '<langSet xml:lang="fr"><tig><term>dossier</term></tig></langSet></termEntry>'
+        "</body></text></martif>",
+        encoding="utf-8",
+    )
+    p = page.page
+    page.sign_in()
+    p.locator("#nav").get_by_role("link", name="Glossaries").click()
+    p.get_by_label("Name").fill("tbx terms")
+    p.get_by_label("To").fill("fr")
+    p.locator("#glossary-file").set_input_files(str(tbx))
+    p.wait_for_function("document.querySelector('#glossary-csv').value.includes('martif')")
+    p.get_by_role("button", name="Create glossary").click()
+    row = p.locator("tr[data-glossary]", has_text="tbx terms")
+    row.wait_for()
+    assert "1 term" in row.inner_text() and "en → fr" in row.inner_text()
+    row.locator("summary").click()
+    terms = row.locator(".glossary-terms table tr")
+    terms.first.wait_for()
+    assert terms.all_inner_texts() == ["folder\t→\tdossier"]

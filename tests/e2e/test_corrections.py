@@ -55,7 +55,7 @@ def test_an_adaptation_learns_the_corrections_without_forgetting(served):
     assert dataset["rows"] == 300 and dataset["lineage"]["kind"] == "corrections"
     assert dataset["lineage"]["model_id"] == parent and dataset["lineage"]["corrections"] == 300
     job = api.job(adaptation["job_id"])
-    assert job["init_model_id"] == parent and job["register_as"] == "numbers-adapted" and job["mix_share"] == 0.5
+    assert job["init_model_id"] == parent and job["register_as"] == "numbers-adapted" and job["mix_share"] == 0.25
     assert job["mix_dataset_id"] == adaptation["mix_dataset_id"]  # the data the parent was trained on
     done = api.wait(job["id"], ("succeeded", "failed", "cancelled"), timeout=600)
     assert done["status"] == "succeeded" and done["error"] is None, done

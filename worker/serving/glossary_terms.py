@@ -4,12 +4,15 @@ evaluations): the glossary compiled for the model, and the results with its term
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
 import torch
 
-from model.decode.glossary import Glossary, apply_glossary
+from app.db.glossary_tables import Glossary as GlossaryRow
+from app.db.session import session_scope
+from model.decode.glossary import HOW, Glossary, apply_glossary
 from worker.serving.errors import RequestError
 from worker.serving.model_cache import LoadedModel
 
@@ -35,3 +38,18 @@ def with_terms(
             text, applied = apply_glossary(loaded.model, loaded.tokenizer, source, result["text"], terms)
             out.append({**result, "text": text, "glossary_terms": [asdict(a) for a in applied]})
     return out
+
+
+def stored_glossary(glossary_id: str) -> dict[str, Any]:
+    """A background translation's glossary as it is now ({"entries", "case_sensitive"}); 422 once it is deleted."""
+    with session_scope() as session:
+        row = session.get(GlossaryRow, glossary_id)
+        if row is None:
+            raise RequestError(422, f"glossary {glossary_id} was deleted after the request named it; ask again")
+        return {"entries": row.entries, "case_sensitive": row.case_sensitive}
+
+
+def term_counts(results: list[dict[str, Any]]) -> dict[str, int]:
+    """How many glossary terms the results met, and how each got into its translation."""
+    counts = Counter(term["how"] for result in results for term in result.get("glossary_terms", []))
+    return {"terms": sum(counts.values()), **{how: counts.get(how, 0) for how in HOW}}

@@ -30,7 +30,9 @@ from app.services import webhooks
 from app.services.evaluations import hypotheses_key
 from model.data.corpus import DataError
 from model.decode.calibration import confidence_split
+from model.decode.glossary import Glossary
 from worker.serving.errors import RequestError
+from worker.serving.glossary_terms import compiled_glossary, stored_glossary, term_counts, with_terms
 from worker.serving.model_cache import LoadedModel
 from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
 from worker.tasks.inference import cache
@@ -126,21 +128,25 @@ def _evaluate(evaluation_id: str) -> None:
         if not task_rows.claim(session, Evaluation, evaluation_id, sentences=len(rows)):
             return
     model = cache().get(evaluation.model_id)
+    glossary_id = settings.get("glossary_id")
+    terms = compiled_glossary(model, stored_glossary(glossary_id)) if glossary_id else None
     options = Options(beam_size=settings["beam_size"], alpha=settings["alpha"])
     sources = [source for source, _ in rows]
     fits = [len(model.tokenizer.encode(s)) + 1 <= model.model.config.max_positions for s in sources]
-    passed = _hypotheses(evaluation_id, model, sources, fits, options, backend)
+    passed = _hypotheses(evaluation_id, model, sources, fits, options, backend, terms)
     if passed is not None and len(passed[2]) > 1:  # the scores are then PyTorch's alone
         log.warning("evaluation %s: CTranslate2 failed part-way; translating it again with PyTorch", evaluation_id)
-        passed = _hypotheses(evaluation_id, model, sources, fits, options, PYTORCH)
+        passed = _hypotheses(evaluation_id, model, sources, fits, options, PYTORCH, terms)
     if passed is None:
         return  # deleted meanwhile
-    hypotheses, confidences, answered = passed
+    hypotheses, confidences, answered, applied = passed
     by = min(answered, default=None)  # one backend, or None when no source fitted the model
     references = [target for _, target in rows]
     scores = score(scorers, hypotheses, references)
     scores["too_long"] = fits.count(False)
     scores["confidence"] = confidence_split(hypotheses, references, confidences, calibration)
+    if terms is not None:
+        scores["glossary"] = {"glossary_id": glossary_id, **term_counts(applied)}
     key = hypotheses_key(evaluation.model_id, evaluation_id)
     get_store().write_bytes(key, "".join(h.replace("\n", " ") + "\n" for h in hypotheses).encode())
     with session_scope() as session:
@@ -150,18 +156,28 @@ def _evaluate(evaluation_id: str) -> None:
 
 
 def _hypotheses(
-    evaluation_id: str, model: LoadedModel, sources: list[str], fits: list[bool], options: Options, backend: str
-) -> tuple[list[str], list[float | None], set[str]] | None:
-    """The sources' translations and their confidences CHUNK at a time, progress written after each, and the
-    backends that answered;
+    evaluation_id: str,
+    model: LoadedModel,
+    sources: list[str],
+    fits: list[bool],
+    options: Options,
+    backend: str,
+    terms: Glossary | None = None,
+) -> tuple[list[str], list[float | None], set[str], list[dict[str, Any]]] | None:
+    """The sources' translations (with the glossary's terms, given one) and their confidences CHUNK at a time,
+    progress written after each, the backends that answered, and the results that met glossary terms;
     it stops early once a second one did (CTranslate2 failing part-way under auto). A source that does not fit the
     model gets an empty hypothesis, which costs the score its share. None if the evaluation was deleted meanwhile."""
     hypotheses: list[str] = []
     confidences: list[float | None] = []
     answered: set[str] = set()
+    applied: list[dict[str, Any]] = []
     for start in range(0, len(sources), CHUNK):
         chunk = [s for s, ok in zip(sources[start : start + CHUNK], fits[start : start + CHUNK]) if ok]
         results, by = translate(model, chunk, options, backend) if chunk else ([], None)
+        if terms is not None and results:
+            results = with_terms(model, terms, chunk, results)
+            applied += [r for r in results if r["glossary_terms"]]
         answered |= {by} if by else set()
         if len(answered) > 1:
             break
@@ -173,7 +189,7 @@ def _hypotheses(
         with session_scope() as session:
             if not task_rows.progress(session, Evaluation, evaluation_id, len(hypotheses)):
                 return None
-    return hypotheses, confidences, answered
+    return hypotheses, confidences, answered, applied
 
 
 @shared_task(  # type: ignore[untyped-decorator]  # celery ships no types

@@ -14,6 +14,7 @@ import logging
 from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate
+from typing import Any
 
 from celery import shared_task
 
@@ -24,7 +25,9 @@ from app.db.session import session_scope
 from app.db.tables import FileTranslation
 from app.services.file_translations import result_key
 from model.data.segments import join_document, join_pieces, one_line, pieces_that_fit, sentences, split_document
+from model.decode.glossary import Glossary
 from worker.serving.errors import RequestError
+from worker.serving.glossary_terms import compiled_glossary, stored_glossary, term_counts, with_terms
 from worker.serving.model_cache import LoadedModel
 from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
 from worker.tasks.inference import cache
@@ -47,15 +50,20 @@ def _translate_pieces(
     ends: list[int],
     options: Options,
     backend: str,
-) -> tuple[list[str], set[str]] | None:
-    """The pieces translated CHUNK at a time, progress written after each (in sentences: `ends`), and the backends
-    that answered; it stops early once a second one did (CTranslate2 failing part-way under auto). None if the
-    row was deleted meanwhile."""
+    terms: Glossary | None = None,
+) -> tuple[list[str], set[str], list[dict[str, Any]]] | None:
+    """The pieces translated CHUNK at a time (with the glossary's terms, given one), progress written after each (in
+    sentences: `ends`), the backends that answered, and the results that met glossary terms; it stops early once a
+    second backend answered (CTranslate2 failing part-way under auto). None if the row was deleted meanwhile."""
     answered: set[str] = set()
+    applied: list[dict[str, Any]] = []
 
     def decode(texts: list[str]) -> list[str]:
         results, by = translate(loaded, texts, options, backend)
         answered.add(by)
+        if terms is not None:
+            results = with_terms(loaded, terms, texts, results)
+            applied.extend(r for r in results if r["glossary_terms"])
         return [t["text"] for t in results]
 
     done: list[str] = []
@@ -66,7 +74,7 @@ def _translate_pieces(
         with session_scope() as session:
             if not task_rows.progress(session, FileTranslation, translation_id, bisect_right(ends, len(done))):
                 return None
-    return done, answered
+    return done, answered, applied
 
 
 def _translate(translation_id: str) -> None:
@@ -95,18 +103,22 @@ def _translate(translation_id: str) -> None:
     ok = [fits(p) for p in pieces]  # all but a character too long for the model
     ends = list(accumulate(len(sentence) for sentence in split))  # pieces done when each sentence is
     options = Options(beam_size=row.settings["beam_size"])
-    passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, backend)
+    glossary_id = row.settings.get("glossary_id")
+    terms = compiled_glossary(loaded, stored_glossary(glossary_id)) if glossary_id else None
+    passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, backend, terms)
     if passed is not None and len(passed[1]) > 1:  # the file is then PyTorch's throughout
         log.warning("translation %s: CTranslate2 failed part-way; translating it again with PyTorch", translation_id)
-        passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, PYTORCH)
+        passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, PYTORCH, terms)
     if passed is None:
         return  # deleted meanwhile
-    done, answered = passed
+    done, answered, applied = passed
     by = min(answered, default=None)  # one backend, or None when no piece fitted the model
     key = result_key(row.model_id, translation_id)
     translations = join_pieces(done, [len(sentence) for sentence in split])
     get_store().write_bytes(key, join_document(document, translations).encode("utf-8"))
     settings = {**row.settings, "untranslated": ok.count(False)}
+    if terms is not None:
+        settings["glossary_terms"] = term_counts(applied)
     with session_scope() as session:
         task_rows.succeed(session, FileTranslation, translation_id, result_key=key, settings=settings, backend=by)
     log.info(
