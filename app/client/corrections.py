@@ -52,13 +52,13 @@ def cmd_correct(args: argparse.Namespace) -> None:
         fail("give a source and --corrected, or --file")
     with connection.open_client(args) as client:
         for row in rows:
-            check(client.post(path("v1", "models", args.model, "corrections"), json=row))
+            check(client.post(path("models", args.model, "corrections"), json=row))
     print(f"{len(rows)} correction{'s' if len(rows) != 1 else ''} of {args.model} sent", file=sys.stderr)
 
 
 def cmd_corrections(args: argparse.Namespace) -> None:
     with connection.open_client(args) as client:
-        rows = connection.page_through(client, path("v1", "models", args.model, "corrections"), {}, args.limit)
+        rows = connection.page_through(client, path("models", args.model, "corrections"), {}, args.limit)
     print_items(rows, CORRECTION_COLUMNS, args.json)
 
 
@@ -72,7 +72,7 @@ def cmd_adapt(args: argparse.Namespace) -> None:
     if args.mix_dataset:
         body["mix_dataset_id"] = args.mix_dataset
     with connection.open_client(args) as client:
-        adaptation = check(client.post(path("v1", "models", args.model, "adaptations"), json=body))
+        adaptation = check(client.post(path("models", args.model, "adaptations"), json=body))
         print(
             f"adapting {args.model} to {adaptation['corrections']} corrections (dataset {adaptation['dataset_id']}); "
             f"its model becomes the next version of {adaptation['register_as']}",

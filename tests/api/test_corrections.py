@@ -186,3 +186,29 @@ def test_a_job_registers_its_model_only_while_its_key_may(client, alice, paralle
         why = _registering_caller(session, session.get(Job, created["id"]))
     assert isinstance(why, str) and why.startswith("succeeded, but its model was not registered as numbers: API key")
     assert "was revoked" in why
+
+
+def test_the_command_line_sends_lists_and_adapts(cli, alice, client, parallel_id, tmp_path):
+    model = _model_row("alice")
+    _with_training_data(model, parallel_id)
+    key = alice["Authorization"].removeprefix("Bearer ")
+    code, _, err = cli("correct", model, "two", "--translation", "zwo", "--corrected", "zwei", "--key", key)
+    assert code == 0 and "1 correction of" in err, err
+    fixes = tmp_path / "fixes.jsonl"
+    lines = [
+        '{"source": "three", "corrected": "drei"}',
+        "",
+        '{"source": "four", "translation": "x", "corrected": "vier"}',
+    ]
+    fixes.write_text("\n".join(lines) + "\n")
+    code, _, err = cli("correct", model, "--file", str(fixes), "--key", key)
+    assert code == 0 and "2 corrections of" in err, err
+    fixes.write_text('{"source": "five"}\n')
+    code, _, err = cli("correct", model, "--file", str(fixes), "--key", key)
+    assert code == 1 and "fixes.jsonl:1: each line is an object with source, corrected" in err
+    code, out, _ = cli("corrections", model, "--key", key)
+    assert code == 0 and out.splitlines()[1].split()[1:3] == ["four", "x"]  # newest first
+    code, out, err = cli("adapt", model, "--minutes", "2", "--mix-share", "0.3", "--key", key)
+    assert code == 0 and "adapting" in err and "3 corrections" in err and "next version of numbers" in err, err
+    job = client.get(f"/v1/jobs/{out.strip()}", headers=alice).json()
+    assert (job["init_model_id"], job["mix_share"], job["training"]["max_minutes"]) == (model, 0.3, 2)
