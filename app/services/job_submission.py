@@ -201,6 +201,10 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
             raise InvalidField("test_dataset_id", "only translation models are evaluated on a test set")
         _dataset(session, owner_id, str(body.test_dataset_id), "test_dataset_id", body.objective)
     _check_mix(session, owner_id, body)
+    if body.training.best_metric != "loss" and body.objective != "translation":
+        raise InvalidField(
+            "training.best_metric", f"best_metric={body.training.best_metric!r} scores translations; use 'loss'"
+        )
     name, config = candidate_configs(body.model)[0]
     training = body.training
     if training.max_length + 2 > config.max_positions:

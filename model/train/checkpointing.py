@@ -21,6 +21,15 @@ from model.train.config import TrainConfig, TrainingError
 from model.train.events import Callbacks, CheckpointInfo
 
 
+def criterion(metrics: dict[str, float], best_metric: str) -> float | None:
+    """What orders evaluations (lower is better): the validation loss, or minus its BLEU or chrF; None when the
+    evaluation did not measure it."""
+    value = metrics.get(best_metric)
+    if value is None:
+        return None
+    return float(value) if best_metric == "loss" else -float(value)
+
+
 class Checkpoints:
     """The checkpoints of a run under root/step-NNNNNNNN (root None: the run writes none, e.g. on a data-parallel
     rank other than 0). Keeps the paths of the best (the lowest validation loss among those evaluated at their own
@@ -47,7 +56,7 @@ class Checkpoints:
         self.model, self.tokenizer, self.objective, self.optimizer = model, tokenizer, objective, optimizer
         self.config, self.callbacks, self.meta = config, callbacks, meta
         self.best: str | None = None
-        self.best_loss: float | None = None  # the best one's validation loss
+        self.best_loss: float | None = None  # the best one's criterion (its validation loss, or minus its BLEU)
         self.last: str | None = None
         self.last_step = 0  # the step of the last one
 
@@ -67,7 +76,7 @@ class Checkpoints:
         is called once this checkpoint is the best, if it is, so that it names itself."""
         assert self.root is not None
         path = step_dir(self.root, step)
-        loss = metrics.get("loss") if evaluated else None
+        loss = criterion(metrics, self.config.best_metric) if evaluated else None
         if loss is not None and (self.best_loss is None or loss < self.best_loss):
             self.best, self.best_loss = str(path), float(loss)
         save_checkpoint(

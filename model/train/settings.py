@@ -132,6 +132,12 @@ class TrainSettings(Settings):
         3, ge=1, le=MAX_KEEP_CHECKPOINTS, description="newest step checkpoints kept (plus the best)"
     )
     average_last: int = Field(1, ge=1, le=20, description="average the last N checkpoints into the model")
+    best_metric: Literal["loss", "bleu", "chrf"] = Field(
+        "loss",
+        description="what picks the best checkpoint (the model, unless averaged) and counts for early stopping: the "
+        "validation loss (lowest), or the BLEU or chrF of the validation translations (highest; translation jobs), "
+        "as fairseq's --best-checkpoint-metric",
+    )
 
     @field_validator("average_last")
     @classmethod

@@ -28,7 +28,7 @@ from model.io.checkpoint import OBJECTIVES, Checkpoint, load_checkpoint
 from model.io.checkpoint_tensors import load_optimizer_state
 from model.nn.compile import compile_layers, eager_on_failure
 from model.nn.transformer import Transformer
-from model.train.checkpointing import Checkpoints, resumable_state
+from model.train.checkpointing import Checkpoints, criterion, resumable_state
 from model.train.config import StopReason, TrainConfig, TrainingError
 from model.train.events import Callbacks, TrainResult
 from model.train.loader import Loader, pin_for
@@ -134,6 +134,7 @@ class Trainer:
         self.elapsed = 0.0
         self.best_valid_loss: float | None = None
         self.best_step: int | None = None
+        self.best_score: float | None = None  # the best evaluation by best_metric (lower is better): early stopping
         self.bad_evals = 0
         self.last_eval_step = 0
         self.eval_seconds = 0.0  # wall-clock spent evaluating, summed over resumed attempts (part of elapsed)
@@ -168,6 +169,7 @@ class Trainer:
             "elapsed_seconds": self.elapsed,
             "best_valid_loss": self.best_valid_loss,
             "best_step": self.best_step,
+            "best_score": self.best_score,
             "bad_evals": self.bad_evals,
             "last_eval_step": self.last_eval_step,
             "eval_seconds": self.eval_seconds,
@@ -194,6 +196,7 @@ class Trainer:
             raise TrainingError(f"{ckpt.path}: the batch position does not fit this run: {e}") from e
         self.step, self.elapsed = int(state["step"]), float(state["elapsed_seconds"])
         self.best_valid_loss, self.best_step = state["best_valid_loss"], state["best_step"]
+        self.best_score = state.get("best_score", self.best_valid_loss)  # older checkpoints: the loss decided
         self.bad_evals, self.last_eval_step = int(state["bad_evals"]), int(state["last_eval_step"])
         self.eval_seconds = float(state.get("eval_seconds", 0.0))  # absent in checkpoints of older versions
         self._last_eval_elapsed = self.elapsed  # a resumed run's clock for eval_every_minutes starts here
@@ -348,7 +351,10 @@ class Trainer:
                 f"(peak_lr / lr_scale) or raise warmup_steps"
             )
         if self.best_valid_loss is None or loss < self.best_valid_loss:
-            self.best_valid_loss, self.best_step, self.bad_evals = loss, self.step, 0
+            self.best_valid_loss, self.best_step = loss, self.step
+        score = criterion(self.metrics, self.config.best_metric)  # the loss, unless best_metric says otherwise
+        if score is not None and (self.best_score is None or score < self.best_score):
+            self.best_score, self.bad_evals = score, 0
         else:
             self.bad_evals += 1
         if self.callbacks.on_eval is not None:

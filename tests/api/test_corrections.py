@@ -103,6 +103,7 @@ def test_an_adaptation_gathers_the_latest_corrections_of_the_model_and_its_ances
     assert (job["init_model_id"], job["dataset_id"], job["mix_dataset_id"]) == (child, dataset["id"], parallel_id)
     assert (job["mix_share"], job["register_as"], job["training"]["max_minutes"]) == (0.3, "numbers", 2)
     assert job["training"]["lr_scale"] == 0.25  # a fine-tuning job's default
+    assert job["training"]["best_metric"] == "chrf"  # an adaptation's best checkpoint: by its translations
     jobs_mixing = client.get("/v1/jobs", params={"dataset_id": parallel_id}, headers=alice).json()["data"]
     assert job["id"] in [j["id"] for j in jobs_mixing]
     refused = client.delete(f"/v1/datasets/{parallel_id}", headers=alice)  # the queued job mixes it in
@@ -142,13 +143,18 @@ def test_an_adaptation_that_cannot_run_is_refused_naming_why_and_leaves_nothing(
     assert client.get("/v1/jobs", headers=alice).json()["total"] == jobs
 
 
-def test_a_jobs_mix_and_registration_are_checked(client, alice, parallel_id):
+def test_a_jobs_mix_and_registration_are_checked(client, alice, parallel_id, mono_id):
     def refused(body: dict, status: int, said: str, headers=alice) -> None:
         response = client.post("/v1/jobs", json=body, headers=headers)
         assert response.status_code == status and said in response.text, (body, response.text)
 
     refused(_job(parallel_id, mix_share=0.5), 422, "give mix_dataset_id too")
     refused(_job(parallel_id, mix_dataset_id=parallel_id), 422, "is the training dataset itself")
+    refused(
+        {"objective": "denoising", "dataset_id": mono_id, "training": {"best_metric": "bleu"}},
+        422,
+        "best_metric='bleu' scores translations",
+    )
     trainer = client.post("/v1/keys", headers=alice, json={"name": "t", "scopes": ["read", "train"]})
     refused(
         _job(parallel_id, register_as="numbers"),

@@ -99,3 +99,25 @@ def test_a_later_checkpoint_with_a_higher_loss_leaves_the_best_and_a_resume_keep
     assert resumed.step == 8 and resumed.best_step == 3 and resumed.best_valid_loss == 1.0
     assert resumed.best_checkpoint == resumed.model_checkpoint == str(step_dir(tmp_path, 4))
     assert resumed.best_checkpoint_step == 4
+
+
+def test_best_metric_chrf_serves_the_highest_chrf_and_early_stopping_follows_it(data, tmp_path, monkeypatch):
+    """Fault: the loss keeps rising while the translations get better (what adapting to corrections does: the mix's
+    loss rises from the first evaluation). Pass: with best_metric chrf the run serves the checkpoint of the highest
+    chrF (step 8), not the lowest loss (step 4); the loss alone would have stopped it early."""
+    scores = {2: (2.0, 30.0), 4: (1.9, 35.0), 6: (2.2, 38.0), 8: (2.4, 41.0), 10: (2.6, 40.0), 12: (2.8, 39.0)}
+
+    def evaluate(model, objective, batches, tokenizer, examples, precision):
+        loss, chrf = scores[evaluations.pop(0)]
+        return {"loss": loss, "chrf": chrf, "bleu": chrf / 2}
+
+    evaluations = sorted(scores)
+    monkeypatch.setattr(trainer, "evaluate", evaluate)
+    result = train(data, config(max_steps=12, best_metric="chrf", early_stopping_patience=2), tmp_path)
+    assert result.stop_reason == "early_stopping" and result.step == 12  # chrF fell twice after step 8
+    assert result.model_checkpoint == result.best_checkpoint == str(step_dir(tmp_path, 8))
+    assert result.best_valid_loss == 1.9 and result.best_step == 4  # the loss is still reported as it was
+    evaluations[:] = sorted(scores)
+    by_loss = train(data, config(max_steps=12, early_stopping_patience=2), tmp_path / "loss")
+    assert by_loss.stop_reason == "early_stopping" and by_loss.step == 8
+    assert by_loss.model_checkpoint == str(step_dir(tmp_path / "loss", 4))
