@@ -7,7 +7,7 @@ pg_dump, ...: database messages, with their own terms and phrasing), whose sourc
 left out. A job at its defaults trains for --minutes on the original domain's training part (the embedded service,
 as a user would), and is registered as `gettext`. Its model translates --corrections new-domain sentences, and each
 (source, its translation, the catalog's translation) is sent as a correction. An adaptation at its defaults
-(POST /v1/models/gettext@1/adaptations: 5 minutes, the corrections repeated to a quarter of the rows among the
+(POST /v1/models/gettext@1/adaptations: 2 minutes, the corrections repeated to a quarter of the rows among the
 original training data) publishes gettext@2. Both versions then translate --test-size held-out new-domain
 sentences (no source among the corrections) and the original domain's test part.
 
@@ -133,7 +133,7 @@ def main() -> dict:
                 r = client.post("/v1/models/gettext@1/adaptations", json={})
                 r.raise_for_status()
                 adaptation = r.json()
-                done = wait(client, adaptation["job_id"], 5)
+                done = wait(client, adaptation["job_id"], 2)
                 out["adaptation"] = {
                     "steps": done["progress"]["step"],
                     "max_minutes": done["training"]["max_minutes"],

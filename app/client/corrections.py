@@ -3,7 +3,7 @@
 
     python -m app.cli correct gettext@latest "could not open file" --corrected "n'a pas pu ouvrir le fichier"
     python -m app.cli correct gettext@latest --file fixes.jsonl     # {"source", "translation", "corrected"} a line
-    python -m app.cli adapt gettext@latest --minutes 5 --watch
+    python -m app.cli adapt gettext@latest --minutes 2 --watch
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def cmd_corrections(args: argparse.Namespace) -> None:
 
 def cmd_adapt(args: argparse.Namespace) -> None:
     """Submit the adaptation; prints its job's id (and follows it with --watch)."""
-    body: dict[str, Any] = {"max_minutes": args.minutes}
+    body: dict[str, Any] = {"max_minutes": args.minutes} if args.minutes is not None else {}
     if args.mix_share is not None:
         body["mix_share"] = args.mix_share
     if args.register_as:
@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_corrections)
     p = sub.add_parser("adapt", help="fine-tune a model on its corrections into the next version of its name")
     p.add_argument("model")
-    p.add_argument("--minutes", type=float, default=5.0, help="the adaptation job's time budget")
+    p.add_argument("--minutes", type=float, help="the adaptation job's time budget (default 2)")
     p.add_argument("--mix-share", type=float, help="the corrections' share of the training rows (default 0.25)")
     p.add_argument("--mix-dataset", help="the original data to mix in (default: the model's training dataset)")
     p.add_argument("--register-as", help="the registry name (default: the model's own)")

@@ -34,7 +34,7 @@ export function correctAction(modelId, source, translation) {
 }
 
 function adaptForm(m, total, out) {
-  const minutes = h("input", { id: "adapt-minutes", type: "number", min: 0.5, max: 1440, step: 0.5, value: 5, size: 6 });
+  const minutes = h("input", { id: "adapt-minutes", type: "number", min: 0.5, max: 1440, step: 0.5, value: 2, size: 6 });
   const share = h("input", { id: "adapt-share", type: "number", min: 0.05, max: 0.95, step: 0.05, value: 0.25, size: 6 });
   const name = h("input", { id: "adapt-name", maxlength: 64, value: m.name ?? "", placeholder: "registry name", required: !m.name });
   const button = h("button", { type: "submit", id: "adapt-start", disabled: !total }, "Adapt");

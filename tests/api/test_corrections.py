@@ -102,7 +102,7 @@ def test_an_adaptation_gathers_the_latest_corrections_of_the_model_and_its_ances
     job = client.get(f"/v1/jobs/{adaptation['job_id']}", headers=alice).json()
     assert (job["init_model_id"], job["dataset_id"], job["mix_dataset_id"]) == (child, dataset["id"], parallel_id)
     assert (job["mix_share"], job["register_as"], job["training"]["max_minutes"]) == (0.3, "numbers", 2)
-    assert job["training"]["lr_scale"] == 0.25  # a fine-tuning job's default
+    assert job["training"]["lr_scale"] == 0.1  # an adaptation's default, below a fine-tuning job's 0.25
     assert job["training"]["best_metric"] == "chrf"  # an adaptation's best checkpoint: by its translations
     jobs_mixing = client.get("/v1/jobs", params={"dataset_id": parallel_id}, headers=alice).json()["data"]
     assert job["id"] in [j["id"] for j in jobs_mixing]
