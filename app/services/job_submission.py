@@ -57,12 +57,14 @@ def worker_fields(body: JobCreate) -> list[str]:
 
 def request_digest(body: JobCreate) -> str:
     payload = body.model_dump(mode="json")
-    # left out when empty: a request from before labels and languages keeps its digest
+    # left out when empty: a request from before labels, languages and mixing keeps its digest
     for label in ("name", "tags", "note", "source_language", "target_language", "mix_dataset_id", "mix_share"):
         if not payload[label]:
             del payload[label]
     if payload["register_as"] is None:
         del payload["register_as"]
+    if payload["training"].get("best_metric") == "loss":  # its default, from before the setting existed
+        del payload["training"]["best_metric"]
     if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
         payload["auto"] = auto
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
