@@ -88,9 +88,7 @@ class Dataset(Base):
     parent_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     filter_rules: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     filter_counts: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    # Where a dataset made by the service came from: {"kind": "corrections", "model_id", "models", "corrections"}
-    # for one gathered from corrections (app/services/corrections.py); None for an upload.
-    lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    lineage: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)  # made by the service: its source
     processed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # Its parse's task was sent this many times, the last at dispatched_at (None: once, at created_at); the reaper
     # sends it again when it stays processing too long, and fails it after DATASET_MAX_ATTEMPTS (dataset_rows.py).
@@ -180,8 +178,7 @@ class Job(Base):
     # The model whose weights and tokenizer the job starts from (fine-tuning); kept as a plain id, so deleting that
     # model later leaves the record (a queued job whose start is gone fails, saying so).
     init_model_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
-    # Mixed fine-tuning: rows of this dataset are sampled among the training rows, which make mix_share of them
-    # (model/data/mixing.py); register_as: the model is published as that name's next version.
+    # mixed fine-tuning (model/data/mixing.py); register_as: the name its model is published under
     mix_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), nullable=True)
     mix_share: Mapped[float | None] = mapped_column(Float, nullable=True)
     register_as: Mapped[str | None] = mapped_column(String(64), nullable=True)
