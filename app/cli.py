@@ -5,7 +5,7 @@ Administration (direct database access): `create-key NAME` (an organisation's fi
 operators, scope operator), `revoke-key PREFIX_OR_NAME`, `set-quota ORGANISATION`, `migrate`, `serve`.
 Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `status [--watch]`, `jobs`,
 `cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`,
-`correct`, `corrections`, `adapt`;
+`correct`, `corrections`, `adapt`, `translate-dataset`;
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
 `sweep-status [--watch]`, `sweep-cancel`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
 `webhook-test`, `webhook-deliveries`, `webhook-redeliver`; access `whoami`, `keys`, `create-api-key`, `revoke-api-key`,
@@ -27,6 +27,7 @@ from app.client import (
     access,
     audit,
     corrections,
+    dataset_translations,
     datasets,
     deletions,
     job_logs,
@@ -193,6 +194,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     job_logs.register(sub)
     models.register(sub)
     corrections.register(sub)
+    dataset_translations.register(sub)
     registry.register(sub)
     sweeps.register(sub)
     translations.register(sub)

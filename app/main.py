@@ -9,6 +9,7 @@ from app.api import (
     audit_log,
     corrections,
     dashboard,
+    dataset_translations,
     datasets,
     estimate,
     evaluations,
@@ -92,6 +93,7 @@ def create_app() -> FastAPI:
     app.include_router(exports.router, **KEYED)
     app.include_router(evaluations.router, **KEYED)
     app.include_router(file_translations.router, **KEYED)
+    app.include_router(dataset_translations.router, **KEYED)
     app.include_router(inference.router, **KEYED)
     app.include_router(estimate.router, **KEYED)
     app.include_router(workers.router, **KEYED)

@@ -71,6 +71,7 @@ app.conf.include = [
     "worker.tasks.model_import",
     "worker.tasks.dataset",
     "worker.tasks.file_translation",
+    "worker.tasks.dataset_translation",
     "worker.tasks.webhook",
     "worker.tasks.collect",
 ]

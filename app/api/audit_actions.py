@@ -33,6 +33,8 @@ AUDITED: dict[tuple[str, str], tuple[str, ...]] = {
     ("DELETE", "/v1/models/{name}/aliases/{alias}"): ("alias.removed",),
     ("POST", "/v1/models/{model_id}/evaluations"): ("evaluation.requested",),
     ("POST", "/v1/models/{model_id}/translations"): ("translation.requested",),
+    ("POST", "/v1/models/{model_id}/dataset-translations"): ("dataset_translation.requested",),
+    ("DELETE", "/v1/models/{model_id}/dataset-translations/{dataset_translation_id}"): ("dataset_translation.deleted",),
     ("POST", "/v1/models/{model_id}/corrections"): ("correction.added",),
     ("DELETE", "/v1/models/{model_id}/corrections/{correction_id}"): ("correction.deleted",),
     ("POST", "/v1/models/{model_id}/adaptations"): ("adaptation.requested",),

@@ -196,8 +196,8 @@ def filter_dataset(
     responses={
         404: {"description": "Not found"},
         409: {
-            "description": "In use: by an active job, a queued or running evaluation, a dataset being filtered "
-            "from it, or a running sweep"
+            "description": "In use: by an active job, a queued or running evaluation or translation, a dataset "
+            "being filtered from it, or a running sweep"
         },
     },
 )

@@ -1,8 +1,9 @@
-"""The states of background work on a model (an Evaluation, a FileTranslation), each change one conditional
-UPDATE: queued -> running -> succeeded | failed.
+"""The states of background work on a model (an Evaluation, a FileTranslation, a DatasetTranslation), each change
+one conditional UPDATE: queued -> running -> succeeded | failed.
 
 A redelivered task may claim a running row again (its worker died mid-way; the work is redone from the start
-and gives the same result); a finished one is never claimed again.
+and gives the same result, or, for a dataset translation, resumed after the parts already written); a finished one
+is never claimed again.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session
 
 from app.db.base import utcnow
+from app.db.dataset_translation_tables import DatasetTranslation
 from app.db.tables import Evaluation, FileTranslation
 
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
-Table = type[Evaluation] | type[FileTranslation]
+Table = type[Evaluation] | type[FileTranslation] | type[DatasetTranslation]
 
 
 def _changed(session: Session, table: Table, row_id: str, states: tuple[str, ...], **values: Any) -> bool:
@@ -28,10 +30,11 @@ def _changed(session: Session, table: Table, row_id: str, states: tuple[str, ...
 
 
 def claim(session: Session, table: Table, row_id: str, **values: Any) -> bool:
-    """queued (or running, on redelivery) -> running, with `values` (sizes); False once it is over or gone."""
+    """queued (or running, on redelivery) -> running, with `values` (sizes; `translated`, where the work resumes,
+    else 0); False once it is over or gone."""
     return _changed(
-        session, table, row_id, (QUEUED, RUNNING), status=RUNNING, translated=0, started_at=utcnow(), error=None,
-        **values,
+        session, table, row_id, (QUEUED, RUNNING), **{"status": RUNNING, "translated": 0, "started_at": utcnow(),
+                                                      "error": None, **values},
     )  # fmt: skip
 
 

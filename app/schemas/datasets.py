@@ -29,7 +29,7 @@ class DatasetPublic(Output):
     source_language: str | None = None
     target_language: str | None = None
     stats: dict[str, Any]
-    parent_id: str | None = Field(None, description="the dataset it was filtered from")
+    parent_id: str | None = Field(None, description="the dataset it was filtered or translated from")
     parent_deleted: bool = Field(False, description="that dataset was deleted since: `parent_id` names it")
     filter_rules: dict[str, Any] | None = None
     filter_counts: dict[str, Any] | None = Field(None, description="rows each filter rule removed, kept and total")
@@ -37,7 +37,9 @@ class DatasetPublic(Output):
         None,
         description="where a dataset the service made came from: for corrections gathered to adapt a model, "
         '{"kind": "corrections", "model_id", "models" (whose corrections), "corrections" (how many), "through" (the '
-        "last one's time)}",
+        "last one's time)}; for a dataset translated by a model, "
+        '{"kind": "translation", "translation_id", "model_id", "dataset_id" (translated), "side", "decoding", '
+        '"synthetic_side", "tag" (if any)}',
     )
     created_at: datetime
     processed_at: datetime | None = None

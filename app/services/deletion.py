@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from app.db import tombstone_rows
 from app.db.base import utcnow
+from app.db.dataset_translation_tables import DatasetTranslation
 from app.db.job_rows import ACTIVE_STATES
 from app.db.keys import Caller
 from app.db.registry_tables import ModelAlias, ModelName
@@ -165,19 +166,22 @@ DATASET_FIELDS = ("dataset_id", "valid_dataset_id", "test_dataset_id", "mix_data
 
 def dataset_users(session: Session, dataset: Dataset) -> list[str]:
     """What would fail mid-run without the dataset, each named: active jobs that train, validate or test on it,
-    evaluations queued or running on it, datasets being filtered from it, running sweeps whose trials name it."""
+    evaluations and translations of it queued or running, datasets being filtered from it, running sweeps whose
+    trials name it."""
     users = []
     named = or_(*(getattr(Job, field) == dataset.id for field in DATASET_FIELDS))
     jobs = session.scalars(select(Job.id).where(named, Job.status.in_(ACTIVE_STATES)).order_by(Job.id)).all()
     if jobs:
         users.append(f"active job(s) {', '.join(jobs)}")
-    evaluations = session.scalars(
-        select(Evaluation.id)
-        .where(Evaluation.dataset_id == dataset.id, Evaluation.status.in_((QUEUED, RUNNING)))
-        .order_by(Evaluation.id)
-    ).all()
-    if evaluations:
-        users.append(f"evaluation(s) {', '.join(evaluations)} queued or running")
+    tasks: tuple[tuple[type[Evaluation] | type[DatasetTranslation], str], ...] = (
+        (Evaluation, "evaluation(s)"),
+        (DatasetTranslation, "dataset translation(s)"),
+    )
+    for table, what in tasks:
+        pending = table.status.in_((QUEUED, RUNNING))
+        busy = session.scalars(select(table.id).where(table.dataset_id == dataset.id, pending).order_by(table.id)).all()
+        if busy:
+            users.append(f"{what} {', '.join(busy)} queued or running")
     children = session.scalars(
         select(Dataset.id).where(Dataset.parent_id == dataset.id, Dataset.status == "processing").order_by(Dataset.id)
     ).all()

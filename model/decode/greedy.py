@@ -1,10 +1,10 @@
-"""Greedy search over a trained Transformer (beam search: model/decode/beam.py), and the eval-mode switch every
-decoder and evaluation uses."""
+"""Greedy search over a trained Transformer (beam search: model/decode/beam.py; sampling: model/decode/sampling.py),
+the token-a-step loop greedy search and sampling share, and the eval-mode switch every decoder and evaluation uses."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -67,6 +67,18 @@ def greedy_decode(
     the whole prefix every step: slower, kept as the reference the KV cache must match.
     The model is put in eval mode for the call and restored afterwards.
     """
+    return step_decode(model, src_ids, lambda logits: logits.argmax(dim=-1), max_len, use_cache)
+
+
+def step_decode(
+    model: Transformer,
+    src_ids: Tensor,
+    choose: Callable[[Tensor], Tensor],
+    max_len: int | None = None,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """One token a step for each sentence, `choose` picking it from the step's logits (B, V) -> (B,) ids, tokens
+    never emitted already at -inf: greedy_decode takes the argmax, model/decode/sampling.py draws from them."""
     cfg = model.config
     max_lens = _max_lens(model, src_ids, max_len)
     with eval_mode(model):
@@ -82,7 +94,7 @@ def greedy_decode(
             hidden = model.decode(step_ids, memory, src_key_padding_mask, cache=cache)  # (B, T, d_model)
             logits = model.project(hidden[:, -1])  # (B, V)
             logits[:, never_emitted(cfg)] = float("-inf")
-            next_ids = logits.argmax(dim=-1)  # (B,)
+            next_ids = choose(logits)  # (B,)
             next_ids = next_ids.masked_fill(finished, cfg.pad_id)
             ys = torch.cat([ys, next_ids[:, None]], dim=1)  # (B, T + 1)
             finished |= (next_ids == cfg.eos_id) | (at_limit <= step + 1)

@@ -24,6 +24,7 @@ SAMPLE_BODIES = {
     ("POST", "/v1/models/{model_id}/fill-mask"): {"text": "one <mask>"},
     ("POST", "/v1/models/{model_id}/attention"): {"text": "one pear"},
     ("POST", "/v1/models/{model_id}/evaluations"): {"dataset_id": "00000000-0000-0000-0000-000000000000"},
+    ("POST", "/v1/models/{model_id}/dataset-translations"): {"dataset_id": "00000000-0000-0000-0000-000000000000"},
     ("PATCH", "/v1/jobs/{job_id}"): {"name": "pears", "tags": ["fruit"]},
     ("PATCH", "/v1/models/{model_id}"): {"name": "pears", "tags": ["fruit"], "description": "pears"},
     ("PUT", "/v1/models/{name}/aliases/{alias}"): {"version": 1},
@@ -133,6 +134,10 @@ def alice_objects(pg_client):
         f"/v1/models/{model_id}/translations", headers=alice, files={"file": ("alice-notes.txt", b"one pear\n")}
     )
     assert translation.status_code == 202, translation.text
+    dataset_translation = pg_client.post(
+        f"/v1/models/{model_id}/dataset-translations", headers=alice, json={"dataset_id": dataset.json()["id"]}
+    )
+    assert dataset_translation.status_code == 202, dataset_translation.text
     registered = pg_client.patch(f"/v1/models/{model_id}", headers=alice, json={"name": "alice-secret-name"})
     assert registered.status_code == 200, registered.text
     aliased = pg_client.put(
@@ -193,6 +198,7 @@ def alice_objects(pg_client):
         "model_id": model_id,
         "evaluation_id": evaluation.json()["id"],
         "translation_id": translation.json()["id"],
+        "dataset_translation_id": dataset_translation.json()["id"],
         "sweep_id": sweep.json()["id"],
         "webhook_id": webhook.json()["id"],
         "delivery_id": delivery.json()["id"],

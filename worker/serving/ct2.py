@@ -25,6 +25,7 @@ from model.decode.batches import CPU_BATCH_SENTENCES, GPU_BATCH_SENTENCES
 from model.decode.beam import max_target_len
 from model.decode.greedy import never_emitted
 from model.decode.queries import align
+from model.decode.sampling import Sampling
 from model.decode.scoring import search_confidence
 from model.io.export import convert_to_ctranslate2, export_marian
 from worker.device import worker_device
@@ -216,17 +217,24 @@ class CT2Translator:
         max_length: int | None,
         return_alignment: bool,
         alpha: float = 0.6,
+        sampling: Sampling | None = None,
     ) -> list[dict[str, Any]]:
         """The same result dicts as model.decode.queries.translate; alpha is CTranslate2's length penalty exponent
-        (len^alpha, where ours is GNMT's ((5 + len) / 6)^alpha)."""
+        (len^alpha, where ours is GNMT's ((5 + len) / 6)^alpha). With `sampling`, one translation each drawn token
+        by token (beam 1, CTranslate2's sampling_topk and sampling_temperature). Its seed is not used: CTranslate2
+        draws from a generator each of its threads seeds once, at its start, so its draws never repeat (measured:
+        two calls with ctranslate2.set_random_seed(2) first drew different translations)."""
         tokenizer, config = self.loaded.tokenizer, self.loaded.model.config
         sources = [tokenizer.encode(t) + [tokenizer.eos_id] for t in texts]
         longest = max(len(s) for s in sources)
         limit = max_length or max_target_len(longest, 2.0, 10, config.max_positions)
+        search: dict[str, Any] = {"beam_size": beam_size, "num_hypotheses": n_best}
+        if sampling is not None:
+            search = {"beam_size": 1, "num_hypotheses": 1, "sampling_topk": sampling.top_k,
+                      "sampling_temperature": sampling.temperature}  # fmt: skip
         results = self.translator.translate_batch(
             [[tokenizer.id_to_token(i) for i in s] for s in sources],
-            beam_size=beam_size,
-            num_hypotheses=n_best,
+            **search,
             length_penalty=alpha,
             max_decoding_length=limit,
             return_scores=True,

@@ -31,6 +31,7 @@ import torch
 
 from app.core.settings import get_settings
 from model.decode.queries import translate as beam_translate
+from model.decode.sampling import Sampling, sample_translate
 from model.decode.scoring import token_log_probs
 from model.nn.compile import eager_on_failure
 from worker.device import worker_device
@@ -69,6 +70,7 @@ class Options:
     return_alignment: bool = False
     return_token_probs: bool = False  # each best translation's "token_log_probs", by the backend that made it
     alpha: float = 0.6  # length penalty exponent
+    sampling: Sampling | None = None  # draw each token (model/decode/sampling.py) rather than search: texts only
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def translate(
             try:
                 results = translator.translate(
                     texts, options.beam_size, options.n_best, options.max_length, options.return_alignment,
-                    options.alpha,
+                    options.alpha, options.sampling,
                 )  # fmt: skip
                 if options.return_token_probs:
                     _add_token_log_probs(loaded, texts, results, translator.token_log_probs)
@@ -198,6 +200,9 @@ def _add_token_log_probs(
 
 def _pytorch(loaded: LoadedModel, texts: list[str], options: Options) -> list[dict[str, Any]]:
     limits = decode_limits(loaded.model, next(loaded.model.parameters()).device)
+    if options.sampling is not None:
+        sampled = sample_translate(loaded.model, loaded.tokenizer, texts, options.sampling, limits.max_sentences)
+        return [{"text": text} for text in sampled]
 
     def search() -> list[dict[str, Any]]:
         results = beam_translate(

@@ -1,0 +1,111 @@
+"""Translating a dataset into a new parallel dataset: the rules checked before queueing, where its parts live, the
+dispatch.
+
+POST /v1/models/{id}/dataset-translations comes here; an inference worker does the work
+(worker/tasks/dataset_translation.py) and makes the new dataset, which is then parsed and reported on like an upload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from sqlalchemy.orm import Session
+
+from app.core.settings import Settings
+from app.core.task_names import TRANSLATE_DATASET
+from app.db.dataset_translation_tables import DatasetTranslation
+from app.db.tables import Dataset, TrainedModel
+from app.schemas.dataset_translations import DatasetTranslationCreate
+from app.services.datasets import require_ready
+from app.services.errors import InvalidField
+from app.services.file_translations import translations_prefix
+from app.services.queueing import dispatch_background
+
+MAJORITY = 0.5  # the share of a side's identified text one language must hold to be taken as the side's
+
+
+def parts_prefix(model_id: str, translation_id: str) -> str:
+    """Where the worker writes a translation's parts: under the model's translations, deleted with the model."""
+    return f"{translations_prefix(model_id)}/datasets/{translation_id}"
+
+
+def text_language(dataset: Dataset, side: str) -> tuple[str | None, str]:
+    """The language of a dataset's side, and how it is known: as declared at upload, else the language most of its
+    identified text is in by the data report's language identification; (None, "") when neither says."""
+    declared = dataset.source_language if side in ("source", "text") else dataset.target_language
+    if declared:
+        return declared, "declared"
+    report_side = ((dataset.report or {}).get("sides") or {}).get(side) or {}
+    detected = (report_side.get("language") or {}).get("detected") or []
+    if detected and detected[0].get("share", 0) >= MAJORITY:
+        return str(detected[0]["language"]), f"identified in {detected[0]['share']:.0%} of its text"
+    return None, ""
+
+
+def _same_language(a: str, b: str) -> bool:
+    """Whether two BCP 47 tags name one language: their primary subtags agree (en and en-GB do)."""
+    return a.split("-")[0].lower() == b.split("-")[0].lower()
+
+
+def create(
+    session: Session, settings: Settings, model: TrainedModel, body: DatasetTranslationCreate
+) -> DatasetTranslation:
+    """Insert a queued translation of a dataset of the caller's by `model` (theirs), or raise InvalidField (422)
+    naming the field: not a translation model, a dataset not ready or not theirs, a side a monolingual dataset
+    does not have, a beam over MAX_BEAM_SIZE, text in another language than the model translates from."""
+    if model.objective != "translation":
+        raise InvalidField("model_id", f"model {model.id} was trained for {model.objective}, not translation")
+    # held until the translation commits, as a job holds its datasets (app/services/deletion.delete_dataset)
+    dataset = session.get(Dataset, str(body.dataset_id), with_for_update={"read": True}, populate_existing=True)
+    if dataset is None or dataset.owner_id != model.owner_id:
+        raise InvalidField("dataset_id", f"dataset {body.dataset_id} not found")
+    require_ready(dataset, "dataset_id")
+    side = body.side if dataset.kind == "parallel" else "text"
+    if dataset.kind == "monolingual" and body.side != "source":
+        raise InvalidField("side", f"dataset {dataset.id} is monolingual: it has one side, its text (side 'source')")
+    decoding = body.decoding
+    if decoding.method == "beam" and decoding.beam_size > settings.max_beam_size:
+        raise InvalidField(
+            "decoding.beam_size", f"beam_size={decoding.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}"
+        )
+    language, known_by = text_language(dataset, side)
+    if language and model.source_language and not _same_language(language, model.source_language):
+        raise InvalidField(
+            "dataset_id",
+            f"dataset {dataset.id}'s {side} is in {language} ({known_by}); model {model.id} translates from "
+            f"{model.source_language}",
+        )
+    # the new dataset declares what is declared: the side's language, else the model's; what was only identified
+    # is checked above, never declared
+    read = (dataset.source_language if side in ("source", "text") else dataset.target_language) or model.source_language
+    made = model.target_language
+    languages = (
+        {"source": read, "target": made} if body.synthetic_side == "target" else {"source": made, "target": read}
+    )
+    stored: dict[str, Any] = {
+        "side": side,
+        "decoding": decoding.settings(),
+        "synthetic_side": body.synthetic_side,
+        "name": body.name or f"{dataset.name} translated by {model.name or model.id[:8]}"[:200],
+        "languages": languages,
+        "backend": body.backend,
+    }
+    if body.tag is not None:
+        stored["tag"] = body.tag
+    if body.max_sentences is not None:
+        stored["max_sentences"] = body.max_sentences
+    translation = DatasetTranslation(
+        owner_id=model.owner_id,
+        model_id=model.id,
+        dataset_id=dataset.id,
+        settings=stored,
+        sentences=min(dataset.rows, body.max_sentences or dataset.rows),
+    )
+    session.add(translation)
+    session.commit()
+    return translation
+
+
+def dispatch(translation_id: str, celery: Celery | None = None) -> None:
+    dispatch_background(TRANSLATE_DATASET, DatasetTranslation, translation_id, celery)
