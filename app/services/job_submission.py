@@ -63,8 +63,9 @@ def request_digest(body: JobCreate) -> str:
             del payload[label]
     if payload["register_as"] is None:
         del payload["register_as"]
-    if payload["training"].get("best_metric") == "loss":  # its default, from before the setting existed
-        del payload["training"]["best_metric"]
+    for setting, default in (("best_metric", "loss"), ("reverse", False)):  # defaults from before the settings
+        if payload["training"].get(setting) == default:
+            del payload["training"][setting]
     if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
         payload["auto"] = auto
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"))
@@ -203,6 +204,13 @@ def validate(session: Session, settings: Settings, owner_id: str, body: JobCreat
             raise InvalidField("test_dataset_id", "only translation models are evaluated on a test set")
         _dataset(session, owner_id, str(body.test_dataset_id), "test_dataset_id", body.objective)
     _check_mix(session, owner_id, body)
+    if body.training.reverse and body.objective != "translation":
+        raise InvalidField("training.reverse", "reverse swaps the sides of translation pairs; a denoising job has one")
+    if body.training.reverse and body.test_dataset_id is not None:
+        raise InvalidField(
+            "test_dataset_id",
+            "a test set is scored source -> target; a reverse job's model translates target -> source",
+        )
     if body.training.best_metric != "loss" and body.objective != "translation":
         raise InvalidField(
             "training.best_metric", f"best_metric={body.training.best_metric!r} scores translations; use 'loss'"

@@ -165,6 +165,11 @@ class DataSettings(Settings):
         "word is the same token as elsewhere",
     )
     valid_fraction: float = Field(0.05, gt=0, lt=0.5, description="held out when no validation dataset is given")
+    reverse: bool = Field(
+        False,
+        description="translation: learn target -> source from the datasets' pairs (a reverse model, as "
+        "back-translation needs); the job's languages name the direction trained",
+    )
     noise: NoiseMode = Field(
         "span", description="denoising: a <mask> replaces a span (BART infilling) or exactly one token"
     )

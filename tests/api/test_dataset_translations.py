@@ -197,3 +197,22 @@ def test_sampled_back_translations_are_tagged_sources_beside_the_real_text(clien
     assert all(s.startswith("<BT> ") for s, _ in made)
     # the reverse model reverses the targets back into the sources, at a cool temperature nearly always
     assert sum(s == f"<BT> {source}" for (s, _), (source, _) in zip(made, pairs)) >= 5
+
+
+def test_a_reverse_job_reads_every_dataset_target_first(client, alice, parallel_id):
+    """training.reverse: the model a back-translation needs learns target -> source from the same datasets (its
+    training, validation and mixed rows all swapped)."""
+    from worker.training.job_data import load_job
+
+    valid = _ready(client, alice, _jsonl([("three", "drei")]))["id"]
+    mix = _ready(client, alice, _jsonl([("four", "vier")]))["id"]
+    body = {
+        "objective": "translation", "dataset_id": parallel_id, "valid_dataset_id": valid, "mix_dataset_id": mix,
+        "training": {"reverse": True, "max_steps": 5},
+    }  # fmt: skip
+    job = client.post("/v1/jobs", json=body, headers=alice).json()
+    rows = load_job(job["id"])
+    assert sorted(set(rows.train_rows)) == [("eins", "one"), ("vier", "four"), ("zwei", "two")]
+    assert list(rows.valid_rows) == [("drei", "three")]
+    forward = client.post("/v1/jobs", json={**body, "training": {"max_steps": 5}}, headers=alice).json()
+    assert sorted(set(load_job(forward["id"]).train_rows)) == [("four", "vier"), ("one", "eins"), ("two", "zwei")]

@@ -45,16 +45,23 @@ class JobRows:
     valid_rows: Sequence[Any] | None
 
 
-def read_rows(dataset: Dataset) -> TextRows:
+def read_rows(dataset: Dataset, reverse: bool = False) -> TextRows:
     """The dataset's rows, written a line at a time to a temporary file under DATA_DIR/tmp and mapped (a remote
     store's file or a registered URI's object is downloaded once into this host's cache first): a job holds the
-    token ids it trains on, not its corpus's strings. A parallel dataset's pairs with an empty side are left out."""
+    token ids it trains on, not its corpus's strings. A parallel dataset's pairs with an empty side are left out;
+    `reverse` swaps their sides (training.reverse)."""
     directory = get_settings().data_dir / "tmp"
     directory.mkdir(parents=True, exist_ok=True)
     with rows(dataset) as numbered:
         if dataset.kind == "parallel":
             pairs = TextRows.write(
-                ((source, target) for _, source, target in numbered if source and target), 2, directory
+                (
+                    (target, source) if reverse else (source, target)
+                    for _, source, target in numbered
+                    if source and target
+                ),
+                2,
+                directory,
             )
             if dataset.rows and len(pairs) < dataset.rows:
                 log.info("dataset %s: %d pairs with an empty side skipped", dataset.id, dataset.rows - len(pairs))
@@ -95,9 +102,11 @@ def load_job(job_id: str) -> JobRows:
     if job.mix_dataset_id and job.mix_dataset_id not in datasets:
         raise TrainingError(f"dataset {job.mix_dataset_id} (mix_dataset_id) no longer exists")
     valid = datasets.get(job.valid_dataset_id) if job.valid_dataset_id else None
-    rows = JobRows(job, read_rows(datasets[job.dataset_id]), read_rows(valid) if valid is not None else None)
+    reverse = TrainingSpec.stored(job.training_config).reverse
+    train_rows = read_rows(datasets[job.dataset_id], reverse)
+    rows = JobRows(job, train_rows, read_rows(valid, reverse) if valid is not None else None)
     if job.mix_dataset_id:
-        rows = mixed_rows(rows, read_rows(datasets[job.mix_dataset_id]))
+        rows = mixed_rows(rows, read_rows(datasets[job.mix_dataset_id], reverse))
     log.info(
         "job %s: read %d rows of dataset %s%s",
         job.id,
