@@ -36,6 +36,7 @@ from app.api import (
     operator,
     organisation,
     pings,
+    pipelines,
     sweeps,
     usage,
     webhooks,
@@ -82,6 +83,7 @@ def create_app() -> FastAPI:
     app.include_router(jobs.router, **KEYED)
     app.include_router(job_deletion.router, **KEYED)
     app.include_router(sweeps.router, **KEYED)
+    app.include_router(pipelines.router, **KEYED)
     app.include_router(job_events.router, **KEYED)
     app.include_router(job_dynamics.router, **KEYED)
     app.include_router(job_logs.router, **KEYED)

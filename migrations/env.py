@@ -1,6 +1,6 @@
 """Alembic environment: the URL comes from the service settings, the schema from app.db.access_tables, app.db.tables,
-app.db.webhook_tables, app.db.glossary_tables, app.db.correction_tables, app.db.dataset_translation_tables and
-app.db.audit_tables."""
+app.db.webhook_tables, app.db.glossary_tables, app.db.correction_tables, app.db.dataset_translation_tables,
+app.db.pipeline_tables and app.db.audit_tables."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from app.db import (  # noqa: F401  (register the tables)
     correction_tables,
     dataset_translation_tables,
     glossary_tables,
+    pipeline_tables,
     registry_tables,
     run_record_tables,
     tables,

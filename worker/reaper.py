@@ -1,7 +1,8 @@
 """The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, sends again
-or fails datasets stuck in processing, sends the messages of webhook deliveries that are due with none on its way,
-removes uploads staged for an import that no worker will ever read and webhook deliveries that ended long ago, and
-sends the collector the files of deleted rows whose grace period has passed (worker/collector.py).
+or fails datasets stuck in processing, moves running sweeps and pipelines on, sends the messages of webhook
+deliveries that are due with none on its way, removes uploads staged for an import that no worker will ever read and
+webhook deliveries that ended long ago, and sends the collector the files of deleted rows whose grace period has
+passed (worker/collector.py).
 
 Every worker runs it from its heartbeat thread; the conditional UPDATEs in app.db.job_rows make concurrent
 reapers harmless, and a duplicate message is a no-op for the training task. Two reapers deleting the same stale
@@ -22,7 +23,7 @@ from app.core.task_names import COLLECT_ARTIFACTS, DATA_QUEUE, FILTER_DATASET, P
 from app.db import dataset_rows, job_rows, webhook_rows
 from app.db.session import session_scope
 from app.db.tables import Job
-from app.services import sweep_runner, webhooks
+from app.services import pipeline_runner, sweep_runner, webhooks
 from app.services.queueing import dispatch_training
 from worker import collector
 from worker.data import ingest
@@ -37,6 +38,8 @@ STAGING_SWEEP_SECONDS = 300  # list the staging folder at most this often (a LIS
 _next_staging_sweep = 0.0  # time.monotonic() of this process's next staging sweep
 SWEEP_ADVANCE_SECONDS = 30  # move running sweeps on at most this often (a replay of each one's study)
 _next_sweep_advance = 0.0
+PIPELINE_ADVANCE_SECONDS = 5  # move running pipelines on at most this often (a few reads each: a step's end is seen)
+_next_pipeline_advance = 0.0
 DELIVERY_RETENTION = timedelta(days=30)  # webhook deliveries that ended are kept this long
 DELIVERY_PRUNE_SECONDS = 3600  # remove them at most this often, per process
 _next_delivery_prune = 0.0
@@ -65,6 +68,7 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
     sweep_staging(settings)
     sweep_datasets(celery, settings)
     dispatched += advance_sweeps(celery, settings)
+    advance_pipelines(celery, settings)
     send_due_deliveries(settings)
     send_due_collections(celery, settings)
     clean_results(celery)
@@ -175,6 +179,28 @@ def advance_sweeps(celery: Celery, settings: Settings) -> list[str]:
         for job_id in jobs:
             dispatch_training(job_id, celery)
         started += jobs
+    return started
+
+
+def advance_pipelines(celery: Celery, settings: Settings, force: bool = False) -> list[pipeline_runner.Started]:
+    """Move every running pipeline on, at most every PIPELINE_ADVANCE_SECONDS in this process: a step that ended
+    starts the next one here. Returns the objects it started (their messages sent)."""
+    global _next_pipeline_advance
+    if not force and time.monotonic() < _next_pipeline_advance:
+        return []
+    _next_pipeline_advance = time.monotonic() + PIPELINE_ADVANCE_SECONDS
+    started: list[pipeline_runner.Started] = []
+    with session_scope() as session:
+        pipeline_ids = pipeline_runner.running_pipelines(session)
+    for pipeline_id in pipeline_ids:
+        try:
+            with session_scope() as session:
+                now = pipeline_runner.advance(session, settings, pipeline_id)
+        except Exception:
+            log.exception("pipeline %s: not moved on; tried again on the next pass", pipeline_id)
+            continue
+        pipeline_runner.send(now, celery)
+        started += now
     return started
 
 

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from app.core.settings import Settings
 from app.core.task_names import TRANSLATE_DATASET
+from app.db.base import new_id
 from app.db.dataset_translation_tables import DatasetTranslation
 from app.db.tables import Dataset, TrainedModel
 from app.schemas.dataset_translations import DatasetTranslationCreate
@@ -43,7 +44,7 @@ def text_language(dataset: Dataset, side: str) -> tuple[str | None, str]:
     return None, ""
 
 
-def _same_language(a: str, b: str) -> bool:
+def same_language(a: str, b: str) -> bool:
     """Whether two BCP 47 tags name one language: their primary subtags agree (en and en-GB do)."""
     return a.split("-")[0].lower() == b.split("-")[0].lower()
 
@@ -51,9 +52,20 @@ def _same_language(a: str, b: str) -> bool:
 def create(
     session: Session, settings: Settings, model: TrainedModel, body: DatasetTranslationCreate
 ) -> DatasetTranslation:
-    """Insert a queued translation of a dataset of the caller's by `model` (theirs), or raise InvalidField (422)
-    naming the field: not a translation model, a dataset not ready or not theirs, a side a monolingual dataset
-    does not have, a beam over MAX_BEAM_SIZE, text in another language than the model translates from."""
+    """Insert a queued translation (new_translation) and commit."""
+    translation = new_translation(session, settings, model, body)
+    session.add(translation)
+    session.commit()
+    return translation
+
+
+def new_translation(
+    session: Session, settings: Settings, model: TrainedModel, body: DatasetTranslationCreate
+) -> DatasetTranslation:
+    """A queued translation of a dataset of the caller's by `model` (theirs), not yet added to the session (the
+    dataset held until the caller commits); or InvalidField (422) naming the field: not a translation model, a
+    dataset not ready or not theirs, a side a monolingual dataset does not have, a beam over MAX_BEAM_SIZE, text in
+    another language than the model translates from."""
     if model.objective != "translation":
         raise InvalidField("model_id", f"model {model.id} was trained for {model.objective}, not translation")
     # held until the translation commits, as a job holds its datasets (app/services/deletion.delete_dataset)
@@ -70,7 +82,7 @@ def create(
             "decoding.beam_size", f"beam_size={decoding.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}"
         )
     language, known_by = text_language(dataset, side)
-    if language and model.source_language and not _same_language(language, model.source_language):
+    if language and model.source_language and not same_language(language, model.source_language):
         raise InvalidField(
             "dataset_id",
             f"dataset {dataset.id}'s {side} is in {language} ({known_by}); model {model.id} translates from "
@@ -95,16 +107,15 @@ def create(
         stored["tag"] = body.tag
     if body.max_sentences is not None:
         stored["max_sentences"] = body.max_sentences
-    translation = DatasetTranslation(
+    return DatasetTranslation(
+        id=new_id(),
         owner_id=model.owner_id,
         model_id=model.id,
         dataset_id=dataset.id,
+        output_dataset_id=new_id(),
         settings=stored,
         sentences=min(dataset.rows, body.max_sentences or dataset.rows),
     )
-    session.add(translation)
-    session.commit()
-    return translation
 
 
 def dispatch(translation_id: str, celery: Celery | None = None) -> None:

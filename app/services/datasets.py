@@ -166,8 +166,17 @@ def register_uri(session: Session, settings: Settings, owner_id: str, body: Data
 
 def create_filtered(session: Session, parent: Dataset, body: DatasetFilter) -> Dataset:
     """A new dataset of the parent's rows that the rules keep, made by a worker (worker/data/filtering.py), which
-    records what each rule removed; it is `processing` until then, and `failed` if the rules leave nothing. The
-    parent is held until the new dataset commits, as a job holds its datasets (app/services/deletion.py)."""
+    records what each rule removed; it is `processing` until then, and `failed` if the rules leave nothing."""
+    dataset = new_filtered(session, parent, body)
+    session.add(dataset)
+    session.commit()
+    dispatch(dataset.id, FILTER_DATASET)
+    return dataset
+
+
+def new_filtered(session: Session, parent: Dataset, body: DatasetFilter) -> Dataset:
+    """The filtered dataset's row (`processing`), checked, not yet added to the session: the caller commits it, then
+    sends FILTER_DATASET. The parent is held until then, as a job holds its datasets (app/services/deletion.py)."""
     locked = session.get(Dataset, parent.id, with_for_update={"read": True}, populate_existing=True)
     if locked is None:
         raise NotFound("dataset", parent.id)
@@ -200,9 +209,6 @@ def create_filtered(session: Session, parent: Dataset, body: DatasetFilter) -> D
         storage_key="",
     )
     dataset.storage_key = f"datasets/{dataset.id}/data.jsonl.gz"
-    session.add(dataset)
-    session.commit()
-    dispatch(dataset.id, FILTER_DATASET)
     return dataset
 
 

@@ -160,7 +160,8 @@ def test_a_jobs_mix_and_registration_are_checked(client, alice, parallel_id, mon
         422,
         "reverse swaps the sides of translation pairs",
     )
-    refused(_job(parallel_id, test_dataset_id=parallel_id, training={"reverse": True}), 422, "is scored source -> target")
+    reverse = _job(parallel_id, test_dataset_id=parallel_id, training={"reverse": True})
+    refused(reverse, 422, "is scored source -> target")
     trainer = client.post("/v1/keys", headers=alice, json={"name": "t", "scopes": ["read", "train"]})
     refused(
         _job(parallel_id, register_as="numbers"),

@@ -138,6 +138,13 @@ def alice_objects(pg_client):
         f"/v1/models/{model_id}/dataset-translations", headers=alice, json={"dataset_id": dataset.json()["id"]}
     )
     assert dataset_translation.status_code == 202, dataset_translation.text
+    pipeline = pg_client.post(
+        "/v1/pipelines",
+        headers=alice,
+        json={"kind": "distillation", "name": "alice-secret-pipeline", "teacher_model_id": model_id,
+              "dataset_id": dataset.json()["id"]},
+    )  # fmt: skip
+    assert pipeline.status_code == 201, pipeline.text
     registered = pg_client.patch(f"/v1/models/{model_id}", headers=alice, json={"name": "alice-secret-name"})
     assert registered.status_code == 200, registered.text
     aliased = pg_client.put(
@@ -199,6 +206,7 @@ def alice_objects(pg_client):
         "evaluation_id": evaluation.json()["id"],
         "translation_id": translation.json()["id"],
         "dataset_translation_id": dataset_translation.json()["id"],
+        "pipeline_id": pipeline.json()["id"],
         "sweep_id": sweep.json()["id"],
         "webhook_id": webhook.json()["id"],
         "delivery_id": delivery.json()["id"],
@@ -232,6 +240,7 @@ def alice_objects(pg_client):
         "alice-secret-term",
         "alice-secret-source",
         "alice-secret-correction",
+        "alice-secret-pipeline",
     ]
     return {"headers": alice, "ids": ids, "secrets": secrets}
 
@@ -400,6 +409,12 @@ def test_unknown_fields_on_every_json_body_are_422(pg_client, alice_objects):
             "budget": {"trials": 2},
         },
         ("POST", "/v1/operator/organisations"): {"name": "carol"},
+        ("POST", "/v1/pipelines"): {
+            "kind": "distillation",
+            "name": "p",
+            "teacher_model_id": ids["model_id"],
+            "dataset_id": ids["dataset_id"],
+        },
         ("POST", "/v1/glossaries"): {
             "name": "pears",
             "source_language": "en",

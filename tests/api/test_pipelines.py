@@ -1,0 +1,241 @@
+"""POST/GET /v1/pipelines and their steps, moved on here by the runner as the reaper would: a back-translation runs its
+four steps (a reverse job, a sampled tagged translation of the target-side text, its cleaning, the forward job on the
+real pairs mixed among the synthetic ones) with the dataset steps done for real and the jobs' ends written as a
+worker writes them; a failed step fails the pipeline with its error and a retry makes it anew; cancel stops the
+running step; bad requests are 4xx naming the problem."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import update
+
+from model.data.demo import reverse_task
+from tests.api.test_dataset_translations import _languages, _stored_pairs, reverse  # noqa: F401 (a fixture)
+from tests.api.test_datasets import _jsonl, _ready
+from tests.api.test_init_model import _model_row
+
+
+def _advance(pipeline_id: str) -> list:
+    from app.core.settings import get_settings
+    from app.db.session import session_scope
+    from app.services import pipeline_runner
+
+    with session_scope() as session:
+        return pipeline_runner.advance(session, get_settings(), pipeline_id)
+
+
+def _end_job(job_id: str, status: str = "succeeded", error: str | None = None) -> str | None:
+    """The job's end as its worker writes it: succeeded with a model (whose id is returned), or failed."""
+    from app.db.session import session_scope
+    from app.db.tables import Job, TrainedModel
+    from model.nn.config import ModelConfig
+
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        job.status, job.error = status, error
+        if status != "succeeded":
+            return None
+        model = TrainedModel(
+            owner_id=job.owner_id, job_id=job.id, objective="translation",
+            config=ModelConfig.from_preset("tiny", 489).to_dict(), tokenizer_fingerprint="f", metrics={},
+            source="last@1", parameters=1, storage_key="models/x", sha256="0" * 64, size_bytes=1,
+            source_language=job.source_language, target_language=job.target_language,
+        )  # fmt: skip
+        session.add(model)
+        session.flush()
+        return model.id
+
+
+@pytest.fixture
+def corpora(client, alice):
+    """Real pairs (reverse task, languages declared), target-side text, validation pairs: their ids."""
+    from app.db.session import session_scope
+    from app.db.tables import Dataset
+
+    real = _ready(client, alice, _jsonl(reverse_task(12, max_len=8, seed=1)))["id"]
+    text = "\n".join(t for _, t in reverse_task(9, max_len=8, seed=2)) + "\n"
+    monolingual = _ready(client, alice, text.encode(), filename="m.txt", kind="monolingual")["id"]
+    valid = _ready(client, alice, _jsonl(reverse_task(4, max_len=8, seed=3)))["id"]
+    with session_scope() as session:
+        session.execute(update(Dataset).where(Dataset.id == real).values(source_language="en", target_language="de"))
+        session.execute(update(Dataset).where(Dataset.id == monolingual).values(source_language="de"))
+    return {"real": real, "monolingual": monolingual, "valid": valid}
+
+
+def _backtranslation(corpora, **extra) -> dict:
+    return {
+        "kind": "backtranslation", "name": "bt", "dataset_id": corpora["real"],
+        "monolingual_dataset_id": corpora["monolingual"], "valid_dataset_id": corpora["valid"],
+        "reverse_job": {"training": {"max_steps": 5}}, "job": {"training": {"max_steps": 7}},
+        "decoding": {"method": "sampling", "temperature": 0.1, "seed": 1}, **extra,
+    }  # fmt: skip
+
+
+@pytest.mark.usefixtures("reverse")
+def test_a_backtranslation_runs_its_four_steps_and_ends_with_the_forward_model(client, alice, corpora, monkeypatch):
+    from worker.data import filtering, ingest, translating
+
+    monkeypatch.setattr(translating, "resolve", lambda _backend: "pytorch")  # the reverse fixture's model, on PyTorch
+    response = client.post("/v1/pipelines", json=_backtranslation(corpora, register_as="numbers-bt"), headers=alice)
+    assert response.status_code == 201, response.text
+    pipeline = response.json()
+    assert [(s["name"], s["kind"], s["status"]) for s in pipeline["steps"]] == [
+        ("reverse", "train", "running"), ("back-translate", "translate", "waiting"), ("clean", "filter", "waiting"),
+        ("train", "train", "waiting"),
+    ]  # fmt: skip
+    url = f"/v1/pipelines/{pipeline['id']}"
+    reverse_job = client.get(pipeline["steps"][0]["url"], headers=alice).json()
+    assert reverse_job["training"]["reverse"] is True and reverse_job["training"]["max_steps"] == 5
+    assert (reverse_job["source_language"], reverse_job["target_language"]) == ("de", "en")
+    assert _advance(pipeline["id"]) == []  # nothing new: the job still runs
+    reverse_model = _end_job(reverse_job["id"])
+    (started,) = _advance(pipeline["id"])
+    assert started.kind == "translate"
+    step = client.get(url, headers=alice).json()["steps"][1]
+    assert step["status"] == "running" and step["url"].startswith(f"/v1/models/{reverse_model}/dataset-translations/")
+    assert translating.make(started.id) == "succeeded"
+    assert _advance(pipeline["id"]) == []  # its dataset is still being parsed
+    synthetic = client.get(step["url"], headers=alice).json()["output_dataset_id"]
+    assert ingest.process(synthetic) == "ready"
+    (cleaning,) = _advance(pipeline["id"])
+    assert cleaning.kind == "filter" and filtering.make(cleaning.id) == "ready"
+    cleaned = client.get(f"/v1/datasets/{cleaning.id}", headers=alice).json()
+    assert cleaned["parent_id"] == synthetic and set(cleaned["filter_rules"]) == {
+        "drop_empty", "deduplicate", "drop_copies", "max_ratio"
+    }  # fmt: skip
+    pairs = _stored_pairs(synthetic)
+    assert all(source.startswith("<BT> ") for source, _ in pairs)  # tagged synthetic sources, real targets
+    (forward,) = _advance(pipeline["id"])
+    job = client.get(f"/v1/jobs/{forward.id}", headers=alice).json()
+    assert (job["dataset_id"], job["mix_dataset_id"], job["mix_share"]) == (corpora["real"], cleaning.id, 0.5)
+    assert (job["valid_dataset_id"], job["register_as"], job["training"]["max_steps"]) == (
+        corpora["valid"], "numbers-bt", 7
+    )  # fmt: skip
+    assert (job["source_language"], job["target_language"], job["training"]["reverse"]) == ("en", "de", False)
+    model = _end_job(forward.id)
+    assert _advance(pipeline["id"]) == []
+    done = client.get(url, headers=alice).json()
+    assert (done["status"], done["model_id"], done["error"]) == ("succeeded", model, None)
+    assert [s["status"] for s in done["steps"]] == ["succeeded"] * 4
+    assert done["steps"][2]["output"] == {"dataset_id": cleaning.id}
+    assert client.get("/v1/pipelines", headers=alice).json()["total"] == 1
+    assert client.post(f"{url}/cancel", headers=alice).status_code == 409
+    assert client.delete(url, headers=alice).status_code == 204
+    assert client.get(f"/v1/jobs/{forward.id}", headers=alice).status_code == 200  # its steps' objects stay
+
+
+def test_a_failed_step_fails_the_pipeline_and_a_retry_makes_it_anew(client, alice, corpora):
+    pipeline = client.post("/v1/pipelines", json=_backtranslation(corpora), headers=alice).json()
+    url = f"/v1/pipelines/{pipeline['id']}"
+    first = pipeline["steps"][0]["id"]
+    assert client.post(f"{url}/retry", headers=alice).status_code == 409  # running, not failed
+    assert client.delete(url, headers=alice).status_code == 409  # running: cancel it first
+    _end_job(first, "failed", "CUDA out of memory")
+    _advance(pipeline["id"])
+    failed = client.get(url, headers=alice).json()
+    assert failed["status"] == "failed" and failed["finished_at"] is not None
+    assert failed["error"] == f"step 1 (reverse) failed: job {first} failed: CUDA out of memory"
+    retried = client.post(f"{url}/retry", headers=alice)
+    assert retried.status_code == 202, retried.text
+    step = retried.json()["steps"][0]
+    assert retried.json()["status"] == "running" and step["earlier"] == [first] and step["id"] not in (None, first)
+    assert client.get(step["url"], headers=alice).json()["status"] == "queued"
+
+
+def test_cancel_stops_the_running_step(client, alice, corpora):
+    pipeline = client.post("/v1/pipelines", json=_backtranslation(corpora), headers=alice).json()
+    url = f"/v1/pipelines/{pipeline['id']}"
+    cancelled = client.post(f"{url}/cancel", headers=alice)
+    assert cancelled.status_code == 202, cancelled.text
+    assert cancelled.json()["status"] == "cancelled" and cancelled.json()["steps"][0]["status"] == "cancelled"
+    assert client.get(pipeline["steps"][0]["url"], headers=alice).json()["status"] == "cancelled"
+    assert client.post(f"{url}/cancel", headers=alice).status_code == 409
+    assert client.delete(url, headers=alice).status_code == 204
+
+
+def test_a_distillation_translates_with_the_teacher_then_trains_the_student(client, alice, corpora):
+    teacher = _model_row("alice")
+    _languages(teacher, "en", "de")
+    body = {
+        "kind": "distillation", "name": "small", "teacher_model_id": teacher, "dataset_id": corpora["real"],
+        "original_share": 0.25,
+    }  # fmt: skip
+    response = client.post("/v1/pipelines", json=body, headers=alice)
+    assert response.status_code == 201, response.text
+    pipeline = response.json()
+    assert [s["name"] for s in pipeline["steps"]] == ["teacher-translate", "train-student"]
+    translation = client.get(pipeline["steps"][0]["url"], headers=alice).json()
+    assert translation["model_id"] == teacher and translation["settings"]["synthetic_side"] == "target"
+    assert translation["settings"]["decoding"] == {"method": "beam", "beam_size": 4}
+    from app.db.dataset_translation_tables import DatasetTranslation
+    from app.db.session import session_scope
+    from app.db.tables import Dataset
+
+    # the teacher's translations as a worker leaves them: the translation succeeded, its dataset parsed and ready
+    distilled = _ready(client, alice, _jsonl([("one", "eins")]))["id"]
+    with session_scope() as session:
+        row = session.get(DatasetTranslation, translation["id"])
+        row.status, row.output_dataset_id = "succeeded", distilled
+        session.execute(update(Dataset).where(Dataset.id == distilled).values(parent_id=corpora["real"]))
+    (student,) = _advance(pipeline["id"])
+    job = client.get(f"/v1/jobs/{student.id}", headers=alice).json()
+    assert (job["dataset_id"], job["mix_dataset_id"], job["mix_share"]) == (distilled, corpora["real"], 0.75)
+    assert job["model"]["preset"] == "tiny" and (job["source_language"], job["target_language"]) == ("en", "de")
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "loc", "message"),
+    [
+        ({"monolingual_dataset_id": "real"}, 422, ["monolingual_dataset_id"], "must be a monolingual dataset"),
+        ({"dataset_id": "00000000-0000-0000-0000-000000000000"}, 422, ["dataset_id"], "not found"),
+        ({"monolingual_dataset_id": "french"}, 422, ["monolingual_dataset_id"], "is in fr (declared); back-trans"),
+        ({"reverse_model_id": "nobody@latest"}, 422, ["reverse_model_id"], "model nobody@latest not found"),
+        ({"reverse_model_id": "forward"}, 422, ["reverse_model_id"], "it must read the target language"),
+        ({"job": {"training": {"max_length": 4000}}}, 422, ["job", "training", "max_length"], "max_length"),
+        ({"real_share": 1.0}, 422, ["real_share"], "less than 1"),
+        ({"kind": "translation"}, 422, ["body"], "does not match any of the expected tags"),
+        ({"register_as": "bt"}, 403, None, "register_as needs scope 'models:write'"),
+    ],
+)
+def test_a_bad_pipeline_is_refused_naming_the_problem_and_leaves_nothing(
+    client, alice, corpora, change, status, loc, message
+):
+    from app.db.session import session_scope
+    from app.db.tables import Dataset
+
+    headers = alice
+    if change.get("monolingual_dataset_id") == "real":
+        change = {"monolingual_dataset_id": corpora["real"]}
+    if change.get("monolingual_dataset_id") == "french":
+        french = _ready(client, alice, b"bonjour le monde\n", filename="f.txt", kind="monolingual")["id"]
+        with session_scope() as session:
+            session.execute(update(Dataset).where(Dataset.id == french).values(source_language="fr"))
+        change = {"monolingual_dataset_id": french}
+    if change.get("reverse_model_id") == "forward":
+        forward = _model_row("alice")
+        _languages(forward, "en", "de")
+        change = {"reverse_model_id": forward}
+    if "register_as" in change:
+        key = client.post("/v1/keys", headers=alice, json={"name": "t", "scopes": ["read", "train"]}).json()["key"]
+        headers = {"Authorization": f"Bearer {key}"}
+    jobs = client.get("/v1/jobs", headers=alice).json()["total"]
+    response = client.post("/v1/pipelines", json=_backtranslation(corpora, **change), headers=headers)
+    assert response.status_code == status, response.text
+    if loc is None:
+        assert message in response.json()["detail"]
+    else:
+        detail = response.json()["detail"]
+        assert any(d["loc"][-len(loc) :] == loc and message in d["msg"] for d in detail), detail
+    assert client.get("/v1/pipelines", headers=alice).json()["total"] == 0
+    assert client.get("/v1/jobs", headers=alice).json()["total"] == jobs
+
+
+def test_a_missing_teacher_or_another_owners_pipeline_is_refused(client, alice, corpora, make_key):
+    body = {"kind": "distillation", "name": "s", "teacher_model_id": "teacher@latest", "dataset_id": corpora["real"]}
+    missing = client.post("/v1/pipelines", json=body, headers=alice)
+    assert missing.status_code == 422 and "model teacher@latest not found" in missing.text
+    pipeline = client.post("/v1/pipelines", json=_backtranslation(corpora), headers=alice).json()
+    bob = make_key("bob")
+    for method, path in (("get", ""), ("post", "/cancel"), ("post", "/retry"), ("delete", "")):
+        assert getattr(client, method)(f"/v1/pipelines/{pipeline['id']}{path}", headers=bob).status_code == 404
+    assert client.get("/v1/pipelines", headers=bob).json()["total"] == 0
