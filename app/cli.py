@@ -7,7 +7,8 @@ Client (over HTTP, app/client/): datasets `upload`, `datasets`; jobs `submit`, `
 `cancel`, `tag`, `compare`, `logs [--follow]`; models `models`, `translate`, `evaluate`, `export`, `import`,
 `correct`, `corrections`, `adapt`, `translate-dataset`;
 the registry `register` (name a model), `alias` (point a name's aliases); sweeps `sweep`, `sweeps`,
-`sweep-status [--watch]`, `sweep-cancel`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
+`sweep-status [--watch]`, `sweep-cancel`; pipelines `pipeline`, `pipelines`, `pipeline-status [--watch]`,
+`pipeline-cancel`, `pipeline-retry`; webhooks `webhooks`, `webhook-create`, `webhook-update`, `webhook-rotate`,
 `webhook-test`, `webhook-deliveries`, `webhook-redeliver`; access `whoami`, `keys`, `create-api-key`, `revoke-api-key`,
 `key-rate-limit`, `members`, `member-add`, `member-role`, `audit`; `delete model|dataset|webhook`.
 Every client command takes `--url` and `--key` (else $TRANSFORMER_API_KEY, else var/local-api-key); see docs/cli.md.
@@ -33,6 +34,7 @@ from app.client import (
     job_logs,
     jobs,
     models,
+    pipelines,
     registry,
     sweeps,
     translations,
@@ -184,8 +186,8 @@ def cmd_serve(args: argparse.Namespace) -> None:
 def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The commands that talk to the API, each with --url and --key; `delete KIND ID...` groups the deletions."""
     before = set(sub.choices)
-    delete = sub.add_parser("delete", help="delete jobs, models, names, datasets or webhooks")
-    kinds = delete.add_subparsers(dest="kind", required=True, metavar="{job,model,name,dataset,webhook}")
+    delete = sub.add_parser("delete", help="delete jobs, models, names, datasets, webhooks or pipelines")
+    kinds = delete.add_subparsers(dest="kind", required=True, metavar="{job,model,name,dataset,webhook,pipeline}")
     deletions.register(kinds)
     access.register(sub)
     audit.register(sub)
@@ -197,6 +199,7 @@ def add_client_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     dataset_translations.register(sub)
     registry.register(sub)
     sweeps.register(sub)
+    pipelines.register(sub, kinds)
     translations.register(sub)
     webhooks.register(sub, kinds)
     for parser in [*(sub.choices[n] for n in set(sub.choices) - before - {"delete"}), *kinds.choices.values()]:

@@ -239,3 +239,26 @@ def test_a_missing_teacher_or_another_owners_pipeline_is_refused(client, alice, 
     for method, path in (("get", ""), ("post", "/cancel"), ("post", "/retry"), ("delete", "")):
         assert getattr(client, method)(f"/v1/pipelines/{pipeline['id']}{path}", headers=bob).status_code == 404
     assert client.get("/v1/pipelines", headers=bob).json()["total"] == 0
+
+
+def test_the_command_line_starts_lists_shows_cancels_and_deletes_a_pipeline(cli, alice, corpora, tmp_path):
+    key = alice["Authorization"].removeprefix("Bearer ")
+    spec = tmp_path / "bt.yaml"
+    spec.write_text(
+        f"kind: backtranslation\nname: numbers-bt\ndataset_id: {corpora['real']}\n"
+        f"monolingual_dataset_id: {corpora['monolingual']}\njob:\n  training:\n    max_steps: 7\n"
+    )
+    code, out, err = cli("pipeline", str(spec), "--key", key)
+    assert code == 0, err
+    pipeline_id = out.strip()
+    code, out, _ = cli("pipelines", "--key", key)
+    assert code == 0 and pipeline_id in out and "1/4 reverse" in out
+    code, out, _ = cli("pipeline-status", pipeline_id, "--key", key)
+    assert code == 0 and f"pipeline {pipeline_id} (backtranslation, numbers-bt): running" in out
+    assert "1. reverse            train     running" in out and "4. train" in out
+    code, out, _ = cli("pipeline-cancel", pipeline_id, "--key", key)
+    assert code == 0 and "cancelled" in out.splitlines()[0]
+    code, _, err = cli("pipeline-retry", pipeline_id, "--key", key)
+    assert code == 1 and "only a failed pipeline can be retried" in err
+    code, out, _ = cli("delete", "pipeline", pipeline_id, "--key", key)
+    assert code == 0 and out.strip() == f"deleted pipeline {pipeline_id}"
