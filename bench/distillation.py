@@ -1,0 +1,117 @@
+"""Sequence-level distillation on a real corpus, over HTTP: a student trained on its teacher's translations against
+the same student trained on the original pairs, and against the teacher, in quality and in CPU translation speed.
+
+The data are the gettext catalogs' en-fr (bench/corpus.py: train, valid and test parts by a hash of the source). On
+the embedded service, as a user would:
+
+- teacher: a job on the training part for --teacher-minutes with --teacher-preset;
+- student on the original pairs: a job with --student-preset for --minutes;
+- distilled student: POST /v1/pipelines kind distillation at its defaults (the teacher translates the training
+  sources by beam 4; the student, with --student-preset, trains on those translations for --minutes).
+
+All three translate the test part (beam 4, as a user's request: CTranslate2 int8 on this CPU by default), timed
+over HTTP (64 sentences a request). Prints one JSON object last: BLEU, chrF and sentences/s of each;
+`beats_original` (goal: true), `bleu_below_teacher` (goal <= 2), `speedup` (student / teacher sentences/s, goal >= 3)
+and `ratio` = distilled student BLEU / original-data student BLEU.
+
+    .venv/bin/python bench/distillation.py [--teacher-minutes 20] [--minutes 10] [--teacher-preset small]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+
+from bench.backtranslation import score, upload, wait_job  # noqa: E402
+from bench.corpus import build  # noqa: E402
+from bench.harness.stack import wait_for  # noqa: E402
+from bench.service_session import embedded_service, translate_all  # noqa: E402
+
+
+def timed(client: httpx.Client, model: str, sources: list[str]) -> tuple[list[str], float]:
+    """The model's translations of the sources and its sentences a second over HTTP (a warm-up request first: the
+    model's loading and CTranslate2 conversion are not the decoder's speed)."""
+    translate_all(client, model, sources[:8])
+    started = time.monotonic()
+    hyps = translate_all(client, model, sources)
+    return hyps, round(len(sources) / (time.monotonic() - started), 2)
+
+
+def main() -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--teacher-minutes", type=float, default=20.0)
+    p.add_argument("--minutes", type=float, default=10.0, help="each student's job")
+    p.add_argument("--teacher-preset", default="small")
+    p.add_argument("--student-preset", default="tiny")
+    p.add_argument("--test-size", type=int, default=1000)
+    p.add_argument("--out", type=Path, default=ROOT / "var" / "corpus" / "en-fr")
+    args = p.parse_args()
+    build("fr", args.out, max_chars=200, valid_per_mille=20, test_per_mille=20)
+    test = [json.loads(line) for line in (args.out / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    test_rows = [(row["source"], row["target"]) for row in test[: args.test_size]]
+    sources = [s for s, _ in test_rows]
+    out: dict = {"bench": "distillation", "teacher_minutes": args.teacher_minutes, "minutes": args.minutes}
+    with embedded_service("distillation-") as client:
+        languages = {"source_language": "en", "target_language": "fr"}
+        train = upload(client, args.out / "train.jsonl", "parallel", **languages)
+        valid = upload(client, args.out / "valid.jsonl", "parallel", **languages)
+
+        def job(preset: str, minutes: float) -> dict:
+            body = {
+                "objective": "translation", "dataset_id": train, "valid_dataset_id": valid, "model": {"preset": preset},
+                "training": {"max_minutes": minutes}, **languages,
+            }  # fmt: skip
+            made = client.post("/v1/jobs", json=body)
+            made.raise_for_status()
+            return wait_job(client, made.json()["id"], minutes)
+
+        results: dict[str, dict] = {}
+        teacher = job(args.teacher_preset, args.teacher_minutes)
+        student = job(args.student_preset, args.minutes)
+        request = {
+            "kind": "distillation", "name": "gettext-student", "teacher_model_id": teacher["model_id"],
+            "dataset_id": train, "valid_dataset_id": valid,
+            "job": {"model": {"preset": args.student_preset}, "training": {"max_minutes": args.minutes}},
+        }  # fmt: skip
+        created = client.post("/v1/pipelines", json=request)
+        if created.status_code != 201:
+            raise SystemExit(f"the pipeline was refused: {created.text}")
+        pipeline_id = created.json()["id"]
+
+        def over() -> dict | None:
+            got = client.get(f"/v1/pipelines/{pipeline_id}").json()
+            return got if got["status"] != "running" else None
+
+        done = wait_for(over, args.minutes * 60 + 5400, "the pipeline", interval=10)
+        if done["status"] != "succeeded":
+            raise SystemExit(f"the pipeline {done['status']}: {done['error']}")
+        translation = client.get(done["steps"][0]["url"]).json()
+        out["teacher_translation"] = {"sentences": translation["sentences"], "backend": translation["backend"]}
+        for name, model, preset in (
+            ("teacher", teacher["model_id"], args.teacher_preset),
+            ("student_original", student["model_id"], args.student_preset),
+            ("student_distilled", done["model_id"], args.student_preset),
+        ):
+            hyps, speed = timed(client, model, sources)
+            results[name] = {"preset": preset, **score(hyps, test_rows), "sentences_per_second": speed}
+            print(name, json.dumps(results[name]))
+    out |= results
+    distilled, original, teacher_scores = results["student_distilled"], results["student_original"], results["teacher"]
+    out["beats_original"] = distilled["bleu"] > original["bleu"]
+    out["bleu_below_teacher"] = round(teacher_scores["bleu"] - distilled["bleu"], 2)
+    out["speedup"] = round(distilled["sentences_per_second"] / teacher_scores["sentences_per_second"], 2)
+    out["ratio"] = round(distilled["bleu"] / max(original["bleu"], 1e-9), 3)
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    main()
