@@ -14,6 +14,7 @@ const SCOPE_WORDS = {
 const CONTROLS = [
   ['a[href="#/new"], a[href^="#/new?"]', "train"],
   ["#cancel-job, #delete-job, #cancel-sweep, #dataset-delete, #upload-button", "train"],
+  ["#cancel-pipeline, #retry-pipeline, #delete-pipeline", "train"],
   ["#labels form, #evaluate-form, .clean-form, #dataset-upload-form", "train"],
   ["#translate-form, #fill-form, #attention-form, #neighbors-form, #translate-file-button", "inference"],
   ['a[href$="/explain"]', "inference"],

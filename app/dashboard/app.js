@@ -1,6 +1,6 @@
 // Entry point: sign-in, hash routing (#/jobs, #/jobs/<id> and #/jobs/<id>/<panel> for its other panels, #/new,
-// #/sweeps, #/sweeps/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id> and #/models/<id>/<panel>, #/workers,
-// #/webhooks, #/audit), the jobs list.
+// #/sweeps, #/sweeps/<id>, #/pipelines, #/pipelines/<id>, #/datasets, #/datasets/<id>, #/models, #/models/<id> and
+// #/models/<id>/<panel>, #/workers, #/webhooks, #/audit), the jobs list.
 
 import { applyScopes, clearMe, getMe, limitsNote, pageNeeds, scopeChips, setMe, watchScopes, whoText } from "./access.js";
 import { api, clearKey, getKey, setKey } from "./api.js";
@@ -13,6 +13,8 @@ import { tagChips } from "./labels.js";
 import { renderExplain } from "./explain.js";
 import { MODEL_PANELS, renderModel, renderModels } from "./model.js";
 import { renderNewJob } from "./newjob.js";
+import { renderPipeline } from "./pipeline.js";
+import { renderPipelines } from "./pipelines.js";
 import { renderSweep } from "./sweep.js";
 import { renderSweeps } from "./sweeps.js";
 import { renderGlossaries } from "./glossaries.js";
@@ -181,6 +183,8 @@ const ROUTES = [
   [/^#\/new(?:\?from=([\w-]+))?$/, renderNewJob],
   [/^#\/sweeps\/([\w-]+)$/, renderSweep],
   [/^#\/sweeps(\?.*)?$/, renderSweeps],
+  [/^#\/pipelines\/([\w-]+)$/, renderPipeline],
+  [/^#\/pipelines(\?.*)?$/, renderPipelines],
   [/^#\/datasets\/([\w-]+)$/, renderDataset],
   [/^#\/datasets$/, renderDatasets],
   [/^#\/models\/([\w.@-]+)\/explain$/, renderExplain],
