@@ -94,6 +94,11 @@ def main() -> dict:
     p.add_argument("--real", type=int, default=5000, help="real pairs")
     p.add_argument("--monolingual", type=int, default=100_000, help="most target-side sentences")
     p.add_argument("--test-size", type=int, default=1000)
+    p.add_argument("--decoding", help='the pipeline\'s decoding as JSON, e.g. {"method": "beam"} (default: its own)')
+    p.add_argument("--real-share", type=float, help="the pipeline's real_share (default: its own)")
+    p.add_argument(
+        "--baseline-from", type=Path, help="an earlier run's JSON on the same data and minutes: its baseline is reused"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "var" / "corpus" / "backtranslation-en-fr")
     args = p.parse_args()
     data = build(args.out, args.real, args.monolingual, args.test_size)
@@ -116,18 +121,27 @@ def main() -> dict:
             "objective": "translation", "dataset_id": real, "valid_dataset_id": valid,
             "training": {"max_minutes": args.minutes}, **languages,
         }  # fmt: skip
-        made = client.post("/v1/jobs", json=body)
-        made.raise_for_status()
-        baseline = wait_job(client, made.json()["id"], args.minutes)
-        preset = baseline["model"]["preset"]
-        out["baseline"] = {"preset": preset, "steps": baseline["progress"]["step"], "job": baseline["id"]}
-        out["baseline"] |= score(translate_all(client, baseline["model_id"], sources), data["test"])
+        if args.baseline_from:
+            out["baseline"] = json.loads(args.baseline_from.read_text())["baseline"] | {"from": str(args.baseline_from)}
+            preset = out["baseline"]["preset"]
+        else:
+            made = client.post("/v1/jobs", json=body)
+            made.raise_for_status()
+            baseline = wait_job(client, made.json()["id"], args.minutes)
+            preset = baseline["model"]["preset"]
+            out["baseline"] = {"preset": preset, "steps": baseline["progress"]["step"], "job": baseline["id"]}
+            out["baseline"] |= score(translate_all(client, baseline["model_id"], sources), data["test"])
         print("baseline", json.dumps(out["baseline"]))
         request = {
             "kind": "backtranslation", "name": "gettext-bt", "dataset_id": real, "monolingual_dataset_id": text,
             "valid_dataset_id": valid, "reverse_job": {"training": {"max_minutes": args.reverse_minutes}},
             "job": {"model": {"preset": preset}, "training": {"max_minutes": args.minutes}},
         }  # fmt: skip
+        if args.decoding:
+            request["decoding"] = json.loads(args.decoding)
+        if args.real_share is not None:
+            request["real_share"] = args.real_share
+        out["pipeline_request"] = {k: request[k] for k in ("decoding", "real_share") if k in request}
         started = time.monotonic()
         created = client.post("/v1/pipelines", json=request)
         if created.status_code != 201:
