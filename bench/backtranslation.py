@@ -87,6 +87,19 @@ def wait_job(client: httpx.Client, job_id: str, minutes: float) -> dict:
     return done
 
 
+def wait_pipeline(client: httpx.Client, pipeline_id: str, seconds: float) -> dict:
+    """The pipeline once it succeeded; SystemExit naming its status and error otherwise."""
+
+    def over() -> dict | None:
+        got = client.get(f"/v1/pipelines/{pipeline_id}").json()
+        return got if got["status"] != "running" else None
+
+    done = wait_for(over, seconds, "the pipeline", interval=10)
+    if done["status"] != "succeeded":
+        raise SystemExit(f"the pipeline {done['status']}: {done['error']}")
+    return done
+
+
 def main() -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=10.0, help="the baseline's and the forward job's budget")
@@ -146,16 +159,8 @@ def main() -> dict:
         created = client.post("/v1/pipelines", json=request)
         if created.status_code != 201:
             raise SystemExit(f"the pipeline was refused: {created.text}")
-        pipeline_id = created.json()["id"]
-
-        def over() -> dict | None:
-            got = client.get(f"/v1/pipelines/{pipeline_id}").json()
-            return got if got["status"] != "running" else None
-
-        done = wait_for(over, (args.minutes + args.reverse_minutes) * 60 + 3600, "the pipeline", interval=10)
+        done = wait_pipeline(client, created.json()["id"], (args.minutes + args.reverse_minutes) * 60 + 3600)
         out["pipeline_seconds"] = round(time.monotonic() - started, 1)
-        if done["status"] != "succeeded":
-            raise SystemExit(f"the pipeline {done['status']}: {done['error']}")
         steps = {step["name"]: step for step in done["steps"]}
         translation = client.get(steps["back-translate"]["url"]).json()
         synthetic = client.get(f"/v1/datasets/{steps['clean']['output']['dataset_id']}").json()

@@ -30,9 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from bench.backtranslation import score, upload, wait_job  # noqa: E402
+from bench.backtranslation import score, upload, wait_job, wait_pipeline  # noqa: E402
 from bench.corpus import build  # noqa: E402
-from bench.harness.stack import wait_for  # noqa: E402
 from bench.service_session import embedded_service, translate_all  # noqa: E402
 
 
@@ -84,15 +83,7 @@ def main() -> dict:
         created = client.post("/v1/pipelines", json=request)
         if created.status_code != 201:
             raise SystemExit(f"the pipeline was refused: {created.text}")
-        pipeline_id = created.json()["id"]
-
-        def over() -> dict | None:
-            got = client.get(f"/v1/pipelines/{pipeline_id}").json()
-            return got if got["status"] != "running" else None
-
-        done = wait_for(over, args.minutes * 60 + 5400, "the pipeline", interval=10)
-        if done["status"] != "succeeded":
-            raise SystemExit(f"the pipeline {done['status']}: {done['error']}")
+        done = wait_pipeline(client, created.json()["id"], args.minutes * 60 + 5400)
         translation = client.get(done["steps"][0]["url"]).json()
         out["teacher_translation"] = {"sentences": translation["sentences"], "backend": translation["backend"]}
         for name, model, preset in (

@@ -13,6 +13,7 @@ from model.data.demo import reverse_task
 from tests.api.test_dataset_translations import _languages, _stored_pairs, reverse  # noqa: F401 (a fixture)
 from tests.api.test_datasets import _jsonl, _ready
 from tests.api.test_init_model import _model_row
+from tests.support.job_ends import end_job
 
 
 def _advance(pipeline_id: str) -> list:
@@ -25,25 +26,11 @@ def _advance(pipeline_id: str) -> list:
 
 
 def _end_job(job_id: str, status: str = "succeeded", error: str | None = None) -> str | None:
-    """The job's end as its worker writes it: succeeded with a model (whose id is returned), or failed."""
+    """The job's end as its worker writes it (tests/support/job_ends.py), in a transaction of its own."""
     from app.db.session import session_scope
-    from app.db.tables import Job, TrainedModel
-    from model.nn.config import ModelConfig
 
     with session_scope() as session:
-        job = session.get(Job, job_id)
-        job.status, job.error = status, error
-        if status != "succeeded":
-            return None
-        model = TrainedModel(
-            owner_id=job.owner_id, job_id=job.id, objective="translation",
-            config=ModelConfig.from_preset("tiny", 489).to_dict(), tokenizer_fingerprint="f", metrics={},
-            source="last@1", parameters=1, storage_key="models/x", sha256="0" * 64, size_bytes=1,
-            source_language=job.source_language, target_language=job.target_language,
-        )  # fmt: skip
-        session.add(model)
-        session.flush()
-        return model.id
+        return end_job(session, job_id, status, error)
 
 
 @pytest.fixture

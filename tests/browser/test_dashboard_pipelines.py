@@ -25,6 +25,7 @@ from playwright.sync_api import expect
 from bench.harness.stack import wait_for
 from tests.browser.conftest import Page, new_page
 from tests.browser.test_dashboard_sweeps import _api, _service_database, _shot
+from tests.support.job_ends import end_job
 
 GPU_JOB = {"training": {"max_steps": 5, "accelerator": "gpu"}}  # left queued by the stack's CPU worker
 
@@ -58,27 +59,6 @@ def _turn(stack, pipeline_id: str) -> Iterator[Any]:
         pipeline_runner.lock(session, pipeline_id)
         yield session
         pipeline_runner.advance(session, get_settings(), pipeline_id)
-
-
-def _end_job(session, job_id: str, status: str = "succeeded", error: str | None = None) -> str | None:
-    """The job's end as its worker writes it: succeeded with a model (whose id is returned), or failed."""
-    from app.db.base import utcnow
-    from app.db.tables import Job, TrainedModel
-    from model.nn.config import ModelConfig
-
-    job = session.get(Job, job_id)
-    job.status, job.error, job.finished_at = status, error, utcnow()
-    if status != "succeeded":
-        return None
-    model = TrainedModel(
-        owner_id=job.owner_id, job_id=job.id, objective="translation",
-        config=ModelConfig.from_preset("tiny", 300).to_dict(), tokenizer_fingerprint="f", metrics={},
-        source="last@5", parameters=1, storage_key="models/none", sha256="0" * 64, size_bytes=1,
-        source_language=job.source_language, target_language=job.target_language,
-    )  # fmt: skip
-    session.add(model)
-    session.flush()
-    return model.id
 
 
 def _end_translation(session, translation_id: str, dataset_id: str) -> None:
@@ -120,7 +100,7 @@ def seeded(stack) -> dict[str, Any]:
     live = made["bt-live"]  # reverse job done, its back-translation done, its clean step running
     made["live-reverse-job"] = _steps(http, live)[0]["id"]
     with _turn(stack, live) as session:
-        made["reverse-model"] = _end_job(session, made["live-reverse-job"])
+        made["reverse-model"] = end_job(session, made["live-reverse-job"])
     made["live-translation"] = _steps(http, live)[1]["id"]
     with _turn(stack, live) as session:
         _end_translation(session, made["live-translation"], corpora["synthetic"])
@@ -129,15 +109,15 @@ def seeded(stack) -> dict[str, Any]:
     oom = made["bt-oom"]
     made["oom-job"] = _steps(http, oom)[0]["id"]
     with _turn(stack, oom) as session:
-        _end_job(session, made["oom-job"], "failed", "CUDA out of memory")
+        end_job(session, made["oom-job"], "failed", "CUDA out of memory")
 
     done = made["bt-done"]
     with _turn(stack, done) as session:
-        _end_job(session, _steps(http, done)[0]["id"])
+        end_job(session, _steps(http, done)[0]["id"])
     with _turn(stack, done) as session:
         _end_translation(session, _steps(http, done)[1]["id"], corpora["synthetic"])
     with _turn(stack, done) as session:
-        made["done-model"] = _end_job(session, _steps(http, done)[2]["id"])
+        made["done-model"] = end_job(session, _steps(http, done)[2]["id"])
 
     statuses = {n: [s["status"] for s in _steps(http, made[n])] for n in ("bt-live", "bt-oom", "bt-done")}
     assert statuses == {
