@@ -6,7 +6,8 @@ import { api } from "./api.js";
 import { clear, errorBox, field, fmtTime, h } from "./ui.js";
 
 export const EVENT_TYPES = ["job.succeeded", "job.failed", "job.cancelled", "evaluation.completed",
-  "evaluation.failed", "dataset.ready", "dataset.failed", "model.registered", "model.alias_moved"];
+  "evaluation.failed", "dataset.ready", "dataset.failed", "model.registered", "model.alias_moved",
+  "pipeline.succeeded", "pipeline.failed", "pipeline.cancelled"];
 const RECENT = 10;  // deliveries shown per endpoint
 const REFRESH_MS = 4000;
 

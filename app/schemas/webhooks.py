@@ -21,6 +21,9 @@ EVENT_TYPES = (
     "dataset.failed",
     "model.registered",
     "model.alias_moved",
+    "pipeline.succeeded",
+    "pipeline.failed",
+    "pipeline.cancelled",
 )
 TEST_EVENT = "webhook.test"  # POST /v1/webhooks/{id}/test: to that endpoint alone, whatever it subscribed to
 DeliveryStatus = Literal["pending", "retrying", "succeeded", "failed"]

@@ -54,9 +54,11 @@ def _set_step(pipeline: Pipeline, index: int, **values: Any) -> None:
     pipeline.steps = steps
 
 
-def _finish(pipeline: Pipeline, status: str, error: str | None = None) -> None:
+def _finish(session: Session, pipeline: Pipeline, status: str, error: str | None = None) -> None:
+    """The pipeline ends with `status`; its webhook event commits with the change."""
     pipeline.status, pipeline.error, pipeline.finished_at = status, error, utcnow()
     log.info("pipeline %s %s%s", pipeline.id, status, f": {error}" if error else "")
+    webhooks.emit_pipeline(session, pipeline)
 
 
 def _stop_running(session: Session, pipeline: Pipeline) -> None:
@@ -83,7 +85,7 @@ def advance(session: Session, settings: Settings, pipeline_id: str) -> list[Star
         session.commit()
         return []
     if pipeline.cancel_requested:
-        _finish(pipeline, CANCELLED)
+        _finish(session, pipeline, CANCELLED)
         session.commit()
         _stop_running(session, pipeline)
         return []
@@ -94,7 +96,7 @@ def advance(session: Session, settings: Settings, pipeline_id: str) -> list[Star
             outputs[step["name"]] = now.output or {}
             continue
         if now.status in (FAILED, CANCELLED):
-            _finish(pipeline, FAILED, f"step {index + 1} ({step['name']}) {now.status}: {now.error}")
+            _finish(session, pipeline, FAILED, f"step {index + 1} ({step['name']}) {now.status}: {now.error}")
         elif now.status == pipeline_steps.WAITING:
             try:
                 row = pipeline_steps.start(session, settings, pipeline, step, outputs)
@@ -105,7 +107,7 @@ def advance(session: Session, settings: Settings, pipeline_id: str) -> list[Star
                 session.rollback()
                 pipeline = lock(session, pipeline_id)
                 assert pipeline is not None  # locked a moment ago
-                _finish(pipeline, FAILED, f"step {index + 1} ({step['name']}) could not start: {exc}")
+                _finish(session, pipeline, FAILED, f"step {index + 1} ({step['name']}) could not start: {exc}")
                 session.commit()
                 return []
             _set_step(pipeline, index, id=row.id)  # type: ignore[attr-defined]  # every step's object has an id
@@ -115,7 +117,7 @@ def advance(session: Session, settings: Settings, pipeline_id: str) -> list[Star
         session.commit()
         return []
     pipeline.model_id = outputs.get(pipeline.steps[-1]["name"], {}).get("model_id")
-    _finish(pipeline, SUCCEEDED)
+    _finish(session, pipeline, SUCCEEDED)
     session.commit()
     return []
 

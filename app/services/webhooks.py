@@ -31,6 +31,7 @@ from app.core.settings import get_settings
 from app.core.task_names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from app.db import webhook_rows
 from app.db.base import new_id, utcnow
+from app.db.pipeline_tables import Pipeline
 from app.db.session import begin_before_savepoint, session_scope
 from app.db.tables import Evaluation, Job, TrainedModel
 from app.db.webhook_tables import WebhookDelivery, WebhookEndpoint
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 JOB_EVENTS = {"succeeded": "job.succeeded", "failed": "job.failed", "cancelled": "job.cancelled"}
 EVALUATION_EVENTS = {"succeeded": "evaluation.completed", "failed": "evaluation.failed"}
+PIPELINE_EVENTS = {"succeeded": "pipeline.succeeded", "failed": "pipeline.failed", "cancelled": "pipeline.cancelled"}
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32  # Standard Webhooks: 24 to 64 bytes of randomness
 _UNSENT = "webhooks.unsent"  # session.info: the deliveries a session inserted, to send once it commits
@@ -267,6 +269,23 @@ def emit_evaluation(session: Session, evaluation_id: str) -> list[str]:
         "link": f"/v1/models/{evaluation.model_id}/evaluations/{evaluation.id}",
     }
     return emit(session, evaluation.owner_id, EVALUATION_EVENTS[evaluation.status], data)
+
+
+def emit_pipeline(session: Session, pipeline: Pipeline) -> list[str]:
+    """pipeline.succeeded, pipeline.failed or pipeline.cancelled for a pipeline that has just ended (as set now)."""
+    event_type = PIPELINE_EVENTS.get(pipeline.status)
+    if event_type is None:
+        return []
+    data = {
+        "pipeline_id": pipeline.id,
+        "name": pipeline.name,
+        "kind": pipeline.kind,
+        "status": pipeline.status,
+        "model_id": pipeline.model_id,
+        "error": pipeline.error,
+        "link": f"/v1/pipelines/{pipeline.id}",
+    }
+    return emit(session, pipeline.owner_id, event_type, data)
 
 
 def emit_model_registered(session: Session, model: TrainedModel) -> list[str]:

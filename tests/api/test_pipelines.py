@@ -13,6 +13,7 @@ from model.data.demo import reverse_task
 from tests.api.test_dataset_translations import _languages, _stored_pairs, reverse  # noqa: F401 (a fixture)
 from tests.api.test_datasets import _jsonl, _ready
 from tests.api.test_init_model import _model_row
+from tests.api.test_webhooks import _create, _deliveries
 from tests.support.job_ends import end_job
 
 
@@ -63,6 +64,7 @@ def test_a_backtranslation_runs_its_four_steps_and_ends_with_the_forward_model(c
     from worker.data import filtering, ingest, translating
 
     monkeypatch.setattr(translating, "resolve", lambda _backend: "pytorch")  # the reverse fixture's model, on PyTorch
+    hook = _create(client, alice, events=["pipeline.succeeded"]).json()
     response = client.post("/v1/pipelines", json=_backtranslation(corpora, register_as="numbers-bt"), headers=alice)
     assert response.status_code == 201, response.text
     pipeline = response.json()
@@ -105,13 +107,23 @@ def test_a_backtranslation_runs_its_four_steps_and_ends_with_the_forward_model(c
     assert (done["status"], done["model_id"], done["error"]) == ("succeeded", model, None)
     assert [s["status"] for s in done["steps"]] == ["succeeded"] * 4
     assert done["steps"][2]["output"] == {"dataset_id": cleaning.id}
+    assert [(e["type"], e["data"]["model_id"]) for e in _pipeline_events(client, alice, hook)] == [
+        ("pipeline.succeeded", model)
+    ]
     assert client.get("/v1/pipelines", headers=alice).json()["total"] == 1
     assert client.post(f"{url}/cancel", headers=alice).status_code == 409
     assert client.delete(url, headers=alice).status_code == 204
     assert client.get(f"/v1/jobs/{forward.id}", headers=alice).status_code == 200  # its steps' objects stay
 
 
+def _pipeline_events(client, alice, hook: dict) -> list[dict]:
+    """The pipeline events recorded for a webhook endpoint, oldest first."""
+    deliveries = _deliveries(client, alice, hook["id"])
+    return [d["payload"] for d in reversed(deliveries) if d["event_type"].startswith("pipeline.")]
+
+
 def test_a_failed_step_fails_the_pipeline_and_a_retry_makes_it_anew(client, alice, corpora):
+    hook = _create(client, alice, events=["pipeline.failed", "pipeline.succeeded"]).json()
     pipeline = client.post("/v1/pipelines", json=_backtranslation(corpora), headers=alice).json()
     url = f"/v1/pipelines/{pipeline['id']}"
     first = pipeline["steps"][0]["id"]
@@ -122,6 +134,13 @@ def test_a_failed_step_fails_the_pipeline_and_a_retry_makes_it_anew(client, alic
     failed = client.get(url, headers=alice).json()
     assert failed["status"] == "failed" and failed["finished_at"] is not None
     assert failed["error"] == f"step 1 (reverse) failed: job {first} failed: CUDA out of memory"
+    (event,) = _pipeline_events(client, alice, hook)  # once, however often the runner looks again
+    _advance(pipeline["id"])
+    assert len(_pipeline_events(client, alice, hook)) == 1
+    assert event["type"] == "pipeline.failed" and event["data"] == {
+        "pipeline_id": pipeline["id"], "name": "bt", "kind": "backtranslation", "status": "failed", "model_id": None,
+        "error": failed["error"], "link": url,
+    }  # fmt: skip
     retried = client.post(f"{url}/retry", headers=alice)
     assert retried.status_code == 202, retried.text
     step = retried.json()["steps"][0]
@@ -130,6 +149,7 @@ def test_a_failed_step_fails_the_pipeline_and_a_retry_makes_it_anew(client, alic
 
 
 def test_cancel_stops_the_running_step(client, alice, corpora):
+    hook = _create(client, alice, events=["pipeline.cancelled"]).json()
     pipeline = client.post("/v1/pipelines", json=_backtranslation(corpora), headers=alice).json()
     url = f"/v1/pipelines/{pipeline['id']}"
     cancelled = client.post(f"{url}/cancel", headers=alice)
@@ -137,6 +157,9 @@ def test_cancel_stops_the_running_step(client, alice, corpora):
     assert cancelled.json()["status"] == "cancelled" and cancelled.json()["steps"][0]["status"] == "cancelled"
     assert client.get(pipeline["steps"][0]["url"], headers=alice).json()["status"] == "cancelled"
     assert client.post(f"{url}/cancel", headers=alice).status_code == 409
+    assert [(e["type"], e["data"]["status"]) for e in _pipeline_events(client, alice, hook)] == [
+        ("pipeline.cancelled", "cancelled")
+    ]
     assert client.delete(url, headers=alice).status_code == 204
 
 

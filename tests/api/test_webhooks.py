@@ -296,3 +296,16 @@ def test_a_dataset_parsed_or_failed_records_its_event(client, alice):
     assert events["dataset.ready"]["link"] == f"/v1/datasets/{ready['id']}"
     assert (events["dataset.failed"]["dataset_id"], events["dataset.failed"]["error_line"]) == (failed["id"], 2)
     assert "2 tab-separated columns" in events["dataset.failed"]["error"]
+
+
+def test_the_dashboards_form_offers_every_event_the_api_accepts():
+    """app/dashboard/webhooks.js lists the events its form offers: the API's list, in its order."""
+    import re
+    from pathlib import Path
+
+    from app.schemas.webhooks import EVENT_TYPES
+
+    script = (Path(__file__).parents[2] / "app" / "dashboard" / "webhooks.js").read_text()
+    listed = re.search(r"export const EVENT_TYPES = \[(.*?)\];", script, re.S)
+    assert listed is not None
+    assert tuple(re.findall(r'"([^"]+)"', listed.group(1))) == EVENT_TYPES
