@@ -89,11 +89,18 @@ def test_a_compiler_that_fails_at_once_leaves_the_layers_eager(data, caplog):
     assert "not supported on Python 3.14" in caplog.text
 
 
-@pytest.mark.slow
-def test_compiled_layers_train_like_eager_ones(data):
-    """The real compiler (inductor on this CPU; about a minute to compile): the same losses as eager."""
+def test_a_compiled_training_step_trains_like_eager(data, monkeypatch, caplog):
+    """training.compile=True trains through the step graph with the eager losses. The graphs go to AOTAutograd's
+    backend (aot_eager: the forward and backward graphs inductor gets, run by torch's kernels), counted: inductor's
+    own numerics on the step graph are test_the_step_graph_under_inductor_gives_the_eager_loss_and_gradients's (two
+    minutes of compiling here on a busy CI machine for what that test checks in one)."""
     eager = train(data, _config()).losses
-    compiled = train(data, _config(compile=True)).losses
+    counter = CompileCounterWithBackend("aot_eager")
+    real_compile = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda fn, **kwargs: real_compile(fn, **{**kwargs, "backend": counter}))
+    with caplog.at_level(logging.WARNING, logger="model.train.step_graph"):
+        compiled = train(data, _config(compile=True)).losses
+    assert counter.frame_count >= 1 and "torch.compile failed" not in caplog.text  # compiled, no fallback
     assert compiled == pytest.approx(eager, rel=1e-4)
 
 
