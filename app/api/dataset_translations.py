@@ -39,7 +39,7 @@ def _rate(t: DatasetTranslation, now: datetime) -> float | None:
 def public(t: DatasetTranslation) -> DatasetTranslationPublic:
     done = t.status == task_rows.SUCCEEDED
     rate = _rate(t, utcnow())
-    settings = {k: v for k, v in t.settings.items() if k != "counts"}
+    settings = {k: v for k, v in t.settings.items() if k not in ("counts", "reference_scores")}
     return DatasetTranslationPublic(
         id=t.id,
         model_id=t.model_id,
@@ -55,6 +55,7 @@ def public(t: DatasetTranslation) -> DatasetTranslationPublic:
         rate=rate,
         eta_seconds=round((t.sentences - t.translated) / rate, 1) if rate else None,
         counts=t.settings.get("counts"),
+        reference_scores=t.settings.get("reference_scores"),
         backend=t.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker
         created_at=t.created_at,
         started_at=t.started_at,

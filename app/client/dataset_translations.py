@@ -58,6 +58,13 @@ def cmd_translate_dataset(args: argparse.Namespace) -> None:
         f"long rows left out) by {row['backend']}; the dataset is parsed and reported on next",
         file=sys.stderr,
     )
+    scores = row.get("reference_scores")
+    if scores:
+        print(
+            f"against the dataset's other side ({scores['pairs']} pairs): BLEU {scores['bleu']}, chrF "
+            f"{scores['chrf']}, length ratio {scores['length_ratio']}",
+            file=sys.stderr,
+        )
     print(row["output_dataset_id"])
 
 

@@ -78,6 +78,16 @@ class DatasetTranslationCreate(Input):
         return self
 
 
+class ReferenceScores(Output):
+    """A parallel dataset's translations against the human side they stand beside: what a student learns from its
+    teacher, or how far synthetic sources are from real ones, before any training."""
+
+    pairs: int = Field(description="pairs scored: the first 100,000 with a non-empty reference")
+    bleu: float = Field(description="corpus BLEU (sacrebleu, 13a tokens)")
+    chrf: float = Field(description="corpus chrF")
+    length_ratio: float = Field(description="the translations' length over the references' (BLEU's tokens)")
+
+
 class DatasetTranslationPublic(Output):
     id: str
     model_id: str
@@ -96,6 +106,10 @@ class DatasetTranslationPublic(Output):
     eta_seconds: float | None = Field(None, description="at that rate, while running")
     counts: dict[str, int] | None = Field(
         None, description="once succeeded: pairs written, and rows left out (empty, or too long for the model)"
+    )
+    reference_scores: ReferenceScores | None = Field(
+        None,
+        description="once succeeded, for a parallel dataset: the translations scored against its other side",
     )
     backend: AnsweringBackend | None = None
     created_at: datetime

@@ -143,11 +143,11 @@ def test_a_translation_that_dies_resumes_after_its_parts_and_makes_its_dataset(c
     chunks: list[int] = []
     real = translating.translate_chunk
 
-    def dies_at_the_second_chunk(loaded, chunk, settings, index, backend):
+    def dies_at_the_second_chunk(loaded, chunk, settings, index, backend, references=None):
         chunks.append(index)
         if index == 1 and chunks.count(1) == 1:
             raise Died
-        return real(loaded, chunk, settings, index, backend)
+        return real(loaded, chunk, settings, index, backend, references)
 
     monkeypatch.setattr(translating, "translate_chunk", dies_at_the_second_chunk)
     with pytest.raises(Died):
@@ -160,6 +160,7 @@ def test_a_translation_that_dies_resumes_after_its_parts_and_makes_its_dataset(c
     done = client.get(f"{PATH.format(model)}/{row['id']}", headers=alice).json()
     assert (done["status"], done["translated"], done["resumed_from"], done["backend"]) == ("succeeded", 9, 4, "pytorch")
     assert done["counts"] == {"pairs": 8, "empty": 0, "too_long": 1}
+    assert done["reference_scores"] is None  # a monolingual dataset: nothing to score against
     assert translating.make(row["id"]) == "skipped"  # a redelivery finds it over
     made = done["output_dataset_id"]
     assert ingest.process(made) == "ready"
@@ -197,6 +198,38 @@ def test_sampled_back_translations_are_tagged_sources_beside_the_real_text(clien
     assert all(s.startswith("<BT> ") for s, _ in made)
     # the reverse model reverses the targets back into the sources, at a cool temperature nearly always
     assert sum(s == f"<BT> {source}" for (s, _), (source, _) in zip(made, pairs)) >= 5
+    scores = done["reference_scores"]  # the synthetic sources against the real ones, the tag left out
+    assert scores == _scores([s.removeprefix("<BT> ") for s, _ in made], [source for source, _ in pairs])
+    assert scores["pairs"] == 6 and scores["chrf"] > 80
+
+
+def _scores(hypotheses: list[str], references: list[str]) -> dict:
+    import sacrebleu
+
+    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
+    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
+    return {
+        "pairs": len(hypotheses), "bleu": round(bleu.score, 2), "chrf": round(chrf.score, 2),
+        "length_ratio": round(bleu.sys_len / bleu.ref_len, 3),
+    }  # fmt: skip
+
+
+def test_a_parallel_datasets_translations_are_scored_against_its_other_side(client, alice, reverse):
+    """A teacher's translations of a dataset's sources beside its targets: half the targets here are not what the
+    model says (nor the reversal): the scores are those of the translations against the dataset's own targets."""
+    from worker.data import translating
+
+    pairs = reverse_task(8, max_len=8, seed=7)
+    planted = [(s, t) if i % 2 else (s, "x y z w v u") for i, (s, t) in enumerate(pairs)]
+    data = _ready(client, alice, _jsonl(planted))
+    model = _model_row("alice")
+    row = _post(client, alice, model, dataset_id=data["id"], side="source", backend="pytorch", name="taught").json()
+    assert translating.make(row["id"]) == "succeeded"
+    done = client.get(f"{PATH.format(model)}/{row['id']}", headers=alice).json()
+    made = [t for _, t in _stored_pairs(done["output_dataset_id"])]
+    assert done["reference_scores"] == _scores(made, [t for _, t in planted])
+    truth = _scores(made, [t for _, t in pairs])  # the model reverses well: the planted targets cost it
+    assert done["reference_scores"]["chrf"] < truth["chrf"] - 20 and truth["chrf"] > 80
 
 
 def test_a_reverse_job_reads_every_dataset_target_first(client, alice, parallel_id):

@@ -9,6 +9,10 @@ repeat their draws: each chunk's seed is the request's plus its index; CTranslat
 the parts are joined into the new dataset's file (gzip JSONL), its row is made (`processing`, with its lineage) in
 the transaction that marks the translation succeeded, and its parsing is queued: it is then checked and reported on
 like an upload. A text empty or too long for the model makes no pair: counted in the translation's `counts`.
+
+A parallel dataset's other side is a human reference for each translation: the translations are scored against it
+(`reference_scores`: BLEU, chrF and the length ratio of the first SCORED_PAIRS pairs), which tells before any training
+what a student will learn from its teacher (a teacher that leaves the ends of sentences out shows a ratio below 1).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+import sacrebleu
 from sqlalchemy import update
 
 from app.artifacts import get_store
@@ -46,18 +51,34 @@ from worker.tasks.inference import cache
 
 log = logging.getLogger(__name__)
 CHUNK_ROWS = 1024  # rows a part holds: the unit of progress and of resumption (never changed under a running row)
+SCORED_PAIRS = 100_000  # translations scored against the dataset's other side: enough for stable corpus scores
+
+
+def reference_scores(hypotheses: list[str], references: list[str]) -> dict[str, float | int]:
+    """Corpus BLEU (sacrebleu's 13a tokens) and chrF of the translations against their references, and the length
+    ratio (the translations' tokens over the references', BLEU's own count)."""
+    bleu = sacrebleu.corpus_bleu(hypotheses, [references])
+    chrf = sacrebleu.corpus_chrf(hypotheses, [references])
+    return {
+        "pairs": len(hypotheses),
+        "bleu": round(float(bleu.score), 2),
+        "chrf": round(float(chrf.score), 2),
+        "length_ratio": round(bleu.sys_len / bleu.ref_len, 3) if bleu.ref_len else 0.0,
+    }
 
 
 def part_key(prefix: str, index: int) -> str:
     return f"{prefix}/part-{index:07d}.json.gz"
 
 
-def texts(dataset: Dataset, side: str, limit: int) -> Iterator[str]:
-    """The first `limit` texts of the dataset's side ("source", "target" of a parallel dataset; "text")."""
+def texts(dataset: Dataset, side: str, limit: int) -> Iterator[tuple[str, str | None]]:
+    """The first `limit` texts of the dataset's side ("source", "target" of a parallel dataset; "text"), each with
+    the other side of its pair (None for a monolingual dataset)."""
     column = {"source": 1, "text": 1, "target": 2}[side]
+    other = {"source": 2, "target": 1}.get(side)
     with rows(dataset) as numbered:
         for row in islice(numbered, limit):
-            yield row[column]
+            yield row[column], (row[other] if other is not None else None)
 
 
 def options_of(decoding: dict[str, Any], seed_offset: int) -> Options:
@@ -69,14 +90,21 @@ def options_of(decoding: dict[str, Any], seed_offset: int) -> Options:
 
 
 def translate_chunk(
-    loaded: LoadedModel, chunk: list[str], settings: dict[str, Any], index: int, backend: str
+    loaded: LoadedModel,
+    chunk: list[str],
+    settings: dict[str, Any],
+    index: int,
+    backend: str,
+    references: list[str | None] | None = None,
 ) -> tuple[dict[str, Any], str | None]:
     """A part: the chunk's pairs as the new dataset holds them, and its rows left out ("empty", "too_long"); and
-    the backend that translated (None when nothing was)."""
+    the backend that translated (None when nothing was). With `references` (the other side of each row of a
+    parallel dataset), the part also holds each translation and its reference ("scored"), non-empty ones only."""
     limit = loaded.model.config.max_positions
     lengths = [len(ids) + 1 for ids in loaded.tokenizer.encode_batch(chunk)]  # and </s>
     empty = [not text.strip() for text in chunk]
-    todo = [text for text, blank, n in zip(chunk, empty, lengths) if not blank and n <= limit]
+    kept = [i for i, (blank, n) in enumerate(zip(empty, lengths)) if not blank and n <= limit]
+    todo = [chunk[i] for i in kept]
     by = None
     made: list[str] = []
     if todo:
@@ -90,7 +118,11 @@ def translate_chunk(
         else:
             pairs.append([f"{tag} {translation}" if tag else translation, text])
     too_long = sum(1 for blank, n in zip(empty, lengths) if not blank and n > limit)
-    return {"rows": len(chunk), "pairs": pairs, "empty": sum(empty), "too_long": too_long}, by
+    part = {"rows": len(chunk), "pairs": pairs, "empty": sum(empty), "too_long": too_long}
+    if references is not None:
+        wanted = (references[i] for i in kept)
+        part["scored"] = [[made_, ref] for made_, ref in zip(made, wanted) if ref and ref.strip()]
+    return part, by
 
 
 def _progress(translation_id: str, translated: int) -> bool:
@@ -136,7 +168,8 @@ def make(translation_id: str) -> str:
     for index, chunk in enumerate(chunks):
         if part_key(prefix, index) in written:
             continue
-        part, by = translate_chunk(loaded, chunk, settings, index, backend)
+        references = [ref for _, ref in chunk] if dataset.kind == "parallel" else None
+        part, by = translate_chunk(loaded, [text for text, _ in chunk], settings, index, backend, references)
         answered.update([by] if by else [])
         store.write_bytes(part_key(prefix, index), gzip.compress(json.dumps(part, ensure_ascii=False).encode()))
         done += len(chunk)
@@ -146,7 +179,7 @@ def make(translation_id: str) -> str:
     return _finish(row, dataset, prefix, n_parts, min(answered, default=None))
 
 
-def _chunks(items: Iterator[str]) -> Iterator[list[str]]:
+def _chunks(items: Iterator[tuple[str, str | None]]) -> Iterator[list[tuple[str, str | None]]]:
     while chunk := list(islice(items, CHUNK_ROWS)):
         yield chunk
 
@@ -155,6 +188,7 @@ def _finish(row: DatasetTranslation, parent: Dataset, prefix: str, n_parts: int,
     """Join the parts into the new dataset's file, make its row with the translation's success, queue its parsing."""
     store = get_store()
     counts = {"pairs": 0, "empty": 0, "too_long": 0}
+    scored: list[list[str]] = []
     key = f"datasets/{row.output_dataset_id}/data.jsonl.gz"
     scratch = get_settings().data_dir / "tmp"
     scratch.mkdir(parents=True, exist_ok=True)
@@ -168,6 +202,7 @@ def _finish(row: DatasetTranslation, parent: Dataset, prefix: str, n_parts: int,
                 counts["pairs"] += len(part["pairs"])
                 counts["empty"] += part["empty"]
                 counts["too_long"] += part["too_long"]
+                scored.extend(part.get("scored", [])[: SCORED_PAIRS - len(scored)])
         if counts["pairs"] == 0:
             raise RequestError(
                 422, f"no row of dataset {parent.id} could be translated: {counts['empty']} empty, "
@@ -175,8 +210,9 @@ def _finish(row: DatasetTranslation, parent: Dataset, prefix: str, n_parts: int,
             )  # fmt: skip
         digest, size = ingest.sha256_of(path), path.stat().st_size
         store.push(path, key)
+    scores = reference_scores([h for h, _ in scored], [r for _, r in scored]) if scored else None
     try:
-        made = _record(row, parent, key, digest, size, counts, backend)
+        made = _record(row, parent, key, digest, size, counts, backend, scores)
     except PayloadTooLarge as exc:
         store.delete(f"datasets/{row.output_dataset_id}")
         raise RequestError(413, str(exc.detail)) from exc
@@ -197,6 +233,7 @@ def _record(
     size: int,
     counts: dict[str, int],
     backend: str | None,
+    scores: dict[str, float | int] | None,
 ) -> bool:
     """The new dataset's row and the translation's success, in one transaction (charged to the organisation's
     storage quota as stored: PayloadTooLarge over it); False when the translation is no longer running (deleted or
@@ -211,7 +248,7 @@ def _record(
                 status=task_rows.SUCCEEDED,
                 translated=row.sentences,
                 backend=backend,
-                settings={**settings, "counts": counts},
+                settings={**settings, "counts": counts, **({"reference_scores": scores} if scores else {})},
                 finished_at=utcnow(),
                 updated_at=utcnow(),
             )
