@@ -65,6 +65,16 @@ class Chain(Sequence[Any]):
         for part in self._parts:
             yield from part
 
+    def distinct_len(self) -> int:
+        """Rows counting a part repeated in the chain once: the data behind the view (what rules sized by a corpus
+        must count, not its repeats)."""
+        return sum(len(p) for p in {id(p): p for p in self._parts}.values())
+
+
+def distinct_len(rows: Sequence[Any]) -> int:
+    """len(rows), a Chain's repeated parts counted once."""
+    return rows.distinct_len() if isinstance(rows, Chain) else len(rows)
+
 
 @dataclass(frozen=True)
 class Mixed:

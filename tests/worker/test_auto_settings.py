@@ -390,3 +390,17 @@ def test_a_job_whose_preset_the_worker_chose_trains_exactly_as_one_that_names_it
         weights[name] = load_model(result.model_checkpoint)[0].state_dict()
     assert weights["chosen"].keys() == weights["named"].keys()
     assert all(torch.equal(weights["chosen"][k], weights["named"][k]) for k in weights["named"])
+
+
+def test_a_mixed_jobs_vocabulary_is_chosen_from_its_distinct_rows(corpus, worker_env):
+    """A mix repeats its new rows (model/data/mixing.py): 900 pairs 25 times look like 22,500, past the 20,000 that
+    a vocabulary of 2,000 stops at; the rule must see the 900."""
+    from model.data.mixing import Chain
+
+    worker_env(WORKER_TOKENS_PER_SECOND="3000")
+    rows = _rows(corpus, ["vocab_size"])
+    rows = JobRows(rows.job, Chain([rows.train_rows] * 25), rows.valid_rows)
+    assert len(rows.train_rows) == 25 * len(corpus[0]) > 20_000
+    choose_settings(rows, "cpu")
+    auto = rows.job.auto_settings
+    assert auto["chosen"]["vocab_size"] == 2000 and auto["inputs"]["training_pairs"] == len(corpus[0])

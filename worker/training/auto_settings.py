@@ -23,6 +23,7 @@ from app.db.tables import Job
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from app.services.job_submission import BATCH_ADVICE, PRESET_ADVICE, candidate_configs
 from model.data.batching import example_sizes
+from model.data.mixing import distinct_len
 from model.data.tokenizer import Tokenizer
 from model.probes.anatomy import estimate_memory
 from model.train.budget import (
@@ -121,7 +122,7 @@ def _choose_budget(
     settings, job = get_settings(), rows.job
     model_spec, spec = dict(job.model_config), dict(job.training_config)
     training = TrainingSpec.stored(spec)
-    pairs = len(rows.train_rows)
+    pairs = distinct_len(rows.train_rows)  # a mixed job's repeats once: the vocabulary fits the data, not its repeats
     if "vocab_size" in fields:  # the tokenizer is trained with it, so it is chosen before preparing
         model_spec["vocab_size"] = choose_vocabulary(pairs)[0]
     job.model_config = model_spec

@@ -56,3 +56,14 @@ def test_bad_shares_and_nothing_new_are_refused() -> None:
             mix([("a", "b")], [("c", "d")], share, seed=0)
     with pytest.raises(ValueError, match="no new rows"):
         mix([], [("c", "d")], 0.5, seed=0)
+
+
+def test_the_distinct_rows_of_a_mix_count_each_repeated_part_once():
+    """Rules sized by a corpus (the budget's vocabulary) see the data behind a mix, not its repeats."""
+    from model.data.mixing import distinct_len
+
+    new, old = [("n", str(i)) for i in range(100)], [("o", str(i)) for i in range(1000)]
+    mixed = mix(new, old, 0.8, seed=0)
+    assert mixed.repeats == 40 and len(mixed.train) == 40 * 100 + 1000
+    assert distinct_len(mixed.train) == 100 + 1000
+    assert distinct_len(new) == 100  # a plain sequence: its length
