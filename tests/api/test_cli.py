@@ -256,14 +256,17 @@ def _running_job(owner: str, **training) -> str:
     return job_id
 
 
-def _finish_later(job_id: str, owner: str, delay: float) -> threading.Thread:
-    """What a worker does, `delay` seconds from now: a step with a new loss, then success with a model."""
+def _finish_later(job_id: str, owner: str, delay: float, after: threading.Event | None = None) -> threading.Thread:
+    """What a worker does, `delay` seconds from now (from when `after` is set, if given): a step with a new loss,
+    then success with a model."""
     from app.db.access_tables import Owner
     from app.db.run_record_tables import Metric
     from app.db.session import session_scope
     from app.db.tables import Job, TrainedModel
 
     def work() -> None:
+        if after is not None:
+            assert after.wait(60), "the watcher never read the job"
         time.sleep(delay)
         with session_scope() as session:
             job = session.get(Job, job_id)
@@ -293,9 +296,13 @@ def _finish_later(job_id: str, owner: str, delay: float) -> threading.Thread:
     return thread
 
 
-def test_status_watch_without_a_terminal_prints_plain_lines_until_the_end_and_the_model(cli, alice):
+def test_status_watch_without_a_terminal_prints_plain_lines_until_the_end_and_the_model(cli, client, alice):
     job_id = _running_job("alice")
-    thread = _finish_later(job_id, "alice", delay=1.0)
+    read = threading.Event()  # the first line must show step 3: the worker moves on once the watcher has read it
+    client.event_hooks["response"].append(
+        lambda response: read.set() if response.request.url.path == f"/v1/jobs/{job_id}" else None
+    )
+    thread = _finish_later(job_id, "alice", delay=0.2, after=read)
     code, out, err = cli("status", job_id, "--watch", "--interval", "0", "--key", _key(alice))
     thread.join()
     lines = out.splitlines()
