@@ -298,6 +298,23 @@ def test_a_job_that_leaves_its_preset_to_the_worker_gets_it_chosen_from_timed_ca
     assert pending(rows) == []
 
 
+def test_a_mixed_jobs_preset_and_dropout_see_its_distinct_rows(larger_corpus, worker_env, preset_rates):
+    """A mix repeats its rows: the size law and the dropout rule must weigh the corpus behind them (its tokens
+    once), as for the same rows given plainly, or 4 repeats look like 4 times the data and fewer epochs."""
+    from model.data.mixing import Chain
+
+    worker_env(WORKER_TOKENS_PER_SECOND="0")
+    plain = _auto(larger_corpus, ["warmup_steps"])
+    choose_settings(plain, "cpu")
+    mixed = _auto(larger_corpus, ["warmup_steps"])
+    mixed = JobRows(mixed.job, Chain([mixed.train_rows] * 4), mixed.valid_rows)
+    choose_settings(mixed, "cpu")
+    inputs = {name: rows.job.auto_settings["preset_inputs"] for name, rows in (("plain", plain), ("mixed", mixed))}
+    assert inputs["mixed"]["training_pairs"] == inputs["plain"]["training_pairs"] == len(larger_corpus[0])
+    assert inputs["mixed"]["corpus_tokens"] == inputs["plain"]["corpus_tokens"] > 0
+    assert mixed.job.model_config["dropout"] == plain.job.model_config["dropout"]
+
+
 def test_a_given_dropout_stays_and_a_given_preset_is_not_chosen(larger_corpus, worker_env, preset_rates):
     worker_env(WORKER_TOKENS_PER_SECOND="0")
     rows = _auto(larger_corpus, ["warmup_steps"], model={"dropout": 0.05})

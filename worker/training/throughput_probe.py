@@ -20,6 +20,7 @@ import torch
 from app.core.settings import get_settings
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from model.data.batching import Example, example_sizes
+from model.data.mixing import distinct_len
 from model.nn.config import ModelConfig
 from model.probes.anatomy import estimate_memory, non_embedding_parameters
 from model.train.budget import BATCH_MULTIPLE, MIN_BATCH_TOKENS, Curve, largest_batch
@@ -132,10 +133,11 @@ def choose_preset(
     fixed = fixed_batch or training.max_minutes is None
     batch = training.max_tokens_per_batch if fixed else max(MIN_BATCH_TOKENS, longest)
     candidates = [candidate(n, c, batch, fixed, precision, limit) for n, c in configs.items()]
+    pairs = distinct_len(rows.train_rows)  # a mixed job's repeated rows once: the law sizes by the data, not repeats
     inputs = SizeInputs(
         candidates=tuple(candidates),
-        corpus_tokens=int(sizes.sum()),
-        training_pairs=len(rows.train_rows),
+        corpus_tokens=int(sizes.sum()) * pairs // max(1, len(rows.train_rows)),  # rows of the mean length
+        training_pairs=pairs,
         max_minutes=training.max_minutes,
         memory_limit_bytes=limit,
         longest_example=longest,
