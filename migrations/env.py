@@ -13,6 +13,7 @@ from app.core.settings import get_settings
 from app.db import (  # noqa: F401  (register the tables)
     access_tables,
     audit_tables,
+    background_tables,
     correction_tables,
     dataset_translation_tables,
     glossary_tables,

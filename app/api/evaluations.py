@@ -16,7 +16,7 @@ from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ReadKey, TrainKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
-from app.db.tables import Evaluation
+from app.db.background_tables import Evaluation
 from app.schemas.common import Page
 from app.schemas.evaluations import EvaluationCreate, EvaluationPublic
 from app.services.evaluations import create, dispatch

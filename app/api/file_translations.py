@@ -20,8 +20,8 @@ from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import InferenceKey, ReadKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
+from app.db.background_tables import FileTranslation
 from app.db.base import new_id
-from app.db.tables import FileTranslation
 from app.schemas.common import NUL_MESSAGE, Page, holds_nul
 from app.schemas.file_translations import FileTranslationPublic
 from app.schemas.inference import BACKEND_DESCRIPTION, Backend

@@ -13,9 +13,9 @@ from typing import Any
 from sqlalchemy import CursorResult, update
 from sqlalchemy.orm import Session
 
+from app.db.background_tables import Evaluation, FileTranslation
 from app.db.base import utcnow
 from app.db.dataset_translation_tables import DatasetTranslation
-from app.db.tables import Evaluation, FileTranslation
 
 QUEUED, RUNNING, SUCCEEDED, FAILED = "queued", "running", "succeeded", "failed"
 Table = type[Evaluation] | type[FileTranslation] | type[DatasetTranslation]

@@ -16,12 +16,13 @@ from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session
 
 from app.db import tombstone_rows
+from app.db.background_tables import Evaluation
 from app.db.base import utcnow
 from app.db.dataset_translation_tables import DatasetTranslation
 from app.db.job_rows import ACTIVE_STATES
 from app.db.keys import Caller
 from app.db.registry_tables import ModelAlias, ModelName
-from app.db.tables import Dataset, Evaluation, Job, Sweep, TrainedModel
+from app.db.tables import Dataset, Job, Sweep, TrainedModel
 from app.db.task_rows import QUEUED, RUNNING
 from app.db.usage_tables import DeletedJobUsage
 from app.services import quotas, registry

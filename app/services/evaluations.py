@@ -11,7 +11,8 @@ from sqlalchemy.orm import Session
 
 from app.core.settings import Settings
 from app.core.task_names import EVALUATE
-from app.db.tables import Dataset, Evaluation, TrainedModel
+from app.db.background_tables import Evaluation
+from app.db.tables import Dataset, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
 from app.services import glossaries
 from app.services.datasets import require_ready

@@ -9,7 +9,7 @@ from __future__ import annotations
 from celery import Celery
 
 from app.core.task_names import TRANSLATE_FILE
-from app.db.tables import FileTranslation
+from app.db.background_tables import FileTranslation
 from app.services.queueing import dispatch_background
 
 

@@ -21,7 +21,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.db import task_rows
-from app.db.tables import Dataset, Evaluation, Job, TrainedModel, Worker
+from app.db.background_tables import Evaluation
+from app.db.tables import Dataset, Job, TrainedModel, Worker
 
 # What the card says to load each export with (the export's folder is `folder`).
 LIBRARIES = {"native": None, "huggingface": "transformers", "ctranslate2": "ctranslate2"}

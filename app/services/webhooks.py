@@ -30,10 +30,11 @@ from standardwebhooks.webhooks import Webhook
 from app.core.settings import get_settings
 from app.core.task_names import DELIVER_WEBHOOK, WEBHOOK_QUEUE
 from app.db import webhook_rows
+from app.db.background_tables import Evaluation
 from app.db.base import new_id, utcnow
 from app.db.pipeline_tables import Pipeline
 from app.db.session import begin_before_savepoint, session_scope
-from app.db.tables import Evaluation, Job, TrainedModel
+from app.db.tables import Job, TrainedModel
 from app.db.webhook_tables import WebhookDelivery, WebhookEndpoint
 from app.schemas.webhooks import EVENT_TYPES, TEST_EVENT
 from app.services.queueing import get_sender

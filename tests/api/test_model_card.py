@@ -10,9 +10,10 @@ from datetime import timedelta
 import pytest
 from huggingface_hub import ModelCard
 
+from app.db.background_tables import Evaluation
 from app.db.base import utcnow
 from app.db.session import session_scope
-from app.db.tables import Dataset, Evaluation, Job, TrainedModel, Worker
+from app.db.tables import Dataset, Job, TrainedModel, Worker
 from app.services.model_card import card_digest, card_facts, render_card
 from tests.api.test_init_model import _model_row
 

@@ -24,8 +24,9 @@ from sacrebleu.tokenizers import tokenizer_spm
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import EVALUATE
 from app.db import task_rows
+from app.db.background_tables import Evaluation
 from app.db.session import session_scope
-from app.db.tables import Dataset, Evaluation, TrainedModel
+from app.db.tables import Dataset, TrainedModel
 from app.services import webhooks
 from app.services.evaluations import hypotheses_key
 from model.data.corpus import DataError

@@ -21,8 +21,8 @@ from celery import shared_task
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import TRANSLATE_FILE
 from app.db import task_rows
+from app.db.background_tables import FileTranslation
 from app.db.session import session_scope
-from app.db.tables import FileTranslation
 from app.services.file_translations import result_key
 from model.data.segments import join_document, join_pieces, one_line, pieces_that_fit, sentences, split_document
 from model.decode.glossary import Glossary
