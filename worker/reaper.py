@@ -1,5 +1,6 @@
 """The reaper: re-queues jobs whose lease expired, (re)sends jobs whose message was never sent or lost, sends again
-or fails datasets stuck in processing, moves running sweeps and pipelines on, sends the messages of webhook
+or fails datasets stuck in processing and background work (evaluations, file and dataset translations) whose worker
+died, moves running sweeps and pipelines on, sends the messages of webhook
 deliveries that are due with none on its way, removes uploads staged for an import that no worker will ever read and
 webhook deliveries that ended long ago, and sends the collector the files of deleted rows whose grace period has
 passed (worker/collector.py).
@@ -19,8 +20,19 @@ from celery import Celery
 
 from app.artifacts import ArtifactStore, ArtifactStoreError, get_store
 from app.core.settings import Settings, get_settings
-from app.core.task_names import COLLECT_ARTIFACTS, DATA_QUEUE, FILTER_DATASET, PROCESS_DATASET
-from app.db import dataset_rows, job_rows, webhook_rows
+from app.core.task_names import (
+    COLLECT_ARTIFACTS,
+    DATA_QUEUE,
+    EVALUATE,
+    FILTER_DATASET,
+    INFERENCE_QUEUE,
+    PROCESS_DATASET,
+    TRANSLATE_DATASET,
+    TRANSLATE_FILE,
+)
+from app.db import dataset_rows, job_rows, task_rows, webhook_rows
+from app.db.background_tables import Evaluation, FileTranslation
+from app.db.dataset_translation_tables import DatasetTranslation
 from app.db.session import session_scope
 from app.db.tables import Job
 from app.services import pipeline_runner, sweep_runner, webhooks
@@ -38,6 +50,13 @@ STAGING_SWEEP_SECONDS = 300  # list the staging folder at most this often (a LIS
 _next_staging_sweep = 0.0  # time.monotonic() of this process's next staging sweep
 SWEEP_ADVANCE_SECONDS = 30  # move running sweeps on at most this often (a replay of each one's study)
 _next_sweep_advance = 0.0
+STALL_SWEEP_SECONDS = 30  # look for stalled background work at most this often, per process
+_next_stall_sweep = 0.0
+BACKGROUND_TASKS: tuple[tuple[task_rows.Table, str, str], ...] = (
+    (Evaluation, EVALUATE, "evaluation"),
+    (FileTranslation, TRANSLATE_FILE, "file translation"),
+    (DatasetTranslation, TRANSLATE_DATASET, "dataset translation"),
+)
 PIPELINE_ADVANCE_SECONDS = 5  # move running pipelines on at most this often (a few reads each: a step's end is seen)
 _next_pipeline_advance = 0.0
 DELIVERY_RETENTION = timedelta(days=30)  # webhook deliveries that ended are kept this long
@@ -67,6 +86,7 @@ def sweep(celery: Celery) -> tuple[list[str], list[str], list[str]]:
         dispatched.append(job_id)
     sweep_staging(settings)
     sweep_datasets(celery, settings)
+    sweep_stalled(celery, settings)
     dispatched += advance_sweeps(celery, settings)
     advance_pipelines(celery, settings)
     send_due_deliveries(settings)
@@ -125,6 +145,43 @@ def sweep_datasets(celery: Celery, settings: Settings) -> tuple[list[str], list[
         celery.send_task(task, args=[dataset.id], queue=DATA_QUEUE)
         log.warning("dataset %s: still processing after %d s; its task sent again", dataset.id, timeout)
         sent.append(dataset.id)
+    return sent, failed
+
+
+def sweep_stalled(celery: Celery, settings: Settings, force: bool = False) -> tuple[list[str], list[str]]:
+    """Background rows running with no progress for BACKGROUND_STALL_SECONDS (their worker died): sent again to the
+    inference queue, where a worker claims the row and resumes it (a dataset translation after its parts, the others
+    from the start), or failed once sent BACKGROUND_MAX_ATTEMPTS times. At most every STALL_SWEEP_SECONDS (or
+    BACKGROUND_STALL_SECONDS, if shorter) unless `force`. Returns (sent again, failed) ids."""
+    global _next_stall_sweep
+    if not force and time.monotonic() < _next_stall_sweep:
+        return [], []
+    _next_stall_sweep = time.monotonic() + min(STALL_SWEEP_SECONDS, settings.background_stall_seconds)
+    stall = timedelta(seconds=settings.background_stall_seconds)
+    sent: list[str] = []
+    failed: list[str] = []
+    for table, task, what in BACKGROUND_TASKS:
+        with session_scope() as session:
+            stalled = task_rows.stalled(session, table, stall)
+        for row_id, attempt in stalled:
+            if attempt >= settings.background_max_attempts:
+                error = (
+                    f"its task was sent {attempt} times and each time its progress stopped for "
+                    f"BACKGROUND_STALL_SECONDS={settings.background_stall_seconds} (its worker died); ask again"
+                )
+                with session_scope() as session:
+                    if task_rows.fail(session, table, row_id, error):
+                        if table is Evaluation:
+                            webhooks.emit_evaluation(session, row_id)  # evaluation.failed
+                        log.error("%s %s: stalled after %d sends; failed", what, row_id, attempt)
+                        failed.append(row_id)
+                continue
+            with session_scope() as session:
+                if not task_rows.sent_again(session, table, row_id, attempt):
+                    continue
+            celery.send_task(task, args=[row_id], queue=INFERENCE_QUEUE)
+            log.warning("%s %s: no progress for %s; its task sent again", what, row_id, stall)
+            sent.append(row_id)
     return sent, failed
 
 

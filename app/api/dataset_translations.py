@@ -51,6 +51,7 @@ def public(t: DatasetTranslation) -> DatasetTranslationPublic:
         sentences=t.sentences,
         translated=t.translated,
         resumed_from=t.resumed_from,
+        attempt=t.attempt,
         progress=1.0 if done else t.translated / t.sentences if t.sentences else 0.0,
         rate=rate,
         eta_seconds=round((t.sentences - t.translated) / rate, 1) if rate else None,

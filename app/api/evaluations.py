@@ -36,6 +36,7 @@ def public(evaluation: Evaluation) -> EvaluationPublic:
         settings=evaluation.settings,
         sentences=evaluation.sentences,
         translated=evaluation.translated,
+        attempt=evaluation.attempt,
         progress=1.0 if done else evaluation.translated / max(evaluation.sentences, 1),
         scores=evaluation.scores,
         backend=evaluation.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker

@@ -44,6 +44,7 @@ def public(t: FileTranslation) -> FileTranslationPublic:
         lines=t.lines,
         sentences=t.sentences,
         translated=t.translated,
+        attempt=t.attempt,
         progress=1.0 if done else t.translated / t.sentences if t.sentences else 0.0,
         result_url=f"/v1/models/{t.model_id}/translations/{t.id}/result" if done else None,
         backend=t.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker

@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     # took on a loaded 2-core host (a slow parse sent again is parsed twice; the first to finish is recorded).
     dataset_processing_timeout_seconds: int = Field(3600, ge=5)
     dataset_max_attempts: int = Field(2, ge=1, le=20)
+    # A running evaluation, file translation or dataset translation whose progress has not moved this long is what a
+    # dead worker leaves (on Redis its message comes back only after BROKER_VISIBILITY_TIMEOUT): the reaper sends its
+    # task again, and fails it once sent BACKGROUND_MAX_ATTEMPTS times. Progress moves every chunk of sentences
+    # (1,024 at most: a minute or two for a big model on a slow CPU); 15 minutes leaves room for the last steps.
+    background_stall_seconds: int = Field(900, ge=5)
+    background_max_attempts: int = Field(3, ge=1, le=20)
     # Files of deleted jobs, models and datasets stay this long before the collector deletes them (worker/tasks/
     # collect.py): far longer than a cancelled job's last checkpoint write or an export being built takes.
     artifact_grace_seconds: int = Field(3600, ge=0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, String, Text
+from sqlalchemy import JSON, ForeignKey, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
@@ -42,6 +42,7 @@ class Evaluation(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")  # sends of its task (worker/reaper.py)
 
 
 class FileTranslation(Base):
@@ -68,3 +69,4 @@ class FileTranslation(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")  # sends of its task (worker/reaper.py)

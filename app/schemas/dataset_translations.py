@@ -101,6 +101,7 @@ class DatasetTranslationPublic(Output):
     sentences: int = Field(description="rows to translate")
     translated: int = Field(description="rows done so far (kept across a worker's restart: the work resumes)")
     resumed_from: int = Field(description="rows already done when the running attempt started")
+    attempt: int = Field(1, description="sends of its task (over 1: sent again after its worker died)")
     progress: float
     rate: float | None = Field(None, description="sentences a second of the running attempt")
     eta_seconds: float | None = Field(None, description="at that rate, while running")

@@ -49,6 +49,7 @@ class EvaluationPublic(Output):
     settings: dict[str, Any]
     sentences: int
     translated: int
+    attempt: int = Field(1, description="sends of its task (over 1: sent again after its worker died)")
     progress: float
     # {"bleu": {"score", "signature"}, "chrf": {...}, "chrf++": {...}} once succeeded
     scores: dict[str, Any] | None

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
+from pydantic import Field
+
 from app.schemas.common import Output
 from app.schemas.inference import AnsweringBackend
 
@@ -21,6 +23,7 @@ class FileTranslationPublic(Output):
     lines: int
     sentences: int  # what is translated: the file's sentences (a line may hold several)
     translated: int
+    attempt: int = Field(1, description="sends of its task (over 1: sent again after its worker died)")
     progress: float
     result_url: str | None  # once succeeded
     backend: AnsweringBackend | None = None  # which translated the file, once succeeded (asked for: settings.backend)
