@@ -23,6 +23,7 @@ from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
+from model.train.schedule import batch_lr_scale
 from model.train.size_choice import PRESET_FIELD, PRESET_ORDER
 
 REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
@@ -90,11 +91,12 @@ def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objec
 
 # What a job starting from a model may change in its `model` section: regularisation, not the architecture.
 INIT_MODEL_MAY_CHANGE = ("dropout", "attention_dropout")
-# lr_scale by default: the paper's full rate, or a quarter of it when starting from a trained model. Fine-tuning
-# the tiny numbers model (0-999) on 1000-1999, warm-up 30, held-out exact of 24: after 200 steps 0 at 1.0 and 1 at
-# 0.5 (the re-warmed rate wrecks its weights), 0 at 0.1 (too slow), 8-18 at 0.25, a fresh model 0; after 400 steps
-# 15-19 at 0.25 (two seeds), 16 at 0.5.
-LR_SCALE, FINE_TUNE_LR_SCALE = 1.0, 0.25
+# lr_scale by default: a quarter of the paper's rate when starting from a trained model; otherwise it follows the
+# batch (model/train/schedule.py batch_lr_scale), chosen here when the job gives its batch and by the worker when it
+# chooses the batch. Fine-tuning the tiny numbers model (0-999) on 1000-1999, warm-up 30, held-out exact of 24: after
+# 200 steps 0 at 1.0 and 1 at 0.5 (the re-warmed rate wrecks its weights), 0 at 0.1 (too slow), 8-18 at 0.25, a
+# fresh model 0; after 400 steps 15-19 at 0.25 (two seeds), 16 at 0.5.
+FINE_TUNE_LR_SCALE = 0.25
 
 
 def _check_mix(session: Session, owner_id: str, body: JobCreate) -> None:
@@ -118,11 +120,18 @@ def check_registering(key: Caller, body: JobCreate) -> None:
 
 
 def default_learning_rate(body: JobCreate) -> JobCreate:
-    """The body with training.lr_scale set when it was left out (LR_SCALE or FINE_TUNE_LR_SCALE)."""
-    if body.training.lr_scale is not None:
+    """The body with training.lr_scale set when it was left out: FINE_TUNE_LR_SCALE from a model, else the batch's
+    (batch_lr_scale); left out still when the worker chooses the batch (it sets the scale with it)."""
+    training = body.training
+    if training.lr_scale is not None:
         return body
-    scale = FINE_TUNE_LR_SCALE if body.init_model_id is not None else LR_SCALE
-    return body.model_copy(update={"training": body.training.model_copy(update={"lr_scale": scale})})
+    if body.init_model_id is not None:
+        scale = FINE_TUNE_LR_SCALE
+    elif "max_tokens_per_batch" in training.model_fields_set or training.max_minutes is None:
+        scale = batch_lr_scale(training.max_tokens_per_batch * training.grad_accum_steps)
+    else:
+        return body
+    return body.model_copy(update={"training": training.model_copy(update={"lr_scale": scale})})
 
 
 def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
-from model.train.schedule import InverseSqrtSchedule
+from model.train.schedule import InverseSqrtSchedule, batch_lr_scale
 from model.train.settings import MAX_KEEP_CHECKPOINTS, Precision, TrainSettings
 
 # preempted: the worker is shutting down; a checkpoint of the current step is written so another resumes it.
@@ -64,7 +64,16 @@ class TrainConfig(TrainSettings):
     def schedule(self, d_model: int) -> InverseSqrtSchedule:
         if self.peak_lr is not None:
             return InverseSqrtSchedule.from_peak_lr(self.peak_lr, d_model, self.warmup_steps)
-        return InverseSqrtSchedule(d_model, self.warmup_steps, 1.0 if self.lr_scale is None else self.lr_scale)
+        return InverseSqrtSchedule(d_model, self.warmup_steps, self.resolved_lr_scale)
+
+    @property
+    def resolved_lr_scale(self) -> float:
+        """lr_scale as given, else the default for one device's update (max_tokens_per_batch x grad_accum_steps;
+        model/train/schedule.py batch_lr_scale): a data-parallel job's update is larger and gets the same, more
+        cautious, scale."""
+        if self.lr_scale is not None:
+            return self.lr_scale
+        return batch_lr_scale(self.max_tokens_per_batch * self.grad_accum_steps)
 
     @property
     def resolved_precision(self) -> str:

@@ -97,8 +97,9 @@ class TrainSettings(Settings):
         None,
         gt=0,
         le=100,
-        description="multiplies the paper's rate d_model^-0.5 * min(...). Default (null): 1.0, or 0.25 for a job "
-        "that starts from a model (init_model_id), whose trained weights the paper's peak rate would wreck",
+        description="multiplies the paper's rate d_model^-0.5 * min(...). Default (null): sqrt(batch tokens an "
+        "update / 3,072) below 3,072 tokens, else 1.0 (smaller batches, noisier gradients: a lower rate), or 0.25 "
+        "for a job that starts from a model (init_model_id), whose trained weights the paper's peak rate would wreck",
     )
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     clip_norm: float | None = Field(

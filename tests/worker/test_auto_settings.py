@@ -14,6 +14,7 @@ from model.data.demo import numbers_to_words_task, split_numbers
 from model.probes.anatomy import estimate_memory
 from model.train.budget import BudgetInputs, choose_warmup, training_seconds
 from model.train.compile_choice import COMPILE_SECONDS_PER_GRAPH, COMPILED_SPEEDUP, DATA_PARALLEL_GRAPHS
+from model.train.schedule import batch_lr_scale
 from model.train.size_choice import SizeInputs, choose_dropout, choose_size
 from model.train.step_graph import bucket_length
 from worker.training import auto_settings, throughput_probe
@@ -60,7 +61,10 @@ def test_same_corpus_budget_and_throughput_give_the_same_recorded_choice(corpus,
     auto = first.job.auto_settings
     assert auto == second.job.auto_settings
     assert data_1.tokenizer.fingerprint == data_2.tokenizer.fingerprint
-    assert set(auto["chosen"]) == set(ALL) and set(auto["reasons"]) == set(ALL)
+    assert set(auto["chosen"]) == set(auto["reasons"]) == {*ALL, "lr_scale"}  # the rate follows the chosen batch
+    batch = auto["chosen"]["max_tokens_per_batch"]
+    assert first.job.training_config["lr_scale"] == auto["chosen"]["lr_scale"] == batch_lr_scale(batch) < 1
+    assert auto["reasons"]["lr_scale"].startswith(f"{batch_lr_scale(batch):g}: updates of {batch:,} tokens, below")
     assert (auto["throughput"], auto["probe_seconds"]) == ("pinned", None)
     assert auto["inputs"]["tokens_per_second"] == 3000 and auto["inputs"]["training_pairs"] == len(corpus[0])
     assert auto["inputs"]["longest_example"] == max(e.size for e in data_1.train_examples)
@@ -79,7 +83,10 @@ def test_without_a_pinned_throughput_the_worker_measures_its_own(corpus, worker_
     auto = rows.job.auto_settings
     assert auto["throughput"] == "measured" and auto["probe_seconds"] > 0
     assert auto["inputs"]["tokens_per_second"] > 0
-    assert set(auto["chosen"]) == {"max_tokens_per_batch", "warmup_steps"}
+    assert set(auto["chosen"]) == {"max_tokens_per_batch", "warmup_steps", "lr_scale"}
+    given = _rows(corpus, ["max_tokens_per_batch"], lr_scale=1.0)  # a scale the job gives stays
+    choose_settings(given, "cpu")
+    assert given.job.training_config["lr_scale"] == 1.0 and "lr_scale" not in given.job.auto_settings["chosen"]
     assert rows.job.model_config["vocab_size"] == ModelSpec().vocab_size  # given (by default), not chosen
     assert rows.job.training_config["max_steps"] == TrainingSpec().max_steps
 
@@ -294,7 +301,7 @@ def test_a_job_that_leaves_its_preset_to_the_worker_gets_it_chosen_from_timed_ca
     dropout, _ = choose_dropout(0.1, candidates["small"]["parameters"], corpus_tokens, epochs)
     assert 0.1 < dropout < 0.3 and 11 < epochs < 101
     assert auto["chosen"]["dropout"] == rows.job.model_config["dropout"] == data.model_config.dropout == dropout
-    assert "epochs" in auto["reasons"]["dropout"] and set(auto["fields"]) == {*ALL, "preset", "dropout"}
+    assert "epochs" in auto["reasons"]["dropout"] and set(auto["fields"]) == {*ALL, "preset", "dropout", "lr_scale"}
     assert pending(rows) == []
 
 

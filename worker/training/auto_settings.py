@@ -38,6 +38,7 @@ from model.train.budget import (
 from model.train.compile_choice import choose_compile, graphs_for
 from model.train.config import TrainingError
 from model.train.prepare import PreparedData
+from model.train.schedule import REFERENCE_BATCH, batch_lr_scale
 from model.train.size_choice import PRESET_FIELD, choose_dropout
 from model.train.step_graph import bucket_length
 from model.train.throughput import measure_throughput
@@ -55,6 +56,7 @@ from worker.training.throughput_probe import (
 log = logging.getLogger(__name__)
 COMPILE = "compile"  # training.compile left out: chosen here too, recorded beside the budget's choices
 DROPOUT = "dropout"  # model.dropout left out by a job whose preset the worker chooses: it follows the choice
+LR_SCALE = "lr_scale"  # training.lr_scale left out by a job whose batch the worker chooses: it follows the batch
 
 
 def preset_pending(job: Job) -> bool:
@@ -174,8 +176,18 @@ def _choose_budget(
     choice = choose(fields, inputs, fixed={"max_tokens_per_batch": training.max_tokens_per_batch})
     for name, value in choice.chosen.items():
         (model_spec if AUTO_FIELDS[name] == "model" else spec)[name] = value
-    job.training_config = spec
     budget = choice.to_dict()
+    if "max_tokens_per_batch" in choice.chosen and spec.get(LR_SCALE) is None:  # left out: it follows the batch
+        update_tokens = choice.chosen["max_tokens_per_batch"] * training.grad_accum_steps
+        spec[LR_SCALE] = batch_lr_scale(update_tokens)
+        record["fields"].append(LR_SCALE)
+        budget["chosen"][LR_SCALE] = spec[LR_SCALE]
+        budget["reasons"][LR_SCALE] = (
+            f"{spec[LR_SCALE]:g}: updates of {update_tokens:,} tokens"
+            + (f", below {REFERENCE_BATCH:,}: the rate scaled by the square root of the ratio" if spec[LR_SCALE] < 1
+               else f", at least {REFERENCE_BATCH:,}: the paper's rate")
+        )  # fmt: skip
+    job.training_config = spec
     record.update(
         {
             **budget,
