@@ -22,8 +22,7 @@ from app.services.errors import Conflict, Forbidden, InvalidField
 from app.services.job_quota import check_active_jobs
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
-from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS
-from model.train.schedule import batch_lr_scale
+from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS, batch_lr_scale
 from model.train.size_choice import PRESET_FIELD, PRESET_ORDER
 
 REQUIRED_KIND = {"translation": "parallel", "denoising": "monolingual"}
@@ -92,7 +91,7 @@ def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objec
 # What a job starting from a model may change in its `model` section: regularisation, not the architecture.
 INIT_MODEL_MAY_CHANGE = ("dropout", "attention_dropout")
 # lr_scale by default: a quarter of the paper's rate when starting from a trained model; otherwise it follows the
-# batch (model/train/schedule.py batch_lr_scale), chosen here when the job gives its batch and by the worker when it
+# batch (model/train/budget.py batch_lr_scale), chosen here when the job gives its batch and by the worker when it
 # chooses the batch. Fine-tuning the tiny numbers model (0-999) on 1000-1999, warm-up 30, held-out exact of 24: after
 # 200 steps 0 at 1.0 and 1 at 0.5 (the re-warmed rate wrecks its weights), 0 at 0.1 (too slow), 8-18 at 0.25, a
 # fresh model 0; after 400 steps 15-19 at 0.25 (two seeds), 16 at 0.5.

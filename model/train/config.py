@@ -12,7 +12,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator
 
-from model.train.schedule import InverseSqrtSchedule, batch_lr_scale
+from model.train.budget import batch_lr_scale
+from model.train.schedule import InverseSqrtSchedule
 from model.train.settings import MAX_KEEP_CHECKPOINTS, Precision, TrainSettings
 
 # preempted: the worker is shutting down; a checkpoint of the current step is written so another resumes it.
@@ -69,7 +70,7 @@ class TrainConfig(TrainSettings):
     @property
     def resolved_lr_scale(self) -> float:
         """lr_scale as given, else the default for one device's update (max_tokens_per_batch x grad_accum_steps;
-        model/train/schedule.py batch_lr_scale): a data-parallel job's update is larger and gets the same, more
+        model/train/budget.py batch_lr_scale): a data-parallel job's update is larger and gets the same, more
         cautious, scale."""
         if self.lr_scale is not None:
             return self.lr_scale

@@ -66,23 +66,6 @@ class InverseSqrtSchedule:
         return cls(int(state["d_model"]), int(state["warmup_steps"]), float(state["scale"]))
 
 
-# Below REFERENCE_BATCH tokens an update, the paper's rate is scaled by sqrt(batch / REFERENCE_BATCH): the square-root
-# rule (Krizhevsky, 2014; Hoffer et al., 2017; for the Transformer, Popel and Bojar, 2018), since a smaller batch's
-# gradient is noisier. Measured on the 2-core CPU, the reverse job of bench/backtranslation.py in process (fr-en,
-# 10,000 gettext pairs, `small`, 1,536-token batches, warm-up 400, seed 1; the service's job gave the same losses to
-# the third decimal): at scale 1.0 the mean training loss over updates 401-500 stalled at 4.66 and the job ended at
-# 0.3 BLEU; at 0.7, 3.84. Post-norm Transformers are known to stall at too high a rate (Liu et al., 2020).
-REFERENCE_BATCH = 3_072
-
-
-def batch_lr_scale(batch_tokens: int) -> float:
-    """The default scale of the paper's rate for updates of `batch_tokens` tokens (all devices and accumulated
-    micro-batches together): sqrt(batch_tokens / REFERENCE_BATCH) below the reference, 1 from it on (2 decimals)."""
-    if batch_tokens < 1:
-        raise ValueError(f"batch_tokens={batch_tokens} must be >= 1")
-    return round(min(1.0, math.sqrt(batch_tokens / REFERENCE_BATCH)), 2)
-
-
 def lambda_lr(optimizer: Optimizer, schedule: InverseSqrtSchedule) -> LambdaLR:
     """The same schedule as a torch scheduler, for callers who prefer scheduler.step() after optimizer.step().
 

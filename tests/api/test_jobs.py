@@ -76,7 +76,7 @@ def test_a_time_budget_leaves_the_settings_not_given_to_the_worker(client, alice
         headers=alice,
     ).json()
     assert some["auto_settings"]["fields"] == ["warmup_steps", "max_steps"]
-    # The rate's scale follows the batch: chosen with it by the worker, else now (model/train/schedule.py).
+    # The rate's scale follows the batch: chosen with it by the worker, else now (model/train/budget.py).
     assert budget_only["training"]["lr_scale"] is None and some["training"]["lr_scale"] == 1.0
     small = _job(parallel_id, training={"max_minutes": 10, "max_tokens_per_batch": 1536})
     assert client.post("/v1/jobs", json=small, headers=alice).json()["training"]["lr_scale"] == 0.71

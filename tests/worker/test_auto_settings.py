@@ -12,9 +12,8 @@ from app.db.tables import Job
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from model.data.demo import numbers_to_words_task, split_numbers
 from model.probes.anatomy import estimate_memory
-from model.train.budget import BudgetInputs, choose_warmup, training_seconds
+from model.train.budget import BudgetInputs, batch_lr_scale, choose_warmup, training_seconds
 from model.train.compile_choice import COMPILE_SECONDS_PER_GRAPH, COMPILED_SPEEDUP, DATA_PARALLEL_GRAPHS
-from model.train.schedule import batch_lr_scale
 from model.train.size_choice import SizeInputs, choose_dropout, choose_size
 from model.train.step_graph import bucket_length
 from worker.training import auto_settings, throughput_probe

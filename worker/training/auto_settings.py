@@ -29,8 +29,10 @@ from model.probes.anatomy import estimate_memory
 from model.train.budget import (
     AUTO_FIELDS,
     MIN_BATCH_TOKENS,
+    REFERENCE_BATCH,
     BudgetInputs,
     Curve,
+    batch_lr_scale,
     choose,
     choose_vocabulary,
     largest_batch,
@@ -38,7 +40,6 @@ from model.train.budget import (
 from model.train.compile_choice import choose_compile, graphs_for
 from model.train.config import TrainingError
 from model.train.prepare import PreparedData
-from model.train.schedule import REFERENCE_BATCH, batch_lr_scale
 from model.train.size_choice import PRESET_FIELD, choose_dropout
 from model.train.step_graph import bucket_length
 from model.train.throughput import measure_throughput

@@ -1,4 +1,4 @@
-"""The default scale of the paper's rate follows the batch (model/train/schedule.py batch_lr_scale): the square root
+"""The default scale of the paper's rate follows the batch (model/train/budget.py batch_lr_scale): the square root
 of the update's tokens over 3,072 below it, 1 from it on; a job's lr_scale or peak_lr still wins."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from model.train.budget import REFERENCE_BATCH, batch_lr_scale
 from model.train.config import TrainConfig
-from model.train.schedule import REFERENCE_BATCH, batch_lr_scale
 
 
 def test_below_the_reference_batch_the_rate_scales_by_the_square_root_and_from_it_on_it_is_the_papers():
