@@ -126,7 +126,7 @@ def default_learning_rate(body: JobCreate) -> JobCreate:
         return body
     if body.init_model_id is not None:
         scale = FINE_TUNE_LR_SCALE
-    elif "max_tokens_per_batch" in training.model_fields_set or training.max_minutes is None:
+    elif "max_tokens_per_batch" not in auto_fields(body):
         scale = batch_lr_scale(training.max_tokens_per_batch * training.grad_accum_steps)
     else:
         return body
