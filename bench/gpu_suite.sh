@@ -20,6 +20,9 @@ if compgen -G "$wheels/*.whl" > /dev/null; then
   if $PY -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/gpu-suite-site "$wheels"/*.whl; then
     export PYTHONPATH=/tmp/gpu-suite-site${PYTHONPATH:+:$PYTHONPATH}
+    for tree in "$wheels"/*.tar.xz; do  # packages carried as installed files (bench/gpu_wheels.sh)
+      [ -e "$tree" ] && tar -C /tmp/gpu-suite-site -xJf "$tree"
+    done
   else
     echo "the wheels in $wheels do not install on $($PY --version); going on without them" >&2
   fi

@@ -20,6 +20,8 @@ ABSENT = {
     "botocore": "boto3's",
     "s3transfer": "boto3's",
     "psycopg": "PostgreSQL URLs (SQLAlchemy's dialect imports it)",
+    "translate_toolkit": "TBX glossaries (app/services/glossaries.py; its import name is translate)",
+    "translate": "translate-toolkit's import name",
     "rapidfuzz": "translation-memory lookups (3 MB more would take the GPU wheels past 60 MB)",
 }
 # Blocked as well: integrations a worker needs only to process a dataset.
