@@ -1,7 +1,8 @@
 """The API and the workers start on a host that lacks the optional integrations, as a GPU host's image does
-(bench/gpu_wheels.sh carries no boto3, psycopg or rapidfuzz): each is imported where it is used, so only an s3://
-store, a PostgreSQL URL or a translation memory needs it. So do the data report's and the cleaning filters' packages
-(OpusFilter, py3langid), which the GPU wheels carry: a worker that never processes a dataset starts without them
+(bench/gpu_wheels.sh carries no boto3, psycopg, rapidfuzz or translate-toolkit): each is imported where it is used,
+so only an s3:// store, a PostgreSQL URL, a translation memory or a TBX glossary needs it. So do the data report's
+and the cleaning filters' packages (OpusFilter, py3langid), which the GPU wheels carry: a worker that never
+processes a dataset starts without them
 too."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ ABSENT = {
     "psycopg": "PostgreSQL URLs (SQLAlchemy's dialect imports it)",
     "translate_toolkit": "TBX glossaries (app/services/glossaries.py; its import name is translate)",
     "translate": "translate-toolkit's import name",
-    "rapidfuzz": "translation-memory lookups (3 MB more would take the GPU wheels past 60 MB)",
+    "rapidfuzz": "translation-memory lookups (3 MB more than the 64 MiB a device run carries)",
 }
 # Blocked as well: integrations a worker needs only to process a dataset.
 DATA_ONLY = {
