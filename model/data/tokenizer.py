@@ -25,6 +25,7 @@ import numpy as np
 from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
 
+from model.data.language_pairs import tagged_language, target_token
 from model.data.special_tokens import BOS_ID, EOS_ID, MASK_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
 FILENAME = "tokenizer.json"
@@ -181,6 +182,21 @@ class Tokenizer:
     @property
     def vocab_size(self) -> int:
         return self._tk.get_vocab_size(with_added_tokens=True)
+
+    # -- several target languages (model/data/language_pairs.py) ---------------------------------------------
+    def with_language_tokens(self, languages: Iterable[str]) -> Tokenizer:
+        """A copy with a special token per target language (">>fr<<") after the learned vocabulary, never split
+        and dropped by decode; rstrip: the space after it goes with it, so the text behind encodes as untagged."""
+        tk = HFTokenizer.from_str(self.to_json_str())
+        new = [t for t in map(target_token, sorted(set(languages))) if tk.token_to_id(t) is None]
+        tk.add_special_tokens([AddedToken(t, special=True, normalized=False, rstrip=True) for t in new])
+        return Tokenizer(tk)
+
+    @property
+    def language_tokens(self) -> dict[str, int]:
+        """Each target language's token id ({"fr": 8003}); empty for a tokenizer of one pair."""
+        found = ((tagged_language(t.content), i) for i, t in self._tk.get_added_tokens_decoder().items())
+        return {language: i for language, i in found if language is not None}
 
     # The fixed special ids, as attributes for callers that only hold a tokenizer.
     pad_id = PAD_ID

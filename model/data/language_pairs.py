@@ -1,0 +1,119 @@
+"""Several language pairs in one model: a token naming the target language before every source (Johnson et al.,
+2017; written `>>fr<<` as the OPUS-MT models write `>>fra<<`), and the pairs sampled by temperature (Arivazhagan et
+al., 2019), so that a pair with little data is seen more often than its share of the rows and a large one less.
+
+Pure Python: the API checks a job's pairs and a request's target language without torch or tokenizers.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+# Arivazhagan et al. (2019, Sec. 4.2): T = 5 served the pairs with little data well at a small cost to the large
+# ones, against T = 1 (the data as they come) and T = 100 (nearly uniform); XLM-R's alpha = 0.3 is T = 3.3.
+DEFAULT_TEMPERATURE = 5.0
+# An ISO 639-1 or 639-3 code, optionally with a script or region (zh-Hant, pt_BR), as the datasets declare them.
+LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}(?:[-_][A-Za-z0-9]{2,8})*$")
+TOKEN = re.compile(r"^>>(?P<language>[^<>\s]+)<<(?: |$)")
+
+Row = TypeVar("Row")
+
+
+@dataclass(frozen=True, order=True)
+class LanguagePair:
+    source: str
+    target: str
+
+    def __str__(self) -> str:
+        return f"{self.source}-{self.target}"
+
+
+def target_token(language: str) -> str:
+    """The token before a source that asks for `language`: ">>fr<<" for "fr"."""
+    if not LANGUAGE_CODE.match(language):
+        raise ValueError(f"language={language!r} is not a language code such as 'fr', 'fra' or 'pt-BR'")
+    return f">>{language}<<"
+
+
+def tag_source(source: str, target_language: str) -> str:
+    """The source as a multilingual model reads it: the target's token, a space, the text."""
+    return f"{target_token(target_language)} {source}"
+
+
+def tagged_language(source: str) -> str | None:
+    """The target language a tagged source asks for ("fr" for ">>fr<< Hello"); None when it carries no token."""
+    found = TOKEN.match(source)
+    return found.group("language") if found else None
+
+
+def check_pairs(pairs: Sequence[LanguagePair]) -> None:
+    """ValueError naming the first problem: no pair, a code that is not one, a pair from a language to itself,
+    a pair listed twice."""
+    if not pairs:
+        raise ValueError("no language pair: a multilingual job needs at least one")
+    seen: set[LanguagePair] = set()
+    for pair in pairs:
+        for side, code in (("source", pair.source), ("target", pair.target)):
+            if not LANGUAGE_CODE.match(code):
+                raise ValueError(f"pair {pair}: {side} language {code!r} is not a language code such as 'fr'")
+        if pair.source == pair.target:
+            raise ValueError(f"pair {pair}: the source and target languages are the same")
+        if pair in seen:
+            raise ValueError(f"pair {pair} is listed twice")
+        seen.add(pair)
+
+
+def temperature_shares(sizes: Sequence[int], temperature: float = DEFAULT_TEMPERATURE) -> list[float]:
+    """Each pair's share of the training rows: p_i proportional to (n_i / N) ** (1 / T). T = 1 keeps the data's
+    own proportions; a larger T moves towards the same share for every pair."""
+    if not sizes or any(n < 1 for n in sizes):
+        raise ValueError(f"sizes={list(sizes)}: every pair needs at least one row")
+    if temperature < 1:
+        raise ValueError(f"temperature={temperature} must be >= 1 (1: the data's own proportions)")
+    total = sum(sizes)
+    weights = [(n / total) ** (1 / temperature) for n in sizes]
+    norm = sum(weights)
+    return [w / norm for w in weights]
+
+
+def rows_per_pair(sizes: Sequence[int], temperature: float = DEFAULT_TEMPERATURE) -> list[int]:
+    """How many rows of each pair an epoch holds: the epoch as long as all the pairs' rows together, split by
+    temperature_shares (largest remainders, each pair at least one row)."""
+    total = sum(sizes)
+    exact = [share * total for share in temperature_shares(sizes, temperature)]
+    counts = [max(1, int(x)) for x in exact]
+    by_remainder = sorted(range(len(sizes)), key=lambda i: (exact[i] - int(exact[i]), -i), reverse=True)
+    for i in by_remainder[: max(0, total - sum(counts))]:
+        counts[i] += 1
+    return counts
+
+
+def sample_epoch(rows_by_pair: Sequence[Sequence[Row]], counts: Sequence[int], seed: int) -> list[tuple[int, Row]]:
+    """One epoch's (pair index, row): pair i's rows whole as many times as counts[i] holds them, then a sample of
+    the rest without repeats, in the pairs' order (the loader shuffles and buckets). Fixed by `seed`."""
+    if len(rows_by_pair) != len(counts):
+        raise ValueError(f"{len(rows_by_pair)} pairs of rows but {len(counts)} counts")
+    rng = random.Random(f"pairs:{seed}")
+    epoch: list[tuple[int, Row]] = []
+    for i, (rows, count) in enumerate(zip(rows_by_pair, counts)):
+        if not rows:
+            raise ValueError(f"pair {i} has no rows")
+        whole, rest = divmod(count, len(rows))
+        epoch.extend((i, row) for _ in range(whole) for row in rows)
+        epoch.extend((i, rows[j]) for j in sorted(rng.sample(range(len(rows)), rest)))
+    return epoch
+
+
+def is_zero_shot(pair: LanguagePair, trained: Sequence[LanguagePair]) -> bool | None:
+    """True for a pair the model never trained on whose source it read and whose target it wrote (German to French
+    through English: zero-shot, Johnson et al. 2017 Sec. 5); False for a trained pair; None when the model never
+    read the source or never wrote the target."""
+    if pair in trained:
+        return False
+    if pair.source in {p.source for p in trained} and pair.target in {p.target for p in trained}:
+        return True
+    return None

@@ -1,0 +1,111 @@
+"""Several pairs in one model: the target-language token, the checks on a job's pairs, temperature sampling and
+zero-shot pairs (model/data/language_pairs.py), and the tokenizer's language tokens."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from model.data.language_pairs import (
+    LanguagePair,
+    check_pairs,
+    is_zero_shot,
+    rows_per_pair,
+    sample_epoch,
+    tag_source,
+    tagged_language,
+    target_token,
+    temperature_shares,
+)
+from model.data.tokenizer import Tokenizer
+
+EN_DE, EN_FR, EN_NL = LanguagePair("en", "de"), LanguagePair("en", "fr"), LanguagePair("en", "nl")
+
+
+def test_the_token_names_the_target_and_is_read_back() -> None:
+    assert target_token("fr") == ">>fr<<" and target_token("pt-BR") == ">>pt-BR<<"
+    assert tag_source("Open the file", "de") == ">>de<< Open the file"
+    assert tagged_language(tag_source("Open the file", "zh-Hant")) == "zh-Hant"
+    assert tagged_language("Open the file") is None and tagged_language(">>fr<<") == "fr"
+    assert tagged_language(">>fr<<Open") is None  # a token is followed by a space or nothing
+    with pytest.raises(ValueError, match="'French' is not a language code"):
+        target_token("French")
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        ([], "no language pair"),
+        ([EN_DE, LanguagePair("en", "Deutsch")], "pair en-Deutsch: target language 'Deutsch'"),
+        ([LanguagePair("fr", "fr")], "pair fr-fr: the source and target languages are the same"),
+        ([EN_DE, EN_FR, LanguagePair("en", "de")], "pair en-de is listed twice"),
+    ],
+)
+def test_a_bad_list_of_pairs_is_refused_naming_the_problem(pairs: list[LanguagePair], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        check_pairs(pairs)
+
+
+def test_check_pairs_takes_a_good_list_and_a_pair_both_ways() -> None:
+    check_pairs([EN_DE, LanguagePair("de", "en"), EN_FR])
+
+
+def test_temperature_one_keeps_the_data_and_a_high_one_evens_the_pairs() -> None:
+    sizes = [90_000, 9_000, 1_000]
+    assert temperature_shares(sizes, 1) == pytest.approx([0.9, 0.09, 0.01])
+    assert temperature_shares(sizes, 1_000) == pytest.approx([1 / 3] * 3, abs=0.01)
+    # T = 5 (the default): 0.9 ** 0.2 = 0.979, 0.09 ** 0.2 = 0.618, 0.01 ** 0.2 = 0.398, over their sum 1.995: the
+    # smallest pair gets 20 times its share of the rows, the largest about half of them.
+    shares = temperature_shares(sizes)
+    assert shares == pytest.approx([0.4908, 0.3097, 0.1995], abs=0.0001)
+    assert sum(shares) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="temperature=0.5 must be >= 1"):
+        temperature_shares(sizes, 0.5)
+    with pytest.raises(ValueError, match="every pair needs at least one row"):
+        temperature_shares([10, 0])
+
+
+def test_an_epoch_keeps_its_length_and_gives_every_pair_a_row() -> None:
+    sizes = [90_000, 9_000, 1_000]
+    counts = rows_per_pair(sizes)
+    assert sum(counts) == sum(sizes) and counts == [49_079, 30_966, 19_955]  # 49,078.7, 30,966.6, 19,954.7
+    assert rows_per_pair([10_000, 1], 1) == [10_000, 1]  # the data's proportions, none left out
+    assert rows_per_pair([5, 5, 5], 3) == [5, 5, 5]
+
+
+def test_an_epoch_repeats_a_small_pair_whole_and_samples_a_large_one() -> None:
+    large, small = [f"large {i}" for i in range(100)], [f"small {i}" for i in range(7)]
+    epoch = sample_epoch([large, small], [40, 17], seed=3)
+    by_pair = Counter(i for i, _ in epoch)
+    assert by_pair == {0: 40, 1: 17}
+    large_rows = [row for i, row in epoch if i == 0]
+    assert len(set(large_rows)) == 40  # a sample without repeats
+    small_rows = Counter(row for i, row in epoch if i == 1)
+    assert all(small_rows[row] >= 2 for row in small) and sum(small_rows.values()) == 17  # twice whole, 3 more
+    assert sample_epoch([large, small], [40, 17], seed=3) == epoch
+    assert sample_epoch([large, small], [40, 17], seed=4) != epoch
+    with pytest.raises(ValueError, match="2 pairs of rows but 1 counts"):
+        sample_epoch([large, small], [40], seed=3)
+
+
+def test_zero_shot_is_a_new_pair_of_languages_the_model_has_read_and_written() -> None:
+    trained = [LanguagePair("de", "en"), EN_FR]
+    assert is_zero_shot(LanguagePair("de", "fr"), trained) is True
+    assert is_zero_shot(EN_FR, trained) is False
+    assert is_zero_shot(LanguagePair("nl", "fr"), trained) is None  # never read Dutch
+    assert is_zero_shot(LanguagePair("de", "nl"), trained) is None  # never wrote Dutch
+
+
+def test_the_tokenizer_keeps_each_language_token_whole_and_decode_drops_it() -> None:
+    texts = ["Open the file", "Ouvrir le fichier", "Datei öffnen", "Open het bestand"] * 30
+    plain = Tokenizer.train(texts, vocab_size=300)
+    tokenizer = plain.with_language_tokens(["fr", "de", "nl", "fr"])
+    assert tokenizer.vocab_size == plain.vocab_size + 3 and plain.language_tokens == {}
+    ids = tokenizer.language_tokens
+    assert sorted(ids) == ["de", "fr", "nl"] and min(ids.values()) == plain.vocab_size
+    tagged = tokenizer.encode(tag_source("Open the file", "fr"))
+    assert tagged == [ids["fr"], *plain.encode("Open the file")]  # the text behind the token encodes as untagged
+    assert tokenizer.decode(tagged) == "Open the file"
+    again = Tokenizer.from_json_str(tokenizer.to_json_str()).with_language_tokens(["de"])
+    assert again.language_tokens == ids and again.vocab_size == tokenizer.vocab_size
