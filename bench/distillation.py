@@ -15,6 +15,7 @@ over HTTP (64 sentences a request). Prints one JSON object last: BLEU, chrF and 
 and `ratio` = distilled student BLEU / original-data student BLEU.
 
     .venv/bin/python bench/distillation.py [--teacher-minutes 20] [--minutes 10] [--teacher-preset small]
+        [--student-preset small --student-model '{"n_decoder_layers": 1}']
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ def main() -> dict:
     p.add_argument("--minutes", type=float, default=10.0, help="each student's job")
     p.add_argument("--teacher-preset", default="small")
     p.add_argument("--student-preset", default="tiny")
+    p.add_argument(
+        "--student-model",
+        type=json.loads,
+        default={},
+        help='overrides of both students\' model section as JSON, e.g. {"n_decoder_layers": 1} (a deep encoder and a '
+        "shallow decoder: Kasai et al., 2021)",
+    )
     p.add_argument("--test-size", type=int, default=1000)
     p.add_argument("--out", type=Path, default=ROOT / "var" / "corpus" / "en-fr")
     args = p.parse_args()
@@ -63,9 +71,9 @@ def main() -> dict:
         train = upload(client, args.out / "train.jsonl", "parallel", **languages)
         valid = upload(client, args.out / "valid.jsonl", "parallel", **languages)
 
-        def job(preset: str, minutes: float) -> dict:
+        def job(model: dict, minutes: float) -> dict:
             body = {
-                "objective": "translation", "dataset_id": train, "valid_dataset_id": valid, "model": {"preset": preset},
+                "objective": "translation", "dataset_id": train, "valid_dataset_id": valid, "model": model,
                 "training": {"max_minutes": minutes}, **languages,
             }  # fmt: skip
             made = client.post("/v1/jobs", json=body)
@@ -73,12 +81,14 @@ def main() -> dict:
             return wait_job(client, made.json()["id"], minutes)
 
         results: dict[str, dict] = {}
-        teacher = job(args.teacher_preset, args.teacher_minutes)
-        student = job(args.student_preset, args.minutes)
+        student_model = {"preset": args.student_preset, **args.student_model}
+        out["student_model"] = student_model
+        teacher = job({"preset": args.teacher_preset}, args.teacher_minutes)
+        student = job(student_model, args.minutes)
         request = {
             "kind": "distillation", "name": "gettext-student", "teacher_model_id": teacher["model_id"],
             "dataset_id": train, "valid_dataset_id": valid,
-            "job": {"model": {"preset": args.student_preset}, "training": {"max_minutes": args.minutes}},
+            "job": {"model": student_model, "training": {"max_minutes": args.minutes}},
         }  # fmt: skip
         created = client.post("/v1/pipelines", json=request)
         if created.status_code != 201:
