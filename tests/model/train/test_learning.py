@@ -67,7 +67,7 @@ def test_tiny_model_learns_to_reverse_held_out_sequences(tmp_path):
     seen = {src for src, _ in pairs}
     held_out = [p for p in reverse_task(400, vocab=20, min_len=3, max_len=10, seed=1) if p[0] not in seen][:200]
     data = prepare("translation", pairs, preset="tiny", vocab_size=300, settings=DataSettings(max_length=16), seed=0)
-    result = train(data, toy_config(1600), tmp_path)
+    result = train(data, toy_config(1200), tmp_path)  # exact match 0.99 at 1,200 steps
     model, tokenizer, _ = load_model(result.model_checkpoint)
     accuracy = exact_match(model, tokenizer, held_out)
     assert len(held_out) == 200 and accuracy >= 0.95, f"exact match {accuracy:.3f}"
@@ -87,12 +87,13 @@ def test_tiny_model_translates_held_out_english_numbers_to_german(tmp_path):
 
 def test_bf16_mixed_precision_learns_numbers_as_well_as_fp32(tmp_path):
     """The GPU's default precision (bf16 autocast, fp32 weights and optimizer) runs the same code on the CPU:
-    trained and decoded in bf16 the model must reach the fp32 test's threshold above."""
+    trained and decoded in bf16 the model must reach the fp32 test's threshold above, in half its steps (bf16
+    autocast runs six times slower on a CPU without bf16 instructions; exact match 0.98 at 150 steps)."""
     train_numbers, held_out_numbers = split_numbers(0, 999, held_out=0.1, seed=0)
     pairs = numbers_to_words_task(len(train_numbers), seed=0, numbers=train_numbers)
     held_out = numbers_to_words_task(len(held_out_numbers), seed=0, numbers=held_out_numbers)
     data = prepare("translation", pairs, preset="tiny", vocab_size=400, settings=DataSettings(max_length=32), seed=0)
-    result = train(data, toy_config(300, precision="bf16"), tmp_path)
+    result = train(data, toy_config(150, precision="bf16"), tmp_path)
     model, tokenizer, _ = load_model(result.model_checkpoint)
     assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
     accuracy = exact_match(model, tokenizer, held_out, precision="bf16")
