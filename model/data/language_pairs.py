@@ -50,6 +50,12 @@ def tagged_language(source: str) -> str | None:
     return found.group("language") if found else None
 
 
+def untagged(text: str) -> str:
+    """The text without a leading target-language token (a tokenizer's training text: the token is not learned)."""
+    found = TOKEN.match(text)
+    return text[found.end() :] if found else text
+
+
 def check_pairs(pairs: Sequence[LanguagePair]) -> None:
     """ValueError naming the first problem: no pair, a code that is not one, a pair from a language to itself,
     a pair listed twice."""
@@ -117,3 +123,24 @@ def is_zero_shot(pair: LanguagePair, trained: Sequence[LanguagePair]) -> bool | 
     if pair.source in {p.source for p in trained} and pair.target in {p.target for p in trained}:
         return True
     return None
+
+
+def multilingual_rows(
+    rows_by_pair: Sequence[Sequence[tuple[str, str]]],
+    pairs: Sequence[LanguagePair],
+    temperature: float = DEFAULT_TEMPERATURE,
+    seed: int = 0,
+) -> list[tuple[str, str]]:
+    """The training rows of one model of several pairs: each pair's (source, target) rows, their number set by
+    temperature (rows_per_pair, sample_epoch), each source tagged with its pair's target language."""
+    check_pairs(pairs)
+    if len(rows_by_pair) != len(pairs):
+        raise ValueError(f"{len(rows_by_pair)} pairs of rows for {len(pairs)} language pairs")
+    for pair, rows in zip(pairs, rows_by_pair):
+        if not rows:
+            raise ValueError(f"pair {pair} has no rows")
+    counts = rows_per_pair([len(rows) for rows in rows_by_pair], temperature)
+    return [
+        (tag_source(source, pairs[i].target), target)
+        for i, (source, target) in sample_epoch(rows_by_pair, counts, seed)
+    ]

@@ -13,6 +13,7 @@ import numpy as np
 from torch import Tensor
 
 from model.data.batching import Example, Overlong
+from model.data.language_pairs import untagged
 from model.data.objectives import encode_sentences, make_translation_examples, noise_examples, renoising
 from model.data.text_rows import Subset
 from model.data.tokenizer import MIN_VOCAB_SIZE, Tokenizer
@@ -87,6 +88,7 @@ def prepare(
     mean_span: float = 3.0,
     overlong: Overlong = "drop",
     min_frequency: int = 2,
+    target_languages: Sequence[str] = (),
 ) -> PreparedData:
     """Tokenizer, model config and examples from raw rows: (source, target) pairs for "translation",
     sentences for "denoising" (BART-style infilling: settings.noise "span" or "token" masks, redrawn every epoch).
@@ -96,6 +98,9 @@ def prepare(
     seed). The tokenizer (settings.tokenizer, normalization, prefix_space as in Tokenizer.train) is trained on the
     training rows only, unless one is given (pass the checkpoint's when resuming). Sequences longer than
     settings.max_length tokens are dropped or truncated (`overlong`). User errors raise TrainingError.
+    target_languages: a model of several pairs (model/data/language_pairs.py), whose sources begin with their
+    target language's token: a trained tokenizer learns the text without the tokens and gets one special token a
+    language; a given one must hold them all.
     """
     settings = settings if settings is not None else DataSettings()
     max_length, noise, mask_ratio = settings.max_length, settings.noise, settings.mask_ratio
@@ -120,12 +125,20 @@ def prepare(
             if objective == "translation"
             else iter(cast(Sequence[str], train_rows))
         )
+        if target_languages:  # the tokens are added after training, not learned from the tagged sources
+            tagged = cast(Sequence[tuple[str, str]], train_rows)
+            texts = (t for source, target in tagged for t in (untagged(source), target))
         try:
             tokenizer = Tokenizer.train(
                 texts, vocab_size, min_frequency, settings.tokenizer, settings.normalization, settings.prefix_space
             )
+            if target_languages:
+                tokenizer = tokenizer.with_language_tokens(target_languages)
         except ValueError as e:
             raise TrainingError(f"invalid tokenizer settings: {e}") from e
+    missing = sorted(set(target_languages) - set(tokenizer.language_tokens))
+    if missing:
+        raise TrainingError(f"the tokenizer has no token for target language(s) {missing}")
     try:
         config = ModelConfig.from_preset(preset, tokenizer.vocab_size, **(model_overrides or {}))
     except ValueError as e:

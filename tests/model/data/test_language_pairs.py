@@ -11,12 +11,14 @@ from model.data.language_pairs import (
     LanguagePair,
     check_pairs,
     is_zero_shot,
+    multilingual_rows,
     rows_per_pair,
     sample_epoch,
     tag_source,
     tagged_language,
     target_token,
     temperature_shares,
+    untagged,
 )
 from model.data.tokenizer import Tokenizer
 
@@ -29,6 +31,7 @@ def test_the_token_names_the_target_and_is_read_back() -> None:
     assert tagged_language(tag_source("Open the file", "zh-Hant")) == "zh-Hant"
     assert tagged_language("Open the file") is None and tagged_language(">>fr<<") == "fr"
     assert tagged_language(">>fr<<Open") is None  # a token is followed by a space or nothing
+    assert untagged(">>de<< Open the file") == "Open the file" == untagged("Open the file")
     with pytest.raises(ValueError, match="'French' is not a language code"):
         target_token("French")
 
@@ -109,3 +112,18 @@ def test_the_tokenizer_keeps_each_language_token_whole_and_decode_drops_it() -> 
     assert tokenizer.decode(tagged) == "Open the file"
     again = Tokenizer.from_json_str(tokenizer.to_json_str()).with_language_tokens(["de"])
     assert again.language_tokens == ids and again.vocab_size == tokenizer.vocab_size
+
+
+def test_the_rows_of_several_pairs_are_tagged_and_balanced() -> None:
+    german = [(f"{i} files", f"{i} Dateien") for i in range(90)]
+    french = [(f"{i} files", f"{i} fichiers") for i in range(10)]
+    rows = multilingual_rows([german, french], [EN_DE, EN_FR], temperature=5, seed=0)
+    assert len(rows) == 100
+    by_language = Counter(tagged_language(source) for source, _ in rows)
+    assert by_language == {"de": 61, "fr": 39}  # shares 0.61 and 0.39: French 3.9 times its 10%
+    assert (">>fr<< 3 files", "3 fichiers") in rows and (">>de<< 3 files", "3 Dateien") in rows
+    assert all(target.endswith("fichiers") for source, target in rows if source.startswith(">>fr<<"))
+    with pytest.raises(ValueError, match="pair en-fr has no rows"):
+        multilingual_rows([german, []], [EN_DE, EN_FR])
+    with pytest.raises(ValueError, match="pair en-de is listed twice"):
+        multilingual_rows([german, german], [EN_DE, EN_DE])
