@@ -136,7 +136,7 @@ def prepare(
                 tokenizer = tokenizer.with_language_tokens(target_languages)
         except ValueError as e:
             raise TrainingError(f"invalid tokenizer settings: {e}") from e
-    missing = sorted(set(target_languages) - set(tokenizer.language_tokens))
+    missing = sorted(set(target_languages) - set(tokenizer.language_tokens)) if target_languages else []
     if missing:
         raise TrainingError(f"the tokenizer has no token for target language(s) {missing}")
     try:
