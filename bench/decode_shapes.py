@@ -32,7 +32,7 @@ from torch.nn.attention import SDPBackend
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.serve_http import SENTENCE, TEXTS  # noqa: E402
+from bench.serve_http import WORKLOADS  # noqa: E402
 from bench.serve_latency import train_small_model  # noqa: E402
 from model.data.batching import pad_sequences  # noqa: E402
 from model.decode import greedy  # noqa: E402
@@ -95,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     def sources(texts: list[str]) -> torch.Tensor:
         return pad_sequences(sources_ids(model, tokenizer, texts), model.config.pad_id).to(device)
 
-    pool = TEXTS * 16  # 512 texts: each fresh size takes its first n
+    numbers = WORKLOADS["numbers"]
+    pool = numbers.texts * 16  # 512 texts: each fresh size takes its first n
     timed_search(model, sources(pool[:2]), False)  # the process's own first-call costs (CUDA, cuBLAS), in no case
     sizes = iter(range(3, 3 + 2 * args.fresh * len(KERNELS) * 2, 2))  # odd sizes from 3, a new one per search
     cases: dict[str, Any] = {}
@@ -103,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         with kernels(backends):
             for graphs in (True, False):
                 case: dict[str, Any] = {}
-                for label, texts in (("one", [SENTENCE]), ("b32", TEXTS), ("b256", TEXTS * 8)):
+                for label, texts in (("one", [numbers.sentence]), ("b32", numbers.texts), ("b256", numbers.texts * 8)):
                     src = sources(texts)
                     first = timed_search(model, src, graphs)
                     runs = [timed_search(model, src, graphs) for _ in range(args.rounds)]

@@ -83,6 +83,10 @@ def train(name: str, preset: str, tokens: str, vocab: str, compile_: bool, estim
 # In order of what they are worth: the headline training figure, decoding, the service, the profile, then the
 # rest. Estimates from one H200 on 2026-11-27 (bench/results/gpu_suite-cuda-h200-2026-11-27*.json), rounded up:
 # a compiled step compiles one graph per length bucket its batches need, which took `base` 210 s in all.
+SERVE_SMOKE = (
+    *("--stacks", "embedded", "--backends", "pytorch", "--preset", "tiny", "--task", "copy", "--train-steps", "20"),
+    *("--requests", "5", "--clients", "1,2", "--idle-seconds", "0.5"),
+)
 STEPS: tuple[Step, ...] = (
     # What users get: translations over HTTP against the same engine in this process (embedded default: no Redis or
     # PostgreSQL on a bare GPU host); base trained for a minute, beam 4, 1, 8 and 32 clients, 12 requests a client (4
@@ -91,10 +95,21 @@ STEPS: tuple[Step, ...] = (
         "serve-http",
         "serve_http.py",
         ("--device", "cuda", "--stacks", "embedded", "--preset", "base", "--requests", "100", "--per-client", "12"),
+        SERVE_SMOKE,
+        150,
+        330,
+    ),
+    # The same with outputs as long as a sentence's (16 to 28 tokens, where the numbers' are 1 to 3): the engine's
+    # work a request, not its fixed cost a call, against the path's fixed cost. PyTorch alone: a GPU host's
+    # CTranslate2 runs on its CPU (no cuBLAS 12 there), minutes at these lengths.
+    Step(
+        "serve-http-copy",
+        "serve_http.py",
         (
-            *("--stacks", "embedded", "--backends", "pytorch", "--preset", "tiny", "--requests", "5"),
-            *("--clients", "1,2", "--idle-seconds", "0.5"),
+            *("--device", "cuda", "--stacks", "embedded", "--backends", "pytorch", "--preset", "base"),
+            *("--task", "copy", "--requests", "50", "--per-client", "12"),
         ),
+        SERVE_SMOKE,
         150,
         330,
     ),

@@ -12,6 +12,11 @@ would, and measured three ways, each also called in this process through the wor
   in-process     the same calls with no HTTP, broker or worker: one sentence, and 32 x clients sentences at once
                  (what the worker could at best decode for those clients together)
 
+--task numbers (the default) translates number words into German ones: each output is 1 to 3 tokens, so a
+search ends after a step or two and the engine's rate is mostly its fixed cost a call. --task copy trains the model
+to copy sequences of 16 to 28 symbols and asks for at most 32 tokens: outputs as long as a sentence's (the JSON's
+`output_tokens` has their mean), the work a real translation asks of the engine.
+
 Prints human lines, then one JSON object last: per stack and backend the figures, `timing` (the median of the
 Server-Timing header's queue, compute and total parts for the 32-sentence requests, by clients, and `client`, what
 the client waited: the difference is the time before and after the route, in the API and on the way), `mean_batch` (the
@@ -20,7 +25,7 @@ sentences/s for 32-sentence requests from one client (the lowest of all stacks a
 at every client count). Goals: p50 <= 30 ms for one sentence on a CPU, ratio >= 0.7 (>= 0.8 at 8 clients).
 
     .venv/bin/python bench/serve_http.py [--stacks embedded,redis] [--backends pytorch,ctranslate2]
-        [--device cpu|cuda] [--preset tiny] [--clients 1,8,32] [--requests 100]
+        [--device cpu|cuda] [--preset tiny] [--task numbers|copy] [--clients 1,8,32] [--requests 100]
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +64,40 @@ from bench.harness.stack import (  # noqa: E402
 )
 from bench.serve_latency import cpu_ms, percentile, train_small_model  # noqa: E402
 from bench.service_session import embedded_service  # noqa: E402
+from model.data.demo import numbers_to_words_task, reverse_task  # noqa: E402
 
-SENTENCE = "three hundred and forty two"
 METRICS_TOKEN = "serve-http-bench"
-TEXTS = [f"{n} hundred and {m}" for n, m in zip(["one", "two", "five", "nine"] * 8, ["six", "ten", "eight"] * 11)]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the benchmark's model learns (`pairs`, for `steps` steps), and what each request asks of it."""
+
+    pairs: Callable[[], list[tuple[str, str]]]
+    steps: int
+    peak_lr: float | None  # None: the default schedule's (a short warm-up: `base` then learns to stop at once)
+    sentence: str  # the one-sentence requests'
+    texts: list[str]  # each 32-sentence request's
+    max_length: int | None  # most target tokens a request asks for
+
+
+def _symbols(n: int, seed: int) -> list[str]:
+    return [source for source, _ in reverse_task(n, vocab=40, min_len=16, max_len=28, seed=seed)]
+
+
+WORKLOADS = {
+    "numbers": Workload(
+        lambda: numbers_to_words_task(900),
+        60,
+        None,
+        "three hundred and forty two",
+        [f"{n} hundred and {m}" for n, m in zip(["one", "two", "five", "nine"] * 8, ["six", "ten", "eight"] * 11)],
+        None,
+    ),
+    "copy": Workload(
+        lambda: [(s, s) for s in _symbols(3000, seed=0)], 300, 7e-4, _symbols(1, seed=2)[0], _symbols(32, seed=1), 32
+    ),
+}
 
 
 def native_archive(model_dir: Path, folder: Path) -> Path:
@@ -155,14 +191,21 @@ def server_timing(header: str) -> dict[str, float]:
 
 
 def over_http(
-    client: httpx.Client, model_id: str, backend: str, requests: int, clients: list[int], per_client: int = 4
+    client: httpx.Client,
+    model_id: str,
+    backend: str,
+    requests: int,
+    clients: list[int],
+    per_client: int = 4,
+    work: Workload = WORKLOADS["numbers"],
 ) -> dict[str, Any]:
     seen: set[str] = set()
     timing: dict[str, list[float]] = {}
+    asked = {"beam_size": 4, "backend": backend, "max_length": work.max_length}
 
     def post(texts: list[str]) -> None:
         t0 = time.perf_counter()
-        r = client.post(f"/v1/models/{model_id}/translate", json={"texts": texts, "beam_size": 4, "backend": backend})
+        r = client.post(f"/v1/models/{model_id}/translate", json={"texts": texts, **asked})
         r.raise_for_status()
         seen.add(r.json()["backend"])
         if len(texts) > 1:
@@ -171,8 +214,8 @@ def over_http(
             timing.setdefault("client", []).append((time.perf_counter() - t0) * 1000)  # what the client waited
 
     for _ in range(3):  # loads (and converts) the model, and warms the path
-        post(TEXTS)
-    one = [timed(lambda: post([SENTENCE])) for _ in range(requests)]
+        post(work.texts)
+    one = [timed(lambda: post([work.sentence])) for _ in range(requests)]
     rates, timings, batches = {}, {}, {}
     for n in clients:
         total = max(n * per_client, 8)
@@ -180,8 +223,8 @@ def over_http(
         before = batch_sizes(client, METRICS_TOKEN)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(n) as pool:
-            list(pool.map(lambda _: post(TEXTS), range(total)))
-        rates[n] = total * len(TEXTS) / (time.perf_counter() - t0)
+            list(pool.map(lambda _: post(work.texts), range(total)))
+        rates[n] = total * len(work.texts) / (time.perf_counter() - t0)
         timings[str(n)] = {name: round(statistics.median(v), 2) for name, v in timing.items()}
         after = batch_sizes(client, METRICS_TOKEN)
         batches[str(n)] = round((after[0] - before[0]) / max(1.0, after[1] - before[1]), 1)
@@ -195,7 +238,9 @@ def over_http(
     }
 
 
-def in_process(model_dir: Path, backend: str, requests: int, clients: list[int]) -> dict[str, Any]:
+def in_process(
+    model_dir: Path, backend: str, requests: int, clients: list[int], work: Workload = WORKLOADS["numbers"]
+) -> dict[str, Any]:
     """The worker's decoding path (model loaded as the worker loads it, on WORKER_DEVICE), called directly."""
     from app.core.settings import get_settings
     from model.io.checkpoint import load_model
@@ -207,21 +252,26 @@ def in_process(model_dir: Path, backend: str, requests: int, clients: list[int])
     model, tokenizer, meta = load_model(model_dir, device)
     loaded = LoadedModel("bench", "translation", prepare_for_serving(model, device, get_settings()), tokenizer,
                          "span", meta)  # fmt: skip
-    options = translation.Options(beam_size=4)
+    options = translation.Options(beam_size=4, max_length=work.max_length)
     answered: set[str] = set()
+    lengths: list[int] = []
 
     def run(texts: list[str]) -> None:
-        answered.add(translation.translate(loaded, texts, options, backend)[1])
+        results, backend_used = translation.translate(loaded, texts, options, backend)
+        answered.add(backend_used)
+        lengths.extend(len(r["tokens"]) for r in results)
 
     for _ in range(3):
-        run(TEXTS)
-    one = [timed(lambda: run([SENTENCE])) for _ in range(requests)]
+        run(work.texts)
+    output_tokens = statistics.mean(lengths)
+    one = [timed(lambda: run([work.sentence])) for _ in range(requests)]
     rates = {}
     for n in clients:
-        texts = TEXTS * n
+        texts = work.texts * n
         rates[n] = len(texts) * 1000 / statistics.median(timed(lambda t=texts: run(t)) for _ in range(3))
     return {
         "answered_by": sorted(answered),
+        "output_tokens": round(output_tokens, 1),  # the mean length of a 32-sentence request's translations
         "one_p50_ms": round(statistics.median(one), 2),
         "one_p99_ms": round(percentile(one, 0.99), 2),
         "sent_per_s": {str(n): round(r, 1) for n, r in rates.items()},
@@ -244,6 +294,8 @@ def main() -> None:
     p.add_argument("--backends", default="pytorch,ctranslate2")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--preset", default="tiny")
+    p.add_argument("--task", default="numbers", choices=sorted(WORKLOADS), help="what the model learns (above)")
+    p.add_argument("--train-steps", type=int, default=None, help="steps the model trains (default: the task's)")
     p.add_argument("--clients", default="1,8,32")
     p.add_argument("--requests", type=int, default=100, help="one-sentence requests timed per stack and backend")
     p.add_argument("--threads", type=int, default=1, help="torch threads, here and in the worker")
@@ -259,16 +311,19 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="serve-http-"))
-    model_dir = train_small_model(tmp, args.preset, args.device)
+    work = WORKLOADS[args.task]
+    model_dir = train_small_model(
+        tmp, args.preset, args.device, work.pairs(), args.train_steps or work.steps, work.peak_lr
+    )
     archive = native_archive(model_dir, tmp)
-    engine = {b: in_process(model_dir, b, args.requests, clients) for b in backends}
+    engine = {b: in_process(model_dir, b, args.requests, clients, work) for b in backends}
     results: dict[str, Any] = {}
     for kind in stacks:
         with stack(kind, tmp / kind, env_extra) as (client, worker_pid):
             model_id = import_model(client, archive)
             idle = idle_cpu_percent(worker_pid, args.idle_seconds, args.idle_seconds)
             results[kind] = {
-                b: over_http(client, model_id, b, args.requests, clients, args.per_client) for b in backends
+                b: over_http(client, model_id, b, args.requests, clients, args.per_client, work) for b in backends
             }
             results[kind]["worker_idle_cpu_percent"] = idle
             print(f"{kind}: {json.dumps(results[kind])}", flush=True)
@@ -289,6 +344,7 @@ def main() -> None:
         "device": args.device,
         "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
         "preset": args.preset,
+        "task": args.task,
         "threads": args.threads,
         "clients": clients,
         "in_process": engine,

@@ -64,10 +64,18 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-def train_small_model(folder: Path, preset: str = "small", device: str = "cpu") -> Path:
+def train_small_model(
+    folder: Path,
+    preset: str = "small",
+    device: str = "cpu",
+    pairs: list[tuple[str, str]] | None = None,
+    steps: int = 60,
+    peak_lr: float | None = None,
+) -> Path:
+    """A model trained `steps` steps on `pairs` (default: 900 of the numbers task), saved as a model folder."""
     data = prepare(
         "translation",
-        numbers_to_words_task(900),
+        pairs or numbers_to_words_task(900),
         preset=preset,
         vocab_size=500,
         settings=DataSettings(max_length=40),
@@ -76,10 +84,11 @@ def train_small_model(folder: Path, preset: str = "small", device: str = "cpu") 
     result = train(
         data,
         TrainConfig(
-            max_steps=60,
-            warmup_steps=30,
-            eval_every=60,
-            checkpoint_every=60,
+            max_steps=steps,
+            warmup_steps=min(30, steps // 2) if peak_lr is None else steps // 3,
+            peak_lr=peak_lr,
+            eval_every=steps,
+            checkpoint_every=steps,
             max_tokens_per_batch=2048,
             eval_max_sentences=20,
             seed=0,

@@ -160,6 +160,8 @@ class Settings(BaseSettings):
     inference_max_batch: int | None = Field(None, ge=1)
     # How long a batch waits for company. 0: none, requests that arrive while a batch decodes form the next one.
     inference_batch_wait_ms: float = Field(0.0, ge=0, le=1000)
+    # How long an inference worker's thread holding the GIL runs before a waiting one takes its turn (Python: 5).
+    inference_gil_switch_ms: float = Field(0.5, gt=0, le=100)
     health_timeout_seconds: float = Field(2.0, gt=0)
     # Abuse limits (0 = off): queued + running jobs of a key's owner, and requests per minute per API key.
     max_active_jobs_per_key: int = Field(8, ge=0)

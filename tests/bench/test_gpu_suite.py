@@ -47,6 +47,8 @@ def test_every_step_runs_on_the_cpu_and_lands_in_one_json(tmp_path: Path) -> Non
     assert service["translate"]["pytorch"]["backends"] == ["pytorch"]
     assert service["translate"]["ctranslate2"]["backends"] == ["ctranslate2"]
     served = ran["serve-http"]
+    assert shared["serve-http-copy"] == "serve-http" and served["task"] == "copy"
+    assert served["in_process"]["pytorch"]["output_tokens"] > 0
     assert served["http"]["embedded"]["pytorch"]["answered_by"] == ["pytorch"] and served["ratio"] > 0
     assert served["one_sentence_p50_ms"] > 0 and set(served["ratios"]["embedded/pytorch"]) == {"1", "2"}
     auto = ran[shared.get("train-base-auto-v32k", "train-base-auto-v32k")]

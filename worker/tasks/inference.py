@@ -67,17 +67,14 @@ def cache() -> ModelCache:
     return _cache
 
 
-# How long a thread holding the GIL runs before one waiting for it takes its turn (Python's default: 5 ms). On a GPU
-# the batcher's thread launches kernels without waiting for them, so it rarely lets the GIL go by itself, and every
-# step of a request's way in (taking its message, tokenizing, writing its answer) waited up to 5 ms at each turn.
-GIL_SWITCH_SECONDS = 0.0005
-
-
 def batcher() -> MicroBatcher[BatchKey]:
     global _batcher
     if _batcher is None:
         settings = get_settings()
-        sys.setswitchinterval(GIL_SWITCH_SECONDS)
+        # INFERENCE_GIL_SWITCH_MS (0.5; Python's own: 5): on a GPU the batcher's thread launches kernels without
+        # waiting for them, so it rarely lets the GIL go by itself, and every step of a request's way in (taking its
+        # message, tokenizing, writing its answer) waited up to the switch interval at each turn.
+        sys.setswitchinterval(settings.inference_gil_switch_ms / 1000)
         _batcher = MicroBatcher(
             _translate_batch,
             micro_batch(settings.inference_max_batch, worker_device()),
