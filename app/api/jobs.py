@@ -24,6 +24,7 @@ from app.db.run_record_tables import JobCheckpoint, Metric
 from app.db.tables import Dataset, Job, JobTag, TrainedModel
 from app.db.worker_rows import live_workers, trains
 from app.schemas.common import Page
+from app.schemas.job_pairs import JobPairPublic
 from app.schemas.jobs import (
     MAX_TAGS,
     AutoSettings,
@@ -103,6 +104,7 @@ def waiting_for(session: Session, job: Job) -> str | None:
     if job.status != "queued":
         return None
     ids = [i for i in (job.dataset_id, job.valid_dataset_id, job.mix_dataset_id) if i]
+    ids += [row.dataset_id for row in job.pair_rows if row.dataset_id]
     parsing = session.scalars(select(Dataset.id).where(Dataset.id.in_(ids), Dataset.status == "processing")).all()
     if parsing:
         return f"dataset {', '.join(parsing)} to be parsed"
@@ -143,6 +145,11 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         init_model_id=job.init_model_id,
         mix_dataset_id=job.mix_dataset_id,
         mix_share=job.mix_share,
+        pairs=[
+            JobPairPublic(dataset_id=p.dataset_id, source_language=p.source_language, target_language=p.target_language)
+            for p in job.pair_rows
+        ]
+        or None,  # fmt: skip
         register_as=job.register_as,
         model=ModelSpec.stored(job.model_config),
         training=TrainingSpec.stored(job.training_config),
@@ -218,7 +225,7 @@ def list_jobs(
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobPublic]:
-    query = job_visibility.visible_jobs(key).options(selectinload(Job.tag_rows))
+    query = job_visibility.visible_jobs(key).options(selectinload(Job.tag_rows), selectinload(Job.pair_rows))
     if dataset_id:
         query = query.where(or_(*(getattr(Job, field) == dataset_id for field in DATASET_FIELDS)))
     if status_filter:

@@ -224,6 +224,10 @@ class Job(Base):
         order_by="JobTag.position", cascade="all, delete-orphan", passive_deletes=True
     )
 
+    pair_rows: Mapped[list[JobPair]] = relationship(
+        order_by="JobPair.position", cascade="all, delete-orphan", passive_deletes=True
+    )
+
     @property
     def tags(self) -> list[str]:
         return [row.tag for row in self.tag_rows]
@@ -253,6 +257,20 @@ class JobTag(Base):
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
     tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
     position: Mapped[int]
+
+
+class JobPair(Base):
+    """A language pair of a job that trains one model for several: its dataset and that dataset's declared languages
+    when the job was submitted (swapped for a reverse job), in the order given."""
+
+    __tablename__ = "job_pairs"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    position: Mapped[int] = mapped_column(primary_key=True)
+    # SET NULL as the job's own dataset_id: deletable once no active job needs it (app/services/deletion.py)
+    dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id", ondelete="SET NULL"), index=True)
+    source_language: Mapped[str] = mapped_column(String(20))
+    target_language: Mapped[str] = mapped_column(String(20))
 
 
 class TrainedModel(Base):

@@ -7,9 +7,10 @@ from datetime import datetime
 from typing import Annotated, Any, Literal, get_args
 from uuid import UUID
 
-from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema, field_validator
+from pydantic import AfterValidator, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
 from app.schemas.common import Input, Language, Output
+from app.schemas.job_pairs import MAX_PAIRS, JobPair, JobPairPublic
 from app.schemas.registry_names import RegisteredName
 from model.train.settings import DataSettings, TrainSettings
 
@@ -170,7 +171,16 @@ class JobUpdate(Input):
 
 class JobCreate(JobLabels):
     objective: Objective
-    dataset_id: UUID = Field(strict=False)  # a JSON string (strict would want a UUID object)
+    # a JSON string (strict would want a UUID object); with `pairs`, their first dataset
+    dataset_id: UUID | None = Field(None, strict=False)
+    pairs: list[JobPair] | None = Field(
+        None,
+        min_length=2,
+        max_length=MAX_PAIRS,
+        description="one model for several language pairs instead of dataset_id: each a parallel dataset whose "
+        "declared languages name its pair; each source gets its target language's token (>>de<<) and the pairs "
+        "are sampled by training.pair_temperature",
+    )
     valid_dataset_id: UUID | None = Field(None, strict=False)
     test_dataset_id: UUID | None = Field(
         None, strict=False, description="a parallel dataset the trained model is evaluated on when the job succeeds"
@@ -210,6 +220,17 @@ class JobCreate(JobLabels):
         "takes that model's languages where it gives none",
     )
     target_language: Language | None = Field(None, description="what the job translates to (BCP 47, e.g. de)")
+
+    @model_validator(mode="after")
+    def _one_source_of_rows(self) -> JobCreate:
+        if self.pairs is None:
+            if self.dataset_id is None:
+                raise ValueError("give dataset_id (or pairs, for a model of several language pairs)")
+        elif self.dataset_id is None:
+            self.dataset_id = self.pairs[0].dataset_id
+        elif self.dataset_id != self.pairs[0].dataset_id:
+            raise ValueError("give dataset_id or pairs, not both: a job of several pairs trains on the pairs' datasets")
+        return self
 
 
 class Progress(Output):
@@ -288,6 +309,7 @@ class JobPublic(Output):
     test_dataset_id: str | None = None
     init_model_id: str | None = None  # the model it started from
     mix_dataset_id: str | None = None
+    pairs: list[JobPairPublic] | None = Field(None, description="a model of several language pairs: each pair")
     mix_share: float | None = None
     register_as: str | None = None
     model: ModelSpec

@@ -170,7 +170,8 @@ def dataset_users(session: Session, dataset: Dataset) -> list[str]:
     evaluations and translations of it queued or running, datasets being filtered from it, running sweeps whose
     trials name it."""
     users = []
-    named = or_(*(getattr(Job, field) == dataset.id for field in DATASET_FIELDS))
+    fields = (getattr(Job, field) == dataset.id for field in DATASET_FIELDS)
+    named = or_(*fields, Job.pair_rows.any(dataset_id=dataset.id))
     jobs = session.scalars(select(Job.id).where(named, Job.status.in_(ACTIVE_STATES)).order_by(Job.id)).all()
     if jobs:
         users.append(f"active job(s) {', '.join(jobs)}")

@@ -16,10 +16,11 @@ from app.db.keys import Caller
 from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import DEFAULT_MIX_SHARE, JobCreate, ModelSpec
-from app.services import idempotency, job_visibility, model_refs
+from app.services import idempotency, job_pairs, job_visibility, model_refs
 from app.services.datasets import refuse_failed
 from app.services.errors import Conflict, Forbidden, InvalidField
 from app.services.job_quota import check_active_jobs
+from model.data.language_pairs import DEFAULT_TEMPERATURE
 from model.nn.config import ModelConfig
 from model.probes.anatomy import count_parameters, estimate_memory, parameter_groups
 from model.train.budget import AUTO_FIELDS, MIN_BATCH_TOKENS, batch_lr_scale
@@ -58,12 +59,13 @@ def worker_fields(body: JobCreate) -> list[str]:
 def request_digest(body: JobCreate) -> str:
     payload = body.model_dump(mode="json")
     # left out when empty: a request from before labels, languages and mixing keeps its digest
-    for label in ("name", "tags", "note", "source_language", "target_language", "mix_dataset_id", "mix_share"):
+    for label in ("name", "tags", "note", "source_language", "target_language", "mix_dataset_id", "mix_share", "pairs"):
         if not payload[label]:
             del payload[label]
     if payload["register_as"] is None:
         del payload["register_as"]
-    for setting, default in (("best_metric", "loss"), ("reverse", False)):  # defaults from before the settings
+    before = (("best_metric", "loss"), ("reverse", False), ("pair_temperature", DEFAULT_TEMPERATURE))
+    for setting, default in before:  # defaults from before the settings
         if payload["training"].get(setting) == default:
             del payload["training"][setting]
     if auto := auto_fields(body):  # leaving a setting out is not the same request as giving its default
@@ -356,6 +358,7 @@ def _replay(key: Caller, existing: Job, digest: str, idempotency_key: str) -> Jo
 def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate, **row: Any) -> Job:
     """The job's row (status queued), validated and within the owner's quota, not yet added to the session; `row`
     sets further columns (idempotency_key, a sweep's trial). Raises InvalidField or TooManyRequests."""
+    pairs = job_pairs.pair_rows(session, owner_id, body, _dataset)  # before the fields it refuses are inherited
     body = default_learning_rate(inherit_model(session, owner_id, body))
     validate(session, settings, owner_id, body)
     check_active_jobs(session, settings, owner_id)  # TooManyRequests over MAX_ACTIVE_JOBS_PER_KEY
@@ -371,8 +374,9 @@ def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate
         mix_dataset_id=str(body.mix_dataset_id) if body.mix_dataset_id else None,
         mix_share=(body.mix_share or DEFAULT_MIX_SHARE) if body.mix_dataset_id else None,
         register_as=body.register_as,
-        source_language=body.source_language,
+        source_language=body.source_language or job_pairs.common_source(pairs),
         target_language=body.target_language,
+        pair_rows=pairs,
         training_config=body.training.model_dump(mode="json"),
         max_attempts=settings.job_max_attempts,
         auto_settings={"fields": auto} if (auto := worker_fields(body)) else None,

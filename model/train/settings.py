@@ -23,6 +23,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
+from model.data.language_pairs import DEFAULT_TEMPERATURE
+
 MAX_KEEP_CHECKPOINTS = 100
 Precision = Literal["fp32", "bf16"]
 TokenizerKind = Literal["bpe", "unigram", "byte_bpe"]
@@ -170,6 +172,13 @@ class DataSettings(Settings):
         False,
         description="translation: learn target -> source from the datasets' pairs (a reverse model, as "
         "back-translation needs); the job's languages name the direction trained",
+    )
+    pair_temperature: float = Field(
+        DEFAULT_TEMPERATURE,
+        ge=1,
+        le=100,
+        description="a job of several language pairs: each pair's share of the rows follows its size to the power "
+        "1/T (Arivazhagan et al., 2019): 1 samples by size, larger values give small pairs more",
     )
     noise: NoiseMode = Field(
         "span", description="denoising: a <mask> replaces a span (BART infilling) or exactly one token"

@@ -14,13 +14,22 @@ class Api:
     def __init__(self, url: str, key: str) -> None:
         self.http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
 
-    def upload(self, path: Path, kind: str, name: str | None = None, timeout: float = 60, wait: bool = True) -> dict:
+    def upload(
+        self,
+        path: Path,
+        kind: str,
+        name: str | None = None,
+        timeout: float = 60,
+        wait: bool = True,
+        languages: tuple[str, str] | None = None,
+    ) -> dict:
         """Upload, then wait while a worker of the data queue parses it; the dataset, ready or failed (wait=False:
-        as the upload answered, processing; a job on it waits for it)."""
+        as the upload answered, processing; a job on it waits for it). `languages`: its declared (source, target)."""
+        form = {"name": name or path.name, "kind": kind}
+        if languages is not None:
+            form |= {"source_language": languages[0], "target_language": languages[1]}
         with open(path, "rb") as f:
-            response = self.http.post(
-                "/v1/datasets", data={"name": name or path.name, "kind": kind}, files={"file": (path.name, f)}
-            )
+            response = self.http.post("/v1/datasets", data=form, files={"file": (path.name, f)})
         assert response.status_code == 201, response.text
         return self.processed(response.json()["id"], timeout) if wait else response.json()
 

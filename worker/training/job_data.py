@@ -22,6 +22,7 @@ from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from app.services.job_submission import INIT_MODEL_MAY_CHANGE
 from model.data.batching import example_sizes
+from model.data.language_pairs import LanguagePair, held_out_rows, multilingual_rows, tagged_language
 from model.data.mixing import mix
 from model.data.text_rows import TextRows
 from model.data.tokenizer import Tokenizer
@@ -43,6 +44,7 @@ class JobRows:
     job: Job
     train_rows: Sequence[Any]
     valid_rows: Sequence[Any] | None
+    target_languages: tuple[str, ...] = ()  # a job of several pairs: its sources begin with one of their tokens
 
 
 def read_rows(dataset: Dataset, reverse: bool = False) -> TextRows:
@@ -76,6 +78,7 @@ def datasets_pending(job_id: str) -> list[str]:
     with session_scope() as session:
         job = session.get(Job, job_id)
         ids = [i for i in (job.dataset_id, job.valid_dataset_id, job.mix_dataset_id) if i] if job is not None else []
+        ids += [row.dataset_id for row in job.pair_rows if row.dataset_id] if job is not None else []
         return list(session.scalars(select(Dataset.id).where(Dataset.id.in_(ids), Dataset.status == "processing")))
 
 
@@ -85,15 +88,14 @@ def load_job(job_id: str) -> JobRows:
         job = session.get(Job, job_id)
         if job is None:
             raise TrainingError(f"job {job_id} no longer exists")
+        pairs = [(row.dataset_id, LanguagePair(row.source_language, row.target_language)) for row in job.pair_rows]
+        ids = [i for i in (job.dataset_id, job.valid_dataset_id, job.mix_dataset_id) if i]
         datasets = {
-            d.id: d
-            for d in session.scalars(
-                select(Dataset).where(
-                    Dataset.id.in_([i for i in (job.dataset_id, job.valid_dataset_id, job.mix_dataset_id) if i])
-                )
-            )
+            d.id: d for d in session.scalars(select(Dataset).where(Dataset.id.in_(ids + [i for i, _ in pairs])))
         }
         session.expunge_all()
+    if pairs:
+        return pair_rows(job, pairs, datasets)
     if job.dataset_id not in datasets:
         raise TrainingError(f"dataset {job.dataset_id} no longer exists")
     for dataset in datasets.values():
@@ -115,6 +117,30 @@ def load_job(job_id: str) -> JobRows:
         f" and {len(rows.valid_rows)} validation rows of dataset {valid.id}" if valid and rows.valid_rows else "",
     )
     return rows
+
+
+def pair_rows(job: Job, pairs: list[tuple[str | None, LanguagePair]], datasets: dict[str, Dataset]) -> JobRows:
+    """A job of several pairs: each pair's validation rows held out of its own, then its training rows sampled by
+    training.pair_temperature, every source tagged with its pair's target language (model/data/language_pairs.py)."""
+    spec = TrainingSpec.stored(job.training_config)
+    by_pair = []
+    for dataset_id, pair in pairs:
+        dataset = datasets.get(dataset_id) if dataset_id else None
+        if dataset is None:
+            raise TrainingError(f"dataset {dataset_id} of pair {pair.source}->{pair.target} no longer exists")
+        if dataset.status != "ready":
+            raise TrainingError(f"dataset {dataset.id} is {dataset.status}: {dataset.error or 'not parsed yet'}")
+        by_pair.append(read_rows(dataset, spec.reverse))
+    languages = [pair for _, pair in pairs]
+    try:
+        train, valid = held_out_rows(by_pair, languages, spec.valid_fraction, spec.seed)
+        rows = multilingual_rows(train, languages, spec.pair_temperature, spec.seed)
+    except ValueError as exc:
+        raise TrainingError(str(exc)) from exc
+    counts = {f"{p.source}->{p.target}": sum(1 for s, _ in rows if tagged_language(s) == p.target) for p in languages}
+    log.info("job %s: %d pairs, training rows by pair (temperature %g): %s; %d validation rows held out of them",
+             job.id, len(pairs), spec.pair_temperature, counts, len(valid))  # fmt: skip
+    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})))
 
 
 def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
@@ -234,6 +260,7 @@ def _prepare(rows: JobRows, tokenizer: Tokenizer | None, preset: str | None = No
         settings=training,
         seed=training.seed,
         tokenizer=tokenizer,
+        target_languages=rows.target_languages,
     )
 
 

@@ -127,3 +127,22 @@ def test_the_rows_of_several_pairs_are_tagged_and_balanced() -> None:
         multilingual_rows([german, []], [EN_DE, EN_FR])
     with pytest.raises(ValueError, match="pair en-de is listed twice"):
         multilingual_rows([german, german], [EN_DE, EN_DE])
+
+
+def test_held_out_rows_split_each_pair_before_sampling_and_tag_only_the_validation_rows() -> None:
+    from model.data.language_pairs import held_out_rows
+
+    de = [(f"s{i}", f"d{i}") for i in range(40)]
+    fr = [(f"s{i}", f"f{i}") for i in range(5)]
+    pairs = [LanguagePair("en", "de"), LanguagePair("en", "fr")]
+    train, valid = held_out_rows([de, fr], pairs, 0.1, seed=3)
+    assert [len(rows) for rows in train] == [36, 4]  # 10% of 40; of 5, at least one
+    assert sorted(valid) == sorted(
+        [(f">>de<< {s}", t) for s, t in de if (s, t) not in train[0]]
+        + [(f">>fr<< {s}", t) for s, t in fr if (s, t) not in train[1]]
+    )
+    assert not {(untagged(s), t) for s, t in valid} & {row for rows in train for row in rows}  # no repeats
+    assert held_out_rows([de, fr], pairs, 0.1, seed=3) == (train, valid)  # fixed by the seed
+    assert held_out_rows([de, fr], pairs, 0.1, seed=4)[1] != valid
+    with pytest.raises(ValueError, match="validation needs one and training another"):
+        held_out_rows([de, fr[:1]], pairs, 0.1)
