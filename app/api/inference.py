@@ -7,6 +7,7 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.api import ttl_cache
@@ -18,6 +19,7 @@ from app.api.server_timing import set_server_timing
 from app.api.ttl_cache import ModelFacts
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
+from app.db.tables import JobPair
 from app.schemas.anatomy import AnatomyResponse
 from app.schemas.inference import (
     AttentionRequest,
@@ -31,7 +33,7 @@ from app.schemas.inference import (
     Translation,
 )
 from app.schemas.jobs import TrainingSpec
-from app.services import glossaries, inference_client, inference_limits, model_refs
+from app.services import glossaries, inference_client, inference_limits, model_refs, target_languages
 from app.services.job_submission import describe_anatomy
 from app.services.memory_requests import check_memory
 from model.nn.config import ModelConfig
@@ -64,6 +66,7 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
             objective=row.objective,
             low_confidence_below=threshold,
             languages=(row.source_language, row.target_language),
+            pairs=trained_pairs(session, row.job_id),
         )
         ttl_cache.models().put(row.id, facts)
     if facts.owner_id != owner_id:
@@ -73,6 +76,18 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
             "", f"model {model_id} was trained for {facts.objective}; {route} needs a {objective} model"
         )
     return facts
+
+
+def trained_pairs(session: Session, job_id: str | None) -> tuple[tuple[str, str], ...]:
+    """The language pairs of the job that trained a model of several (none for one pair or an imported model)."""
+    if job_id is None:
+        return ()
+    rows = session.execute(
+        select(JobPair.source_language, JobPair.target_language)
+        .where(JobPair.job_id == job_id)
+        .order_by(JobPair.position)
+    )
+    return tuple((source, target) for source, target in rows)
 
 
 def _check_texts(settings: Settings, texts: list[str], field: str, session: Session | None = None) -> None:
@@ -110,12 +125,15 @@ def translate(
         raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
     if body.memory is not None:
         check_memory(session, key, body.memory, model.languages)
+    target = target_languages.resolve(
+        model_id, model.pairs, model.languages, body.target_language, body.source_language
+    )
     glossary = None
     if body.glossary_id is not None:
         glossary = glossaries.for_translation(session, key.owner_id, body.glossary_id, model.languages)
     session.close()  # do not hold a connection while a worker decodes
     memory = body.memory.model_dump() if body.memory is not None else None
-    options = {
+    options: dict[str, Any] = {
         "beam_size": body.beam_size,
         "n_best": body.n_best,
         "max_length": body.max_length,
@@ -125,6 +143,8 @@ def translate(
         "memory": memory,
         "glossary": glossary,
     }
+    if target.tag is not None:  # a worker of an earlier version, which takes no target_language, serves the rest
+        options["target_language"] = target.tag
     answer = inference_client.coalescer(settings).run(
         (
             model_id,
@@ -144,6 +164,8 @@ def translate(
         backend=answer["backend"],  # the one that answered: "auto" asks the worker to choose
         elapsed_ms=round(elapsed, 2),
         compute_ms=compute_ms,
+        target_language=target.tag,
+        zero_shot=target.zero_shot,
     )
 
 

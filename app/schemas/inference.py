@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from app.schemas.common import Input, Output
+from app.schemas.common import Input, Language, Output
 
 # What a request may ask for: auto leaves it to the service (SERVING_BACKEND, default auto: CTranslate2 where it
 # serves the model, PyTorch otherwise); pytorch and ctranslate2 are that backend or a 503 naming it.
@@ -58,6 +58,16 @@ class TranslateRequest(Input):
         max_length=100,
         description="a glossary of the caller's: each of its source terms found in a text gets its target term in the "
         "translation",
+    )
+    target_language: Language | None = Field(
+        None,
+        description="the language to translate into: required for a model of several pairs (one of their targets); "
+        "for a model of one pair, its own target or nothing",
+    )
+    source_language: Language | None = Field(
+        None,
+        description="the texts' language, for a model of several pairs: a pair it was never trained on is translated "
+        "zero-shot and flagged (zero_shot)",
     )
 
 
@@ -141,6 +151,11 @@ class TranslateResponse(Output):
     )
     elapsed_ms: float = Field(description="the request's time in the API, from its arrival to this answer")
     compute_ms: float = Field(description="the worker's time on it (with the texts decoded beside it)")
+    target_language: str | None = Field(None, description="a model of several pairs: the language translated into")
+    zero_shot: bool | None = Field(
+        None,
+        description="a model of several pairs, given source_language: true when it never trained on that pair",
+    )
 
 
 class FillMaskRequest(Input):

@@ -42,6 +42,14 @@ def test_a_job_of_two_pairs_trains_one_model_with_a_token_a_target_language(serv
     assert sorted(tokenizer.language_tokens) == ["de", "fr"]
     model = api.http.get(f"/v1/models/{done['model_id']}").json()
     assert (model["source_language"], model["target_language"]) == ("en", None)
-    # the tag goes through the served model's tokenizer as one token: a translation comes back
-    answer = api.http.post(f"/v1/models/{done['model_id']}/translate", json={"texts": [">>fr<< forty two"]})
+    url = f"/v1/models/{done['model_id']}/translate"
+    answer = api.http.post(url, json={"texts": ["forty two"], "target_language": "fr", "backend": "pytorch"})
     assert answer.status_code == 200, answer.text
+    assert (answer.json()["target_language"], answer.json()["zero_shot"]) == ("fr", None)
+    for source, zero_shot in (("en", False), ("de", True)):  # de->fr was never trained: zero-shot, flagged
+        body = {"texts": ["forty two"], "target_language": "fr", "source_language": source}
+        assert api.http.post(url, json=body).json()["zero_shot"] is zero_shot
+    missing = api.http.post(url, json={"texts": ["forty two"]})
+    assert missing.status_code == 422 and "trained on en->de, en->fr: give target_language" in missing.text
+    unseen = api.http.post(url, json={"texts": ["forty two"], "target_language": "nl"})
+    assert unseen.status_code == 422 and "cannot translate into 'nl'" in unseen.text

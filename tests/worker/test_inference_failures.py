@@ -82,6 +82,13 @@ def test_every_task_answers_on_the_tiny_model(served):
     assert "neighbors" in inference.neighbors_task("t-1", "dog", 3)
 
 
+def test_a_target_language_the_model_has_no_token_for_is_a_422_naming_what_it_has(served):
+    """A model of one pair (or an imported one the API knows no pairs of) holds no language token."""
+    answer = inference.translate_task("t-1", ["the dog barks"], target_language="fr")
+    detail = "model t-1 has no token for target language 'fr' (none: it was trained on one pair)"
+    assert answer == {"error": {"status": 422, "detail": detail}}
+
+
 @pytest.mark.parametrize(
     "failure",
     [ValueError("the decoder's cache has 7 positions, not 8"), RuntimeError("CUDA error: an illegal memory access")],

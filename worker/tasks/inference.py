@@ -23,6 +23,7 @@ from celery import shared_task
 
 from app.core.settings import get_settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
+from model.data.language_pairs import tag_source
 from model.data.tokenizer import readable_token
 from model.decode.fill_mask import fill_mask
 from model.decode.glossary import Glossary
@@ -154,17 +155,22 @@ def translate_task(
     return_token_probs: bool = False,
     memory: dict[str, Any] | None = None,
     glossary: dict[str, Any] | None = None,
+    target_language: str | None = None,
 ) -> dict[str, Any]:
     """`memory` ({"dataset_id", "min_score", "max_matches", "replace_at"}, app/schemas/inference.MemoryRequest):
     each text's matches in that translation memory; a text whose best match scores replace_at or more is answered
     with it and not decoded. `glossary` ({"entries": [[source, target], ...], "case_sensitive"}): each source term
-    found in a text gets its target term in the machine translation (model/decode/glossary.py)."""
+    found in a text gets its target term in the machine translation (model/decode/glossary.py). `target_language`:
+    a model of several pairs translates into it, its token put before each text (model/data/language_pairs.py)."""
     started = time.perf_counter()
     loaded = _translation_model(model_id)
     backend = translation.resolve(backend)
     if n_best > beam_size:
         raise RequestError(422, f"n_best={n_best} cannot exceed beam_size={beam_size}")
     _check_beam(loaded, beam_size)
+    if target_language is not None and target_language not in loaded.tokenizer.language_tokens:
+        held = ", ".join(sorted(loaded.tokenizer.language_tokens)) or "none: it was trained on one pair"
+        raise RequestError(422, f"model {model_id} has no token for target language {target_language!r} ({held})")
     if max_length is not None:  # as the PyTorch decoder bounds it, so both backends take the same lengths
         max_length = min(max_length, loaded.model.config.max_positions)
     terms = compiled_glossary(loaded, glossary) if glossary else None
@@ -176,7 +182,7 @@ def translate_task(
     answered, batch_size = "memory", 0
     if to_decode:
         key = (model_id, beam_size, n_best, max_length, return_alignment, return_token_probs, backend)
-        decoded, answered, batch_size = _decode(loaded, key, to_decode, terms)
+        decoded, answered, batch_size = _decode(loaded, key, to_decode, terms, target_language)
     machine = iter(decoded)
     translations = []
     for i in range(len(texts)):
@@ -195,14 +201,14 @@ def translate_task(
 
 
 def _decode(
-    loaded: LoadedModel, key: BatchKey, texts: list[str], terms: Glossary | None = None
+    loaded: LoadedModel, key: BatchKey, texts: list[str], terms: Glossary | None = None, target: str | None = None
 ) -> tuple[list[dict[str, Any]], str, int]:
     """The texts' public translations (each split into sentences where longer than the model takes), with the
     glossary's terms where one is given, the backend that made them, and the size of the micro-batch they were
-    decoded in."""
+    decoded in. `target`: each sentence begins with that language's token (a model of several pairs)."""
     _, _, n_best, _, return_alignment, _, _ = key
     pieces = plans(loaded, texts)
-    flat = [piece for plan in pieces for piece in plan]
+    flat = [piece if target is None else tag_source(piece, target) for plan in pieces for piece in plan]
     results, batch_size = batcher().submit_sized(key, flat)
     if terms is not None:
         results = decoding("pytorch", loaded.model_id, lambda: with_terms(loaded, terms, flat, results))
