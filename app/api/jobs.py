@@ -227,7 +227,8 @@ def list_jobs(
 ) -> Page[JobPublic]:
     query = job_visibility.visible_jobs(key).options(selectinload(Job.tag_rows), selectinload(Job.pair_rows))
     if dataset_id:
-        query = query.where(or_(*(getattr(Job, field) == dataset_id for field in DATASET_FIELDS)))
+        named = (getattr(Job, field) == dataset_id for field in DATASET_FIELDS)
+        query = query.where(or_(*named, Job.pair_rows.any(dataset_id=dataset_id)))
     if status_filter:
         query = query.where(Job.status == status_filter)
     if objective:

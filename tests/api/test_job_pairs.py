@@ -56,6 +56,8 @@ def test_a_job_of_several_pairs_records_each_pair_from_its_datasets_languages(cl
     assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["pairs"] == pairs
     listed = client.get("/v1/jobs", headers=alice).json()["data"]
     assert [j["pairs"] for j in listed if j["id"] == job["id"]] == [pairs]
+    by_second = client.get("/v1/jobs", params={"dataset_id": fr}, headers=alice).json()["data"]
+    assert [j["id"] for j in by_second] == [job["id"]]  # the jobs that train on a dataset include jobs of pairs
     one = client.post("/v1/jobs", json={"objective": "translation", "dataset_id": de}, headers=alice).json()
     assert one["pairs"] is None
     # a reverse job learns each pair the other way

@@ -17,11 +17,12 @@ SENTENCE_END = re.compile(r"(?<=[.!?;:。！？])\s+")
 EOS_TOKEN = SPECIAL_TOKENS[2]  # "</s>": the last of a translation's token probabilities
 
 
-def plans(loaded: LoadedModel, texts: list[str]) -> list[list[str]]:
-    """Each text itself, or its sentences when it is longer than the model's maximum length. The texts are encoded in
-    one call, which leaves the GIL to the worker's other threads (encoding them one by one held it: a tenth of the
-    decoding thread's and a seventh of the request threads' time under 8 clients on an H200)."""
-    limit = loaded.model.config.max_positions - 1  # room for </s>
+def plans(loaded: LoadedModel, texts: list[str], reserve: int = 0) -> list[list[str]]:
+    """Each text itself, or its sentences when it is longer than the model's maximum length less `reserve` tokens
+    (a target-language token put before each). The texts are encoded in one call, which leaves the GIL to the
+    worker's other threads (encoding them one by one held it: a tenth of the decoding thread's and a seventh of the
+    request threads' time under 8 clients on an H200)."""
+    limit = loaded.model.config.max_positions - 1 - reserve  # room for </s>
     lengths = [len(ids) for ids in loaded.tokenizer.encode_batch(texts)]
     return [[text] if n <= limit else sentences(loaded, text, limit) for text, n in zip(texts, lengths)]
 

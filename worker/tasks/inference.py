@@ -207,7 +207,7 @@ def _decode(
     glossary's terms where one is given, the backend that made them, and the size of the micro-batch they were
     decoded in. `target`: each sentence begins with that language's token (a model of several pairs)."""
     _, _, n_best, _, return_alignment, _, _ = key
-    pieces = plans(loaded, texts)
+    pieces = plans(loaded, texts, reserve=0 if target is None else 1)
     flat = [piece if target is None else tag_source(piece, target) for plan in pieces for piece in plan]
     results, batch_size = batcher().submit_sized(key, flat)
     if terms is not None:
