@@ -22,7 +22,7 @@ from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from app.services.job_submission import INIT_MODEL_MAY_CHANGE
 from model.data.batching import example_sizes
-from model.data.language_pairs import LanguagePair, held_out_rows, multilingual_rows, tagged_language
+from model.data.language_pairs import LanguagePair, held_out_rows, multilingual_rows, rows_per_pair
 from model.data.mixing import mix
 from model.data.text_rows import TextRows
 from model.data.tokenizer import Tokenizer
@@ -137,7 +137,8 @@ def pair_rows(job: Job, pairs: list[tuple[str | None, LanguagePair]], datasets: 
         rows = multilingual_rows(train, languages, spec.pair_temperature, spec.seed)
     except ValueError as exc:
         raise TrainingError(str(exc)) from exc
-    counts = {f"{p.source}->{p.target}": sum(1 for s, _ in rows if tagged_language(s) == p.target) for p in languages}
+    shares = rows_per_pair([len(part) for part in train], spec.pair_temperature)  # as multilingual_rows drew them
+    counts = {f"{p.source}->{p.target}": n for p, n in zip(languages, shares, strict=True)}
     log.info("job %s: %d pairs, training rows by pair (temperature %g): %s; %d validation rows held out of them",
              job.id, len(pairs), spec.pair_temperature, counts, len(valid))  # fmt: skip
     return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})))
