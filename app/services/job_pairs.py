@@ -36,7 +36,10 @@ DatasetLoader = Callable[[Session, str, str, str, str], Dataset]
 def pair_rows(session: Session, owner_id: str, body: JobCreate, dataset: DatasetLoader) -> list[JobPair]:
     """The job_pairs rows of `body.pairs` (none without them); `dataset` loads and checks one of the owner's datasets
     as the job's other dataset fields are (app/services/job_submission.py). InvalidField naming the first problem."""
+    best_pair = body.training.best_pair
     if body.pairs is None:
+        if best_pair is not None:
+            raise InvalidField("training.best_pair", "best_pair names one of a job's pairs: give them in pairs")
         return []
     if body.objective != "translation":
         raise InvalidField("pairs", "pairs are language pairs of translation: a denoising job learns one language")
@@ -63,6 +66,9 @@ def pair_rows(session: Session, owner_id: str, body: JobCreate, dataset: Dataset
             )
         by_pair[source, target] = dataset_id
         rows.append(JobPair(position=position, dataset_id=dataset_id, source_language=source, target_language=target))
+    names = [f"{row.source_language}-{row.target_language}" for row in rows]  # as the worker names them
+    if best_pair is not None and best_pair not in names:
+        raise InvalidField("training.best_pair", f"best_pair={best_pair!r} is not one of the job's pairs {names}")
     return rows
 
 

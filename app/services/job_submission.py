@@ -64,7 +64,12 @@ def request_digest(body: JobCreate) -> str:
             del payload[label]
     if payload["register_as"] is None:
         del payload["register_as"]
-    before = (("best_metric", "loss"), ("reverse", False), ("pair_temperature", DEFAULT_TEMPERATURE))
+    before = (
+        ("best_metric", "loss"),
+        ("reverse", False),
+        ("pair_temperature", DEFAULT_TEMPERATURE),
+        ("best_pair", None),
+    )
     for setting, default in before:  # defaults from before the settings
         if payload["training"].get(setting) == default:
             del payload["training"][setting]

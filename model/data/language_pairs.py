@@ -148,14 +148,14 @@ def multilingual_rows(
 
 def held_out_rows(
     rows_by_pair: Sequence[Sequence[tuple[str, str]]], pairs: Sequence[LanguagePair], fraction: float, seed: int = 0
-) -> tuple[list[list[tuple[str, str]]], list[tuple[str, str]]]:
+) -> tuple[list[list[tuple[str, str]]], list[list[tuple[str, str]]]]:
     """Each pair's rows split before the pairs are sampled, so no validation row is a training row's repeat: the
-    training rows by pair, untagged, and the validation rows of every pair, tagged (`fraction` of each pair, at
-    least one row, never all of them), in a fixed order of `seed`."""
+    training rows by pair, untagged, and the validation rows by pair, tagged (`fraction` of each pair, at least one
+    row, never all of them), in a fixed order of `seed`."""
     if not 0 < fraction < 1:
         raise ValueError(f"fraction={fraction} must be in (0, 1)")
     train: list[list[tuple[str, str]]] = []
-    valid: list[tuple[str, str]] = []
+    valid: list[list[tuple[str, str]]] = []
     for i, (pair, rows) in enumerate(zip(pairs, rows_by_pair, strict=True)):
         if len(rows) < 2:
             raise ValueError(f"pair {pair} has {len(rows)} row(s): validation needs one and training another")
@@ -164,5 +164,5 @@ def held_out_rows(
         k = min(len(rows) - 1, max(1, round(fraction * len(rows))))
         kept = set(order[k:])
         train.append([rows[j] for j in range(len(rows)) if j in kept])
-        valid.extend((tag_source(rows[j][0], pair.target), rows[j][1]) for j in sorted(order[:k]))
+        valid.append([(tag_source(rows[j][0], pair.target), rows[j][1]) for j in sorted(order[:k])])
     return train, valid

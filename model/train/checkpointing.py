@@ -19,12 +19,14 @@ from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
 from model.train.events import Callbacks, CheckpointInfo
+from model.train.pair_validation import metric_key
 
 
-def criterion(metrics: dict[str, float], best_metric: str) -> float | None:
-    """What orders evaluations (lower is better): the validation loss, or minus its BLEU or chrF; None when the
-    evaluation did not measure it."""
-    value = metrics.get(best_metric)
+def criterion(metrics: dict[str, float], best_metric: str, best_pair: str | None = None) -> float | None:
+    """What orders evaluations (lower is better): the validation loss, or minus its BLEU or chrF, of one language
+    pair (best_pair) or of the run (a model of several pairs: their mean); None when the evaluation did not
+    measure it."""
+    value = metrics.get(metric_key(best_metric, best_pair))
     if value is None:
         return None
     return float(value) if best_metric == "loss" else -float(value)
@@ -76,7 +78,7 @@ class Checkpoints:
         is called once this checkpoint is the best, if it is, so that it names itself."""
         assert self.root is not None
         path = step_dir(self.root, step)
-        loss = criterion(metrics, self.config.best_metric) if evaluated else None
+        loss = criterion(metrics, self.config.best_metric, self.config.best_pair) if evaluated else None
         if loss is not None and (self.best_loss is None or loss < self.best_loss):
             self.best, self.best_loss = str(path), float(loss)
         save_checkpoint(

@@ -56,6 +56,7 @@ def train(
         callbacks,
         meta,
         dist,
+        valid_groups=data.valid_groups,
     )
     if checkpoint_root is not None:
         good = resume_point(checkpoint_root) if trainer.is_main and resume else None

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from itertools import zip_longest
 from typing import Any, cast
 
 import numpy as np
 from torch import Tensor
 
-from model.data.batching import Example, Overlong
+from model.data.batching import Example, LengthReport, Overlong
 from model.data.language_pairs import untagged
 from model.data.objectives import encode_sentences, make_translation_examples, noise_examples, renoising
 from model.data.text_rows import Subset
@@ -36,6 +37,7 @@ class PreparedData:
     valid_examples: list[Example]
     stats: dict[str, int]
     init_state: dict[str, Tensor] | None = None  # weights to start from (start_from); None: initialised afresh
+    valid_groups: list[str] = field(default_factory=list)  # several pairs: each validation example's pair
 
 
 def start_from(data: PreparedData, model: Transformer, **changes: Any) -> PreparedData:
@@ -89,6 +91,7 @@ def prepare(
     overlong: Overlong = "drop",
     min_frequency: int = 2,
     target_languages: Sequence[str] = (),
+    valid_groups: Sequence[str] = (),
 ) -> PreparedData:
     """Tokenizer, model config and examples from raw rows: (source, target) pairs for "translation",
     sentences for "denoising" (BART-style infilling: settings.noise "span" or "token" masks, redrawn every epoch).
@@ -100,7 +103,8 @@ def prepare(
     settings.max_length tokens are dropped or truncated (`overlong`). User errors raise TrainingError.
     target_languages: a model of several pairs (model/data/language_pairs.py), whose sources begin with their
     target language's token: a trained tokenizer learns the text without the tokens and gets one special token a
-    language; a given one must hold them all.
+    language; a given one must hold them all. valid_groups: the pair of each of valid_rows ("en-fr"): the
+    validation examples come interleaved pair by pair (any prefix holds every pair), valid_groups naming each one's.
     """
     settings = settings if settings is not None else DataSettings()
     max_length, noise, mask_ratio = settings.max_length, settings.noise, settings.mask_ratio
@@ -152,12 +156,14 @@ def prepare(
     if objective == "translation":
         pairs, valid_pairs = cast(Sequence[tuple[str, str]], train_rows), cast(Sequence[tuple[str, str]], valid_rows)
         train, report = make_translation_examples(pairs, tokenizer, max_length, overlong)
-        valid_store, valid_report = make_translation_examples(valid_pairs, tokenizer, max_length, overlong)
-        valid = list(valid_store)
+        valid, valid_group_names, valid_report = _valid_examples(
+            valid_pairs, valid_groups, tokenizer, max_length, overlong
+        )
         n_train: int = len(train)
         empty = valid_empty = 0  # _check_rows refused an empty source or target
         train_examples: Sequence[Example] | Callable[[int], Sequence[Example]] = train
     else:
+        valid_group_names = []
         sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
         all_ids, report = encode_sentences(sentences, tokenizer, max_length, overlong)
         all_valid_ids, valid_report = encode_sentences(valid_sentences, tokenizer, max_length, overlong)
@@ -180,7 +186,41 @@ def prepare(
         "valid_empty": valid_empty,
         "vocab_size": tokenizer.vocab_size,
     }
-    return PreparedData(objective, tokenizer, config, train_examples, valid, stats)
+    return PreparedData(objective, tokenizer, config, train_examples, valid, stats, valid_groups=valid_group_names)
+
+
+def _valid_examples(
+    rows: Sequence[tuple[str, str]], groups: Sequence[str], tokenizer: Tokenizer, max_length: int, overlong: Overlong
+) -> tuple[list[Example], list[str], LengthReport]:
+    """The validation examples, and the pair of each one when `groups` names each row's: encoded pair by pair and
+    interleaved (one of each pair in turn, a pair that runs out leaving the others), so that the first N examples
+    (those decoded for BLEU, calibrated on, probed) hold every pair."""
+    if not groups:
+        store, report = make_translation_examples(rows, tokenizer, max_length, overlong)
+        return list(store), [], report
+    if len(groups) != len(rows):
+        raise TrainingError(f"{len(groups)} pair names for {len(rows)} validation rows")
+    by_pair: dict[str, list[tuple[str, str]]] = {}
+    for name, row in zip(groups, rows):
+        by_pair.setdefault(name, []).append(row)
+    encoded, reports = {}, []
+    for name, pair_rows in by_pair.items():
+        store, report = make_translation_examples(pair_rows, tokenizer, max_length, overlong)
+        encoded[name] = list(store)
+        reports.append(report)
+    examples: list[Example] = []
+    names: list[str] = []
+    for turn in zip_longest(*encoded.values()):
+        for name, example in zip(encoded, turn):
+            if example is not None:
+                examples.append(example)
+                names.append(name)
+    total = LengthReport(
+        kept=sum(r.kept for r in reports),
+        dropped=sum(r.dropped for r in reports),
+        truncated=sum(r.truncated for r in reports),
+    )
+    return examples, names, total
 
 
 def _require_examples(what: str, n: int, n_rows: int, dropped: int, max_length: int) -> None:

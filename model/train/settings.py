@@ -141,6 +141,11 @@ class TrainSettings(Settings):
         "validation loss (lowest), or the BLEU or chrF of the validation translations (highest; translation jobs), "
         "as fairseq's --best-checkpoint-metric",
     )
+    best_pair: Annotated[str, StringConstraints(max_length=40)] | None = Field(
+        None,
+        description="a job of several language pairs: the pair (such as 'en-nl') whose best_metric picks the best "
+        "checkpoint and counts for early stopping; null: the mean over the pairs",
+    )
 
     @field_validator("average_last")
     @classmethod

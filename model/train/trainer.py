@@ -32,6 +32,7 @@ from model.train.checkpointing import Checkpoints, criterion, resumable_state
 from model.train.config import StopReason, TrainConfig, TrainingError
 from model.train.events import Callbacks, TrainResult
 from model.train.loader import Loader, pin_for
+from model.train.pair_validation import evaluate_sets, validation_sets
 from model.train.recorders import TrainingProbes
 from model.train.rng_state import capture_rng_state, restore_rng_state
 from model.train.step import (
@@ -79,6 +80,7 @@ class Trainer:
         callbacks: Callbacks | None = None,
         meta: dict[str, Any] | None = None,
         dist: DistContext | None = None,
+        valid_groups: Sequence[str] = (),
     ) -> None:
         if objective not in OBJECTIVES:
             raise TrainingError(f"objective={objective!r} must be one of {OBJECTIVES}")
@@ -121,14 +123,21 @@ class Trainer:
         self.valid_examples = list(valid_examples)
         if not self.valid_examples:
             raise TrainingError("there are no validation examples")
-        self.valid_batches = list(
-            TokenBatcher(
+        # Several pairs (valid_groups names each example's): each pair's metrics and their mean (pair_validation.py).
+        try:
+            self.valid_sets = validation_sets(
                 self.valid_examples,
-                max(config.max_tokens_per_batch, max(e.size for e in self.valid_examples)),
-                shuffle=False,
+                valid_groups,
+                config.max_tokens_per_batch,
+                config.eval_max_sentences,
+                translate=objective == "translation",
             )
-        )
-        self.decode_examples = self.valid_examples[: config.eval_max_sentences] if objective == "translation" else []
+        except ValueError as e:
+            raise TrainingError(str(e)) from e
+        if config.best_pair is not None and config.best_pair not in self.valid_sets:
+            raise TrainingError(
+                f"best_pair={config.best_pair!r} is not one of the pairs validated: {sorted(self.valid_sets)}"
+            )
         # Progress: everything below goes into trainer_state.json.
         self.step = 0
         self.elapsed = 0.0
@@ -352,7 +361,7 @@ class Trainer:
             )
         if self.best_valid_loss is None or loss < self.best_valid_loss:
             self.best_valid_loss, self.best_step = loss, self.step
-        score = criterion(self.metrics, self.config.best_metric)  # the loss, unless best_metric says otherwise
+        score = criterion(self.metrics, self.config.best_metric, self.config.best_pair)  # the loss unless told
         if score is not None and (self.best_score is None or score < self.best_score):
             self.best_score, self.bad_evals = score, 0
         else:
@@ -361,7 +370,10 @@ class Trainer:
             self.callbacks.on_eval(self.step, dict(self.metrics))
 
     def _validate(self, model: Transformer) -> dict[str, float]:
-        return evaluate(model, self.objective, self.valid_batches, self.tokenizer, self.decode_examples, self.precision)
+        return evaluate_sets(
+            self.valid_sets,
+            lambda s: evaluate(model, self.objective, s.batches, self.tokenizer, s.decode, self.precision),
+        )
 
     def _checkpoint(self) -> None:
         evaluated = self.last_eval_step == self.step

@@ -106,6 +106,8 @@ def test_a_dataset_whose_text_is_another_language_than_declared_is_422(client, a
         ({"valid_dataset_id": "SELF"}, ["body", "valid_dataset_id"], "held out of its own rows"),
         ({"dataset_id": "00000000-0000-0000-0000-000000000001"}, ["body"], "give dataset_id or pairs, not both"),
         ({"training": {"pair_temperature": 0.5}}, ["body", "training", "pair_temperature"], "greater than or equal"),
+        ({"training": {"best_pair": "en-nl"}}, ["body", "training", "best_pair"], "not one of the job's pairs"),
+        ({"training": {"best_pair": "de-en"}}, ["body", "training", "best_pair"], "['en-de', 'en-fr']"),
     ],
 )
 def test_what_a_job_of_pairs_cannot_take_is_422(client, alice, extra, loc, message):
@@ -119,3 +121,14 @@ def test_one_pair_or_none_is_422(client, alice):
     de = _dataset(client, alice)
     _refused(client, alice, _job(de), ["body", "pairs"], "at least 2 items")
     _refused(client, alice, {"objective": "translation"}, ["body"], "give dataset_id (or pairs")
+    one = {"objective": "translation", "dataset_id": de, "training": {"best_pair": "en-de"}}
+    _refused(client, alice, one, ["body", "training", "best_pair"], "names one of a job's pairs: give them in pairs")
+
+
+def test_best_pair_is_kept_with_the_job(client, alice):
+    de = _dataset(client, alice)
+    fr = _dataset(client, alice, [("one", "un"), ("two", "deux")], ("en", "fr"))
+    body = _job(de, fr, training={"best_pair": "en-fr", "best_metric": "chrf", "early_stopping_patience": 3})
+    response = client.post("/v1/jobs", json=body, headers=alice)
+    assert response.status_code == 201, response.text
+    assert response.json()["training"]["best_pair"] == "en-fr"

@@ -36,6 +36,13 @@ def test_a_job_of_two_pairs_trains_one_model_with_a_token_a_target_language(serv
     counts = rows_per_pair([190, 38], 5.0)
     assert any(f"{{'en->de': {counts[0]}, 'en->fr': {counts[1]}}}; 12 validation rows" in m for m in lines), lines
     assert counts[1] > 38 * (190 + 38) / 228  # the small pair gets more than its share of the data
+    # validated pair by pair: each pair's series, and their mean under the plain name
+    names = ",".join(f"{m}{p}" for m in ("valid_loss", "bleu", "chrf") for p in ("", "/en-de", "/en-fr"))
+    series = api.http.get(f"/v1/jobs/{job['id']}/metrics", params={"names": names}).json()["series"]
+    assert sorted(series) == sorted(names.split(","))
+    last = {name: s["values"][-1] for name, s in series.items()}
+    for metric in ("valid_loss", "bleu", "chrf"):
+        assert abs(last[metric] - (last[f"{metric}/en-de"] + last[f"{metric}/en-fr"]) / 2) < 1e-6, last
     with create_engine(served["env"]["DATABASE_URL"]).connect() as c:
         key = c.execute(text("SELECT storage_key FROM models WHERE id = :m"), {"m": done["model_id"]}).scalar_one()
     _, tokenizer, _ = load_model(served["artifacts"] / key)

@@ -22,7 +22,12 @@ EVAL_NAMES = {"loss": "valid_loss", "perplexity": "valid_ppl"}  # the rest keep 
 
 
 def eval_metrics(values: dict[str, float]) -> dict[str, float]:
-    return {EVAL_NAMES.get(k, k): v for k, v in values.items()}
+    """The trainer's evaluation under the job's series names; a pair's keeps its suffix ("valid_loss/en-fr")."""
+    out = {}
+    for key, value in values.items():
+        name, slash, pair = key.partition("/")
+        out[EVAL_NAMES.get(name, name) + slash + pair] = value
+    return out
 
 
 class LeaseLost(Exception):

@@ -45,6 +45,7 @@ class JobRows:
     train_rows: Sequence[Any]
     valid_rows: Sequence[Any] | None
     target_languages: tuple[str, ...] = ()  # a job of several pairs: its sources begin with one of their tokens
+    valid_groups: tuple[str, ...] = ()  # and each validation row's pair ("en-fr"), validated pair by pair
 
 
 def read_rows(dataset: Dataset, reverse: bool = False) -> TextRows:
@@ -133,15 +134,17 @@ def pair_rows(job: Job, pairs: list[tuple[str | None, LanguagePair]], datasets: 
         by_pair.append(read_rows(dataset, spec.reverse))
     languages = [pair for _, pair in pairs]
     try:
-        train, valid = held_out_rows(by_pair, languages, spec.valid_fraction, spec.seed)
+        train, valid_by_pair = held_out_rows(by_pair, languages, spec.valid_fraction, spec.seed)
         rows = multilingual_rows(train, languages, spec.pair_temperature, spec.seed)
     except ValueError as exc:
         raise TrainingError(str(exc)) from exc
+    valid = [row for part in valid_by_pair for row in part]
+    groups = tuple(str(pair) for pair, part in zip(languages, valid_by_pair, strict=True) for _ in part)
     shares = rows_per_pair([len(part) for part in train], spec.pair_temperature)  # as multilingual_rows drew them
     counts = {f"{p.source}->{p.target}": n for p, n in zip(languages, shares, strict=True)}
     log.info("job %s: %d pairs, training rows by pair (temperature %g): %s; %d validation rows held out of them",
              job.id, len(pairs), spec.pair_temperature, counts, len(valid))  # fmt: skip
-    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})))
+    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})), groups)
 
 
 def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
@@ -262,6 +265,7 @@ def _prepare(rows: JobRows, tokenizer: Tokenizer | None, preset: str | None = No
         seed=training.seed,
         tokenizer=tokenizer,
         target_languages=rows.target_languages,
+        valid_groups=rows.valid_groups,
     )
 
 

@@ -137,11 +137,11 @@ def test_held_out_rows_split_each_pair_before_sampling_and_tag_only_the_validati
     pairs = [LanguagePair("en", "de"), LanguagePair("en", "fr")]
     train, valid = held_out_rows([de, fr], pairs, 0.1, seed=3)
     assert [len(rows) for rows in train] == [36, 4]  # 10% of 40; of 5, at least one
-    assert sorted(valid) == sorted(
-        [(f">>de<< {s}", t) for s, t in de if (s, t) not in train[0]]
-        + [(f">>fr<< {s}", t) for s, t in fr if (s, t) not in train[1]]
-    )
-    assert not {(untagged(s), t) for s, t in valid} & {row for rows in train for row in rows}  # no repeats
+    assert [len(rows) for rows in valid] == [4, 1]
+    assert sorted(valid[0]) == sorted((f">>de<< {s}", t) for s, t in de if (s, t) not in train[0])
+    assert sorted(valid[1]) == sorted((f">>fr<< {s}", t) for s, t in fr if (s, t) not in train[1])
+    held = {(untagged(s), t) for rows in valid for s, t in rows}
+    assert not held & {row for rows in train for row in rows}  # no repeats
     assert held_out_rows([de, fr], pairs, 0.1, seed=3) == (train, valid)  # fixed by the seed
     assert held_out_rows([de, fr], pairs, 0.1, seed=4)[1] != valid
     with pytest.raises(ValueError, match="validation needs one and training another"):
