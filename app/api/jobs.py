@@ -118,6 +118,23 @@ def waiting_for(session: Session, job: Job) -> str | None:
     return f"a {accelerator.upper()} worker"
 
 
+def _pairs_public(session: Session, job: Job) -> list[JobPairPublic] | None:
+    """A job of several pairs: each pair with its dataset's name (one query); None for a job of one pair."""
+    if not job.pair_rows:
+        return None
+    ids = [p.dataset_id for p in job.pair_rows if p.dataset_id]
+    names = dict(session.execute(select(Dataset.id, Dataset.name).where(Dataset.id.in_(ids))).tuples().all())
+    return [
+        JobPairPublic(
+            dataset_id=p.dataset_id,
+            dataset_name=names.get(p.dataset_id) if p.dataset_id else None,
+            source_language=p.source_language,
+            target_language=p.target_language,
+        )
+        for p in job.pair_rows
+    ]
+
+
 def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
     model_id = session.scalar(select(TrainedModel.id).where(TrainedModel.job_id == job.id))
     latest = None
@@ -145,11 +162,7 @@ def job_public(session: Session, job: Job, detail: bool = True) -> JobPublic:
         init_model_id=job.init_model_id,
         mix_dataset_id=job.mix_dataset_id,
         mix_share=job.mix_share,
-        pairs=[
-            JobPairPublic(dataset_id=p.dataset_id, source_language=p.source_language, target_language=p.target_language)
-            for p in job.pair_rows
-        ]
-        or None,  # fmt: skip
+        pairs=_pairs_public(session, job),
         register_as=job.register_as,
         model=ModelSpec.stored(job.model_config),
         training=TrainingSpec.stored(job.training_config),

@@ -110,11 +110,12 @@ export class CurveChart {
     this.mark();
   }
 
-  /** The caption's last values, and each series' drawn points as data-points-<name> (read by the tests). */
+  /** The caption's last values, and each series' drawn points as data-points-<name> (read by the tests; a pair's
+   * series "bleu/en-fr" as data-points-bleu-en-fr, a slash being no attribute character). */
   mark() {
     const last = this.series.filter((s) => s.x.length).map((s) =>
       `${s.label} ${fmtNumber(s.y[s.y.length - 1])} at step ${fmtNumber(s.x[s.x.length - 1])}`);
     this.readout.textContent = last.length ? `last: ${last.join(" · ")}` : "no points yet";
-    for (const s of this.series) this.el.setAttribute(`data-points-${s.name}`, String(s.x.length));
+    for (const s of this.series) this.el.setAttribute(`data-points-${s.name.replace("/", "-")}`, String(s.x.length));
   }
 }

@@ -4,24 +4,43 @@
 import { api, streamEvents } from "./api.js";
 import { CurveChart } from "./curves.js";
 import { labelsCard } from "./labels.js";
+import { COLORS } from "./plots.js";
 import { clear, errorBox, fmtBytes, fmtDuration, fmtNumber, fmtTime, h, progressBar } from "./ui.js";
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled", "pruned"]);
 const MIN_POINTS = 501, MAX_POINTS = 4001;  // a series' history: about 2 points (lowest, highest) a pixel column
 
-// " en→de" when the job says what it translates (either side may be unknown: "?")
-const languagePair = (job) => (job.source_language || job.target_language
-  ? ` ${job.source_language || "?"}→${job.target_language || "?"}` : "");
+/** A job of several language pairs: each pair's name in its metrics ("en-fr"), in the job's order. */
+export const pairNames = (job) => (job.pairs || []).map((p) => `${p.source_language}-${p.target_language}`);
 
-function chartsFor(objective) {
+// " en→de" when the job says what it translates (either side may be unknown: "?"); every pair of a job of pairs
+const languagePair = (job) => (job.pairs ? ` ${job.pairs.map((p) => `${p.source_language}→${p.target_language}`).join(", ")}`
+  : job.source_language || job.target_language ? ` ${job.source_language || "?"}→${job.target_language || "?"}` : "");
+
+/** A job of several pairs: a chart of each validation metric with a curve a pair, and the pairs' mean in black. */
+function pairCharts(job) {
+  const pairs = pairNames(job);
+  if (!pairs.length) return [];
+  const byPair = (metric) => [...pairs.map((pair, i) => ({ name: `${metric}/${pair}`, label: pair, color: COLORS[i % COLORS.length] })),
+    { name: metric, label: "mean", color: "#111827" }];
+  return [
+    { key: "pair-bleu", title: "BLEU by language pair", series: byPair("bleu") },
+    { key: "pair-chrf", title: "chrF by language pair", series: byPair("chrf") },
+    { key: "pair-loss", title: "Validation loss by language pair", series: byPair("valid_loss") },
+  ];
+}
+
+function chartsFor(job) {
+  const { objective } = job;
   const series = (...list) => list.map(([name, label, color]) => ({ name, label, color }));
   return [
     { key: "loss", title: "Loss", series: series(["train_loss", "training", "#2563eb"], ["valid_loss", "validation", "#dc2626"]) },
     { key: "lr", title: "Learning rate", series: series(["lr", "learning rate", "#16a34a"]) },
     objective === "denoising"
       ? { key: "quality", title: "Masked-token accuracy", series: series(["masked_token_accuracy", "accuracy", "#9333ea"]) }
-      : { key: "quality", title: "BLEU and chrF", series: series(["bleu", "BLEU", "#9333ea"], ["chrf", "chrF", "#0891b2"]) },
+      : { key: "quality", title: job.pairs ? "BLEU and chrF, mean of the pairs" : "BLEU and chrF", series: series(["bleu", "BLEU", "#9333ea"], ["chrf", "chrF", "#0891b2"]) },
     { key: "speed", title: "Tokens per second", series: series(["tokens_per_second", "tokens/s", "#ea580c"]) },
+    ...pairCharts(job),
   ];
 }
 
@@ -122,7 +141,8 @@ export function mountOverview(el, page) {
         h("thead", {}, h("tr", {}, ["Step", "Metrics", "Size", "sha256", "Created"].map((x) => h("th", { scope: "col" }, x)))),
         h("tbody", {}, rows.map((c) => h("tr", {},
           h("td", { "data-label": "Step" }, c.step),
-          h("td", { "data-label": "Metrics" }, Object.entries(c.metrics).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ") || "–"),
+          h("td", { "data-label": "Metrics" }, Object.entries(c.metrics)  // a pair's own ("bleu/en-fr") are in its charts
+            .filter(([k]) => !k.includes("/")).map(([k, v]) => `${k} ${fmtNumber(v)}`).join(", ") || "–"),
           h("td", { "data-label": "Size" }, fmtBytes(c.size_bytes)),
           h("td", { "data-label": "sha256" }, h("code", { title: c.sha256 }, c.sha256.slice(0, 12))),
           h("td", { "data-label": "Created" }, fmtTime(c.created_at)))))) : h("p", { class: "muted" }, "No checkpoints yet.");
@@ -164,7 +184,7 @@ export function mountOverview(el, page) {
     renderSummary(page.job);
     const detail = async (names, from, to, maxPoints) => (await api(`/v1/jobs/${jobId}/metrics?names=${names.join(",")}` +
       `&since_step=${from}&until_step=${to}&max_points=${maxPoints}&downsample=extremes`, { signal })).series;
-    charts = chartsFor(page.job.objective).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));
+    charts = chartsFor(page.job).map((c) => new CurveChart({ ...c, cap: MAX_POINTS, detail }));
     chartsGrid.replaceChildren(...charts.map((c) => c.el));
     for (const chart of charts) chart.mount();
     const byName = new Map(charts.flatMap((c) => c.names().map((name) => [name, c])));

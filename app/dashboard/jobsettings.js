@@ -56,6 +56,25 @@ function datasetLink(id, none) {
   return id ? h("a", { href: `#/datasets/${id}` }, h("code", {}, id)) : h("span", { class: "muted" }, none);
 }
 
+/** A job of several language pairs: each pair with its dataset, and the one that picks the best checkpoint. */
+function pairsTable(job) {
+  if (!job.pairs) return null;
+  const best = job.training.best_pair;
+  return h("div", { id: "job-pairs" },
+    h("h3", {}, `${job.pairs.length} language pairs, sampled at temperature ${fmtNumber(job.training.pair_temperature)}`),
+    h("table", {},
+      h("thead", {}, h("tr", {}, ["Pair", "Dataset", "Picks the best checkpoint"].map((x) => h("th", { scope: "col" }, x)))),
+      h("tbody", {}, job.pairs.map((p) => {
+        const name = `${p.source_language}-${p.target_language}`;
+        return h("tr", { "data-pair": name },
+          h("td", { "data-label": "Pair" }, `${p.source_language}→${p.target_language}`),
+          h("td", { "data-label": "Dataset" }, datasetLink(p.dataset_id, "deleted"),
+            p.dataset_name ? h("span", { class: "muted" }, ` ${p.dataset_name}`) : null),
+          h("td", { "data-label": "Picks the best checkpoint" }, best === name ? `yes (${job.training.best_metric})` : "–"));
+      }))),
+    best ? null : h("p", { class: "muted" }, `The mean of the pairs' ${job.training.best_metric} picks the best checkpoint.`));
+}
+
 /** Build the panel in `el`; it is drawn again when the worker's choice arrives (the job page reads the job again). */
 export function mountSettings(el, job) {
   const config = h("section", { class: "card", id: "config" });
@@ -66,12 +85,13 @@ export function mountSettings(el, job) {
     drawn = auto;
     clear(config, h("h2", {}, "Data and settings"),
       h("dl", { class: "kv" },
-        h("dt", {}, "dataset"), h("dd", {}, datasetLink(job.dataset_id, "–"),
-          job.dataset_name ? h("span", { class: "muted" }, ` ${job.dataset_name}`) : null),
-        h("dt", {}, "validation"), h("dd", {}, datasetLink(job.valid_dataset_id, "held out")),
+        job.pairs ? null : [h("dt", {}, "dataset"), h("dd", {}, datasetLink(job.dataset_id, "–"),
+          job.dataset_name ? h("span", { class: "muted" }, ` ${job.dataset_name}`) : null)],
+        h("dt", {}, "validation"), h("dd", {}, datasetLink(job.valid_dataset_id, job.pairs ? "held out of each pair" : "held out")),
         h("dt", {}, "test"), h("dd", {}, datasetLink(job.test_dataset_id, "none")),
         job.init_model_id ? [h("dt", {}, "starts from"),
           h("dd", {}, h("a", { href: `#/models/${job.init_model_id}` }, h("code", {}, job.init_model_id)))] : null),
+      pairsTable(job),
       autoSettingsView(job.auto_settings),
       h("div", { class: "grid2" },
         h("div", {}, h("h3", {}, "model"), h("pre", {}, settingsText(job.model))),

@@ -21,5 +21,6 @@ class JobPair(Input):
 
 class JobPairPublic(Output):
     dataset_id: str | None = Field(description="None once the dataset is deleted")
+    dataset_name: str | None = Field(None, description="the dataset's name (None once deleted)")
     source_language: str
     target_language: str

@@ -47,8 +47,8 @@ def test_a_job_of_several_pairs_records_each_pair_from_its_datasets_languages(cl
     assert response.status_code == 201, response.text
     job = response.json()
     pairs = [
-        {"dataset_id": de, "source_language": "en", "target_language": "de"},
-        {"dataset_id": fr, "source_language": "en", "target_language": "fr"},
+        {"dataset_id": de, "dataset_name": "pair", "source_language": "en", "target_language": "de"},
+        {"dataset_id": fr, "dataset_name": "pair", "source_language": "en", "target_language": "fr"},
     ]
     assert job["pairs"] == pairs and job["dataset_id"] == de
     assert (job["source_language"], job["target_language"]) == ("en", None)  # their common source; targets differ
@@ -74,7 +74,8 @@ def test_a_dataset_a_running_job_of_pairs_trains_on_cannot_be_deleted(client, al
     assert response.status_code == 409 and job["id"] in response.json()["detail"], response.text
     assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=alice).status_code in (200, 202)
     assert client.delete(f"/v1/datasets/{fr}", headers=alice).status_code == 204
-    assert client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["pairs"][1]["dataset_id"] is None
+    gone = client.get(f"/v1/jobs/{job['id']}", headers=alice).json()["pairs"][1]
+    assert gone["dataset_id"] is None and gone["dataset_name"] is None
 
 
 def test_a_dataset_without_languages_or_of_a_pair_given_twice_is_422(client, alice):

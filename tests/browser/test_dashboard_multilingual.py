@@ -1,0 +1,64 @@
+"""The job page of a job of several language pairs, in Chromium: every pair in its head, each pair's dataset in the
+settings panel, and a chart of each validation metric with a curve a pair beside the pairs' mean, drawn from the
+series a real training run recorded."""
+
+from __future__ import annotations
+
+from model.data.demo import numbers_to_words_task
+from tests.support.client import Api, write_jsonl
+
+
+def test_the_job_page_of_a_job_of_pairs_draws_each_pairs_curves_and_lists_its_datasets(page, stack, tmp_path):
+    api = Api(stack.url, stack.key)
+    de = api.upload(write_jsonl(tmp_path / "de.jsonl", numbers_to_words_task(200, seed=1)), "parallel",
+                    languages=("en", "de"))  # fmt: skip
+    fr = api.upload(write_jsonl(tmp_path / "fr.jsonl", numbers_to_words_task(60, seed=2, lang_tgt="fr")), "parallel",
+                    languages=("en", "fr"))  # fmt: skip
+    job = api.submit(
+        {
+            "objective": "translation",
+            "pairs": [{"dataset_id": de["id"]}, {"dataset_id": fr["id"]}],
+            "model": {"preset": "tiny"},
+            "training": {
+                "max_steps": 30,
+                "eval_every": 10,
+                "checkpoint_every": 30,
+                "max_length": 40,
+                "warmup_steps": 10,
+                "best_pair": "en-fr",
+                "best_metric": "chrf",
+            },  # fmt: skip
+        }
+    )
+    done = api.wait(job["id"], ("succeeded", "failed"), timeout=300)
+    assert done["status"] == "succeeded", done["error"]
+
+    page.sign_in()
+    page.open(f"#/jobs/{job['id']}")
+    head = page.page.locator("#job-summary .summary-row")
+    head.wait_for()
+    assert "translation en→de, en→fr" in head.inner_text()
+    for metric in ("bleu", "chrf", "valid_loss"):
+        chart = page.page.locator(f'figure[data-chart="pair-{metric.replace("valid_", "")}"]')
+        assert chart.get_attribute("data-series") == f"{metric}/en-de {metric}/en-fr {metric}"
+        for name in (f"{metric}/en-de", f"{metric}/en-fr", metric):
+            page.page.wait_for_function(
+                f"""() => Number(document.querySelector('figure[data-series~="{name}"]')
+                         ?.getAttribute('data-points-{name.replace("/", "-")}') || 0) >= 3"""
+            )  # evaluated at steps 10, 20 and 30
+    legend = page.page.locator('figure[data-chart="pair-bleu"]').inner_text()
+    assert "en-de" in legend and "en-fr" in legend and "mean" in legend
+    checkpoint = page.page.locator("#checkpoints tbody tr").first.inner_text()
+    assert "bleu" in checkpoint and "bleu/en-de" not in checkpoint  # a pair's own scores are in its charts
+    page.screenshot("job-of-pairs-overview")
+
+    page.page.get_by_role("tablist").get_by_role("tab", name="Data and settings").click()
+    rows = page.page.locator("#job-pairs tbody tr")
+    rows.first.wait_for()
+    assert rows.count() == 2
+    assert rows.nth(0).get_attribute("data-pair") == "en-de" and de["id"] in rows.nth(0).inner_text()
+    assert "de.jsonl" in rows.nth(0).inner_text()  # the dataset's name beside its id
+    assert "yes (chrf)" in page.page.locator('#job-pairs tr[data-pair="en-fr"]').inner_text()
+    assert "temperature 5" in page.page.inner_text("#job-pairs h3")
+    assert "held out of each pair" in page.page.inner_text("#config")
+    page.screenshot("job-of-pairs-settings")
