@@ -36,6 +36,11 @@ def test_a_job_of_two_pairs_trains_one_model_with_a_token_a_target_language(serv
     counts = rows_per_pair([190, 38], 5.0)
     assert any(f"{{'en->de': {counts[0]}, 'en->fr': {counts[1]}}}; 12 validation rows" in m for m in lines), lines
     assert counts[1] > 38 * (190 + 38) / 228  # the small pair gets more than its share of the data
+    sampled = api.http.get(f"/v1/jobs/{job['id']}/metrics", params={"names": "pair_rows/en-de,pair_rows/en-fr"})
+    assert {k: v["values"] for k, v in sampled.json()["series"].items()} == {
+        "pair_rows/en-de": [counts[0]],
+        "pair_rows/en-fr": [counts[1]],
+    }  # each pair's rows as sampled, in the job's metrics
     # validated pair by pair: each pair's series, and their mean under the plain name
     names = ",".join(f"{m}{p}" for m in ("valid_loss", "bleu", "chrf") for p in ("", "/en-de", "/en-fr"))
     series = api.http.get(f"/v1/jobs/{job['id']}/metrics", params={"names": names}).json()["series"]

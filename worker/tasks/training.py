@@ -114,6 +114,8 @@ def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData,
         data = prepare_job(rows, Tokenizer.load(resume_from) if resume_from else None)
     check_memory(rows.job, data, device)  # failed now, naming the memory it needs, not out of memory later
     state.set_progress(device=device, tokens_seen=rows.job.tokens_seen)
+    if rows.pair_rows:  # a job of several pairs: each pair's training rows as temperature sampling drew them
+        state.add_metrics(0, {f"pair_rows/{pair}": float(n) for pair, n in rows.pair_rows.items()})
     start = f"model {rows.job.init_model_id}'s weights" if rows.job.init_model_id else "scratch"
     if resume_from is not None:
         state.progress["step"] = load_checkpoint(resume_from, with_optimizer=False).step

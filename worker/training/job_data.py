@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,7 @@ class JobRows:
     valid_rows: Sequence[Any] | None
     target_languages: tuple[str, ...] = ()  # a job of several pairs: its sources begin with one of their tokens
     valid_groups: tuple[str, ...] = ()  # and each validation row's pair ("en-fr"), validated pair by pair
+    pair_rows: dict[str, int] = field(default_factory=dict)  # and each pair's training rows, as sampled
 
 
 def read_rows(dataset: Dataset, reverse: bool = False) -> TextRows:
@@ -144,7 +145,8 @@ def pair_rows(job: Job, pairs: list[tuple[str | None, LanguagePair]], datasets: 
     counts = {f"{p.source}->{p.target}": n for p, n in zip(languages, shares, strict=True)}
     log.info("job %s: %d pairs, training rows by pair (temperature %g): %s; %d validation rows held out of them",
              job.id, len(pairs), spec.pair_temperature, counts, len(valid))  # fmt: skip
-    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})), groups)
+    sampled = {str(p): n for p, n in zip(languages, shares, strict=True)}
+    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})), groups, sampled)
 
 
 def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
