@@ -7,7 +7,6 @@ import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from app.api import ttl_cache
@@ -19,7 +18,6 @@ from app.api.server_timing import set_server_timing
 from app.api.ttl_cache import ModelFacts
 from app.core.settings import Settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
-from app.db.tables import JobPair
 from app.schemas.anatomy import AnatomyResponse
 from app.schemas.inference import (
     AttentionRequest,
@@ -66,7 +64,7 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
             objective=row.objective,
             low_confidence_below=threshold,
             languages=(row.source_language, row.target_language),
-            pairs=trained_pairs(session, row.job_id),
+            pairs=target_languages.trained_pairs(session, row.job_id),
         )
         ttl_cache.models().put(row.id, facts)
     if facts.owner_id != owner_id:
@@ -76,18 +74,6 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
             "", f"model {model_id} was trained for {facts.objective}; {route} needs a {objective} model"
         )
     return facts
-
-
-def trained_pairs(session: Session, job_id: str | None) -> tuple[tuple[str, str], ...]:
-    """The language pairs of the job that trained a model of several (none for one pair or an imported model)."""
-    if job_id is None:
-        return ()
-    rows = session.execute(
-        select(JobPair.source_language, JobPair.target_language)
-        .where(JobPair.job_id == job_id)
-        .order_by(JobPair.position)
-    )
-    return tuple((source, target) for source, target in rows)
 
 
 def _check_texts(settings: Settings, texts: list[str], field: str, session: Session | None = None) -> None:

@@ -7,6 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from app.db.tables import JobPair, TrainedModel
 from app.services.errors import InvalidField
 
 
@@ -58,3 +62,24 @@ def resolve(
     if source_language == target_language:
         raise InvalidField("source_language", f"source_language and target_language are both {source_language!r}")
     return Target(target_language, (source_language, target_language) not in set(pairs))
+
+
+def trained_pairs(session: Session, job_id: str | None) -> tuple[tuple[str, str], ...]:
+    """The language pairs of the job that trained a model of several (none for one pair or an imported model)."""
+    if job_id is None:
+        return ()
+    rows = session.execute(
+        select(JobPair.source_language, JobPair.target_language)
+        .where(JobPair.job_id == job_id)
+        .order_by(JobPair.position)
+    )
+    return tuple((source, target) for source, target in rows)
+
+
+def for_model(
+    session: Session, model: TrainedModel, target_language: str | None, source_language: str | None
+) -> Target:
+    """resolve() for a model row: the background routes (file, dataset translations, evaluations) that read it."""
+    pairs = trained_pairs(session, model.job_id)
+    languages = (model.source_language, model.target_language)
+    return resolve(model.id, pairs, languages, target_language, source_language)

@@ -23,7 +23,6 @@ from celery import shared_task
 
 from app.core.settings import get_settings
 from app.core.task_names import ATTENTION, FILL_MASK, GEOMETRY, NEIGHBORS, TRANSLATE
-from model.data.language_pairs import tag_source
 from model.data.tokenizer import readable_token
 from model.decode.fill_mask import fill_mask
 from model.decode.glossary import Glossary
@@ -38,6 +37,7 @@ from worker.serving.glossary_terms import compiled_glossary, with_terms
 from worker.serving.memories import memories
 from worker.serving.microbatch import MicroBatcher
 from worker.serving.model_cache import LoadedModel, ModelCache
+from worker.serving.target_tokens import check_target, tagged
 from worker.serving.translation_answers import merge, plans, public_translation
 
 log = logging.getLogger(__name__)
@@ -168,9 +168,7 @@ def translate_task(
     if n_best > beam_size:
         raise RequestError(422, f"n_best={n_best} cannot exceed beam_size={beam_size}")
     _check_beam(loaded, beam_size)
-    if target_language is not None and target_language not in loaded.tokenizer.language_tokens:
-        held = ", ".join(sorted(loaded.tokenizer.language_tokens)) or "none: it was trained on one pair"
-        raise RequestError(422, f"model {model_id} has no token for target language {target_language!r} ({held})")
+    check_target(loaded, target_language)
     if max_length is not None:  # as the PyTorch decoder bounds it, so both backends take the same lengths
         max_length = min(max_length, loaded.model.config.max_positions)
     terms = compiled_glossary(loaded, glossary) if glossary else None
@@ -208,7 +206,7 @@ def _decode(
     decoded in. `target`: each sentence begins with that language's token (a model of several pairs)."""
     _, _, n_best, _, return_alignment, _, _ = key
     pieces = plans(loaded, texts, reserve=0 if target is None else 1)
-    flat = [piece if target is None else tag_source(piece, target) for plan in pieces for piece in plan]
+    flat = tagged([piece for plan in pieces for piece in plan], target)
     results, batch_size = batcher().submit_sized(key, flat)
     if terms is not None:
         results = decoding("pytorch", loaded.model_id, lambda: with_terms(loaded, terms, flat, results))
