@@ -39,3 +39,7 @@ class DatasetTranslation(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")  # sends of its task (worker/reaper.py)
+    # a model of several pairs: the language asked for (its token before each source), and whether it never trained
+    # on the pair (None: the source language not known); None for a model of one pair (migration 0039)
+    target_language: Mapped[str | None] = mapped_column(String(20), nullable=True)
+    zero_shot: Mapped[bool | None] = mapped_column(nullable=True)
