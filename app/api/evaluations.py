@@ -40,6 +40,8 @@ def public(evaluation: Evaluation) -> EvaluationPublic:
         progress=1.0 if done else evaluation.translated / max(evaluation.sentences, 1),
         scores=evaluation.scores,
         backend=evaluation.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker
+        target_language=evaluation.target_language,
+        zero_shot=evaluation.zero_shot,
         hypotheses_url=(f"/v1/models/{evaluation.model_id}/evaluations/{evaluation.id}/hypotheses" if done else None),
         created_at=evaluation.created_at,
         started_at=evaluation.started_at,
@@ -58,7 +60,10 @@ def owned_evaluation(session: Session, model_id: str, evaluation_id: str, owner_
 RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "Body is not UTF-8 JSON"},
     404: {"description": "Not found"},
-    422: {"description": "Not a translation model, a dataset not yours or not parallel, a beam over the limit"},
+    422: {
+        "description": "Not a translation model, a dataset not yours or not parallel, a beam over the limit, a model "
+        "of several pairs without a target_language (nor a test set of one of its pairs) or with one it never saw"
+    },
     503: {"description": "Broker unavailable: the evaluation is failed, ask again"},
 }
 

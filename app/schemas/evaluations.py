@@ -8,7 +8,7 @@ from uuid import UUID
 
 from pydantic import Field
 
-from app.schemas.common import Input, Output
+from app.schemas.common import Input, Language, Output
 from app.schemas.inference import BACKEND_DESCRIPTION, AnsweringBackend, Backend
 
 # sacrebleu's BLEU tokenizers (sacrebleu.metrics.bleu.BLEU.TOKENIZERS). ja-mecab and ko-mecab need sacrebleu's
@@ -37,6 +37,16 @@ class EvaluationCreate(Input):
         description="a glossary of yours whose terms the hypotheses follow (as on /translate); `scores.glossary` "
         "counts the terms met and how each got in",
     )
+    target_language: Language | None = Field(
+        None,
+        description="a model of several pairs: the language to translate into, one of their targets; left out, the "
+        "dataset's declared pair when it is one of the model's",
+    )
+    source_language: Language | None = Field(
+        None,
+        description="a model of several pairs: the sources' language (default the dataset's declared one, where the "
+        "model knows it), for zero_shot",
+    )
 
 
 class EvaluationPublic(Output):
@@ -56,6 +66,12 @@ class EvaluationPublic(Output):
     # Which backend translated the test set, once succeeded (one backend for all its sentences); the one asked for
     # is settings.backend.
     backend: AnsweringBackend | None = None
+    target_language: str | None = Field(
+        None, description="a model of several pairs: the language translated into (its token before each source)"
+    )
+    zero_shot: bool | None = Field(
+        None, description="a model of several pairs: true when it never trained on the pair; null when unknown"
+    )
     hypotheses_url: str | None
     created_at: datetime
     started_at: datetime | None

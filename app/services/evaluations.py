@@ -14,7 +14,7 @@ from app.core.task_names import EVALUATE
 from app.db.background_tables import Evaluation
 from app.db.tables import Dataset, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
-from app.services import glossaries
+from app.services import glossaries, target_languages
 from app.services.datasets import require_ready
 from app.services.errors import InvalidField
 from app.services.queueing import dispatch_background
@@ -50,18 +50,40 @@ def create(
         )
     if body.beam_size > settings.max_beam_size:
         raise InvalidField("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    target = test_set_target(session, model, dataset, body)
     given = {"glossary_id"} if body.glossary_id else set()  # settings from before glossaries stay as they were
+    left_out = {"dataset_id", "target_language", "source_language"} | ({"glossary_id"} - given)
     evaluation = Evaluation(
         owner_id=model.owner_id,
         model_id=model.id,
         dataset_id=dataset.id,
         job_id=job_id,
-        settings=body.model_dump(mode="json", exclude={"dataset_id"} | ({"glossary_id"} - given)),
+        settings=body.model_dump(mode="json", exclude=left_out),
         sentences=min(dataset.rows, body.max_sentences or dataset.rows),
+        target_language=target.tag,
+        zero_shot=target.zero_shot,
     )
     session.add(evaluation)
     session.commit()
     return evaluation
+
+
+def test_set_target(
+    session: Session, model: TrainedModel, dataset: Dataset, body: EvaluationCreate
+) -> target_languages.Target:
+    """The language the test set is translated into (target_languages.resolve, InvalidField naming the model's
+    pairs). For a model of several pairs the request's target_language, else the dataset's declared target when its
+    declared pair is one of the model's; its sources' language is the request's, else the dataset's declared one
+    where the model knows that language (for zero_shot)."""
+    pairs = target_languages.trained_pairs(session, model.job_id)
+    target, source = body.target_language, body.source_language
+    if pairs and target is None and (dataset.source_language, dataset.target_language) in pairs:
+        target = dataset.target_language
+    known = {language for pair in pairs for language in pair}
+    if source is None and dataset.source_language in known and dataset.source_language != target:
+        source = dataset.source_language
+    languages = (model.source_language, model.target_language)
+    return target_languages.resolve(model.id, pairs, languages, target, source)
 
 
 def dispatch(evaluation_id: str, celery: Celery | None = None) -> None:

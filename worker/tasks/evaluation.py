@@ -35,6 +35,7 @@ from model.decode.glossary import Glossary
 from worker.serving.errors import RequestError
 from worker.serving.glossary_terms import compiled_glossary, stored_glossary, term_counts, with_terms
 from worker.serving.model_cache import LoadedModel
+from worker.serving.target_tokens import check_target, tagged
 from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
 from worker.tasks.inference import cache
 from worker.training.job_data import read_rows
@@ -129,10 +130,11 @@ def _evaluate(evaluation_id: str) -> None:
         if not task_rows.claim(session, Evaluation, evaluation_id, sentences=len(rows)):
             return
     model = cache().get(evaluation.model_id)
+    check_target(model, evaluation.target_language)
     glossary_id = settings.get("glossary_id")
     terms = compiled_glossary(model, stored_glossary(glossary_id)) if glossary_id else None
     options = Options(beam_size=settings["beam_size"], alpha=settings["alpha"])
-    sources = [source for source, _ in rows]
+    sources = tagged([source for source, _ in rows], evaluation.target_language)  # a model of several pairs: >>fr<<
     fits = [len(model.tokenizer.encode(s)) + 1 <= model.model.config.max_positions for s in sources]
     passed = _hypotheses(evaluation_id, model, sources, fits, options, backend, terms)
     if passed is not None and len(passed[2]) > 1:  # the scores are then PyTorch's alone
