@@ -22,14 +22,14 @@ from app.artifacts import ArtifactStoreError, get_store
 from app.db import task_rows
 from app.db.background_tables import FileTranslation
 from app.db.base import new_id
-from app.schemas.common import NUL_MESSAGE, Page, holds_nul
+from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
 from app.schemas.file_translations import FileTranslationPublic
 from app.schemas.inference import BACKEND_DESCRIPTION, Backend
-from app.services import glossaries
+from app.services import glossaries, target_languages
 from app.services.file_translations import dispatch, source_key
 
 router = APIRouter(prefix="/v1/models", tags=["file translations"])
-FORM_FIELDS = {"file", "beam_size", "language", "backend", "glossary_id"}
+FORM_FIELDS = {"file", "beam_size", "language", "backend", "glossary_id", "target_language", "source_language"}
 
 
 def public(t: FileTranslation) -> FileTranslationPublic:
@@ -48,6 +48,8 @@ def public(t: FileTranslation) -> FileTranslationPublic:
         progress=1.0 if done else t.translated / t.sentences if t.sentences else 0.0,
         result_url=f"/v1/models/{t.model_id}/translations/{t.id}/result" if done else None,
         backend=t.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker
+        target_language=t.target_language,
+        zero_shot=t.zero_shot,
         created_at=t.created_at,
         started_at=t.started_at,
         finished_at=t.finished_at,
@@ -76,7 +78,10 @@ async def _known_form_fields(request: Request) -> None:
         400: {"description": "Body is not multipart form data"},
         404: {"description": "Not found"},
         413: {"description": "Over MAX_UPLOAD_MB"},
-        422: {"description": "Empty or not UTF-8 text, not a translation model, a beam over MAX_BEAM_SIZE"},
+        422: {
+            "description": "Empty or not UTF-8 text, not a translation model, a beam over MAX_BEAM_SIZE, a model of "
+            "several pairs without a target_language or with one it never saw"
+        },
         503: {"description": "Artifact store or broker unavailable"},
     },
 )
@@ -90,21 +95,38 @@ def translate_file(
     file: Annotated[UploadFile, File(description="UTF-8 text, one segment a line")],
     beam_size: Annotated[int, Form(ge=1)] = 4,
     language: Annotated[
-        str, Form(min_length=2, max_length=20, description="the source's, for sentence splitting")
-    ] = "en",
+        str | None,
+        Form(
+            min_length=2,
+            max_length=20,
+            description="the source's, for sentence splitting (default source_language, else en)",
+        ),
+    ] = None,
     backend: Annotated[Backend, Form(description=BACKEND_DESCRIPTION)] = "auto",
     glossary_id: Annotated[
         str | None, Form(max_length=36, description="a glossary of yours whose terms the translation follows")
     ] = None,
+    target_language: Annotated[
+        str | None, Form(max_length=20, description="a model of several pairs: the language to translate into")
+    ] = None,
+    source_language: Annotated[
+        str | None, Form(max_length=20, description="a model of several pairs: the file's language, for zero_shot")
+    ] = None,
 ) -> FileTranslationPublic:
     """Translate a text file in the background: poll the answer's URL for progress, then GET its result_url."""
-    if holds_nul(language):  # a form field: app.schemas.common.Input does this for JSON bodies
+    if language is not None and holds_nul(language):  # a form field: app.schemas.common.Input does this for JSON
         raise unprocessable("language", f"language {NUL_MESSAGE}")
+    for field, code in (("target_language", target_language), ("source_language", source_language)):
+        try:
+            check_language(code or "en")  # a form field: the check app.schemas.common.Language makes of JSON
+        except ValueError as exc:
+            raise unprocessable(field, str(exc)) from exc
     model = owned_model(session, model_id, key.owner_id)
     if model.objective != "translation":
         raise unprocessable("model_id", f"model {model_id} was trained for {model.objective}, not translation")
     if beam_size > settings.max_beam_size:
         raise unprocessable("beam_size", f"beam_size={beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    target = target_languages.for_model(session, model, target_language, source_language)
     if glossary_id:  # 422 for another's or a pair not the model's; the worker reads it when it starts
         glossaries.for_translation(session, key.owner_id, glossary_id, (model.source_language, model.target_language))
     data = file.file.read()  # bounded by the BodySizeLimit middleware (MAX_UPLOAD_MB)
@@ -121,10 +143,12 @@ def translate_file(
         owner_id=key.owner_id,
         model_id=model.id,
         filename=(file.filename or "text.txt")[:255],
-        settings={"beam_size": beam_size, "language": language, "backend": backend}
+        settings={"beam_size": beam_size, "language": language or source_language or "en", "backend": backend}
         | ({"glossary_id": glossary_id} if glossary_id else {}),
         lines=text.count("\n") + (0 if text.endswith("\n") else 1),
         source_key="",
+        target_language=target.tag,
+        zero_shot=target.zero_shot,
     )
     row.source_key = source_key(model.id, row.id)
     store = get_store()

@@ -27,6 +27,12 @@ class FileTranslationPublic(Output):
     progress: float
     result_url: str | None  # once succeeded
     backend: AnsweringBackend | None = None  # which translated the file, once succeeded (asked for: settings.backend)
+    target_language: str | None = Field(
+        None, description="a model of several pairs: the language translated into (its token before each sentence)"
+    )
+    zero_shot: bool | None = Field(
+        None, description="a model of several pairs: true when it never trained on the pair; null when unknown"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -29,6 +29,7 @@ from model.decode.glossary import Glossary
 from worker.serving.errors import RequestError
 from worker.serving.glossary_terms import compiled_glossary, stored_glossary, term_counts, with_terms
 from worker.serving.model_cache import LoadedModel
+from worker.serving.target_tokens import check_target, tagged
 from worker.serving.translation import AUTO, PYTORCH, Options, resolve, translate
 from worker.tasks.inference import cache
 
@@ -51,14 +52,17 @@ def _translate_pieces(
     options: Options,
     backend: str,
     terms: Glossary | None = None,
+    target: str | None = None,
 ) -> tuple[list[str], set[str], list[dict[str, Any]]] | None:
     """The pieces translated CHUNK at a time (with the glossary's terms, given one), progress written after each (in
     sentences: `ends`), the backends that answered, and the results that met glossary terms; it stops early once a
-    second backend answered (CTranslate2 failing part-way under auto). None if the row was deleted meanwhile."""
+    second backend answered (CTranslate2 failing part-way under auto). `target`: the token of that language begins
+    each piece (a model of several pairs). None if the row was deleted meanwhile."""
     answered: set[str] = set()
     applied: list[dict[str, Any]] = []
 
-    def decode(texts: list[str]) -> list[str]:
+    def decode(pieces: list[str]) -> list[str]:
+        texts = tagged(pieces, target)
         results, by = translate(loaded, texts, options, backend)
         answered.add(by)
         if terms is not None:
@@ -93,10 +97,11 @@ def _translate(translation_id: str) -> None:
     loaded = cache().get(row.model_id)
     if loaded.objective != "translation":
         raise RequestError(422, f"model {row.model_id} was trained for {loaded.objective}, not translation")
+    check_target(loaded, row.target_language)
     limit = loaded.model.config.max_positions
 
     def fits(text: str) -> bool:
-        return len(loaded.tokenizer.encode(text)) + 1 <= limit  # and </s>
+        return len(loaded.tokenizer.encode(tagged([text], row.target_language)[0])) + 1 <= limit  # and </s>
 
     split = [pieces_that_fit(s, fits) for s in todo]
     pieces = [p for sentence in split for p in sentence]
@@ -105,10 +110,12 @@ def _translate(translation_id: str) -> None:
     options = Options(beam_size=row.settings["beam_size"])
     glossary_id = row.settings.get("glossary_id")
     terms = compiled_glossary(loaded, stored_glossary(glossary_id)) if glossary_id else None
-    passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, backend, terms)
+    passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, backend, terms, row.target_language)
     if passed is not None and len(passed[1]) > 1:  # the file is then PyTorch's throughout
         log.warning("translation %s: CTranslate2 failed part-way; translating it again with PyTorch", translation_id)
-        passed = _translate_pieces(translation_id, loaded, pieces, ok, ends, options, PYTORCH, terms)
+        passed = _translate_pieces(
+            translation_id, loaded, pieces, ok, ends, options, PYTORCH, terms, row.target_language
+        )
     if passed is None:
         return  # deleted meanwhile
     done, answered, applied = passed
