@@ -58,6 +58,8 @@ def public(t: DatasetTranslation) -> DatasetTranslationPublic:
         counts=t.settings.get("counts"),
         reference_scores=t.settings.get("reference_scores"),
         backend=t.backend,  # type: ignore[arg-type]  # one of AnsweringBackend, written by the worker
+        target_language=t.target_language,
+        zero_shot=t.zero_shot,
         created_at=t.created_at,
         started_at=t.started_at,
         finished_at=t.finished_at,
@@ -79,7 +81,8 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     413: {"description": "The organisation's storage quota is used up"},
     422: {
         "description": "Not a translation model, a dataset not yours or failed, a side it does not have, text in "
-        "another language than the model's source, settings out of range"
+        "another language than the model's source, settings out of range, a model of several pairs without a "
+        "target_language or with one it never saw"
     },
     503: {"description": "Broker unavailable: the translation is failed, ask again"},
 }

@@ -9,7 +9,7 @@ from uuid import UUID
 
 from pydantic import Field, model_validator
 
-from app.schemas.common import Input, Output
+from app.schemas.common import Input, Language, Output
 from app.schemas.inference import BACKEND_DESCRIPTION, AnsweringBackend, Backend
 
 DatasetTranslationStatus = Literal["queued", "running", "succeeded", "failed"]
@@ -70,6 +70,14 @@ class DatasetTranslationCreate(Input):
     name: str | None = Field(None, min_length=1, max_length=200, description="the new dataset's; default from both")
     max_sentences: int | None = Field(None, ge=1, description="translate the first N rows only")
     backend: Backend = Field("auto", description=BACKEND_DESCRIPTION)
+    target_language: Language | None = Field(
+        None, description="a model of several pairs: the language to translate into, one of their targets"
+    )
+    source_language: Language | None = Field(
+        None,
+        description="a model of several pairs: the text's language (default the side's, where the model knows it), "
+        "for zero_shot",
+    )
 
     @model_validator(mode="after")
     def _tag_on_sources(self) -> DatasetTranslationCreate:
@@ -113,6 +121,12 @@ class DatasetTranslationPublic(Output):
         description="once succeeded, for a parallel dataset: the translations scored against its other side",
     )
     backend: AnsweringBackend | None = None
+    target_language: str | None = Field(
+        None, description="a model of several pairs: the language translated into (its token before each text)"
+    )
+    zero_shot: bool | None = Field(
+        None, description="a model of several pairs: true when it never trained on the pair; null when unknown"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

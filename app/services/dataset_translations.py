@@ -18,6 +18,7 @@ from app.db.base import new_id
 from app.db.dataset_translation_tables import DatasetTranslation
 from app.db.tables import Dataset, TrainedModel
 from app.schemas.dataset_translations import DatasetTranslationCreate
+from app.services import target_languages
 from app.services.datasets import require_ready
 from app.services.errors import InvalidField
 from app.services.file_translations import translations_prefix
@@ -82,16 +83,11 @@ def new_translation(
             "decoding.beam_size", f"beam_size={decoding.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}"
         )
     language, known_by = text_language(dataset, side)
-    if language and model.source_language and not same_language(language, model.source_language):
-        raise InvalidField(
-            "dataset_id",
-            f"dataset {dataset.id}'s {side} is in {language} ({known_by}); model {model.id} translates from "
-            f"{model.source_language}",
-        )
+    target = _target(session, model, body, language, f"dataset {dataset.id}'s {side} is in {language} ({known_by})")
     # the new dataset declares what is declared: the side's language, else the model's; what was only identified
     # is checked above, never declared
     read = (dataset.source_language if side in ("source", "text") else dataset.target_language) or model.source_language
-    made = model.target_language
+    made = target.tag or model.target_language
     languages = (
         {"source": read, "target": made} if body.synthetic_side == "target" else {"source": made, "target": read}
     )
@@ -115,7 +111,29 @@ def new_translation(
         output_dataset_id=new_id(),
         settings=stored,
         sentences=min(dataset.rows, body.max_sentences or dataset.rows),
+        target_language=target.tag,
+        zero_shot=target.zero_shot,
     )
+
+
+def _target(
+    session: Session, model: TrainedModel, body: DatasetTranslationCreate, language: str | None, found: str
+) -> target_languages.Target:
+    """The language translated into (target_languages.resolve); InvalidField when the text's `language` (as
+    `found` says it is known) is not one the model reads: its source, or for a model of several pairs any of their
+    languages (zero-shot allowed), whose match is then the source_language unless the request gives one."""
+    pairs = target_languages.trained_pairs(session, model.job_id)
+    languages = (model.source_language, model.target_language)
+    if not pairs:
+        if language and model.source_language and not same_language(language, model.source_language):
+            raise InvalidField("dataset_id", f"{found}; model {model.id} translates from {model.source_language}")
+        return target_languages.resolve(model.id, pairs, languages, body.target_language, body.source_language)
+    known = sorted({code for pair in pairs for code in pair})
+    matching = [code for code in known if language and same_language(language, code)]
+    if language and not matching:
+        raise InvalidField("dataset_id", f"{found}; model {model.id} knows {', '.join(known)}")
+    source = body.source_language or (matching[0] if matching and body.target_language != matching[0] else None)
+    return target_languages.resolve(model.id, pairs, languages, body.target_language, source)
 
 
 def dispatch(translation_id: str, celery: Celery | None = None) -> None:

@@ -143,11 +143,11 @@ def test_a_translation_that_dies_resumes_after_its_parts_and_makes_its_dataset(c
     chunks: list[int] = []
     real = translating.translate_chunk
 
-    def dies_at_the_second_chunk(loaded, chunk, settings, index, backend, references=None):
+    def dies_at_the_second_chunk(loaded, chunk, settings, index, backend, references=None, target=None):
         chunks.append(index)
         if index == 1 and chunks.count(1) == 1:
             raise Died
-        return real(loaded, chunk, settings, index, backend, references)
+        return real(loaded, chunk, settings, index, backend, references, target)
 
     monkeypatch.setattr(translating, "translate_chunk", dies_at_the_second_chunk)
     with pytest.raises(Died):

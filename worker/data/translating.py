@@ -46,6 +46,7 @@ from worker.data import ingest
 from worker.data.source import rows
 from worker.serving.errors import RequestError
 from worker.serving.model_cache import LoadedModel
+from worker.serving.target_tokens import check_target, tagged
 from worker.serving.translation import AUTO, Options, resolve, translate
 from worker.tasks.inference import cache
 
@@ -96,19 +97,21 @@ def translate_chunk(
     index: int,
     backend: str,
     references: list[str | None] | None = None,
+    target: str | None = None,
 ) -> tuple[dict[str, Any], str | None]:
     """A part: the chunk's pairs as the new dataset holds them, and its rows left out ("empty", "too_long"); and
     the backend that translated (None when nothing was). With `references` (the other side of each row of a
-    parallel dataset), the part also holds each translation and its reference ("scored"), non-empty ones only."""
+    parallel dataset), the part also holds each translation and its reference ("scored"), non-empty ones only.
+    `target`: the token of that language begins each text the model reads (a model of several pairs)."""
     limit = loaded.model.config.max_positions
-    lengths = [len(ids) + 1 for ids in loaded.tokenizer.encode_batch(chunk)]  # and </s>
+    lengths = [len(ids) + 1 for ids in loaded.tokenizer.encode_batch(tagged(chunk, target))]  # and </s>
     empty = [not text.strip() for text in chunk]
     kept = [i for i, (blank, n) in enumerate(zip(empty, lengths)) if not blank and n <= limit]
     todo = [chunk[i] for i in kept]
     by = None
     made: list[str] = []
     if todo:
-        results, by = translate(loaded, todo, options_of(settings["decoding"], index), backend)
+        results, by = translate(loaded, tagged(todo, target), options_of(settings["decoding"], index), backend)
         made = [r["text"] for r in results]
     tag = settings.get("tag")
     pairs = []
@@ -156,6 +159,7 @@ def make(translation_id: str) -> str:
     loaded = cache().get(row.model_id)
     if loaded.objective != "translation":
         raise RequestError(422, f"model {row.model_id} was trained for {loaded.objective}, not translation")
+    check_target(loaded, row.target_language)
     n_parts = -(-row.sentences // CHUNK_ROWS)
     done = sum(
         min(CHUNK_ROWS, row.sentences - i * CHUNK_ROWS) for i in range(n_parts) if part_key(prefix, i) in written
@@ -169,7 +173,8 @@ def make(translation_id: str) -> str:
         if part_key(prefix, index) in written:
             continue
         references = [ref for _, ref in chunk] if dataset.kind == "parallel" else None
-        part, by = translate_chunk(loaded, [text for text, _ in chunk], settings, index, backend, references)
+        sources = [text for text, _ in chunk]
+        part, by = translate_chunk(loaded, sources, settings, index, backend, references, row.target_language)
         answered.update([by] if by else [])
         store.write_bytes(part_key(prefix, index), gzip.compress(json.dumps(part, ensure_ascii=False).encode()))
         done += len(chunk)
