@@ -51,6 +51,16 @@ class ScoreFacts:
 
 
 @dataclass(frozen=True)
+class PairFacts:
+    """A language pair of a model trained on several: its dataset and its own validation metrics."""
+
+    source: str
+    target: str
+    dataset: DatasetFacts
+    metrics: dict[str, float]  # {"bleu": 31.5, "chrf": ..., "valid_loss": ...} at the checkpoint kept
+
+
+@dataclass(frozen=True)
 class CardFacts:
     model_id: str
     title: str  # name vN, or the id
@@ -70,6 +80,7 @@ class CardFacts:
     job: dict[str, Any] | None  # id, settings, device, worker, started_at, finished_at, seconds, step, tokens
     datasets: list[DatasetFacts] = field(default_factory=list)
     scores: list[ScoreFacts] = field(default_factory=list)
+    pairs: list[PairFacts] = field(default_factory=list)  # a model of several pairs
 
 
 def _title(model: TrainedModel) -> str:
@@ -116,9 +127,19 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
     """Everything the card says about `model`, read now (datasets, parent and evaluations as they stand)."""
     job = session.get(Job, model.job_id) if model.job_id else None
     datasets: list[DatasetFacts] = []
+    pairs = [
+        PairFacts(
+            p.source_language,
+            p.target_language,
+            _dataset(session, "training", p.dataset_id) if p.dataset_id else DatasetFacts("training", "", None),
+            _pair_metrics(model.metrics, f"{p.source_language}-{p.target_language}"),
+        )
+        for p in (job.pair_rows if job is not None else [])
+    ]
+    datasets += [pair.dataset for pair in pairs]
     if job is not None:
         for role, dataset_id in (
-            ("training", job.dataset_id),
+            ("training", None if pairs else job.dataset_id),
             ("validation", job.valid_dataset_id),
             ("test", job.test_dataset_id),
         ):
@@ -163,7 +184,14 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
         job=_job(session, job) if job is not None else None,
         datasets=datasets,
         scores=scores,
+        pairs=pairs,
     )
+
+
+def _pair_metrics(metrics: dict[str, float], pair: str) -> dict[str, float]:
+    """One pair's validation metrics out of a model's ("bleu/en-fr" -> "bleu")."""
+    suffix = f"/{pair}"
+    return {name.removesuffix(suffix): value for name, value in metrics.items() if name.endswith(suffix)}
 
 
 def _metadata(facts: CardFacts, fmt: str) -> str:
@@ -186,6 +214,7 @@ def _metadata(facts: CardFacts, fmt: str) -> str:
         if isinstance(value, dict) and "score" in value
     ]
     languages = [lang for lang in (facts.source_language, facts.target_language) if lang]
+    languages += [lang for pair in facts.pairs for lang in (pair.source, pair.target)]
     data = ModelCardData(
         language=list(dict.fromkeys(languages)) or None,
         license=facts.license,
@@ -215,13 +244,15 @@ def _settings_block(settings: dict[str, Any]) -> str:
     return "```json\n" + json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n```"
 
 
-def _usage(fmt: str, folder: str) -> str:
+def _usage(fmt: str, folder: str, target: str | None = None) -> str:
+    """How to load the export; `target`: a model of several pairs, whose source begins with a target's token."""
+    text = f">>{target}<< Hello world." if target else "Hello world."
     if fmt == "huggingface":
         return (
             "```python\nfrom transformers import AutoTokenizer, MarianMTModel\n\n"
             f'tokenizer = AutoTokenizer.from_pretrained("{folder}")\n'
             f'model = MarianMTModel.from_pretrained("{folder}")\n'
-            'batch = tokenizer(["Hello world."], return_tensors="pt")\n'
+            f'batch = tokenizer(["{text}"], return_tensors="pt")\n'
             "print(tokenizer.batch_decode(model.generate(**batch), skip_special_tokens=True))\n```"
         )
     if fmt == "ctranslate2":
@@ -229,7 +260,7 @@ def _usage(fmt: str, folder: str) -> str:
             "```python\nimport ctranslate2\nfrom transformers import AutoTokenizer\n\n"
             f'translator = ctranslate2.Translator("{folder}")\n'
             f'tokenizer = AutoTokenizer.from_pretrained("{folder}")\n'
-            'tokens = tokenizer.convert_ids_to_tokens(tokenizer.encode("Hello world."))\n'
+            f'tokens = tokenizer.convert_ids_to_tokens(tokenizer.encode("{text}"))\n'
             "best = translator.translate_batch([tokens])[0].hypotheses[0]\n"
             "print(tokenizer.decode(tokenizer.convert_tokens_to_ids(best), skip_special_tokens=True))\n```"
         )
@@ -245,7 +276,9 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
     if facts.description:
         out.append(facts.description)
     languages = (
-        f"{facts.source_language or '?'} → {facts.target_language or '?'}"
+        ", ".join(f"{p.source} → {p.target}" for p in facts.pairs)
+        if facts.pairs
+        else f"{facts.source_language or '?'} → {facts.target_language or '?'}"
         if facts.source_language or facts.target_language
         else "not declared by its owner"
     )
@@ -299,10 +332,14 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
         )
     else:
         out.append("## Training\n\nImported: this service did not train it, so it cannot say on what data.")
-    if facts.metrics:
+    if facts.pairs:
+        out.append(_pairs_section(facts.pairs))
+    overall = {k: v for k, v in facts.metrics.items() if "/" not in k}  # a pair's own are in its table
+    if overall:
         out.append(
-            "## Validation metrics\n\nOn the validation set, at the checkpoint kept:\n\n"
-            + _table(["metric", "value"], [[k, round(v, 4)] for k, v in sorted(facts.metrics.items())])
+            f"## Validation metrics\n\nOn the validation set{', the mean of the pairs' if facts.pairs else ''}, at "
+            "the checkpoint kept:\n\n"
+            + _table(["metric", "value"], [[k, round(v, 4)] for k, v in sorted(overall.items())])
         )
     if facts.scores:
         rows = [
@@ -325,7 +362,7 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
         )
     else:
         out.append("## Test-set scores\n\nNone yet: `POST /v1/models/{id}/evaluations` scores it on a test set.")
-    out.append(f"## How to use\n\n{_usage(fmt, folder)}")
+    out.append(f"## How to use\n\n{_usage(fmt, folder, facts.pairs[0].target if facts.pairs else None)}")
     out.append(
         "## Licence\n\n"
         + (
@@ -335,6 +372,23 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
         )
     )
     return "\n\n".join(out) + "\n"
+
+
+def _pairs_section(pairs: list[PairFacts]) -> str:
+    def score(metrics: dict[str, float], name: str) -> float | None:
+        return round(metrics[name], 2) if name in metrics else None
+
+    rows = [
+        [f"{p.source} → {p.target}", p.dataset.name or "deleted", p.dataset.rows]
+        + [score(p.metrics, name) for name in ("bleu", "chrf", "valid_loss")]
+        for p in pairs
+    ]
+    return (
+        "## Language pairs\n\nOne model for every pair (Johnson et al., 2017): a source begins with the token of the "
+        f"language to translate into (`>>{pairs[0].target}<<`, as the OPUS-MT models write it). Validation scores "
+        "of each pair at the checkpoint kept:\n\n"
+        + _table(["pair", "dataset", "rows", "BLEU", "chrF", "validation loss"], rows)
+    )
 
 
 def card_digest(card: str) -> str:

@@ -116,3 +116,31 @@ def test_an_imported_model_says_it_cannot_name_its_data_and_a_changed_card_a_new
         after = render_card(card_facts(session, model), "native", "x")
     assert "Imported: this service did not train it" in before and "## Training data" not in before
     assert card_digest(before) != card_digest(after) and len(card_digest(before)) == 12
+
+
+def test_the_card_of_a_model_of_several_pairs_lists_each_pair_with_its_scores(client, alice):
+    from app.db.tables import JobPair
+    from tests.api.test_datasets import _jsonl, _ready
+
+    de = _ready(client, alice, _jsonl([("one", "eins"), ("two", "zwei")]))["id"]
+    fr = _ready(client, alice, _jsonl([("one", "un"), ("two", "deux"), ("three", "trois")]))["id"]
+    model_id = _model_row("alice")
+    with session_scope() as session:
+        model = session.get(TrainedModel, model_id)
+        job = session.get(Job, model.job_id)
+        job.dataset_id, model.source_language = de, "en"
+        for position, (dataset_id, target) in enumerate(((de, "de"), (fr, "fr"))):
+            session.add(JobPair(job_id=job.id, position=position, dataset_id=dataset_id, source_language="en",
+                                target_language=target))  # fmt: skip
+        model.metrics = {"bleu": 20.0, "bleu/en-de": 25.0, "bleu/en-fr": 15.0, "chrf/en-fr": 40.123,
+                         "valid_loss": 2.5, "valid_loss/en-de": 2.0, "valid_loss/en-fr": 3.0}  # fmt: skip
+    card = ModelCard(client.get(f"/v1/models/{model_id}/card", headers=alice).text)
+    assert card.data.language == ["en", "de", "fr"]
+    text = card.text
+    assert "languages: en → de, en → fr." in text
+    assert "| en → de | demo | 2 | 25.0 | – | 2.0 |" in text and "| en → fr | demo | 3 | 15.0 | 40.12 | 3.0 |" in text
+    assert "On the validation set, the mean of the pairs" in text and "| bleu | 20.0 |" in text
+    assert "bleu/en-de" not in text  # each pair's scores are in its row
+    assert text.count("| training | demo |") == 2  # both pairs' datasets, the first not twice
+    hf = ModelCard(client.get(f"/v1/models/{model_id}/card", params={"format": "huggingface"}, headers=alice).text)
+    assert 'tokenizer([">>de<< Hello world."]' in hf.text  # a source begins with its target's token
