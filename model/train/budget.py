@@ -80,6 +80,7 @@ class BudgetInputs:
     # tokens_per_second at several batch sizes (a GPU's): the rule then reads the throughput at each batch from it
     # and chooses at least its knee. Empty: tokens_per_second at every batch size (a CPU's).
     throughput_curve: Curve = ()
+    languages: int = 2  # a model of several pairs: the distinct languages of its pairs, which share its vocabulary
 
     def __post_init__(self) -> None:
         # Recorded as JSON lists; read back as the tuples the rule takes.
@@ -125,14 +126,26 @@ class BudgetChoice:
         return asdict(self)
 
 
-def choose_vocabulary(training_pairs: int) -> tuple[int, str]:
-    for bound, size in VOCABULARY_BY_PAIRS:
+def choose_vocabulary(training_pairs: int, languages: int = 2) -> tuple[int, str]:
+    """The vocabulary for a corpus of `training_pairs`; a model of several pairs (`languages` of them, sources and
+    targets) shares it among them, so it grows by languages / 2: each language keeps about the subwords a model of
+    one pair gets from a corpus of that size (multilingual models share larger vocabularies than bilingual ones:
+    Johnson et al., 2017; Arivazhagan et al., 2019; Conneau et al., 2020 on the cost of one too small)."""
+    if languages < 2:
+        raise ValueError(f"languages={languages}: a translation corpus has at least 2")
+    size, why = LARGEST_VOCABULARY, f"{training_pairs:,} training pairs: the largest automatic vocabulary"
+    for bound, by_pairs in VOCABULARY_BY_PAIRS:
         if training_pairs < bound:
-            return size, (
+            size = by_pairs
+            why = (
                 f"{training_pairs:,} training pairs (fewer than {bound:,}): a vocabulary of {size:,}; "
                 f"small corpora learn faster with small vocabularies"
             )
-    return LARGEST_VOCABULARY, f"{training_pairs:,} training pairs: the largest automatic vocabulary"
+            break
+    if languages == 2:
+        return size, why
+    shared = min(LARGEST_VOCABULARY, round(size * languages / 2 / 1000) * 1000)
+    return shared, f"{why}; {languages} languages share it: {shared:,}, {languages}/2 times as many"
 
 
 # Below REFERENCE_BATCH tokens an update, the paper's rate is scaled by sqrt(batch / REFERENCE_BATCH): the square-root
@@ -268,7 +281,7 @@ def choose(
     chosen: dict[str, int] = {}
     reasons: dict[str, str] = {}
     if "vocab_size" in fields:
-        chosen["vocab_size"], reasons["vocab_size"] = choose_vocabulary(inputs.training_pairs)
+        chosen["vocab_size"], reasons["vocab_size"] = choose_vocabulary(inputs.training_pairs, inputs.languages)
     updates = None
     if "max_tokens_per_batch" in fields:
         batch, updates, reasons["max_tokens_per_batch"] = choose_batch(inputs)

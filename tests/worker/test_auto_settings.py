@@ -427,3 +427,21 @@ def test_a_mixed_jobs_vocabulary_is_chosen_from_its_distinct_rows(corpus, worker
     choose_settings(rows, "cpu")
     auto = rows.job.auto_settings
     assert auto["chosen"]["vocab_size"] == 2000 and auto["inputs"]["training_pairs"] == len(corpus[0])
+
+
+def test_a_vocabulary_shared_by_the_languages_of_several_pairs_grows_with_them(worker_env):
+    """A job of en->de and en->fr: three languages share the vocabulary, so it is 3/2 of one pair's (3,000 for its
+    fewer than 20,000 pairs), and the tokenizer holds it with a token a target."""
+    from model.data.language_pairs import LanguagePair, multilingual_rows
+
+    worker_env(WORKER_TOKENS_PER_SECOND="3000")
+    pairs = [LanguagePair("en", "de"), LanguagePair("en", "fr")]
+    by_pair = [numbers_to_words_task(600, seed=i, lang_tgt=p.target) for i, p in enumerate(pairs)]
+    rows = multilingual_rows(by_pair, pairs)
+    job = _rows((rows, rows[:20]), ["vocab_size"]).job
+    multi = JobRows(job, rows[20:], rows[:20], ("de", "fr"), languages=3)
+    data = choose_settings(multi, "cpu")
+    auto = multi.job.auto_settings
+    assert auto["chosen"]["vocab_size"] == 3000 and auto["inputs"]["languages"] == 3
+    assert "3 languages share it" in auto["reasons"]["vocab_size"]
+    assert set(data.tokenizer.language_tokens) == {"de", "fr"}

@@ -127,7 +127,7 @@ def _choose_budget(
     training = TrainingSpec.stored(spec)
     pairs = distinct_len(rows.train_rows)  # a mixed job's repeats once: the vocabulary fits the data, not its repeats
     if "vocab_size" in fields:  # the tokenizer is trained with it, so it is chosen before preparing
-        model_spec["vocab_size"] = choose_vocabulary(pairs)[0]
+        model_spec["vocab_size"] = choose_vocabulary(pairs, rows.languages)[0]
     job.model_config = model_spec
     data = prepare_job(rows, preset=candidate_configs(ModelSpec.stored(model_spec))[0][0] if preset else None)
     examples = examples_of(data)
@@ -173,6 +173,7 @@ def _choose_budget(
         eval_budget=training.eval_budget,
         max_batch_tokens=fits,
         throughput_curve=curve if len(curve) > 1 else (),
+        languages=rows.languages,
     )
     choice = choose(fields, inputs, fixed={"max_tokens_per_batch": training.max_tokens_per_batch})
     for name, value in choice.chosen.items():

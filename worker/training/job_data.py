@@ -47,6 +47,7 @@ class JobRows:
     target_languages: tuple[str, ...] = ()  # a job of several pairs: its sources begin with one of their tokens
     valid_groups: tuple[str, ...] = ()  # and each validation row's pair ("en-fr"), validated pair by pair
     pair_rows: dict[str, int] = field(default_factory=dict)  # and each pair's training rows, as sampled
+    languages: int = 2  # and the distinct languages of its pairs, which share the vocabulary
 
 
 def read_rows(dataset: Dataset, reverse: bool = False) -> TextRows:
@@ -146,7 +147,8 @@ def pair_rows(job: Job, pairs: list[tuple[str | None, LanguagePair]], datasets: 
     log.info("job %s: %d pairs, training rows by pair (temperature %g): %s; %d validation rows held out of them",
              job.id, len(pairs), spec.pair_temperature, counts, len(valid))  # fmt: skip
     sampled = {str(p): n for p, n in zip(languages, shares, strict=True)}
-    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})), groups, sampled)
+    spoken = len({code for pair in languages for code in (pair.source, pair.target)})
+    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})), groups, sampled, spoken)
 
 
 def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:

@@ -115,6 +115,19 @@ def test_vocabulary_grows_with_the_corpus(pairs, vocabulary):
     assert choose_vocabulary(pairs)[0] == vocabulary
 
 
+@pytest.mark.parametrize(
+    "pairs, languages, vocabulary", [(42_000, 4, 8000), (42_000, 3, 6000), (500, 5, 5000), (4_500_000, 6, 32000)]
+)
+def test_a_vocabulary_shared_by_more_languages_grows_with_them(pairs, languages, vocabulary):
+    size, why = choose_vocabulary(pairs, languages)
+    assert size == vocabulary and f"{languages} languages share it" in why
+    assert choose(["vocab_size"], BudgetInputs(max_minutes=5, training_pairs=pairs, languages=languages)).chosen == {
+        "vocab_size": vocabulary
+    }
+    with pytest.raises(ValueError, match="languages=1"):
+        choose_vocabulary(pairs, 1)
+
+
 @pytest.mark.parametrize("limit", [1, 127, 128, 1000, 5000, 65_536, 10**9])
 def test_largest_batch_finds_the_boundary(limit):
     found = largest_batch(lambda tokens: tokens <= limit)
