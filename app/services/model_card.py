@@ -375,12 +375,9 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
 
 
 def _pairs_section(pairs: list[PairFacts]) -> str:
-    def score(metrics: dict[str, float], name: str) -> float | None:
-        return round(metrics[name], 2) if name in metrics else None
-
-    rows = [
+    rows: list[list[Any]] = [
         [f"{p.source} → {p.target}", p.dataset.name or "deleted", p.dataset.rows]
-        + [score(p.metrics, name) for name in ("bleu", "chrf", "valid_loss")]
+        + [round(p.metrics[name], 2) if name in p.metrics else None for name in ("bleu", "chrf", "valid_loss")]
         for p in pairs
     ]
     return (
