@@ -12,9 +12,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from app.db.tables import Dataset, JobPair
+from app.db.tables import Dataset, JobPair, TrainedModel
 from app.schemas.jobs import JobCreate
 from app.services.errors import InvalidField
+from app.services.target_languages import trained_pairs
 
 # Fields a job of several pairs does not take yet, and why.
 NOT_WITH_PAIRS = {
@@ -22,7 +23,6 @@ NOT_WITH_PAIRS = {
     "test_dataset_id": "a test set of one pair is evaluated on the model once it is trained (POST "
     "/v1/models/{id}/evaluations)",
     "mix_dataset_id": "the pairs are already sampled together (training.pair_temperature)",
-    "init_model_id": "a job of several pairs starts from fresh weights and trains its own tokenizer",
     "source_language": "each pair's languages are its dataset's",
     "target_language": "each pair's languages are its dataset's",
 }
@@ -72,6 +72,54 @@ def pair_rows(session: Session, owner_id: str, body: JobCreate, dataset: Dataset
     return rows
 
 
+def from_init_model(
+    session: Session, owner_id: str, body: JobCreate, rows: list[JobPair], dataset: DatasetLoader
+) -> list[JobPair]:
+    """A job starting from a model of several pairs (`body` after app/services/job_submission.inherit_model): its
+    pairs' targets must be among the model's, whose tokens its tokenizer holds (a fine-tune cannot add one). A job of
+    one dataset becomes a job of that one pair, so its sources are tagged as the model learnt them and its model
+    keeps the convention; its pair is the request's languages, else its dataset's. `rows`: the job's own pairs
+    (pair_rows). InvalidField naming the problem; the rows unchanged for a model of one pair or none."""
+    parent = session.get(TrainedModel, body.init_model_id) if body.init_model_id else None
+    if parent is None:
+        return rows
+    parent_pairs = trained_pairs(session, parent.job_id)
+    if not parent_pairs:
+        if rows:
+            raise InvalidField(
+                "init_model_id",
+                f"model {body.init_model_id} was trained on one pair: it has no target-language tokens for pairs",
+            )
+        return rows
+    targets = sorted({target for _, target in parent_pairs})
+    trained = ", ".join(f"{s}->{t}" for s, t in parent_pairs)
+    if not rows:
+        for field, why in NOT_WITH_PAIRS.items():
+            if field in ("valid_dataset_id", "test_dataset_id", "mix_dataset_id") and getattr(body, field) is not None:
+                raise InvalidField(field, f"{field} does not go with a fine-tune of a model of several pairs: {why}")
+        found = dataset(session, owner_id, str(body.dataset_id), "dataset_id", "translation")
+        declared = (found.source_language, found.target_language)
+        if body.training.reverse:
+            declared = declared[::-1]
+        source, target = body.source_language or declared[0], body.target_language or declared[1]
+        if not source or not target:
+            raise InvalidField(
+                "target_language",
+                f"model {parent.id} was trained on {trained}: name the pair this job fine-tunes with source_language "
+                f"and target_language (one of {', '.join(targets)}), or declare its dataset's languages",
+            )
+        rows = [JobPair(position=0, dataset_id=str(body.dataset_id), source_language=source, target_language=target)]
+    for row in rows:
+        if row.target_language not in targets:
+            field = f"pairs.{row.position}.dataset_id" if body.pairs else "target_language"
+            raise InvalidField(
+                field,
+                f"model {parent.id} was trained on {trained}: it has no token for {row.target_language!r}, and a job "
+                f"starting from it cannot add one (its targets: {', '.join(targets)})",
+            )
+    return rows
+
+
 def _declared(dataset: Dataset, field: str) -> tuple[str, str]:
     missing = [side for side in ("source_language", "target_language") if not getattr(dataset, side)]
     if missing:
@@ -113,3 +161,9 @@ def common_source(rows: list[JobPair]) -> str | None:
     """The source language every pair shares (the job's own source_language), None where they differ or none."""
     sources = {row.source_language for row in rows}
     return sources.pop() if len(sources) == 1 else None
+
+
+def common_target(rows: list[JobPair]) -> str | None:
+    """The target language every pair shares (the job's own target_language), None where they differ or none."""
+    targets = {row.target_language for row in rows}
+    return targets.pop() if len(targets) == 1 else None

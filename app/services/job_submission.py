@@ -365,6 +365,7 @@ def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate
     sets further columns (idempotency_key, a sweep's trial). Raises InvalidField or TooManyRequests."""
     pairs = job_pairs.pair_rows(session, owner_id, body, _dataset)  # before the fields it refuses are inherited
     body = default_learning_rate(inherit_model(session, owner_id, body))
+    pairs = job_pairs.from_init_model(session, owner_id, body, pairs, _dataset)
     validate(session, settings, owner_id, body)
     check_active_jobs(session, settings, owner_id)  # TooManyRequests over MAX_ACTIVE_JOBS_PER_KEY
     row.setdefault("request_sha256", request_digest(body))
@@ -380,7 +381,7 @@ def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate
         mix_share=(body.mix_share or DEFAULT_MIX_SHARE) if body.mix_dataset_id else None,
         register_as=body.register_as,
         source_language=body.source_language or job_pairs.common_source(pairs),
-        target_language=body.target_language,
+        target_language=body.target_language or job_pairs.common_target(pairs),
         pair_rows=pairs,
         training_config=body.training.model_dump(mode="json"),
         max_attempts=settings.job_max_attempts,

@@ -1,6 +1,6 @@
 """Which language a translate request asks a model for: a model of several pairs (a job's `pairs`) needs
-`target_language`, one of the targets it was trained on; a pair it never saw together is allowed (zero-shot:
-Johnson et al., 2017) and flagged where the request names its source language."""
+`target_language`, one of the targets it was trained on (unless they share one); a pair it never saw together is
+allowed (zero-shot: Johnson et al., 2017) and flagged where the request names its source language."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ def resolve(
             )
         return Target(None, None)
     targets = sorted({target for _, target in pairs})
+    if target_language is None and len(targets) == 1:  # pairs into one language (de->en, fr->en; a fine-tune)
+        target_language = targets[0]
     if target_language is None:
         raise InvalidField(
             "target_language",

@@ -133,3 +133,69 @@ def test_best_pair_is_kept_with_the_job(client, alice):
     response = client.post("/v1/jobs", json=body, headers=alice)
     assert response.status_code == 201, response.text
     assert response.json()["training"]["best_pair"] == "en-fr"
+
+
+def _model_of_pairs(*targets: str) -> str:
+    """A model row as a finished job of the pairs en->each target leaves it."""
+    from app.db.session import session_scope
+    from app.db.tables import Job, JobPair, TrainedModel
+    from tests.api.test_init_model import _model_row
+
+    model_id = _model_row("alice")
+    with session_scope() as session:
+        model = session.get(TrainedModel, model_id)
+        job = session.get(Job, model.job_id)
+        model.source_language = job.source_language = "en"
+        for position, target in enumerate(targets):
+            session.add(JobPair(job_id=job.id, position=position, source_language="en", target_language=target))
+    return model_id
+
+
+def test_a_fine_tune_of_a_model_of_pairs_on_one_dataset_is_a_job_of_that_one_pair(client, alice):
+    model_id = _model_of_pairs("de", "fr")
+    de = _dataset(client, alice)
+    body = {"objective": "translation", "dataset_id": de, "init_model_id": model_id, "training": {"max_steps": 5}}
+    response = client.post("/v1/jobs", json=body, headers=alice)
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["pairs"] == [
+        {"dataset_id": de, "dataset_name": "pair", "source_language": "en", "target_language": "de"}
+    ]
+    assert (job["source_language"], job["target_language"]) == ("en", "de")
+    # pairs starting from it: their targets must be among its tokens
+    fr = _dataset(client, alice, [("one", "un"), ("two", "deux")], ("en", "fr"))
+    both = client.post("/v1/jobs", json=_job(de, fr, init_model_id=model_id), headers=alice)
+    assert both.status_code == 201, both.text
+    nl = _dataset(client, alice, [("one", "een"), ("two", "twee")], ("en", "nl"))
+    _refused(client, alice, {**body, "dataset_id": nl}, ["body", "target_language"], "has no token for 'nl'")
+    _refused(
+        client,
+        alice,
+        _job(de, nl, init_model_id=model_id),
+        ["body", "pairs", "1", "dataset_id"],
+        "(its targets: de, fr)",
+    )
+    bare = _dataset(client, alice, languages=None)
+    _refused(
+        client, alice, {**body, "dataset_id": bare}, ["body", "target_language"], "name the pair this job fine-tunes"
+    )
+    given = client.post("/v1/jobs", json={**body, "dataset_id": bare, "target_language": "fr"}, headers=alice)
+    assert given.status_code == 201 and given.json()["pairs"][0]["target_language"] == "fr", given.text
+    _refused(
+        client,
+        alice,
+        {**body, "valid_dataset_id": de},
+        ["body", "valid_dataset_id"],
+        "a fine-tune of a model of several pairs",
+    )
+
+
+def test_pairs_cannot_start_from_a_model_of_one_pair(client, alice):
+    from tests.api.test_init_model import _model_row
+
+    de = _dataset(client, alice)
+    fr = _dataset(client, alice, [("one", "un"), ("two", "deux")], ("en", "fr"))
+    body = _job(de, fr, init_model_id=_model_row("alice"))
+    _refused(
+        client, alice, body, ["body", "init_model_id"], "was trained on one pair: it has no target-language tokens"
+    )

@@ -39,3 +39,13 @@ def test_a_model_of_one_pair_takes_its_own_target_or_none() -> None:
     assert resolve("m", [], (None, None), "fr", None) == Target(None, None)  # its languages unknown
     with pytest.raises(InvalidField, match="model m translates into 'de', not 'fr'"):
         resolve("m", [], ("en", "de"), "fr", None)
+
+
+def test_pairs_into_one_language_need_no_target_language() -> None:
+    """de->en and fr->en, or a fine-tune of a model of several pairs on one of them: their one target is tagged."""
+    into_english = [("de", "en"), ("fr", "en")]
+    assert resolve("m", into_english, (None, "en"), None, None) == Target("en", None)
+    assert resolve("m", into_english, (None, "en"), None, "fr") == Target("en", False)
+    assert resolve("m", [("en", "fr")], ("en", "fr"), None, None) == Target("fr", None)
+    with pytest.raises(InvalidField, match="cannot translate into 'de'"):
+        resolve("m", into_english, (None, "en"), "de", None)

@@ -65,3 +65,14 @@ def test_a_job_of_two_pairs_trains_one_model_with_a_token_a_target_language(serv
     assert missing.status_code == 422 and "trained on en->de, en->fr: give target_language" in missing.text
     unseen = api.http.post(url, json={"texts": ["forty two"], "target_language": "nl"})
     assert unseen.status_code == 422 and "cannot translate into 'nl'" in unseen.text
+    # fine-tuned on one of its pairs: a job of that pair, its sources tagged as the model learnt them
+    tune = api.submit({"objective": "translation", "dataset_id": fr["id"], "init_model_id": done["model_id"],
+                       "training": {"max_steps": 10, "eval_every": 10, "checkpoint_every": 10}})  # fmt: skip
+    tuned = api.wait(tune["id"], ("succeeded", "failed", "cancelled"), timeout=300)
+    assert tuned["status"] == "succeeded", tuned["error"]
+    assert [(p["source_language"], p["target_language"]) for p in tuned["pairs"]] == [("en", "fr")]
+    tuned_url = f"/v1/models/{tuned['model_id']}/translate"
+    answer = api.http.post(tuned_url, json={"texts": ["forty two"], "backend": "pytorch"})  # its one target
+    assert answer.status_code == 200 and answer.json()["target_language"] == "fr", answer.text
+    into_german = api.http.post(tuned_url, json={"texts": ["forty two"], "target_language": "de"})
+    assert into_german.status_code == 422 and "cannot translate into 'de'" in into_german.text
