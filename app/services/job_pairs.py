@@ -75,7 +75,7 @@ def pair_rows(session: Session, owner_id: str, body: JobCreate, dataset: Dataset
 def from_init_model(
     session: Session, owner_id: str, body: JobCreate, rows: list[JobPair], dataset: DatasetLoader
 ) -> list[JobPair]:
-    """A job starting from a model of several pairs (`body` after app/services/job_submission.inherit_model): its
+    """A job starting from a model of several pairs (`body` after app/services/init_model.inherit_model): its
     pairs' targets must be among the model's, whose tokens its tokenizer holds (a fine-tune cannot add one). A job of
     one dataset becomes a job of that one pair, so its sources are tagged as the model learnt them and its model
     keeps the convention; its pair is the request's languages, else its dataset's. `rows`: the job's own pairs

@@ -16,7 +16,7 @@ from app.db.keys import Caller
 from app.db.tables import Dataset, Job, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import DEFAULT_MIX_SHARE, JobCreate, ModelSpec
-from app.services import idempotency, job_pairs, job_visibility, model_refs
+from app.services import idempotency, init_model, job_pairs, job_visibility
 from app.services.datasets import refuse_failed
 from app.services.errors import Conflict, Forbidden, InvalidField
 from app.services.job_quota import check_active_jobs
@@ -95,8 +95,6 @@ def _dataset(session: Session, owner_id: str, dataset_id: str, field: str, objec
     return dataset
 
 
-# What a job starting from a model may change in its `model` section: regularisation, not the architecture.
-INIT_MODEL_MAY_CHANGE = ("dropout", "attention_dropout")
 # lr_scale by default: a quarter of the paper's rate when starting from a trained model; otherwise it follows the
 # batch (model/train/budget.py batch_lr_scale), chosen here when the job gives its batch and by the worker when it
 # chooses the batch. Fine-tuning the tiny numbers model (0-999) on 1000-1999, warm-up 30, held-out exact of 24: after
@@ -138,45 +136,6 @@ def default_learning_rate(body: JobCreate) -> JobCreate:
     else:
         return body
     return body.model_copy(update={"training": training.model_copy(update={"lr_scale": scale})})
-
-
-def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate:
-    """With init_model_id: the body whose `model` section is that model's architecture (and its job's vocabulary
-    request), keeping the dropout it asks for; InvalidField (422) naming the field for a model that is not the
-    caller's or an architecture field that differs from it. The tokenizer is that model's, so vocab_size must not
-    differ either. Without init_model_id: the body as it is."""
-    if body.init_model_id is None:
-        return body
-    parent = model_refs.resolve(session, body.init_model_id, owner_id)
-    if parent is None:
-        raise InvalidField("init_model_id", f"model {body.init_model_id} not found")
-    config, given = parent.config, body.model.model_fields_set - {"preset"}
-    parent_spec = (parent.job.model_config or {}) if parent.job else {}
-    asked_vocab = parent_spec.get("vocab_size")
-    inherited = {name: config[name] for name in ModelSpec.model_fields if name not in ("preset", "vocab_size")}
-    for name in sorted(given - set(INIT_MODEL_MAY_CHANGE)):
-        value = getattr(body.model, name)
-        have = config["vocab_size"] if name == "vocab_size" else inherited[name]
-        if name == "vocab_size" and value in (config["vocab_size"], asked_vocab):
-            continue
-        if value != have:
-            raise InvalidField(
-                f"model.{name}",
-                f"{name}={value!r} conflicts with init model {parent.id}'s {have!r}: a job starting from a model keeps "
-                f"its architecture and tokenizer (only {' and '.join(INIT_MODEL_MAY_CHANGE)} may change)",
-            )
-    changes = {name: getattr(body.model, name) for name in given & set(INIT_MODEL_MAY_CHANGE)}
-    vocab = asked_vocab if isinstance(asked_vocab, int) else config["vocab_size"]
-    # The preset names where the parent's architecture came from: its job's (the worker's choice, for an auto job).
-    # An imported model has no job: its architecture is all in the overrides, over tiny's (as before auto).
-    preset = parent_spec.get("preset") or (body.model.preset if not body.model.auto else "tiny")
-    spec = ModelSpec.model_construct(
-        preset=preset, vocab_size=vocab, **{**inherited, **changes}
-    )  # validated once already: the parent's own job
-    languages = {  # the parent's, where the request gives none
-        field: getattr(body, field) or getattr(parent, field) for field in ("source_language", "target_language")
-    }
-    return body.model_copy(update={"model": spec, "init_model_id": parent.id, **languages})  # name@alias: as it is now
 
 
 def candidate_configs(spec: ModelSpec) -> list[tuple[str, ModelConfig]]:
@@ -364,7 +323,7 @@ def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate
     """The job's row (status queued), validated and within the owner's quota, not yet added to the session; `row`
     sets further columns (idempotency_key, a sweep's trial). Raises InvalidField or TooManyRequests."""
     pairs = job_pairs.pair_rows(session, owner_id, body, _dataset)  # before the fields it refuses are inherited
-    body = default_learning_rate(inherit_model(session, owner_id, body))
+    body = default_learning_rate(init_model.inherit_model(session, owner_id, body))
     pairs = job_pairs.from_init_model(session, owner_id, body, pairs, _dataset)
     validate(session, settings, owner_id, body)
     check_active_jobs(session, settings, owner_id)  # TooManyRequests over MAX_ACTIVE_JOBS_PER_KEY

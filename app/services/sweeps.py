@@ -18,7 +18,7 @@ from app.db.keys import Caller
 from app.db.tables import Sweep
 from app.schemas.jobs import MAX_TAGS, JobCreate, ModelSpec, TrainingSpec
 from app.schemas.sweeps import METRIC_DIRECTIONS, SweepCreate
-from app.services import idempotency, job_submission, sweep_study
+from app.services import idempotency, init_model, job_submission, sweep_study
 from app.services.errors import InvalidField
 
 SECTIONS: dict[str, Any] = {"model": ModelSpec, "training": TrainingSpec}
@@ -49,7 +49,7 @@ def _validate_job(session: Session, settings: Settings, owner_id: str, body: Job
     """What job_submission.new_job checks of a trial's job, before any exists (the quota aside)."""
     if body.register_as is not None:
         raise InvalidField("job.register_as", "a sweep registers its best trial's model under the sweep's name")
-    body = job_submission.default_learning_rate(job_submission.inherit_model(session, owner_id, body))
+    body = job_submission.default_learning_rate(init_model.inherit_model(session, owner_id, body))
     job_submission.validate(session, settings, owner_id, body)
 
 

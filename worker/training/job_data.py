@@ -20,7 +20,7 @@ from app.core.settings import get_settings
 from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
-from app.services.job_submission import INIT_MODEL_MAY_CHANGE
+from app.services.init_model import INIT_MODEL_MAY_CHANGE
 from model.data.batching import example_sizes
 from model.data.language_pairs import LanguagePair, held_out_rows, multilingual_rows, rows_per_pair
 from model.data.mixing import mix
