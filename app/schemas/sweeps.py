@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag, model_validator
+from pydantic import Discriminator, Field, StringConstraints, Tag, model_validator
 
 from app.schemas.common import Input, Output
 from app.schemas.jobs import JobCreate, JobStatus, Objective
@@ -15,8 +15,13 @@ from app.schemas.registry_names import RegisteredName
 SweepStatus = Literal["running", "succeeded", "failed", "cancelled"]
 # The validation metrics a job records (worker/tasks/training.py eval_metrics) that a sweep may optimise; bleu and
 # chrf only for translation. A metric's direction when the request gives none: scores up, losses down.
+# A job of several language pairs records each pair's too, under "name/pair" (bleu/en-nl): a sweep may optimise one.
 METRIC_DIRECTIONS = {"bleu": "maximize", "chrf": "maximize", "valid_loss": "minimize", "valid_ppl": "minimize"}
-Metric = Literal["bleu", "chrf", "valid_loss", "valid_ppl"]
+Metric = Annotated[
+    str,
+    StringConstraints(pattern=r"^(bleu|chrf|valid_loss|valid_ppl)(/[A-Za-z0-9_-]{2,40})?$"),
+    Field(examples=["bleu", "chrf", "valid_loss", "valid_ppl", "bleu/en-nl"]),
+]
 Direction = Literal["maximize", "minimize"]
 ChoiceValue = str | bool | int | float
 MAX_DIMENSIONS = 20

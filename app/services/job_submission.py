@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from app.core.scopes import Scope
 from app.core.settings import Settings
 from app.db.keys import Caller
-from app.db.tables import Dataset, Job, JobTag
+from app.db.tables import Dataset, Job, JobPair, JobTag
 from app.db.worker_rows import largest_gpu_memory
 from app.schemas.jobs import DEFAULT_MIX_SHARE, JobCreate, ModelSpec
 from app.services import idempotency, init_model, job_pairs, job_visibility
@@ -319,12 +319,18 @@ def _replay(key: Caller, existing: Job, digest: str, idempotency_key: str) -> Jo
     return idempotency.replay(existing, digest, idempotency_key, "job")
 
 
+def as_run(session: Session, owner_id: str, body: JobCreate) -> tuple[JobCreate, list[JobPair]]:
+    """The body as its job runs it (its init model's architecture, its default rate) and its language pairs (none
+    for a job of one pair that starts from no model of several); InvalidField naming a problem of them."""
+    pairs = job_pairs.pair_rows(session, owner_id, body, _dataset)  # before the fields it refuses are inherited
+    body = default_learning_rate(init_model.inherit_model(session, owner_id, body))
+    return body, job_pairs.from_init_model(session, owner_id, body, pairs, _dataset)
+
+
 def new_job(session: Session, settings: Settings, owner_id: str, body: JobCreate, **row: Any) -> Job:
     """The job's row (status queued), validated and within the owner's quota, not yet added to the session; `row`
     sets further columns (idempotency_key, a sweep's trial). Raises InvalidField or TooManyRequests."""
-    pairs = job_pairs.pair_rows(session, owner_id, body, _dataset)  # before the fields it refuses are inherited
-    body = default_learning_rate(init_model.inherit_model(session, owner_id, body))
-    pairs = job_pairs.from_init_model(session, owner_id, body, pairs, _dataset)
+    body, pairs = as_run(session, owner_id, body)
     validate(session, settings, owner_id, body)
     check_active_jobs(session, settings, owner_id)  # TooManyRequests over MAX_ACTIVE_JOBS_PER_KEY
     row.setdefault("request_sha256", request_digest(body))

@@ -18,7 +18,7 @@ from app.db.keys import Caller
 from app.db.tables import Sweep
 from app.schemas.jobs import MAX_TAGS, JobCreate, ModelSpec, TrainingSpec
 from app.schemas.sweeps import METRIC_DIRECTIONS, SweepCreate
-from app.services import idempotency, init_model, job_submission, sweep_study
+from app.services import idempotency, job_submission, sweep_study
 from app.services.errors import InvalidField
 
 SECTIONS: dict[str, Any] = {"model": ModelSpec, "training": TrainingSpec}
@@ -45,12 +45,14 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {error['msg']}" if where else error["msg"]
 
 
-def _validate_job(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> None:
-    """What job_submission.new_job checks of a trial's job, before any exists (the quota aside)."""
+def _validate_job(session: Session, settings: Settings, owner_id: str, body: JobCreate) -> list[str]:
+    """What job_submission.new_job checks of a trial's job, before any exists (the quota aside); the names of its
+    language pairs (en-nl), as its metrics carry them (none for a job of one pair)."""
     if body.register_as is not None:
         raise InvalidField("job.register_as", "a sweep registers its best trial's model under the sweep's name")
-    body = job_submission.default_learning_rate(init_model.inherit_model(session, owner_id, body))
+    body, pairs = job_submission.as_run(session, owner_id, body)
     job_submission.validate(session, settings, owner_id, body)
+    return [f"{p.source_language}-{p.target_language}" for p in pairs]
 
 
 def _check_names(space: dict[str, Any]) -> None:
@@ -89,14 +91,18 @@ def _check_values(
 def validate(session: Session, settings: Settings, owner_id: str, body: SweepCreate) -> None:
     """Everything that can be known before the first trial; InvalidField (422) naming the field otherwise."""
     try:
-        _validate_job(session, settings, owner_id, body.job)
+        pairs = _validate_job(session, settings, owner_id, body.job)
     except InvalidField as exc:
         raise InvalidField(f"job.{exc.field}", exc.message) from exc
     space = {name: dim.model_dump() for name, dim in body.space.items()}
     _check_names(space)
     _check_values(session, settings, owner_id, body.job.model_dump(mode="json", exclude_unset=True), space)
     metric = body.objective.metric
-    if metric in TRANSLATION_METRICS and body.job.objective != "translation":
+    name, _, pair = (metric or "").partition("/")
+    if pair and pair not in pairs:
+        held = f"the job's pairs are {', '.join(pairs)}" if pairs else "the job has one pair (give job.pairs)"
+        raise InvalidField("objective.metric", f"{metric} names the pair {pair!r}, but {held}")
+    if name in TRANSLATION_METRICS and body.job.objective != "translation":
         raise InvalidField(
             "objective.metric",
             f"{metric} is scored on translations; a {body.job.objective} job records valid_loss and valid_ppl",
@@ -172,7 +178,7 @@ def create(
         job_config=body.job.model_dump(mode="json", exclude_unset=True),
         space=space,
         metric=metric,
-        direction=body.objective.direction or METRIC_DIRECTIONS[metric],
+        direction=body.objective.direction or METRIC_DIRECTIONS[metric.partition("/")[0]],
         budget_minutes=body.budget.minutes,
         budget_trials=body.budget.trials,
         max_concurrent=body.max_concurrent_trials,

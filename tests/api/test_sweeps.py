@@ -210,3 +210,34 @@ def test_a_bad_first_trial_is_a_422_naming_it(client, alice, parallel_id, points
     (error,) = response.json()["detail"]
     assert error["loc"] == ["body", where] and message in error["msg"], error
     assert client.get("/v1/sweeps", headers=alice).json()["total"] == 0
+
+
+def test_a_sweep_over_a_job_of_pairs_may_optimise_one_pairs_metric(client, alice, parallel_id):
+    """Every trial is a job of the pairs (each records bleu/en-fr, ...); a pair the job lacks is a 422 naming them."""
+    from tests.api.test_job_pairs import _dataset
+
+    de = _dataset(client, alice)
+    fr = _dataset(client, alice, [("one", "un"), ("two", "deux")], ("en", "fr"))
+    job = {
+        "objective": "translation",
+        "pairs": [{"dataset_id": de}, {"dataset_id": fr}],
+        "training": {"max_minutes": 2},
+    }
+    response = client.post("/v1/sweeps", json=_sweep(None, job=job, objective={"metric": "bleu/en-fr"}), headers=alice)
+    assert response.status_code == 201, response.text
+    sweep = response.json()
+    assert (sweep["metric"], sweep["direction"]) == ("bleu/en-fr", "maximize")
+    trial = client.get(f"/v1/jobs/{sweep['trials'][0]['job_id']}", headers=alice).json()
+    assert [p["target_language"] for p in trial["pairs"]] == ["de", "fr"]
+    loss = client.post(
+        "/v1/sweeps", json=_sweep(None, job=job, objective={"metric": "valid_loss/en-de"}), headers=alice
+    )
+    assert loss.status_code == 201 and loss.json()["direction"] == "minimize", loss.text
+    for metric, message in (
+        ("bleu/en-nl", "names the pair 'en-nl', but the job's pairs are en-de, en-fr"),
+        ("bleu/", "should match pattern"),
+    ):
+        refused = client.post("/v1/sweeps", json=_sweep(None, job=job, objective={"metric": metric}), headers=alice)
+        assert refused.status_code == 422 and message in refused.text, refused.text
+    one = client.post("/v1/sweeps", json=_sweep(parallel_id, objective={"metric": "bleu/en-de"}), headers=alice)
+    assert one.status_code == 422 and "the job has one pair (give job.pairs)" in one.text, one.text
