@@ -111,3 +111,46 @@ def test_a_model_of_one_pair_needs_no_target_and_records_none(client, alice, par
         response = client.post(f"/v1/models/{model}/{route}", json={"dataset_id": parallel_id}, headers=alice)
     assert response.status_code == 202, response.text
     assert (response.json()["target_language"], response.json()["zero_shot"]) == (None, None)
+
+
+def _serving_tokens(module, model: str, tokens: dict[str, int]) -> None:
+    """The stand-in model fake_decoder serves to `module`, given the language tokens of a model of several pairs."""
+    loaded = module.cache().get(model)
+    loaded.model_id, loaded.tokenizer.language_tokens = model, tokens
+
+
+def test_the_workers_put_the_targets_token_before_each_source_and_count_it_in_what_fits(client, alice, monkeypatch):
+    import worker.tasks.evaluation as evaluation_task
+    import worker.tasks.file_translation as file_task
+    from tests.api.test_evaluations import fake_decoder
+
+    model = _pairs_model("alice")
+    calls = fake_decoder(monkeypatch, file_task, max_positions=4)  # 3 tokens and </s>: the tag is one of them
+    _serving_tokens(file_task, model, {"de": 5, "fr": 6})
+    form = {"target_language": "fr"}
+    row = client.post(f"/v1/models/{model}/translations", files={"file": ("d.txt", b"one two three\n")}, data=form,
+                      headers=alice).json()  # fmt: skip
+    file_task.translate_file_task.run(row["id"])
+    assert client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json()["status"] == "succeeded"
+    assert [t for call in calls for t in call["texts"]] == [">>fr<< one two", ">>fr<< three"]
+    calls = fake_decoder(monkeypatch, evaluation_task)
+    _serving_tokens(evaluation_task, model, {"de": 5, "fr": 6})
+    en_fr = _dataset(client, alice, ("en", "fr"))
+    evaluation = client.post(f"/v1/models/{model}/evaluations", json={"dataset_id": en_fr}, headers=alice).json()
+    evaluation_task.evaluate_task.run(evaluation["id"])
+    assert calls[0]["texts"] == [">>fr<< one", ">>fr<< two"]
+
+
+def test_a_worker_whose_model_has_no_token_for_the_target_fails_the_row_naming_those_it_has(client, alice, monkeypatch):
+    import worker.tasks.file_translation as file_task
+    from tests.api.test_evaluations import fake_decoder
+
+    model = _pairs_model("alice")
+    calls = fake_decoder(monkeypatch, file_task)
+    _serving_tokens(file_task, model, {"de": 5})  # a model the API knows other pairs of than its files hold
+    row = client.post(f"/v1/models/{model}/translations", files={"file": ("d.txt", b"one\n")},
+                      data={"target_language": "fr"}, headers=alice).json()  # fmt: skip
+    file_task.translate_file_task.run(row["id"])
+    failed = client.get(f"/v1/models/{model}/translations/{row['id']}", headers=alice).json()
+    assert failed["status"] == "failed" and not calls
+    assert failed["error"] == f"model {model} has no token for target language 'fr' (de)"
