@@ -137,6 +137,11 @@ def main() -> dict:
                 "preset": job["model"]["preset"],
                 "steps": job["progress"]["step"],
                 "auto_settings": (job.get("auto_settings") or {}).get("chosen"),
+                "validation": {  # the last evaluation's (a job of pairs: each pair's and their mean)
+                    name: round(point["value"], 3)
+                    for name, point in (job.get("latest_metrics") or {}).items()
+                    if name.split("/")[0] in ("bleu", "chrf", "valid_loss")
+                },
             }  # fmt: skip
             for name, job in jobs.items()
         },
