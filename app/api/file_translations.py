@@ -126,7 +126,7 @@ def translate_file(
         raise unprocessable("model_id", f"model {model_id} was trained for {model.objective}, not translation")
     if beam_size > settings.max_beam_size:
         raise unprocessable("beam_size", f"beam_size={beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
-    target = target_languages.for_model(session, model, target_language, source_language)
+    target = target_languages.for_model(model, target_language, source_language)
     if glossary_id:  # 422 for another's or a pair not the model's; the worker reads it when it starts
         glossaries.for_translation(session, key.owner_id, glossary_id, (model.source_language, model.target_language))
     data = file.file.read()  # bounded by the BodySizeLimit middleware (MAX_UPLOAD_MB)

@@ -64,7 +64,7 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
             objective=row.objective,
             low_confidence_below=threshold,
             languages=(row.source_language, row.target_language),
-            pairs=target_languages.trained_pairs(session, row.job_id),
+            pairs=target_languages.trained_pairs(row),
         )
         ttl_cache.models().put(row.id, facts)
     if facts.owner_id != owner_id:

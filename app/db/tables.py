@@ -309,6 +309,8 @@ class TrainedModel(Base):
     # The low-confidence threshold calibrated on the job's validation pairs (model/decode/calibration.py); None for
     # an imported model, a denoising one, or too few validation pairs.
     confidence_calibration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A model of several language pairs: [[source, target], ...] as its job trained them (kept here: the job may go).
+    pairs: Mapped[list[list[str]] | None] = mapped_column(JSON, nullable=True)
 
     job: Mapped[Job | None] = relationship(primaryjoin="foreign(TrainedModel.job_id) == Job.id", viewonly=True)
     tag_rows: Mapped[list[ModelTag]] = relationship(

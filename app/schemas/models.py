@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from app.schemas.common import Input, Language, Output
 from app.schemas.jobs import Objective, Tags
@@ -51,6 +51,11 @@ class ConfidenceCalibration(Output):
     backend: str = Field(description="the backend that translated them")
 
 
+class ModelPairPublic(Output):
+    source_language: str
+    target_language: str
+
+
 class ModelPublic(Output):
     id: str
     name: str | None = None  # registered name; None: unregistered
@@ -77,6 +82,19 @@ class ModelPublic(Output):
     confidence_calibration: ConfidenceCalibration | None = Field(
         None, description="the low-confidence flag's threshold and how it split the validation pairs; null: no flag"
     )
+    pairs: list[ModelPairPublic] | None = Field(
+        None,
+        description="a model of several language pairs: each one it was trained on (translate with target_language, "
+        "one of their targets); null: a model of one pair",
+    )
+
+    @field_validator("pairs", mode="before")
+    @classmethod
+    def _pairs_as_stored(cls, pairs: Any) -> Any:
+        """The models table keeps [[source, target], ...]."""
+        if isinstance(pairs, list) and all(isinstance(p, list | tuple) and len(p) == 2 for p in pairs):
+            return [{"source_language": s, "target_language": t} for s, t in pairs]
+        return pairs
 
 
 class AliasToVersion(Input):

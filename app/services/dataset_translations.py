@@ -122,7 +122,7 @@ def _target(
     """The language translated into (target_languages.resolve); InvalidField when the text's `language` (as
     `found` says it is known) is not one the model reads: its source, or for a model of several pairs any of their
     languages (zero-shot allowed), whose match is then the source_language unless the request gives one."""
-    pairs = target_languages.trained_pairs(session, model.job_id)
+    pairs = target_languages.trained_pairs(model)
     languages = (model.source_language, model.target_language)
     if not pairs:
         if language and model.source_language and not same_language(language, model.source_language):

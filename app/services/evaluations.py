@@ -75,7 +75,7 @@ def test_set_target(
     pairs). For a model of several pairs the request's target_language, else the dataset's declared target when its
     declared pair is one of the model's; its sources' language is the request's, else the dataset's declared one
     where the model knows that language (for zero_shot)."""
-    pairs = target_languages.trained_pairs(session, model.job_id)
+    pairs = target_languages.trained_pairs(model)
     target, source = body.target_language, body.source_language
     if pairs and target is None and (dataset.source_language, dataset.target_language) in pairs:
         target = dataset.target_language

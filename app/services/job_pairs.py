@@ -83,7 +83,7 @@ def from_init_model(
     parent = session.get(TrainedModel, body.init_model_id) if body.init_model_id else None
     if parent is None:
         return rows
-    parent_pairs = trained_pairs(session, parent.job_id)
+    parent_pairs = trained_pairs(parent)
     if not parent_pairs:
         if rows:
             raise InvalidField(

@@ -7,10 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
-from app.db.tables import JobPair, TrainedModel
+from app.db.tables import TrainedModel
 from app.services.errors import InvalidField
 
 
@@ -66,22 +63,14 @@ def resolve(
     return Target(target_language, (source_language, target_language) not in set(pairs))
 
 
-def trained_pairs(session: Session, job_id: str | None) -> tuple[tuple[str, str], ...]:
-    """The language pairs of the job that trained a model of several (none for one pair or an imported model)."""
-    if job_id is None:
-        return ()
-    rows = session.execute(
-        select(JobPair.source_language, JobPair.target_language)
-        .where(JobPair.job_id == job_id)
-        .order_by(JobPair.position)
-    )
-    return tuple((source, target) for source, target in rows)
+def trained_pairs(model: TrainedModel) -> tuple[tuple[str, str], ...]:
+    """The language pairs of a model of several, as its job trained them (kept with the model, and with an import
+    of its export); none for a model of one pair."""
+    return tuple((source, target) for source, target in model.pairs or ())
 
 
-def for_model(
-    session: Session, model: TrainedModel, target_language: str | None, source_language: str | None
-) -> Target:
+def for_model(model: TrainedModel, target_language: str | None, source_language: str | None) -> Target:
     """resolve() for a model row: the background routes (file, dataset translations, evaluations) that read it."""
-    pairs = trained_pairs(session, model.job_id)
+    pairs = trained_pairs(model)
     languages = (model.source_language, model.target_language)
     return resolve(model.id, pairs, languages, target_language, source_language)

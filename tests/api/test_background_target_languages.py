@@ -23,7 +23,7 @@ def _pairs_model(owner: str) -> str:
     with session_scope() as session:
         model = session.get(TrainedModel, model_id)
         assert model is not None and model.job_id is not None
-        model.source_language = "en"
+        model.source_language, model.pairs = "en", [list(pair) for pair in PAIRS]
         for position, (source, target) in enumerate(PAIRS):
             session.add(JobPair(job_id=model.job_id, position=position, source_language=source, target_language=target))
     return model_id

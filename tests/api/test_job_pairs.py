@@ -146,6 +146,7 @@ def _model_of_pairs(*targets: str) -> str:
         model = session.get(TrainedModel, model_id)
         job = session.get(Job, model.job_id)
         model.source_language = job.source_language = "en"
+        model.pairs = [["en", target] for target in targets]
         for position, target in enumerate(targets):
             session.add(JobPair(job_id=job.id, position=position, source_language="en", target_language=target))
     return model_id

@@ -54,6 +54,7 @@ def test_a_job_of_two_pairs_trains_one_model_with_a_token_a_target_language(serv
     assert sorted(tokenizer.language_tokens) == ["de", "fr"]
     model = api.http.get(f"/v1/models/{done['model_id']}").json()
     assert (model["source_language"], model["target_language"]) == ("en", None)
+    assert model["pairs"] == [{"source_language": "en", "target_language": t} for t in ("de", "fr")]
     url = f"/v1/models/{done['model_id']}/translate"
     answer = api.http.post(url, json={"texts": ["forty two"], "target_language": "fr", "backend": "pytorch"})
     assert answer.status_code == 200, answer.text
@@ -76,3 +77,16 @@ def test_a_job_of_two_pairs_trains_one_model_with_a_token_a_target_language(serv
     assert answer.status_code == 200 and answer.json()["target_language"] == "fr", answer.text
     into_german = api.http.post(tuned_url, json={"texts": ["forty two"], "target_language": "de"})
     assert into_german.status_code == 422 and "cannot translate into 'de'" in into_german.text
+    # its native export imports as a model of the same pairs
+    archive = api.http.get(f"/v1/models/{done['model_id']}/export", params={"format": "native"}, timeout=180)
+    assert archive.status_code == 200, archive.text
+    imported = api.http.post("/v1/models/import", files={"file": ("pairs.tar.gz", archive.content)}, timeout=180)
+    assert imported.status_code == 201, imported.text
+    assert (imported.json()["pairs"], imported.json()["source_language"]) == (model["pairs"], "en")
+    again = api.http.post(f"/v1/models/{imported.json()['id']}/translate", json={"texts": ["forty two"]})
+    assert again.status_code == 422 and "give target_language" in again.text
+    # the model keeps its pairs once the job that trained it is deleted
+    assert api.http.delete(f"/v1/jobs/{job['id']}").status_code == 204
+    assert api.http.get(f"/v1/models/{done['model_id']}").json()["pairs"] == model["pairs"]
+    missing = api.http.post(url, json={"texts": ["forty two"]})
+    assert missing.status_code == 422 and "give target_language" in missing.text

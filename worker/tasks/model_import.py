@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,11 @@ from app.core.settings import Settings, get_settings
 from app.core.task_names import IMPORT
 from app.db.session import session_scope
 from app.db.tables import TrainedModel
+from app.schemas.job_pairs import MAX_PAIRS
 from app.services import quotas
 from app.services.errors import PayloadTooLarge
+from model.data.language_pairs import LanguagePair, check_pairs
+from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import save_checkpoint
 from model.io.checkpoint_files import checkpoint_sha256
 from model.io.import_archive import ArchiveError, ModelLimits, load_archive_folder, safe_extract
@@ -36,6 +40,33 @@ from worker.tasks.inference import INFERENCE_TASK, errors_as_results
 
 log = logging.getLogger(__name__)
 MB = 1024 * 1024
+
+
+def imported_pairs(meta: dict[str, Any], tokenizer: Tokenizer) -> list[list[str]]:
+    """The language pairs an archive's model of several was trained on (its manifest's "pairs"), each target one
+    its tokenizer holds a token for; ArchiveError naming what is wrong with them. [] for a model of one pair."""
+    pairs = meta.get("pairs")
+    if pairs is None:
+        return []
+    try:
+        if not isinstance(pairs, list) or not 1 <= len(pairs) <= MAX_PAIRS:
+            raise ValueError(f"a list of 1 to {MAX_PAIRS} [source, target] pairs")
+        if not all(isinstance(p, list) and len(p) == 2 and all(isinstance(c, str) for c in p) for p in pairs):
+            raise ValueError("each a [source, target] pair of language codes")
+        checked = [LanguagePair(source, target) for source, target in pairs]
+        check_pairs(checked)
+    except ValueError as exc:
+        raise ArchiveError(f"its manifest's pairs {str(pairs)[:200]} are not valid: {exc}") from exc
+    missing = sorted({p.target for p in checked} - set(tokenizer.language_tokens))
+    if missing:
+        raise ArchiveError(f"its manifest's pairs translate into {missing}, but its tokenizer has no token for them")
+    return [[p.source, p.target] for p in checked]
+
+
+def common(languages: Iterable[str]) -> str | None:
+    """The one language of them all (a model's own source or target language), None where they differ or none."""
+    found = set(languages)
+    return found.pop() if len(found) == 1 else None
 
 
 def model_limits(settings: Settings) -> ModelLimits:
@@ -81,7 +112,8 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
                 step=int(meta.get("step", 0)),
                 metrics=meta.get("metrics", {}),
                 kind="model",
-                extra_meta={"imported_from": filename[:200], "noise": meta.get("noise", "span")},
+                extra_meta={"imported_from": filename[:200], "noise": meta.get("noise", "span")}
+                | ({"pairs": pairs} if (pairs := imported_pairs(meta, tokenizer)) else {}),
             )
         store.push(target, key)
         row = TrainedModel(
@@ -97,6 +129,9 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
             storage_key=key,
             sha256=checkpoint_sha256(target),
             size_bytes=sum(f.stat().st_size for f in target.iterdir() if f.is_file()),
+            pairs=pairs or None,
+            source_language=common(pair[0] for pair in pairs),
+            target_language=common(pair[1] for pair in pairs),
         )
         with session_scope() as session:  # charged as stored (unpacked), under the organisation's lock until committed
             quotas.reserve_storage(session, settings, owner_id, row.size_bytes)

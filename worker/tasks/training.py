@@ -52,6 +52,11 @@ from worker.training.sweep_trial import advance_sweep_of
 log = logging.getLogger(__name__)
 
 
+def model_pairs(job: Job) -> list[list[str]]:
+    """A job of several pairs: [[source, target], ...] in its order (its pair_rows are loaded with it)."""
+    return [[p.source_language, p.target_language] for p in job.pair_rows]
+
+
 def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
     """Copy the weights to serve (no optimizer state) to models/<id> and describe them."""
     ckpt = load_checkpoint(checkpoint_dir, with_optimizer=False)
@@ -66,7 +71,12 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
         metrics=ckpt.meta.get("metrics", {}),
         kind="model",
         # noise: how a denoising model fills a <mask> (one token or a span), kept with the weights for an import
-        extra_meta={"job_id": job.id, "source": source, "noise": TrainingSpec.stored(job.training_config).noise},
+        extra_meta={
+            "job_id": job.id,
+            "source": source,
+            "noise": TrainingSpec.stored(job.training_config).noise,
+            **({"pairs": pairs} if (pairs := model_pairs(job)) else {}),  # an import of its export keeps them
+        },
     )
     store.push(target, key)
     size = sum(f.stat().st_size for f in target.iterdir() if f.is_file())
@@ -86,6 +96,7 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
         parent_model_id=job.init_model_id,
         source_language=job.source_language,
         target_language=job.target_language,
+        pairs=model_pairs(job) or None,
     )
 
 
