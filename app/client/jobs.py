@@ -117,6 +117,8 @@ def submit_body(args: argparse.Namespace) -> dict[str, Any]:
         value = getattr(args, flag)
         if value is not None:
             _put(body, key, value)
+    if args.pair:  # one model for several language pairs: each a dataset whose declared languages name it
+        body["pairs"] = [{"dataset_id": dataset_id} for dataset_id in args.pair]
     for assignment in args.set or []:
         _put(body, *parse_setting(assignment))
     return body
@@ -220,7 +222,15 @@ def cmd_compare(args: argparse.Namespace) -> None:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("submit", help="submit a training job; prints its id")
-    p.add_argument("--dataset", required=True, metavar="ID")
+    data = p.add_mutually_exclusive_group(required=True)
+    data.add_argument("--dataset", metavar="ID")
+    data.add_argument(
+        "--pair",
+        action="append",
+        metavar="ID",
+        help="one model for several language pairs: a parallel dataset a pair, its declared languages naming it "
+        "(repeat for each, 2 to 16)",
+    )
     p.add_argument("--valid", metavar="ID", help="a validation dataset (default: held out of --dataset)")
     p.add_argument(
         "--test-dataset", metavar="ID", help="a parallel dataset the trained model is evaluated on if the job succeeds"

@@ -15,6 +15,7 @@ from typing import Any
 from app.client import connection
 from app.client.connection import check, path
 from app.client.output import Column, add_output_arguments, print_items, when
+from app.client.translations import add_language_options, languages
 from app.client.upload import post_file
 
 MODEL_COLUMNS: list[Column] = [
@@ -72,7 +73,7 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     body = {
         "dataset_id": args.dataset, "beam_size": args.beam_size, "alpha": args.alpha, "tokenize": args.tokenize,
         "backend": args.backend,
-    } | ({"glossary_id": args.glossary} if args.glossary else {})  # fmt: skip
+    } | ({"glossary_id": args.glossary} if args.glossary else {}) | languages(args)  # fmt: skip
     with connection.open_client(args) as client:
         evaluation: dict[str, Any] = check(client.post(path("models", args.model, "evaluations"), json=body))
         url = path("models", args.model, "evaluations", evaluation["id"])
@@ -148,6 +149,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the decoder (default auto: CTranslate2 where it serves the model, else PyTorch)",
     )
     p.add_argument("--glossary", metavar="GLOSSARY", help="a glossary's id: its terms in the hypotheses")
+    add_language_options(p)
     p.add_argument("-o", "--output", help="also write the hypotheses to this file")
     p.add_argument("--interval", type=float, default=2.0)
     p.set_defaults(func=cmd_evaluate)

@@ -16,6 +16,12 @@ from app.client import connection
 from app.client.connection import check, path
 
 
+def languages(args: argparse.Namespace) -> dict[str, str]:
+    """A model of several pairs: the target asked for, and the source (to flag a pair it never trained on)."""
+    given = {"target_language": args.target_language, "source_language": args.source_language}
+    return {name: value for name, value in given.items() if value}
+
+
 def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
     """One line per text; with --n-best N, N lines per text: `INDEX<TAB>SCORE<TAB>TRANSLATION`, best first; with
     --confidence, `CONFIDENCE<TAB>TRANSLATION` (with --json, each token's probability too); with --memory, each
@@ -29,6 +35,7 @@ def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
         body["backend"] = args.backend
     if args.glossary:
         body["glossary_id"] = args.glossary
+    body |= languages(args)
     if args.memory:
         body["memory"] = {
             "dataset_id": args.memory,
@@ -58,7 +65,8 @@ def translate_file(client: httpx.Client, args: argparse.Namespace) -> None:
                 path("models", args.model, "translations"),
                 files={"file": (file.name, f)},
                 data={"beam_size": str(args.beam_size), "language": args.language, "backend": args.backend or "auto"}
-                | ({"glossary_id": args.glossary} if args.glossary else {}),
+                | ({"glossary_id": args.glossary} if args.glossary else {})
+                | languages(args),
                 timeout=300,
             )
         )
@@ -92,6 +100,17 @@ def cmd_translate(args: argparse.Namespace) -> None:
         (translate_texts if args.text else translate_file)(client, args)
 
 
+def add_language_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--target-language",
+        metavar="LANG",
+        help="a model of several pairs: the language to translate into (one of its targets)",
+    )
+    p.add_argument(
+        "--source-language", metavar="LANG", help="a model of several pairs: the texts' language (flags zero-shot)"
+    )
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "translate", help="translate texts (--text, one translation a line) or a text file (writes the translated file)"
@@ -115,6 +134,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "with --json, each token's probability too",
     )
     p.add_argument("--glossary", metavar="GLOSSARY", help="a glossary's id: its terms in the translations")
+    add_language_options(p)
     p.add_argument(
         "--memory",
         metavar="DATASET",

@@ -2,6 +2,7 @@
 // ask for one, live progress while an inference worker translates, and the hypotheses to download.
 
 import { api, download } from "./api.js";
+import { targetField, targetNote } from "./targets.js";
 import { backendName, errorBox, field, fmtTime, h, progressBar, shortId, statusBadge } from "./ui.js";
 
 const TOKENIZERS = ["13a", "intl", "zh", "char", "none", "ja-mecab", "ko-mecab", "flores101", "flores200"];
@@ -25,7 +26,8 @@ function row(e) {
   const hyp = e.hypotheses_url ? h("button", { type: "button", class: "small-link" }, "hypotheses") : null;
   hyp?.addEventListener("click", () => download(e.hypotheses_url).catch((err) => hyp.replaceWith(errorBox(err.message))));
   return h("tr", { "data-evaluation": e.id },
-    h("td", { "data-label": "Test set" }, e.dataset_id ? shortId(e.dataset_id) : "deleted", e.job_id ? h("small", { class: "muted" }, " (its job's)") : null),
+    h("td", { "data-label": "Test set" }, e.dataset_id ? shortId(e.dataset_id) : "deleted", e.job_id ? h("small", { class: "muted" }, " (its job's)") : null,
+      targetNote(e)),
     h("td", { "data-label": "Status" }, over ? statusBadge(e.status) : progressBar(e.progress, `${e.translated}/${e.sentences}`),
       e.error ? h("small", { class: "error" }, ` ${e.error}`) : null),
     h("td", { "data-label": "BLEU" }, score(e, "bleu")),
@@ -37,7 +39,8 @@ function row(e) {
     h("td", {}, hyp));
 }
 
-export function evaluationsPanel(modelId, signal) {
+export function evaluationsPanel(modelId, signal, pairs = null) {
+  const target = targetField(pairs, "evaluate-target", "the test set's pair");
   const table = h("div", { id: "evaluations-table" }, h("p", { class: "muted" }, "Loading…"));
   const out = h("div", { id: "evaluate-status", "aria-live": "polite" });
   const dataset = h("select", { id: "evaluate-dataset", required: true });
@@ -47,7 +50,7 @@ export function evaluationsPanel(modelId, signal) {
   const tokenize = h("select", { id: "evaluate-tokenize" }, TOKENIZERS.map((t) => h("option", { value: t }, t)));
   const button = h("button", { type: "submit" }, "Evaluate");
   const form = h("form", { class: "inline-form", id: "evaluate-form" },
-    field("Test set (parallel)", dataset), field("Beam", beam), field("Length penalty (alpha)", alpha),
+    field("Test set (parallel)", dataset), target.el, field("Beam", beam), field("Length penalty (alpha)", alpha),
     field("BLEU tokenizer", tokenize), button);
   let timer = null;
 
@@ -77,7 +80,8 @@ export function evaluationsPanel(modelId, signal) {
     out.replaceChildren();
     try {
       await api(`/v1/models/${modelId}/evaluations`, { method: "POST",
-        json: { dataset_id: dataset.value, beam_size: Number(beam.value), alpha: Number(alpha.value), tokenize: tokenize.value } });
+        json: { dataset_id: dataset.value, beam_size: Number(beam.value), alpha: Number(alpha.value), tokenize: tokenize.value,
+                ...(target.value() ? { target_language: target.value() } : {}) } });
       await refresh();
     } catch (err) {
       out.replaceChildren(errorBox(err.message));

@@ -2,9 +2,11 @@
 // (same lines, blank lines and spacing).
 
 import { api, download } from "./api.js";
+import { targetField, targetNote } from "./targets.js";
 import { backendName, errorBox, field, h, progressBar } from "./ui.js";
 
-export function fileTranslationPanel(modelId, signal) {
+export function fileTranslationPanel(modelId, signal, pairs = null) {
+  const target = targetField(pairs, "translate-file-target");
   const file = h("input", { id: "translate-file", type: "file", accept: ".txt,text/plain" });
   const language = h("input", { id: "translate-language", type: "text", value: "en", minlength: 2, maxlength: 20,
     size: 6, spellcheck: "false", title: "the source's language code (en, de, fr, ...): sentences are split by its rules" });
@@ -20,7 +22,8 @@ export function fileTranslationPanel(modelId, signal) {
       link.addEventListener("click", () => download(row.result_url).catch((err) => out.replaceChildren(errorBox(err.message))));
       const how = `${row.settings.language}, beam ${row.settings.beam_size}`;
       const by = row.backend ? ` by ${backendName(row.backend)}` : "";
-      out.replaceChildren(h("p", { class: "ok" }, `Translated ${row.filename} (${how})${by}: ${row.sentences} sentences. `), link);
+      out.replaceChildren(h("p", { class: "ok" }, `Translated ${row.filename} (${how})${by}`, targetNote(row),
+        `: ${row.sentences} sentences. `), link);
     } else if (row.status === "failed") {
       out.replaceChildren(errorBox(`Not translated: ${row.error}`));
     } else {
@@ -42,6 +45,7 @@ export function fileTranslationPanel(modelId, signal) {
     form.append("file", file.files[0]);
     form.append("language", language.value.trim());
     form.append("beam_size", beam.value);
+    if (target.value()) form.append("target_language", target.value());
     button.disabled = true;
     try {
       show(await api(`/v1/models/${modelId}/translations`, { method: "POST", form, signal }));
@@ -53,6 +57,6 @@ export function fileTranslationPanel(modelId, signal) {
   });
   return h("section", { class: "card", id: "file-translation" }, h("h2", {}, "Translate a file"),
     h("p", { class: "muted" }, "UTF-8 text, one segment a line: lines, blank lines and the spacing between sentences are kept."),
-    h("div", { class: "inline" }, field("Text file", file), field("Source language", language), field("Beam", beam), button),
+    h("div", { class: "inline" }, field("Text file", file), field("Source language", language), target.el, field("Beam", beam), button),
     out);
 }

@@ -39,7 +39,7 @@ function mountEvaluations(el, page) {
     clear(el, h("p", { class: "muted" }, "The evaluations of ",
       h("a", { href: `#/models/${shown}`, id: "evaluations-model" }, "the model this job trained"), ", as on its page",
       testSet ? [" (the one marked “its job's” scored the job's ", testSet, " when training ended)."] : "."),
-      evaluationsPanel(shown, page.signal));
+      evaluationsPanel(shown, page.signal, job.pairs));
   }
   draw(page.job);
   return { changed: draw };

@@ -8,6 +8,7 @@ import { correctAction, correctionsPanel } from "./corrections.js";
 import { embeddingsPanel } from "./embeddings.js";
 import { api, download } from "./api.js";
 import { evaluationsPanel } from "./evaluations.js";
+import { pairsText, targetField, targetNote } from "./targets.js";
 import { glossaryField, glossaryTerms } from "./glossaries.js";
 import { memoryBadge, memoryFields, memoryMatches } from "./translation_memory.js";
 import { fileTranslationPanel } from "./files.js";
@@ -87,7 +88,8 @@ function tokenProbs(tokens) {
       style: `--p: ${t.prob.toFixed(3)}` }, t.token)));
 }
 
-function translatePanel(modelId) {
+function translatePanel(modelId, pairs) {
+  const target = targetField(pairs, "translate-target");
   const text = h("textarea", { id: "translate-text", rows: 3, placeholder: "one sentence a line" }, "forty two\nthree hundred and twelve");
   const beam = h("input", { id: "beam-size", type: "number", min: 1, max: 16, value: 4 });
   const nBest = h("input", { id: "n-best", type: "number", min: 1, max: 16, value: 3 });
@@ -99,7 +101,7 @@ function translatePanel(modelId) {
   const glossary = glossaryField();
   const out = h("div", { id: "translate-result", "aria-live": "polite" });
   const form = actionForm({ id: "translate-form", label: "Translate", out,
-    fields: [field("Text", text), h("div", { class: "inline" }, field("Beam size", beam), field("n-best", nBest),
+    fields: [field("Text", text), h("div", { class: "inline" }, target.el, field("Beam size", beam), field("n-best", nBest),
              field("Backend", backend),
              h("div", { class: "field check" }, align, h("label", { for: "return-alignment" }, "show alignment")),
              h("div", { class: "field check" }, probs, h("label", { for: "return-token-probs" }, "token probabilities"))),
@@ -109,6 +111,7 @@ function translatePanel(modelId) {
       const r = await api(`/v1/models/${modelId}/translate`, { method: "POST",
         json: { texts, beam_size: Number(beam.value), n_best: Number(nBest.value), return_alignment: align.checked,
                 return_token_probs: probs.checked, backend: backend.value, ...(memory.request() ? { memory: memory.request() } : {}),
+                ...(target.value() ? { target_language: target.value() } : {}),
                 ...(glossary.value() ? { glossary_id: glossary.value() } : {}) } });
       clear(out, r.translations.map((tr, i) => h("div", { class: "translation" },
         h("p", { class: "muted" }, texts[i] ?? ""),
@@ -125,7 +128,8 @@ function translatePanel(modelId) {
           tr.alternatives.map((a) => h("li", {}, a.text, " ", h("span", { class: "muted" }, fmtNumber(a.score))))) : null,
         tr.alignment ? h("details", { open: i === 0 }, h("summary", {}, "Alignment (most attended source token)"),
           alignmentView(tr.alignment)) : null)),
-        h("p", { class: "muted", id: "translate-backend-used" }, `${fmtNumber(r.elapsed_ms)} ms, by ${backendName(r.backend)}`));
+        h("p", { class: "muted", id: "translate-backend-used" }, `${fmtNumber(r.elapsed_ms)} ms, by ${backendName(r.backend)}`,
+          targetNote(r)));
     } });
   return h("section", { class: "card", id: "playground" }, h("h2", {}, "Translate"), form, out);
 }
@@ -316,8 +320,9 @@ export function renderModel(container, modelId, { panel } = {}) {
     };
     const summary = h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
       h("dt", {}, "objective"), h("dd", {}, m.objective),
-      ...(m.source_language || m.target_language ? [h("dt", {}, "languages"),
-        h("dd", { id: "model-languages" }, `${m.source_language ?? "?"} → ${m.target_language ?? "?"}`)] : []),
+      ...(m.pairs ? [h("dt", {}, "language pairs"), h("dd", { id: "model-languages" }, pairsText(m.pairs))]
+        : m.source_language || m.target_language ? [h("dt", {}, "languages"),
+          h("dd", { id: "model-languages" }, `${m.source_language ?? "?"} → ${m.target_language ?? "?"}`)] : []),
       h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),
       h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
       h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
@@ -331,9 +336,9 @@ export function renderModel(container, modelId, { panel } = {}) {
     const panels = [
       { name: "overview", title: "Overview", mount: (el) => { showRegistry(m); clear(el, summary, calibrationCard(m), registry, downloadPanel(m.id)); } },
       { name: "playground", title: translation ? "Translate" : "Fill in the blanks",
-        mount: (el) => clear(el, translation ? translatePanel(m.id) : fillMaskPanel(m.id),
-          translation ? fileTranslationPanel(m.id, signal) : null) },
-      translation ? { name: "evaluations", title: "Evaluations", mount: (el) => clear(el, evaluationsPanel(m.id, signal)) } : null,
+        mount: (el) => clear(el, translation ? translatePanel(m.id, m.pairs) : fillMaskPanel(m.id),
+          translation ? fileTranslationPanel(m.id, signal, m.pairs) : null) },
+      translation ? { name: "evaluations", title: "Evaluations", mount: (el) => clear(el, evaluationsPanel(m.id, signal, m.pairs)) } : null,
       translation ? { name: "corrections", title: "Corrections", mount: (el) => clear(el, correctionsPanel(m, signal)) } : null,
       { name: "attention", title: "Attention", mount: (el) => clear(el, attentionPanel(m.id, m.objective)) },
       { name: "embeddings", title: "Embeddings", mount: (el) => clear(el, neighborsPanel(m.id),

@@ -62,3 +62,22 @@ def test_the_job_page_of_a_job_of_pairs_draws_each_pairs_curves_and_lists_its_da
     assert "temperature 5" in page.page.inner_text("#job-pairs h3")
     assert "held out of each pair" in page.page.inner_text("#config")
     page.screenshot("job-of-pairs-settings")
+
+    # its model's page: the pairs, and the playground translating into the target chosen
+    page.open(f"#/models/{done['model_id']}")
+    assert page.page.locator("#model-languages").inner_text() == "en → de, en → fr"
+    page.open(f"#/models/{done['model_id']}/playground")
+    target = page.page.locator("#translate-target")
+    assert target.locator("option").all_inner_texts() == ["de", "fr"]
+    target.select_option("fr")
+    page.page.locator("#translate-text").fill("forty two")
+    with page.page.expect_request(lambda r: r.url.endswith("/translate") and r.method == "POST") as sent:
+        page.page.get_by_role("button", name="Translate", exact=True).click()
+    assert sent.value.post_data_json["target_language"] == "fr"
+    page.page.locator("#translate-backend-used .target-note").wait_for()
+    assert "into fr" in page.page.inner_text("#translate-backend-used")
+    assert page.page.locator("#translate-file-target option").all_inner_texts() == ["de", "fr"]
+    page.screenshot("model-of-pairs-playground")
+    page.open(f"#/models/{done['model_id']}/evaluations")
+    options = page.page.locator("#evaluate-target option").all_inner_texts()
+    assert options == ["the test set's pair", "de", "fr"]
