@@ -16,6 +16,7 @@ from app.db.tables import Dataset, JobPair, TrainedModel
 from app.schemas.jobs import JobCreate
 from app.services.errors import InvalidField
 from app.services.target_languages import trained_pairs
+from model.data.language_pairs import common_language
 
 # Fields a job of several pairs does not take yet, and why.
 NOT_WITH_PAIRS = {
@@ -159,11 +160,9 @@ def _identified_as(report: dict[str, Any] | None, side: str, declared: str) -> t
 
 def common_source(rows: list[JobPair]) -> str | None:
     """The source language every pair shares (the job's own source_language), None where they differ or none."""
-    sources = {row.source_language for row in rows}
-    return sources.pop() if len(sources) == 1 else None
+    return common_language(row.source_language for row in rows)
 
 
 def common_target(rows: list[JobPair]) -> str | None:
     """The target language every pair shares (the job's own target_language), None where they differ or none."""
-    targets = {row.target_language for row in rows}
-    return targets.pop() if len(targets) == 1 else None
+    return common_language(row.target_language for row in rows)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -112,6 +112,13 @@ def sample_epoch(rows_by_pair: Sequence[Sequence[Row]], counts: Sequence[int], s
         epoch.extend((i, row) for _ in range(whole) for row in rows)
         epoch.extend((i, rows[j]) for j in sorted(rng.sample(range(len(rows)), rest)))
     return epoch
+
+
+def common_language(languages: Iterable[str]) -> str | None:
+    """The one language of them all (the sources' or the targets' of a model's pairs: its own source or target
+    language); None where they differ, or for none."""
+    found = set(languages)
+    return found.pop() if len(found) == 1 else None
 
 
 def is_zero_shot(pair: LanguagePair, trained: Sequence[LanguagePair]) -> bool | None:

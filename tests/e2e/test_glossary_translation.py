@@ -62,19 +62,9 @@ def test_a_glossary_that_cannot_serve_is_refused_naming_it(served, glossary):
 
 
 def test_a_file_translation_and_an_evaluation_follow_the_glossary_they_name(served, glossary, tmp_path):
-    from bench.harness.stack import wait_for
     from tests.support.client import write_jsonl
 
     api, model_id = served["api"], served["models"]["translation"]
-
-    def finished(url: str) -> dict:
-        def over():
-            got = api.http.get(url).json()
-            return got if got["status"] in ("succeeded", "failed") else None
-
-        done = wait_for(over, timeout=120, what=url, interval=0.5)
-        assert done["status"] == "succeeded", done["error"]
-        return done
 
     text = "seven\n\nthree hundred and seven\ntwelve\n"
     response = api.http.post(
@@ -83,7 +73,7 @@ def test_a_file_translation_and_an_evaluation_follow_the_glossary_they_name(serv
         data={"glossary_id": glossary["id"]},
     )
     assert response.status_code == 202, response.text
-    done = finished(f"/v1/models/{model_id}/translations/{response.json()['id']}")
+    done = api.succeeded(f"/v1/models/{model_id}/translations/{response.json()['id']}")
     lines = api.http.get(done["result_url"]).text.split("\n")
     assert "SIEBEN" in lines[0] and "SIEBEN" in lines[2] and "hundert" in lines[2] and "SIEBEN" not in lines[3]
     assert done["settings"]["glossary_id"] == glossary["id"]
@@ -97,8 +87,8 @@ def test_a_file_translation_and_an_evaluation_follow_the_glossary_they_name(serv
     body = {"dataset_id": test_set["id"], "glossary_id": glossary["id"]}
     response = api.http.post(f"/v1/models/{model_id}/evaluations", json=body)
     assert response.status_code == 202, response.text
-    with_terms = finished(f"/v1/models/{model_id}/evaluations/{response.json()['id']}")
-    plain = finished(f"/v1/models/{model_id}/evaluations/{plain['id']}")
+    with_terms = api.succeeded(f"/v1/models/{model_id}/evaluations/{response.json()['id']}")
+    plain = api.succeeded(f"/v1/models/{model_id}/evaluations/{plain['id']}")
     assert with_terms["scores"]["glossary"]["terms"] == 1  # "seven" alone: "seventeen" is another word
     assert with_terms["scores"]["glossary"]["glossary_id"] == glossary["id"] and "glossary" not in plain["scores"]
     hypotheses = api.http.get(f"/v1/models/{model_id}/evaluations/{with_terms['id']}/hypotheses").text.split("\n")

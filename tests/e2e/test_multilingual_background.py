@@ -10,7 +10,6 @@ import json
 import pytest
 from num2words import num2words
 
-from bench.harness.stack import wait_for
 from model.data.demo import numbers_to_words_task
 from tests.support.client import write_jsonl
 
@@ -47,16 +46,6 @@ def _translate(api, model_id: str, texts: list[str], target: str) -> list[str]:
     return [t["text"] for t in answer.json()["translations"]]
 
 
-def _over(api, url: str) -> dict:
-    def over():
-        got = api.http.get(url).json()
-        return got if got["status"] in ("succeeded", "failed") else None
-
-    done = wait_for(over, timeout=120, what=url, interval=0.5)
-    assert done["status"] == "succeeded", done["error"]
-    return done
-
-
 def test_an_evaluation_translates_into_its_test_sets_target(two_pairs, tmp_path):
     api, model_id = two_pairs
     url = f"/v1/models/{model_id}/evaluations"
@@ -65,7 +54,7 @@ def test_an_evaluation_translates_into_its_test_sets_target(two_pairs, tmp_path)
     created = api.http.post(url, json={"dataset_id": en_fr["id"], "backend": "pytorch"})
     assert created.status_code == 202, created.text
     assert (created.json()["target_language"], created.json()["zero_shot"]) == ("fr", False)
-    done = _over(api, f"{url}/{created.json()['id']}")
+    done = api.succeeded(f"{url}/{created.json()['id']}")
     assert done["target_language"] == "fr"
     hypotheses = api.http.get(done["hypotheses_url"]).text.split("\n")[:-1]
     assert hypotheses == _translate(api, model_id, TEXTS, "fr")
@@ -84,7 +73,7 @@ def test_a_file_is_translated_into_the_target_asked_for(two_pairs):
     assert missing.status_code == 422 and MISSING in missing.text
     created = api.http.post(url, files=file, data={"backend": "pytorch", "target_language": "de"})
     assert created.status_code == 202, created.text
-    done = _over(api, f"{url}/{created.json()['id']}")
+    done = api.succeeded(f"{url}/{created.json()['id']}")
     assert (done["target_language"], done["zero_shot"]) == ("de", None)
     assert api.http.get(done["result_url"]).text == "\n".join(_translate(api, model_id, TEXTS, "de")) + "\n"
 
@@ -99,7 +88,7 @@ def test_a_dataset_is_translated_into_the_target_asked_for(served, two_pairs, tm
     body = {"dataset_id": source["id"], "target_language": "fr", "backend": "pytorch"}
     created = api.http.post(url, json=body)
     assert created.status_code == 202, created.text
-    done = _over(api, f"{url}/{created.json()['id']}")
+    done = api.succeeded(f"{url}/{created.json()['id']}")
     assert done["target_language"] == "fr" and done["settings"]["languages"] == {"source": "en", "target": "fr"}
     made = api.processed(done["output_dataset_id"])
     assert (made["source_language"], made["target_language"], made["rows"]) == ("en", "fr", len(TEXTS))

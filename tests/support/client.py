@@ -57,6 +57,17 @@ class Api:
             interval=0.5,
         )
 
+    def succeeded(self, url: str, timeout: float = 120) -> dict:
+        """A background task's row (an evaluation, a file or dataset translation) once it ends; it must succeed."""
+
+        def over() -> dict | None:
+            got = self.http.get(url).json()
+            return got if got["status"] in ("succeeded", "failed") else None
+
+        done = wait_for(over, timeout=timeout, what=url, interval=0.5)
+        assert done["status"] == "succeeded", done["error"]
+        return done
+
     def checkpoints(self, job_id: str) -> list[dict]:
         return self.http.get(f"/v1/jobs/{job_id}/checkpoints").json()
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from model.data.demo import numbers_to_words_task
+from model.data.language_pairs import common_language
 from model.data.tokenizer import Tokenizer
 from model.io.import_archive import ArchiveError
-from worker.tasks.model_import import common, imported_pairs
+from worker.tasks.model_import import imported_pairs
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def tokenizer() -> Tokenizer:
 def test_the_manifests_pairs_are_kept_when_the_tokenizer_holds_their_targets(tokenizer) -> None:
     assert imported_pairs({}, tokenizer) == []
     assert imported_pairs({"pairs": [["en", "de"], ["en", "fr"]]}, tokenizer) == [["en", "de"], ["en", "fr"]]
-    assert (common(["en", "en"]), common(["de", "fr"]), common([])) == ("en", None, None)
+    assert (common_language(["en", "en"]), common_language(["de", "fr"]), common_language([])) == ("en", None, None)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from app.db.tables import TrainedModel
 from app.schemas.job_pairs import MAX_PAIRS
 from app.services import quotas
 from app.services.errors import PayloadTooLarge
-from model.data.language_pairs import LanguagePair, check_pairs
+from model.data.language_pairs import LanguagePair, check_pairs, common_language
 from model.data.tokenizer import Tokenizer
 from model.io.checkpoint import save_checkpoint
 from model.io.checkpoint_files import checkpoint_sha256
@@ -61,12 +60,6 @@ def imported_pairs(meta: dict[str, Any], tokenizer: Tokenizer) -> list[list[str]
     if missing:
         raise ArchiveError(f"its manifest's pairs translate into {missing}, but its tokenizer has no token for them")
     return [[p.source, p.target] for p in checked]
-
-
-def common(languages: Iterable[str]) -> str | None:
-    """The one language of them all (a model's own source or target language), None where they differ or none."""
-    found = set(languages)
-    return found.pop() if len(found) == 1 else None
 
 
 def model_limits(settings: Settings) -> ModelLimits:
@@ -130,8 +123,8 @@ def import_task(staging_key: str, model_id: str, owner_id: str, filename: str) -
             sha256=checkpoint_sha256(target),
             size_bytes=sum(f.stat().st_size for f in target.iterdir() if f.is_file()),
             pairs=pairs or None,
-            source_language=common(pair[0] for pair in pairs),
-            target_language=common(pair[1] for pair in pairs),
+            source_language=common_language(pair[0] for pair in pairs),
+            target_language=common_language(pair[1] for pair in pairs),
         )
         with session_scope() as session:  # charged as stored (unpacked), under the organisation's lock until committed
             quotas.reserve_storage(session, settings, owner_id, row.size_bytes)

@@ -60,6 +60,7 @@ def model_pairs(job: Job) -> list[list[str]]:
 def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
     """Copy the weights to serve (no optimizer state) to models/<id> and describe them."""
     ckpt = load_checkpoint(checkpoint_dir, with_optimizer=False)
+    pairs = model_pairs(job)
     model_id = new_id()
     key, store = f"models/{model_id}", get_store()
     target = save_checkpoint(
@@ -75,7 +76,7 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
             "job_id": job.id,
             "source": source,
             "noise": TrainingSpec.stored(job.training_config).noise,
-            **({"pairs": pairs} if (pairs := model_pairs(job)) else {}),  # an import of its export keeps them
+            **({"pairs": pairs} if pairs else {}),  # an import of its export keeps them
         },
     )
     store.push(target, key)
@@ -96,7 +97,7 @@ def _publish_model(job: Job, checkpoint_dir: str, source: str) -> TrainedModel:
         parent_model_id=job.init_model_id,
         source_language=job.source_language,
         target_language=job.target_language,
-        pairs=model_pairs(job) or None,
+        pairs=pairs or None,
     )
 
 
@@ -125,8 +126,8 @@ def _prepare(claim: job_rows.Claim, state: RunState) -> tuple[Job, PreparedData,
         data = prepare_job(rows, Tokenizer.load(resume_from) if resume_from else None)
     check_memory(rows.job, data, device)  # failed now, naming the memory it needs, not out of memory later
     state.set_progress(device=device, tokens_seen=rows.job.tokens_seen)
-    if rows.pair_rows:  # a job of several pairs: each pair's training rows as temperature sampling drew them
-        state.add_metrics(0, {f"pair_rows/{pair}": float(n) for pair, n in rows.pair_rows.items()})
+    if rows.sampled_rows:  # a job of several pairs: each pair's training rows as temperature sampling drew them
+        state.add_metrics(0, {f"pair_rows/{pair}": float(n) for pair, n in rows.sampled_rows.items()})
     start = f"model {rows.job.init_model_id}'s weights" if rows.job.init_model_id else "scratch"
     if resume_from is not None:
         state.progress["step"] = load_checkpoint(resume_from, with_optimizer=False).step

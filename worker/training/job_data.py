@@ -46,7 +46,7 @@ class JobRows:
     valid_rows: Sequence[Any] | None
     target_languages: tuple[str, ...] = ()  # a job of several pairs: its sources begin with one of their tokens
     valid_groups: tuple[str, ...] = ()  # and each validation row's pair ("en-fr"), validated pair by pair
-    pair_rows: dict[str, int] = field(default_factory=dict)  # and each pair's training rows, as sampled
+    sampled_rows: dict[str, int] = field(default_factory=dict)  # and each pair's training rows, as sampled
     languages: int = 2  # and the distinct languages of its pairs, which share the vocabulary
 
 
