@@ -147,6 +147,7 @@ def test_a_time_budget_alone_gets_its_settings_chosen_recorded_and_reproduced(st
     first, second = (d["auto_settings"] for d in done)
     assert first["chosen"] == second["chosen"] and first["inputs"] == second["inputs"]
     assert first["inputs"]["tokens_per_second"] == 3000 and first["throughput"] == "pinned"
+    assert first["probe_seconds"] is None  # pinned: nothing timed, so nothing a host's load can change
     chosen = first["chosen"]
     assert done[0]["model"]["vocab_size"] == chosen["vocab_size"]
     assert {k: done[0]["training"][k] for k in ("max_tokens_per_batch", "warmup_steps", "max_steps")} == {

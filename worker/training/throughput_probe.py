@@ -153,12 +153,11 @@ def choose_preset(
         )
         raise TrainingError(f"{needs}: no preset fits; lower max_tokens_per_batch or train on a larger device")
     seconds: float | None = None
-    if training.max_minutes is not None:
+    if training.max_minutes is not None and settings.worker_tokens_per_second:
+        inputs = _pinned(inputs, settings.worker_tokens_per_second)  # nothing timed: the same choice on every host
+    elif training.max_minutes is not None:
         t0 = time.monotonic()
-        if settings.worker_tokens_per_second:
-            inputs = _pinned(inputs, settings.worker_tokens_per_second)
-        else:
-            inputs = _timed(inputs, configs, data, train_config(job, device), device, t0)
+        inputs = _timed(inputs, configs, data, train_config(job, device), device, t0)
         seconds = round(time.monotonic() - t0, 2)
         inputs = replace(inputs, probe_seconds=seconds)
     try:
