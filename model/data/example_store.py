@@ -58,6 +58,16 @@ class TokenStore:
         np.cumsum(lengths, out=offsets[1:])
         return TokenStore(self.ids[np.repeat(keep, self.lengths)], offsets)
 
+    def take(self, indices: np.ndarray) -> TokenStore:
+        """The sequences at the (m,) integer `indices`, in their order, repeats included, in arrays of their own."""
+        indices = np.asarray(indices, dtype=np.int64)
+        lengths = self.lengths[indices]
+        offsets = np.zeros(len(indices) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        # each new position reads its sequence's start in the old ids plus its own place within the sequence
+        positions = np.repeat(self.offsets[indices] - offsets[:-1], lengths) + np.arange(offsets[-1])
+        return TokenStore(self.ids[positions], offsets)
+
     @property
     def lengths(self) -> np.ndarray:
         """(n,) int64: the length of each sequence."""
@@ -86,6 +96,15 @@ class ExampleStore(Sequence[Example]):
             src.append(TokenStore.concat([np.asarray(e.src_ids) for e in chunk], dtype))
             tgt.append(TokenStore.concat([np.asarray(e.tgt_ids) for e in chunk], dtype))
         return cls(TokenStore.join(src, dtype), TokenStore.join(tgt, dtype))
+
+    @classmethod
+    def join(cls, stores: Sequence[ExampleStore], dtype: Any) -> ExampleStore:
+        """The stores' examples one after another."""
+        return cls(TokenStore.join([s.src for s in stores], dtype), TokenStore.join([s.tgt for s in stores], dtype))
+
+    def take(self, indices: np.ndarray) -> ExampleStore:
+        """The examples at the integer `indices`, in their order, repeats included (an epoch drawn from the corpus)."""
+        return ExampleStore(self.src.take(indices), self.tgt.take(indices))
 
     def __len__(self) -> int:
         return len(self.src)

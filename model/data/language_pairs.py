@@ -98,20 +98,45 @@ def rows_per_pair(sizes: Sequence[int], temperature: float = DEFAULT_TEMPERATURE
     return counts
 
 
-def sample_epoch(rows_by_pair: Sequence[Sequence[Row]], counts: Sequence[int], seed: int) -> list[tuple[int, Row]]:
-    """One epoch's (pair index, row): pair i's rows whole as many times as counts[i] holds them, then a sample of
-    the rest without repeats, in the pairs' order (the loader shuffles and buckets). Fixed by `seed`."""
-    if len(rows_by_pair) != len(counts):
-        raise ValueError(f"{len(rows_by_pair)} pairs of rows but {len(counts)} counts")
-    rng = random.Random(f"pairs:{seed}")
-    epoch: list[tuple[int, Row]] = []
-    for i, (rows, count) in enumerate(zip(rows_by_pair, counts)):
-        if not rows:
+def epoch_indices(sizes: Sequence[int], counts: Sequence[int], seed: int, epoch: int = 0) -> list[int]:
+    """The rows of one epoch, as indices into the pairs' rows laid end to end (pair 0's first): pair i's counts[i]
+    rows, taken where the epoch before stopped along passes over its rows, each pass in an order of its own. Every
+    row of a pair comes once before any comes twice, so a pair sampled below its size reaches all its rows over the
+    epochs (not the same subset every epoch) and one above it is repeated whole. Sorted within each pair (the loader
+    shuffles and buckets); fixed by (seed, epoch)."""
+    if len(sizes) != len(counts):
+        raise ValueError(f"{len(sizes)} pairs of rows but {len(counts)} counts")
+    out: list[int] = []
+    start = 0
+    for i, (n, count) in enumerate(zip(sizes, counts)):
+        if n < 1:
             raise ValueError(f"pair {i} has no rows")
-        whole, rest = divmod(count, len(rows))
-        epoch.extend((i, row) for _ in range(whole) for row in rows)
-        epoch.extend((i, rows[j]) for j in sorted(rng.sample(range(len(rows)), rest)))
-    return epoch
+        first = epoch * count  # where this epoch begins along the pair's passes
+        taken: list[int] = []
+        for one_pass in range(first // n, (first + count - 1) // n + 1 if count else first // n):
+            order = list(range(n))
+            random.Random(f"pairs:{seed}:{i}:{one_pass}").shuffle(order)
+            lo, hi = max(first - one_pass * n, 0), min(first + count - one_pass * n, n)
+            taken.extend(order[lo:hi])
+        out.extend(start + j for j in sorted(taken))
+        start += n
+    return out
+
+
+def tagged_rows(
+    rows_by_pair: Sequence[Sequence[tuple[str, str]]], pairs: Sequence[LanguagePair]
+) -> list[tuple[str, str]]:
+    """Every pair's (source, target) rows once, pair after pair, each source tagged with its pair's target language:
+    the corpus epoch_indices draws each epoch from."""
+    check_pairs(pairs)
+    if len(rows_by_pair) != len(pairs):
+        raise ValueError(f"{len(rows_by_pair)} pairs of rows for {len(pairs)} language pairs")
+    for pair, rows in zip(pairs, rows_by_pair):
+        if not rows:
+            raise ValueError(f"pair {pair} has no rows")
+    return [
+        (tag_source(source, pair.target), target) for pair, rows in zip(pairs, rows_by_pair) for source, target in rows
+    ]
 
 
 def common_language(languages: Iterable[str]) -> str | None:
@@ -137,20 +162,13 @@ def multilingual_rows(
     pairs: Sequence[LanguagePair],
     temperature: float = DEFAULT_TEMPERATURE,
     seed: int = 0,
+    epoch: int = 0,
 ) -> list[tuple[str, str]]:
-    """The training rows of one model of several pairs: each pair's (source, target) rows, their number set by
-    temperature (rows_per_pair, sample_epoch), each source tagged with its pair's target language."""
-    check_pairs(pairs)
-    if len(rows_by_pair) != len(pairs):
-        raise ValueError(f"{len(rows_by_pair)} pairs of rows for {len(pairs)} language pairs")
-    for pair, rows in zip(pairs, rows_by_pair):
-        if not rows:
-            raise ValueError(f"pair {pair} has no rows")
-    counts = rows_per_pair([len(rows) for rows in rows_by_pair], temperature)
-    return [
-        (tag_source(source, pairs[i].target), target)
-        for i, (source, target) in sample_epoch(rows_by_pair, counts, seed)
-    ]
+    """One epoch's training rows of a model of several pairs: each pair's (source, target) rows, their number set by
+    temperature (rows_per_pair), drawn by epoch_indices, each source tagged with its pair's target language."""
+    rows = tagged_rows(rows_by_pair, pairs)
+    sizes = [len(part) for part in rows_by_pair]
+    return [rows[j] for j in epoch_indices(sizes, rows_per_pair(sizes, temperature), seed, epoch)]
 
 
 def held_out_rows(

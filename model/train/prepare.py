@@ -14,7 +14,8 @@ import numpy as np
 from torch import Tensor
 
 from model.data.batching import Example, LengthReport, Overlong
-from model.data.language_pairs import untagged
+from model.data.example_store import ExampleStore
+from model.data.language_pairs import DEFAULT_TEMPERATURE, epoch_indices, rows_per_pair, untagged
 from model.data.objectives import encode_sentences, make_translation_examples, noise_examples, renoising
 from model.data.text_rows import Subset
 from model.data.tokenizer import MIN_VOCAB_SIZE, Tokenizer
@@ -92,6 +93,8 @@ def prepare(
     min_frequency: int = 2,
     target_languages: Sequence[str] = (),
     valid_groups: Sequence[str] = (),
+    pair_sizes: Sequence[int] = (),
+    pair_temperature: float = DEFAULT_TEMPERATURE,
 ) -> PreparedData:
     """Tokenizer, model config and examples from raw rows: (source, target) pairs for "translation",
     sentences for "denoising" (BART-style infilling: settings.noise "span" or "token" masks, redrawn every epoch).
@@ -105,6 +108,9 @@ def prepare(
     target language's token: a trained tokenizer learns the text without the tokens and gets one special token a
     language; a given one must hold them all. valid_groups: the pair of each of valid_rows ("en-fr"): the
     validation examples come interleaved pair by pair (any prefix holds every pair), valid_groups naming each one's.
+    pair_sizes: train_rows are every pair's rows once, pair after pair, this many each (language_pairs.tagged_rows):
+    each epoch draws its examples from them by pair_temperature (language_pairs.epoch_indices), and the tokenizer
+    learns from the first epoch's rows.
     """
     settings = settings if settings is not None else DataSettings()
     max_length, noise, mask_ratio = settings.max_length, settings.noise, settings.mask_ratio
@@ -131,6 +137,9 @@ def prepare(
         )
         if target_languages:  # the tokens are added after training, not learned from the tagged sources
             tagged = cast(Sequence[tuple[str, str]], train_rows)
+            if pair_sizes:  # the text as the pairs are sampled, so a small pair's language gets its subwords
+                counts = rows_per_pair(pair_sizes, pair_temperature)
+                tagged = [tagged[j] for j in epoch_indices(pair_sizes, counts, seed)]
             texts = (t for source, target in tagged for t in (untagged(source), target))
         try:
             tokenizer = Tokenizer.train(
@@ -155,13 +164,18 @@ def prepare(
     # _check_rows made the rows (source, target) pairs for translation and sentences otherwise
     if objective == "translation":
         pairs, valid_pairs = cast(Sequence[tuple[str, str]], train_rows), cast(Sequence[tuple[str, str]], valid_rows)
-        train, report = make_translation_examples(pairs, tokenizer, max_length, overlong)
+        train_examples: Sequence[Example] | Callable[[int], Sequence[Example]]
+        if pair_sizes:
+            train_examples, n_train, report = _pair_examples(
+                pairs, pair_sizes, pair_temperature, seed, tokenizer, max_length, overlong
+            )
+        else:
+            train, report = make_translation_examples(pairs, tokenizer, max_length, overlong)
+            train_examples, n_train = train, len(train)
         valid, valid_group_names, valid_report = _valid_examples(
             valid_pairs, valid_groups, tokenizer, max_length, overlong
         )
-        n_train: int = len(train)
         empty = valid_empty = 0  # _check_rows refused an empty source or target
-        train_examples: Sequence[Example] | Callable[[int], Sequence[Example]] = train
     else:
         valid_group_names = []
         sentences, valid_sentences = cast(Sequence[str], train_rows), cast(Sequence[str], valid_rows)
@@ -187,6 +201,42 @@ def prepare(
         "vocab_size": tokenizer.vocab_size,
     }
     return PreparedData(objective, tokenizer, config, train_examples, valid, stats, valid_groups=valid_group_names)
+
+
+def _pair_examples(
+    rows: Sequence[tuple[str, str]],
+    sizes: Sequence[int],
+    temperature: float,
+    seed: int,
+    tokenizer: Tokenizer,
+    max_length: int,
+    overlong: Overlong,
+) -> tuple[Callable[[int], Sequence[Example]], int, LengthReport]:
+    """A model of several pairs' training examples as a function of the epoch: every pair's rows encoded once (this
+    many of each, pair after pair), and each epoch a draw of them by temperature over the examples kept (a pair's
+    rows taken on from where the epoch before stopped: epoch_indices). Also the examples kept, and the report."""
+    if sum(sizes) != len(rows):
+        raise TrainingError(f"pair sizes {list(sizes)} add up to {sum(sizes)}, not the {len(rows)} training rows")
+    stores, reports, start = [], [], 0
+    for i, size in enumerate(sizes):
+        store, report = make_translation_examples(rows[start : start + size], tokenizer, max_length, overlong)
+        if size and not len(store):
+            raise TrainingError(
+                f"no training examples left of pair {i + 1}: its {size} rows are longer than max_length={max_length} "
+                "tokens; raise max_length or use overlong='truncate'"
+            )
+        stores.append(store)
+        reports.append(report)
+        start += size
+    joined = ExampleStore.join(stores, tokenizer.id_dtype)
+    kept = [len(store) for store in stores]
+    counts = rows_per_pair(kept, temperature)
+    total = LengthReport(
+        kept=sum(r.kept for r in reports),
+        dropped=sum(r.dropped for r in reports),
+        truncated=sum(r.truncated for r in reports),
+    )
+    return lambda epoch: joined.take(np.asarray(epoch_indices(kept, counts, seed, epoch))), len(joined), total
 
 
 def _valid_examples(

@@ -22,7 +22,7 @@ from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
 from app.services.init_model import INIT_MODEL_MAY_CHANGE
 from model.data.batching import example_sizes
-from model.data.language_pairs import LanguagePair, held_out_rows, multilingual_rows, rows_per_pair
+from model.data.language_pairs import LanguagePair, held_out_rows, rows_per_pair, tagged_rows
 from model.data.mixing import mix
 from model.data.text_rows import TextRows
 from model.data.tokenizer import Tokenizer
@@ -46,8 +46,9 @@ class JobRows:
     valid_rows: Sequence[Any] | None
     target_languages: tuple[str, ...] = ()  # a job of several pairs: its sources begin with one of their tokens
     valid_groups: tuple[str, ...] = ()  # and each validation row's pair ("en-fr"), validated pair by pair
-    sampled_rows: dict[str, int] = field(default_factory=dict)  # and each pair's training rows, as sampled
+    sampled_rows: dict[str, int] = field(default_factory=dict)  # and each pair's training rows in an epoch
     languages: int = 2  # and the distinct languages of its pairs, which share the vocabulary
+    pair_sizes: tuple[int, ...] = ()  # and each pair's rows in train_rows (all once, pair after pair)
 
 
 def read_rows(dataset: Dataset, reverse: bool = False) -> TextRows:
@@ -123,8 +124,9 @@ def load_job(job_id: str) -> JobRows:
 
 
 def pair_rows(job: Job, pairs: list[tuple[str | None, LanguagePair]], datasets: dict[str, Dataset]) -> JobRows:
-    """A job of several pairs: each pair's validation rows held out of its own, then its training rows sampled by
-    training.pair_temperature, every source tagged with its pair's target language (model/data/language_pairs.py)."""
+    """A job of several pairs: each pair's validation rows held out of its own, and its training rows, every source
+    tagged with its pair's target language (model/data/language_pairs.py), from which each epoch draws its rows by
+    training.pair_temperature (prepare's pair_sizes)."""
     spec = TrainingSpec.stored(job.training_config)
     by_pair = []
     for dataset_id, pair in pairs:
@@ -137,18 +139,20 @@ def pair_rows(job: Job, pairs: list[tuple[str | None, LanguagePair]], datasets: 
     languages = [pair for _, pair in pairs]
     try:
         train, valid_by_pair = held_out_rows(by_pair, languages, spec.valid_fraction, spec.seed)
-        rows = multilingual_rows(train, languages, spec.pair_temperature, spec.seed)
+        rows = tagged_rows(train, languages)
     except ValueError as exc:
         raise TrainingError(str(exc)) from exc
     valid = [row for part in valid_by_pair for row in part]
     groups = tuple(str(pair) for pair, part in zip(languages, valid_by_pair, strict=True) for _ in part)
-    shares = rows_per_pair([len(part) for part in train], spec.pair_temperature)  # as multilingual_rows drew them
+    shares = rows_per_pair([len(part) for part in train], spec.pair_temperature)  # as each epoch draws them
     counts = {f"{p.source}->{p.target}": n for p, n in zip(languages, shares, strict=True)}
-    log.info("job %s: %d pairs, training rows by pair (temperature %g): %s; %d validation rows held out of them",
-             job.id, len(pairs), spec.pair_temperature, counts, len(valid))  # fmt: skip
+    log.info("job %s: %d pairs, training rows by pair in an epoch (temperature %g): %s, drawn anew each epoch from "
+             "%s; %d validation rows held out of them", job.id, len(pairs), spec.pair_temperature, counts,
+             [len(part) for part in train], len(valid))  # fmt: skip
     sampled = {str(p): n for p, n in zip(languages, shares, strict=True)}
     spoken = len({code for pair in languages for code in (pair.source, pair.target)})
-    return JobRows(job, rows, valid, tuple(sorted({pair.target for pair in languages})), groups, sampled, spoken)
+    targets = tuple(sorted({pair.target for pair in languages}))
+    return JobRows(job, rows, valid, targets, groups, sampled, spoken, tuple(len(part) for part in train))
 
 
 def load_init_model(model_id: str) -> tuple[Transformer, Tokenizer]:
@@ -214,7 +218,7 @@ def mixed_rows(rows: JobRows, old: TextRows) -> JobRows:
 def log_statistics(rows: JobRows, data: PreparedData, tokenizer_source: str) -> None:
     """One line of what prepare() made of the rows: examples, what was dropped and why, tokenizer, lengths."""
     stats, spec = data.stats, TrainingSpec.stored(rows.job.training_config)
-    train = data.train_examples if not callable(data.train_examples) else []  # denoising's are drawn each epoch
+    train = data.train_examples(0) if callable(data.train_examples) else data.train_examples  # drawn each epoch
     sizes = np.concatenate((example_sizes(data.valid_examples), example_sizes(train)))
     held_out = "" if rows.valid_rows is not None else f", held out of the training rows ({spec.valid_fraction:g})"
     log.info(
@@ -270,6 +274,8 @@ def _prepare(rows: JobRows, tokenizer: Tokenizer | None, preset: str | None = No
         tokenizer=tokenizer,
         target_languages=rows.target_languages,
         valid_groups=rows.valid_groups,
+        pair_sizes=rows.pair_sizes,
+        pair_temperature=training.pair_temperature,
     )
 
 

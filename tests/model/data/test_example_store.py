@@ -105,6 +105,18 @@ def test_selecting_sequences_keeps_their_ids_in_order():
     assert len(store.select(np.zeros(5, dtype=bool))) == 0
 
 
+def test_taking_and_joining_examples_keeps_their_ids_repeats_included():
+    examples = _examples(30, seed=4)
+    first, second = ExampleStore.build([examples[:12]], np.uint16), ExampleStore.build([examples[12:]], np.uint16)
+    joined = ExampleStore.join([first, second], np.uint16)
+    assert list(joined) == examples and joined.src.ids.dtype == np.uint16
+    order = [29, 0, 0, 13, 12, 5, 29]
+    taken = joined.take(np.array(order))
+    assert list(taken) == [examples[i] for i in order]  # in the order asked, repeats included
+    assert taken.src[0].base is not joined.src.ids  # arrays of its own: the corpus's are never written
+    assert len(joined.take(np.array([], dtype=np.int64))) == 0
+
+
 @pytest.mark.parametrize("mode", ["span", "token"])
 def test_a_stores_epochs_draw_exactly_the_noise_of_noise_examples(monkeypatch, mode):
     from model.data import objectives

@@ -10,12 +10,13 @@ import pytest
 from model.data.language_pairs import (
     LanguagePair,
     check_pairs,
+    epoch_indices,
     is_zero_shot,
     multilingual_rows,
     rows_per_pair,
-    sample_epoch,
     tag_source,
     tagged_language,
+    tagged_rows,
     target_token,
     temperature_shares,
     untagged,
@@ -78,18 +79,39 @@ def test_an_epoch_keeps_its_length_and_gives_every_pair_a_row() -> None:
 
 
 def test_an_epoch_repeats_a_small_pair_whole_and_samples_a_large_one() -> None:
-    large, small = [f"large {i}" for i in range(100)], [f"small {i}" for i in range(7)]
-    epoch = sample_epoch([large, small], [40, 17], seed=3)
-    by_pair = Counter(i for i, _ in epoch)
-    assert by_pair == {0: 40, 1: 17}
-    large_rows = [row for i, row in epoch if i == 0]
-    assert len(set(large_rows)) == 40  # a sample without repeats
-    small_rows = Counter(row for i, row in epoch if i == 1)
-    assert all(small_rows[row] >= 2 for row in small) and sum(small_rows.values()) == 17  # twice whole, 3 more
-    assert sample_epoch([large, small], [40, 17], seed=3) == epoch
-    assert sample_epoch([large, small], [40, 17], seed=4) != epoch
+    epoch = epoch_indices([100, 7], [40, 17], seed=3)
+    large, small = [j for j in epoch if j < 100], Counter(j - 100 for j in epoch if j >= 100)
+    assert len(large) == len(set(large)) == 40  # a sample without repeats
+    assert set(small) == set(range(7)) and min(small.values()) >= 2 and sum(small.values()) == 17  # twice, 3 more
+    assert epoch == sorted(large) + sorted(j + 100 for j in small.elements())  # pair after pair, sorted in each
+    assert epoch_indices([100, 7], [40, 17], seed=3) == epoch
+    assert epoch_indices([100, 7], [40, 17], seed=4) != epoch
     with pytest.raises(ValueError, match="2 pairs of rows but 1 counts"):
-        sample_epoch([large, small], [40], seed=3)
+        epoch_indices([100, 7], [40], seed=3)
+    with pytest.raises(ValueError, match="pair 1 has no rows"):
+        epoch_indices([100, 0], [40, 1], seed=3)
+
+
+def test_the_epochs_go_on_through_a_large_pair_so_every_row_comes_once_before_any_twice() -> None:
+    """A pair sampled at 40 rows of 100 an epoch: epochs 0-1 and half of 2 are one pass over all its rows (no row
+    twice), the rest of epoch 2 starts the next pass; the same subset every epoch would leave 60 rows unseen."""
+    epochs = [[j for j in epoch_indices([100, 7], [40, 17], seed=3, epoch=e) if j < 100] for e in range(5)]
+    assert all(len(rows) == 40 for rows in epochs)
+    first_pass = epochs[0] + epochs[1]
+    assert len(set(first_pass)) == 80  # no row twice within a pass
+    assert set(first_pass + epochs[2]) == set(range(100))  # the pass ends within epoch 2
+    assert set().union(*epochs) == set(range(100)) and len(set(epochs[0]) & set(epochs[1])) == 0
+    small = Counter(j for e in range(5) for j in epoch_indices([100, 7], [40, 17], seed=3, epoch=e) if j >= 100)
+    assert sorted(small.values()) == [12, 12, 12, 12, 12, 12, 13]  # 85 rows over 7: each within one of the others
+
+
+def test_tagged_rows_hold_every_pairs_rows_once() -> None:
+    german, french = [("one", "eins"), ("two", "zwei")], [("one", "un")]
+    assert tagged_rows([german, french], [EN_DE, EN_FR]) == [
+        (">>de<< one", "eins"), (">>de<< two", "zwei"), (">>fr<< one", "un"),
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="pair en-fr has no rows"):
+        tagged_rows([german, []], [EN_DE, EN_FR])
 
 
 def test_zero_shot_is_a_new_pair_of_languages_the_model_has_read_and_written() -> None:
@@ -121,7 +143,9 @@ def test_the_rows_of_several_pairs_are_tagged_and_balanced() -> None:
     assert len(rows) == 100
     by_language = Counter(tagged_language(source) for source, _ in rows)
     assert by_language == {"de": 61, "fr": 39}  # shares 0.61 and 0.39: French 3.9 times its 10%
-    assert (">>fr<< 3 files", "3 fichiers") in rows and (">>de<< 3 files", "3 Dateien") in rows
+    assert (">>fr<< 3 files", "3 fichiers") in rows  # French whole, 3 times and more
+    german_rows = [row for row in rows if row[0].startswith(">>de<<")]
+    assert len(set(german_rows)) == 61 and set(german_rows) <= set(tagged_rows([german], [EN_DE]))  # no repeats
     assert all(target.endswith("fichiers") for source, target in rows if source.startswith(">>fr<<"))
     with pytest.raises(ValueError, match="pair en-fr has no rows"):
         multilingual_rows([german, []], [EN_DE, EN_FR])
