@@ -168,6 +168,7 @@ def start(
                 "tag": s.get("tag") if backtranslating else None,
                 "name": f"{pipeline.name}: {'synthetic' if backtranslating else 'distilled'} pairs",
                 "max_sentences": s.get("max_sentences"),
+                "target_language": s.get("translate_into"),  # a model of several pairs: the pipeline's direction
             },
             strict=False,
         )

@@ -17,7 +17,7 @@ from app.db.keys import Caller
 from app.db.pipeline_tables import Pipeline
 from app.db.tables import Dataset, TrainedModel
 from app.schemas.pipelines import BacktranslationCreate, DistillationCreate, PipelinePublic, StepPublic
-from app.services import job_submission, model_refs, pipeline_steps
+from app.services import job_submission, model_refs, pipeline_steps, target_languages
 from app.services.dataset_translations import same_language, text_language
 from app.services.datasets import refuse_failed
 from app.services.errors import InvalidField
@@ -50,6 +50,31 @@ def _agree(field: str, what: str, known: tuple[str | None, str], expected: str |
         raise InvalidField(field, f"{what} is in {language} ({how}); {why} {expected}")
 
 
+def _translate_into(
+    model: TrainedModel, field: str, reads: str | None, writes: str | None, dataset: Dataset
+) -> str | None:
+    """The target language a model of several pairs is asked for when it translates the pipeline's text (`writes`,
+    the side of `dataset` it makes), checked against its pairs (a pair it never saw together is allowed: zero-shot);
+    None for a model of one pair. InvalidField on `field` when the dataset does not say which, or the model cannot."""
+    pairs = target_languages.trained_pairs(model)
+    if not pairs:
+        return None
+    trained = ", ".join(f"{source}->{target}" for source, target in pairs)
+    if writes is None:
+        raise InvalidField(
+            field,
+            f"model {model.id} was trained on {trained}: declare the languages of dataset {dataset.id}, so the "
+            "pipeline knows which of its targets to translate into",
+        )
+    known = {code for pair in pairs for code in pair}
+    target = next((code for code in sorted(known) if same_language(code, writes)), writes)
+    source = next((code for code in sorted(known) if reads and same_language(code, reads)), None)
+    try:
+        return target_languages.for_model(model, target, source).tag
+    except InvalidField as exc:
+        raise InvalidField(field, f"{exc.message}; dataset {dataset.id} needs it to write {writes}") from exc
+
+
 def _backtranslation(session: Session, owner_id: str, body: BacktranslationCreate) -> dict[str, Any]:
     """The checked settings of a back-translation, its languages and its reverse model's id resolved."""
     real = _dataset(session, owner_id, body.dataset_id, "dataset_id", "parallel")
@@ -72,6 +97,7 @@ def _backtranslation(session: Session, owner_id: str, body: BacktranslationCreat
         _agree("reverse_model_id", f"model {reverse.id} translates into a language that", writes, source[0],
                f"it must write the source language of dataset {real.id}:")  # fmt: skip
         settings["reverse_model_id"] = reverse.id
+        settings["translate_into"] = _translate_into(reverse, "reverse_model_id", target[0], source[0], real)
         source = (source[0] or reverse.target_language, source[1])
         target = (target[0] or reverse.source_language, target[1])
     settings["languages"] = {"source": source[0], "target": target[0]}
@@ -90,7 +116,12 @@ def _distillation(session: Session, owner_id: str, body: DistillationCreate) -> 
            f"teacher {teacher.id} translates into")  # fmt: skip
     settings = body.model_dump(mode="json", exclude={"job"})
     settings |= {"job": body.job.given(), "teacher_model_id": teacher.id, "decoding": body.decoding.settings()}
-    settings["languages"] = {"source": teacher.source_language, "target": teacher.target_language}
+    reads, writes = text_language(data, "source")[0], text_language(data, "target")[0]
+    settings["translate_into"] = _translate_into(teacher, "teacher_model_id", reads, writes, data)
+    settings["languages"] = {
+        "source": teacher.source_language or reads,
+        "target": teacher.target_language or settings["translate_into"],
+    }
     return settings
 
 
