@@ -127,16 +127,18 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
     """Everything the card says about `model`, read now (datasets, parent and evaluations as they stand)."""
     job = session.get(Job, model.job_id) if model.job_id else None
     datasets: list[DatasetFacts] = []
+    rows = [(p.source_language, p.target_language, p.dataset_id) for p in job.pair_rows] if job is not None else []
+    rows = rows or [(source, target, None) for source, target in model.pairs or ()]  # its job deleted: the model's
     pairs = [
         PairFacts(
-            p.source_language,
-            p.target_language,
-            _dataset(session, "training", p.dataset_id) if p.dataset_id else DatasetFacts("training", "", None),
-            _pair_metrics(model.metrics, f"{p.source_language}-{p.target_language}"),
+            source,
+            target,
+            _dataset(session, "training", dataset_id) if dataset_id else DatasetFacts("training", "", None),
+            _pair_metrics(model.metrics, f"{source}-{target}"),
         )
-        for p in (job.pair_rows if job is not None else [])
+        for source, target, dataset_id in rows
     ]
-    datasets += [pair.dataset for pair in pairs]
+    datasets += [pair.dataset for pair in pairs] if job is not None else []
     if job is not None:
         for role, dataset_id in (
             ("training", None if pairs else job.dataset_id),
@@ -376,7 +378,7 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
 
 def _pairs_section(pairs: list[PairFacts]) -> str:
     rows: list[list[Any]] = [
-        [f"{p.source} → {p.target}", p.dataset.name or "deleted", p.dataset.rows]
+        [f"{p.source} → {p.target}", p.dataset.name or ("deleted" if p.dataset.id else "–"), p.dataset.rows]
         + [round(p.metrics[name], 2) if name in p.metrics else None for name in ("bleu", "chrf", "valid_loss")]
         for p in pairs
     ]

@@ -144,3 +144,11 @@ def test_the_card_of_a_model_of_several_pairs_lists_each_pair_with_its_scores(cl
     assert text.count("| training | demo |") == 2  # both pairs' datasets, the first not twice
     hf = ModelCard(client.get(f"/v1/models/{model_id}/card", params={"format": "huggingface"}, headers=alice).text)
     assert 'tokenizer([">>de<< Hello world."]' in hf.text  # a source begins with its target's token
+    # its job deleted, the model's own pairs keep the table (the datasets no longer known through the job)
+    with session_scope() as session:
+        model = session.get(TrainedModel, model_id)
+        model.pairs, job_id = [["en", "de"], ["en", "fr"]], model.job_id
+    assert client.delete(f"/v1/jobs/{job_id}", headers=alice).status_code == 204
+    text = ModelCard(client.get(f"/v1/models/{model_id}/card", headers=alice).text).text
+    assert "| en → de | – | – | 25.0 | – | 2.0 |" in text and "| en → fr | – | – | 15.0 | 40.12 | 3.0 |" in text
+    assert "languages: en → de, en → fr." in text
