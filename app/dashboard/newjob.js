@@ -2,11 +2,13 @@
 // the worker chooses) and training settings (or a model to start from: fine-tuning), the workers that may train it
 // (any, GPU, CPU), its precision and the tokens whose embedding neighbours are recorded, an optional test set, and
 // see the parameter count and memory estimate (POST /v1/estimate) before submitting. #/new?from=<model id> opens it
-// starting from that model. "Sweep…" turns the form into a sweep of such jobs (sweepform.js).
+// starting from that model. More language pairs make it a job of several (pairpicker.js). "Sweep…" turns the form into
+// a sweep of such jobs (sweepform.js).
 
 import { api } from "./api.js";
 import { anatomyBars } from "./charts.js";
 import { parseTags } from "./labels.js";
+import { pairPicker } from "./pairpicker.js";
 import { sweepEditor } from "./sweepform.js";
 import { clear, errorBox, field, fmtBytes, fmtCount, h, newId } from "./ui.js";
 
@@ -49,6 +51,9 @@ export function renderNewJob(container, fromModel) {
   const sourceLanguage = h("input", { id: "new-job-source-language", name: "source-language", size: 8, placeholder: "e.g. en" });
   const targetLanguage = h("input", { id: "new-job-target-language", name: "target-language", size: 8, placeholder: "e.g. de" });
   const probeTokens = h("input", { id: "probe_tokens", name: "probe_tokens", placeholder: "the most frequent words" });
+  const languagesField = h("div", { class: "inline" }, field("Source language", sourceLanguage),
+                           field("Target language", targetLanguage));
+  const picker = pairPicker(() => { languagesField.hidden = picker.pairs(dataset.value) !== null; });
 
   const t = {
     vocab_size: num("vocab_size", 8000, { min: 300, max: 256000 }),
@@ -96,15 +101,17 @@ export function renderNewJob(container, fromModel) {
       field("Job name (optional)", jobName),
       field("Tags", jobTags, "comma-separated: letters, digits and - _ . : /; the jobs list filters by them"),
       field("Note", jobNote),
-      h("div", { class: "inline" }, field("Source language", sourceLanguage), field("Target language", targetLanguage))),
+      languagesField),
     h("section", { class: "card" }, h("h2", {}, "Data"),
       field("Objective", objective),
       field("Training dataset", dataset),
+      picker.el,
       field("Validation dataset (optional)", validDataset, "without one, a fraction of the training data is held out"),
       testField,
       h("details", { class: "upload", open: true },
         h("summary", {}, "Upload a new dataset"),
-        h("p", { class: "muted" }, "Parallel: JSONL {\"source\",\"target\"} or TSV source<TAB>target. Plain text: one sentence a line."),
+        h("p", { class: "muted" }, "Parallel: JSONL {\"source\",\"target\"} or TSV source<TAB>target. Plain text: one sentence a line. "
+          + "The languages given under Labels are declared for it."),
         field("File", file), field("Name", uploadName), uploadButton, uploadStatus)),
     h("section", { class: "card" }, h("h2", {}, "Model"),
       field("Start from", initModel, "a trained model: its weights, architecture and tokenizer (fine-tuning, at a quarter of the learning rate)"),
@@ -130,6 +137,7 @@ export function renderNewJob(container, fromModel) {
     jobBody: () => body(),
     check: () => (dataset.value ? null : "Pick a training dataset or upload one first."),
     jobName: () => jobName.value.trim(),
+    pairNames: () => (objective.value === "translation" ? picker.names() : []),
   });
   sweepButton.addEventListener("click", () => { sweepButton.hidden = submit.hidden = true; sweep.open(); });
   sweep.onClose(() => { sweepButton.hidden = submit.hidden = false; });
@@ -163,6 +171,8 @@ export function renderNewJob(container, fromModel) {
     testDataset.replaceChildren(h("option", { value: "" }, "none"), ...matching.map((d) => option(d, d.id === keepTest)));
     testField.hidden = objective.value !== "translation";
     if (!selectId && matching.some((d) => d.id === keep)) dataset.value = keep;
+    picker.el.hidden = objective.value !== "translation";
+    picker.fill(picker.el.hidden ? [] : datasets, dataset.value);
     if (matching.some((d) => d.id === keepValid)) validDataset.value = keepValid;
   }
   async function loadDatasets(selectId) {
@@ -182,6 +192,8 @@ export function renderNewJob(container, fromModel) {
     data.append("file", f, f.name);
     data.append("name", uploadName.value.trim() || f.name);
     data.append("kind", KIND[objective.value]);
+    if (sourceLanguage.value.trim()) data.append("source_language", sourceLanguage.value.trim());
+    if (targetLanguage.value.trim() && objective.value === "translation") data.append("target_language", targetLanguage.value.trim());
     uploadButton.disabled = true;
     uploadStatus.append(h("p", { class: "muted" }, `Uploading ${f.name}…`));
     try {
@@ -234,6 +246,12 @@ export function renderNewJob(container, fromModel) {
     if (jobNote.value.trim()) b.note = jobNote.value.trim();
     if (sourceLanguage.value.trim()) b.source_language = sourceLanguage.value.trim();
     if (targetLanguage.value.trim()) b.target_language = targetLanguage.value.trim();
+    const pairs = objective.value === "translation" ? picker.pairs(dataset.value) : null;
+    if (pairs) {  // one model for several pairs: each pair's languages are its dataset's
+      b.pairs = pairs;
+      delete b.dataset_id; delete b.source_language; delete b.target_language;
+      if (picker.temperature() !== undefined) training.pair_temperature = picker.temperature();
+    }
     if (validDataset.value) b.valid_dataset_id = validDataset.value;
     if (testDataset.value && objective.value === "translation") b.test_dataset_id = testDataset.value;
     if (initModel.value) {  // the architecture and tokenizer are the model's
@@ -280,6 +298,7 @@ export function renderNewJob(container, fromModel) {
   }
   const scheduleEstimate = () => { clearTimeout(estimateTimer); estimateTimer = setTimeout(estimate, 300); };
 
+  dataset.addEventListener("change", () => picker.fill(picker.el.hidden ? [] : datasets, dataset.value));
   objective.addEventListener("change", () => {
     noiseField.hidden = objective.value !== "denoising";
     fillDatasets();

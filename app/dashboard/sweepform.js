@@ -94,16 +94,23 @@ function dimensionRow(onRemove, name = "training.lr_scale") {
  * The sweep editor under the new-job form: `jobBody()` is the form's job as it would be submitted, `check()` an
  * error message the form finds first (no dataset picked) or null, `jobName()` the form's job name.
  */
-export function sweepEditor({ jobBody, check, jobName }) {
+export function sweepEditor({ jobBody, check, jobName, pairNames = () => [] }) {
   const name = h("input", { id: "sweep-name", maxlength: 64, pattern: NAME.source, required: true,
                             spellcheck: "false", placeholder: "e.g. enfr" });
   const minutes = h("input", { id: "sweep-budget-minutes", type: "number", inputmode: "decimal", min: 0.1, step: "any",
                                placeholder: "no limit" });
   const trials = h("input", { id: "sweep-budget-trials", type: "number", inputmode: "numeric", min: 1, max: 1000, value: 10 });
   const concurrent = h("input", { id: "sweep-concurrent", type: "number", inputmode: "numeric", min: 1, max: 64, value: 1 });
-  const metric = h("select", { id: "sweep-metric" },
-    [["", "default: bleu, or valid_loss"], ["bleu", "bleu"], ["chrf", "chrF"],
-     ["valid_loss", "valid_loss"], ["valid_ppl", "valid_ppl"]].map(([v, t]) => h("option", { value: v }, t)));
+  const METRICS = [["bleu", "bleu"], ["chrf", "chrF"], ["valid_loss", "valid_loss"], ["valid_ppl", "valid_ppl"]];
+  const metric = h("select", { id: "sweep-metric" });
+  function fillMetrics() {  // a job of several pairs: each pair's own beside the pairs' mean (bleu/en-fr)
+    const keep = metric.value, pairs = pairNames();
+    metric.replaceChildren(h("option", { value: "" }, "default: bleu, or valid_loss"),
+      ...METRICS.map(([v, t]) => h("option", { value: v }, pairs.length ? `${t} (the pairs' mean)` : t)),
+      ...pairs.flatMap((pair) => METRICS.slice(0, 3).map(([v, t]) => h("option", { value: `${v}/${pair}` }, `${t} of ${pair}`))));
+    metric.value = [...metric.options].some((o) => o.value === keep) ? keep : "";
+  }
+  fillMetrics();
   const direction = h("select", { id: "sweep-direction" },
     [["", "default: by the metric"], ["maximize", "maximize"], ["minimize", "minimize"]]
       .map(([v, t]) => h("option", { value: v }, t)));
@@ -168,6 +175,7 @@ export function sweepEditor({ jobBody, check, jobName }) {
     el: form,
     open() {
       form.hidden = false;
+      fillMetrics();
       if (!name.value) name.value = sweepName(jobName());
       form.scrollIntoView({ block: "start" });
       name.focus();

@@ -1,8 +1,10 @@
-"""The job page of a job of several language pairs, in Chromium: every pair in its head, each pair's dataset in the
-settings panel, and a chart of each validation metric with a curve a pair beside the pairs' mean, drawn from the
-series a real training run recorded."""
+"""Jobs of several language pairs in Chromium: the new-job form ticking more pairs, and the job page: every pair in its
+head, each pair's dataset in the settings panel, and a chart of each validation metric with a curve a pair beside the
+pairs' mean, drawn from the series a real training run recorded."""
 
 from __future__ import annotations
+
+import re
 
 from model.data.demo import numbers_to_words_task
 from tests.support.client import Api, write_jsonl
@@ -81,3 +83,46 @@ def test_the_job_page_of_a_job_of_pairs_draws_each_pairs_curves_and_lists_its_da
     page.open(f"#/models/{done['model_id']}/evaluations")
     options = page.page.locator("#evaluate-target option").all_inner_texts()
     assert options == ["the test set's pair", "de", "fr"]
+
+
+def test_the_new_job_form_ticks_more_pairs_into_a_job_of_several(page, stack, tmp_path):
+    """The new-job form offers the other parallel datasets that declare their languages; ticking one submits
+    `pairs` (the training dataset first) with the temperature given, and hides the job's own languages."""
+    api = Api(stack.url, stack.key)
+    de = api.upload(write_jsonl(tmp_path / "form-de.jsonl", numbers_to_words_task(40, seed=3)), "parallel",
+                    languages=("en", "de"))  # fmt: skip
+    fr = api.upload(write_jsonl(tmp_path / "form-fr.jsonl", numbers_to_words_task(30, seed=4, lang_tgt="fr")),
+                    "parallel", languages=("en", "fr"))  # fmt: skip
+    plain = api.upload(write_jsonl(tmp_path / "form-plain.jsonl", numbers_to_words_task(30, seed=5)), "parallel")
+
+    page.sign_in()
+    page.open("#/new")
+    page.page.locator(f'#dataset option[value="{de["id"]}"]').wait_for(state="attached")
+    page.page.locator("#dataset").select_option(de["id"])
+    picker = page.page.locator("#pairs-picker")
+    picker.locator("summary").click()
+    box = page.page.locator(f"#pair-{fr['id']}")
+    assert box.get_attribute("data-pair") == "en-fr" and "en → fr: form-fr.jsonl" in picker.inner_text()
+    assert page.page.locator(f"#pair-{de['id']}").count() == 0  # the training dataset is the first pair already
+    assert page.page.locator(f"#pair-{plain['id']}").count() == 0  # no declared languages: no pair
+    assert page.page.locator("#pair-temperature").is_hidden()
+    box.check()
+    assert "1 ticked, 2 pairs in all" in picker.locator("summary").inner_text()
+    assert page.page.locator("#new-job-source-language").is_hidden()  # each pair's languages are its dataset's
+    page.page.locator("#pair-temperature").fill("2")
+    page.page.locator("#max_steps").fill("3")
+    page.screenshot("new-job-of-pairs")
+    page.page.locator("#sweep-button").click()  # a sweep of such jobs may follow one pair's metric
+    options = page.page.locator("#sweep-metric option").evaluate_all("options => options.map(o => o.value)")
+    assert {"bleu", "bleu/en-de", "bleu/en-fr", "chrf/en-fr", "valid_loss/en-de"} <= set(options)
+    page.page.locator("#close-sweep").click()
+    with page.page.expect_request(lambda r: r.url.endswith("/v1/jobs") and r.method == "POST") as sent:
+        page.page.locator("#submit-job").click()
+    body = sent.value.post_data_json
+    assert body["pairs"] == [{"dataset_id": de["id"]}, {"dataset_id": fr["id"]}] and "dataset_id" not in body
+    assert body["training"]["pair_temperature"] == 2
+    page.page.wait_for_url(re.compile(r"#/jobs/[0-9a-f-]+$"))
+    job = api.job(page.page.url.rsplit("/", 1)[1])
+    assert [(p["source_language"], p["target_language"]) for p in job["pairs"]] == [("en", "de"), ("en", "fr")]
+    assert job["training"]["pair_temperature"] == 2
+    assert api.wait(job["id"], ("succeeded", "failed"), timeout=300)["status"] == "succeeded"
