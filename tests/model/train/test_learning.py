@@ -67,7 +67,7 @@ def test_tiny_model_learns_to_reverse_held_out_sequences(tmp_path):
     seen = {src for src, _ in pairs}
     held_out = [p for p in reverse_task(400, vocab=20, min_len=3, max_len=10, seed=1) if p[0] not in seen][:200]
     data = prepare("translation", pairs, preset="tiny", vocab_size=300, settings=DataSettings(max_length=16), seed=0)
-    result = train(data, toy_config(1200), tmp_path)  # exact match 0.99 at 1,200 steps
+    result = train(data, toy_config(1500), tmp_path)  # exact match 1.0 (at 1,200: 0.945 or 0.99, by host)
     model, tokenizer, _ = load_model(result.model_checkpoint)
     accuracy = exact_match(model, tokenizer, held_out)
     assert len(held_out) == 200 and accuracy >= 0.95, f"exact match {accuracy:.3f}"
