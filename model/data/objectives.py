@@ -44,7 +44,7 @@ def make_translation_examples(
             reports.append(report)
             yield kept
 
-    return ExampleStore.build(chunks(), tokenizer.id_dtype), _total(reports)
+    return ExampleStore.build(chunks(), tokenizer.id_dtype), total_report(reports)
 
 
 def encode_sentences(
@@ -59,10 +59,11 @@ def encode_sentences(
         kept, report = fit_length([Example(ids, ids) for ids in encoded], max_len, overlong)
         reports.append(report)
         stores.append(TokenStore.concat([np.asarray(e.tgt_ids) for e in kept], tokenizer.id_dtype))
-    return TokenStore.join(stores, tokenizer.id_dtype), _total(reports)
+    return TokenStore.join(stores, tokenizer.id_dtype), total_report(reports)
 
 
-def _total(reports: Sequence[LengthReport]) -> LengthReport:
+def total_report(reports: Sequence[LengthReport]) -> LengthReport:
+    """The reports of several parts encoded apart, added up."""
     return LengthReport(
         kept=sum(r.kept for r in reports),
         dropped=sum(r.dropped for r in reports),

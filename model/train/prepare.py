@@ -16,7 +16,7 @@ from torch import Tensor
 from model.data.batching import Example, LengthReport, Overlong
 from model.data.example_store import ExampleStore
 from model.data.language_pairs import DEFAULT_TEMPERATURE, epoch_indices, rows_per_pair, untagged
-from model.data.objectives import encode_sentences, make_translation_examples, noise_examples, renoising
+from model.data.objectives import encode_sentences, make_translation_examples, noise_examples, renoising, total_report
 from model.data.text_rows import Subset
 from model.data.tokenizer import MIN_VOCAB_SIZE, Tokenizer
 from model.io.checkpoint import OBJECTIVES
@@ -231,11 +231,7 @@ def _pair_examples(
     joined = ExampleStore.join(stores, tokenizer.id_dtype)
     kept = [len(store) for store in stores]
     counts = rows_per_pair(kept, temperature)
-    total = LengthReport(
-        kept=sum(r.kept for r in reports),
-        dropped=sum(r.dropped for r in reports),
-        truncated=sum(r.truncated for r in reports),
-    )
+    total = total_report(reports)
     return lambda epoch: joined.take(np.asarray(epoch_indices(kept, counts, seed, epoch))), len(joined), total
 
 
@@ -265,11 +261,7 @@ def _valid_examples(
             if example is not None:
                 examples.append(example)
                 names.append(name)
-    total = LengthReport(
-        kept=sum(r.kept for r in reports),
-        dropped=sum(r.dropped for r in reports),
-        truncated=sum(r.truncated for r in reports),
-    )
+    total = total_report(reports)
     return examples, names, total
 
 
