@@ -14,6 +14,8 @@ from typing import Any
 # each beside the stacks its tests start, and a second OpenMP thread a worker only waits at barriers for a core the
 # other holds (a 250-step tiny model trained in 7 s alone took 136 s in a run). A test that wants more threads asks.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# Triton's kernels (model/nn/fused_add_norm.py) run on the CPU under its interpreter; read when triton is imported.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest  # noqa: E402
 

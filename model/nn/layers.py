@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 from collections.abc import Callable
-from typing import cast
+from typing import Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -30,6 +32,33 @@ def to_residual_dtype(x: Tensor) -> Tensor:
     if BF16_RESIDUAL and torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16:
         return x.to(torch.bfloat16)
     return x
+
+
+# Post-norm's LayerNorm(residual + Dropout(x)) as one Triton kernel each way (model/nn/fused_add_norm.py). "auto":
+# in training on a CUDA device where Triton is installed, unless torch.compile is tracing (inductor fuses these
+# itself); "on": wherever Triton runs (on a CPU, its interpreter: the tests); "off": never.
+FUSED_ADD_NORM: Literal["auto", "on", "off"] = "auto"
+
+
+@functools.cache
+def _triton_installed() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def use_fused_add_norm(x: Tensor, training: bool) -> bool:
+    """Whether the end of a post-norm sub-layer runs the fused kernels for x (FUSED_ADD_NORM)."""
+    if FUSED_ADD_NORM == "off" or torch.compiler.is_compiling():
+        return False
+    return FUSED_ADD_NORM == "on" or (training and x.is_cuda and _triton_installed())
+
+
+def norm_dtype(device: str, summed: torch.dtype) -> torch.dtype:
+    """The dtype the unfused path's norm(...) returns for a sum of dtype `summed` on `device`: under autocast, fp32,
+    or bf16 with BF16_RESIDUAL; else the sum's."""
+    if not torch.is_autocast_enabled(device):
+        return summed
+    bf16 = BF16_RESIDUAL and torch.get_autocast_dtype(device) == torch.bfloat16
+    return torch.bfloat16 if bf16 else torch.float32
 
 
 class PositionWiseFeedForward(nn.Module):
@@ -89,6 +118,16 @@ class _ResidualLayer(nn.Module):
     def norm(layer_norm: nn.LayerNorm, x: Tensor) -> Tensor:
         return to_residual_dtype(layer_norm(x))
 
+    def add_norm(self, layer_norm: nn.LayerNorm, residual: Tensor, x: Tensor) -> Tensor:
+        """Post-norm: LayerNorm(residual + Dropout(x)), fused where use_fused_add_norm says."""
+        if not use_fused_add_norm(x, self.training):
+            return self.norm(layer_norm, residual + self.dropout(x))
+        from model.nn import fused_add_norm  # imports triton: only where it runs
+
+        p = self.dropout.p if self.training else 0.0
+        dtype = norm_dtype(x.device.type, torch.promote_types(x.dtype, residual.dtype))
+        return fused_add_norm.add_norm(x, residual, layer_norm.weight, layer_norm.bias, p, layer_norm.eps, dtype)
+
 
 class EncoderLayer(_ResidualLayer):
     """Self-attention, then the position-wise FFN (Sec. 3.1, "Encoder")."""
@@ -115,8 +154,8 @@ class EncoderLayer(_ResidualLayer):
             x = x + self.dropout(self.ffn(self.norm(self.final_layer_norm, x)))
         else:
             attended, weights = self_attention(x)
-            x = self.norm(self.self_attn_layer_norm, x + self.dropout(attended))
-            x = self.norm(self.final_layer_norm, x + self.dropout(self.ffn(x)))
+            x = self.add_norm(self.self_attn_layer_norm, x, attended)
+            x = self.add_norm(self.final_layer_norm, x, self.ffn(x))
         return x, weights
 
 
@@ -165,8 +204,8 @@ class DecoderLayer(_ResidualLayer):
             x = x + self.dropout(self.ffn(self.norm(self.final_layer_norm, x)))
         else:
             attended, self_weights = self_attention(x)
-            x = self.norm(self.self_attn_layer_norm, x + self.dropout(attended))
+            x = self.add_norm(self.self_attn_layer_norm, x, attended)
             attended, cross_weights = cross_attention(x)
-            x = self.norm(self.encoder_attn_layer_norm, x + self.dropout(attended))
-            x = self.norm(self.final_layer_norm, x + self.dropout(self.ffn(x)))
+            x = self.add_norm(self.encoder_attn_layer_norm, x, attended)
+            x = self.add_norm(self.final_layer_norm, x, self.ffn(x))
         return x, self_weights, cross_weights
