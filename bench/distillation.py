@@ -16,7 +16,7 @@ and `ratio` = distilled student BLEU / original-data student BLEU; each model al
 `greedy_student` gives the same three for the distilled student's greedy decoding against the teacher's beam 4.
 
     .venv/bin/python bench/distillation.py [--teacher-minutes 20] [--minutes 10] [--teacher-preset small]
-        [--student-preset small --student-model '{"n_decoder_layers": 1}']
+        [--student-preset small --student-model '{"n_decoder_layers": 1}'] [--original-share 0.5]
 """
 
 from __future__ import annotations
@@ -59,6 +59,9 @@ def main() -> dict:
         help='overrides of both students\' model section as JSON, e.g. {"n_decoder_layers": 1} (a deep encoder and a '
         "shallow decoder: Kasai et al., 2021)",
     )
+    p.add_argument(
+        "--original-share", type=float, help="the pipeline's original_share: the original pairs' share of the rows"
+    )
     p.add_argument("--test-size", type=int, default=1000)
     p.add_argument("--out", type=Path, default=ROOT / "var" / "corpus" / "en-fr")
     args = p.parse_args()
@@ -91,6 +94,8 @@ def main() -> dict:
             "dataset_id": train, "valid_dataset_id": valid,
             "job": {"model": student_model, "training": {"max_minutes": args.minutes}},
         }  # fmt: skip
+        if args.original_share:
+            request["original_share"] = out["original_share"] = args.original_share
         created = client.post("/v1/pipelines", json=request)
         if created.status_code != 201:
             raise SystemExit(f"the pipeline was refused: {created.text}")
