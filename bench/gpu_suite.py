@@ -14,6 +14,7 @@ seconds and exit status, or the end of its output when it failed.
 The steps (bench/*.py, whose docstrings say what each measures):
 - training of `base` and `big` against MarianMTModel, compiled and eager, at 25k-token batches and at the batch
   the time-budget rule chooses on this device (--batch-tokens auto), vocabularies of 32k and 8k (the paper's 37k);
+  eager `base` also without the fused residual/dropout/layer-norm kernels (model/nn/fused_add_norm.py);
 - a torch.profiler summary of one compiled `base` step (matrix products, attention, copies, elementwise, idle);
 - beam-4 decoding of `base` with bf16 weights, as the inference workers load them: ours, generate() and
   CTranslate2 float16 at batches of 1, 32 and 128;
@@ -64,8 +65,10 @@ GPU_TRAIN = ("--device", "cuda", "--rounds", "4", "--steps", "3")
 GPU_DECODE = ("--device", "cuda", "--preset", "base", "--workloads", "fixed", "--weights", "bf16", "--rounds", "3")
 
 
-def train(name: str, preset: str, tokens: str, vocab: str, compile_: bool, estimate: float) -> Step:
-    extra = ("--compile",) if compile_ else ()
+def train(
+    name: str, preset: str, tokens: str, vocab: str, compile_: bool, estimate: float, more: tuple[str, ...] = ()
+) -> Step:
+    extra = ("--compile", *more) if compile_ else more
     # Toy sizes on the CPU, where the same command runs once for all the steps that share it: the compile flag
     # (with the eager backend: inductor would take minutes), the budget rule, and neither.
     smoke_extra = ("--compile", "--compile-backend", "eager") if compile_ and tokens != "auto" else ()
@@ -115,6 +118,8 @@ STEPS: tuple[Step, ...] = (
     ),
     train("train-base-25k-v32k-compile", "base", "25000", "32000", True, 220),
     train("train-base-25k-v32k", "base", "25000", "32000", False, 25),
+    # The same eager step with post-norm's residual, dropout and layer norm unfused: what the Triton kernels gain.
+    train("train-base-25k-v32k-unfused", "base", "25000", "32000", False, 25, ("--fused-add-norm", "off")),
     Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 50, 180),
     # A search at a batch size it has not run before, the decoders' attention kernels against PyTorch's choice.
     Step(

@@ -51,6 +51,7 @@ from bench.gpu_info import DeviceInfo, DeviceProbe, peak_bf16_tflops, probe_for 
 from bench.marian_peer import marian_layers, marian_model, marian_train_step  # noqa: E402
 from bench.run_record import environment, result_path, write_result  # noqa: E402
 from model.data.batching import Batch, Example, TokenBatcher  # noqa: E402
+from model.nn import layers as model_layers  # noqa: E402
 from model.nn.config import PRESETS, ModelConfig  # noqa: E402
 from model.nn.transformer import Transformer  # noqa: E402
 from model.probes.anatomy import estimate_memory  # noqa: E402
@@ -102,6 +103,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="with --compile: ours as one graph a micro-batch (training.compile) or layer by layer (as Marian)",
     )
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (with --compile)")
+    p.add_argument(
+        "--fused-add-norm",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="ours: post-norm's residual, dropout and layer norm as one Triton kernel (model/nn/layers.py; auto: "
+        "on a GPU, eager)",
+    )
     p.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak, instead of the built-in table")
     p.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
     p.add_argument("--seed", type=int, default=0)
@@ -174,6 +182,7 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     on_gpu = info.device_kind == "cuda"
     precision = args.precision or ("bf16" if on_gpu else "fp32")
     torch.set_num_threads(args.threads)
+    model_layers.FUSED_ADD_NORM = args.fused_add_norm
     config = model_config(args)
     cfg = TrainConfig(device=args.device)  # loss, clipping and Adam settings; precision is the autocast below
     autocast = autocast_for(device, precision)
@@ -259,6 +268,7 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
         dropout=config.dropout,
         precision=precision,
         compile=args.compile and args.compile_ours,
+        fused_add_norm=args.fused_add_norm,
         batch_tokens=args.batch_tokens,
         batch_rule=batch_rule,
         steps_per_round=args.steps,
