@@ -50,6 +50,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
 
+    # xdist by default hands out the scopes with the most tests first, whatever their length: the longest scopes,
+    # of a few long tests each, went last and ran on alone at the end (the order of pytest_collection_modifyitems
+    # below is kept instead).
+    config.option.loadscopereorder = False
     return FolderScheduling(config, log)
 
 
@@ -79,8 +83,23 @@ def _uses_served(file_name: str) -> bool:
     return any(arg.arg == "served" for f in functions for arg in f.args.args)
 
 
-# The folders in the order the workers take them: those with the longest files and scopes first, the many short files
-# last to even out the ends (the times a run prints show where each stands). Folders not named come after.
+# The scopes the workers take first, longest first, so that none starts late and runs on alone at the end (seconds
+# under `make test` on two cores, 2026-11-30: the run's "seconds per scope" list gives them anew).
+LONGEST_SCOPES = (
+    "tests/security",  # 501
+    "tests/e2e",  # the files sharing the `served` stack
+    "tests/browser",  # 361
+    "tests/model/train/test_learning.py",  # 331
+    "tests/reliability/test_worker_faults.py",  # 302
+    "tests/model/train/test_compile.py",  # 295
+    "tests/e2e/test_training_jobs.py",  # 201
+    "tests/e2e/test_ddp_job.py",  # 190
+    "tests/bench/test_gpu_suite.py",  # 170
+    "tests/e2e/test_two_hosts.py",  # 171
+    "tests/e2e/test_ping.py",  # 119
+    "tests/reliability/test_soak.py",  # 100
+)
+# Then the folders in this order, the many short files last to even out the ends. Folders not named come after.
 FOLDER_ORDER = ("e2e", "reliability", "model", "bench", "browser", "security", "api", "worker", "storage")
 
 
@@ -90,22 +109,39 @@ def _folder(nodeid: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests grouped by folder in FOLDER_ORDER, each folder's own order kept (a stable sort)."""
-    rank = {name: i for i, name in enumerate(FOLDER_ORDER)}
-    items.sort(key=lambda item: rank.get(_folder(item.nodeid), len(rank)))
+    """The LONGEST_SCOPES first, then the other tests grouped by folder in FOLDER_ORDER, each scope's and folder's
+    own order kept (a stable sort)."""
+    first = {scope: i for i, scope in enumerate(LONGEST_SCOPES)}
+    rank = {name: len(first) + i for i, name in enumerate(FOLDER_ORDER)}
+
+    def order(item: pytest.Item) -> int:
+        scope = scope_of(item.nodeid)
+        return first[scope] if scope in first else rank.get(_folder(item.nodeid), len(first) + len(rank))
+
+    items.sort(key=order)
 
 
 _FOLDER_SECONDS: dict[str, float] = {}
-_FILE_SECONDS: dict[str, float] = {}
-SLOWEST_FILES = 15  # listed after the folders, to balance the scopes by
+_SCOPE_SECONDS: dict[str, float] = {}
+_WORKER_ENDS: dict[str, tuple[float, str]] = {}  # worker -> (the end of its latest test, that test's scope)
+_STARTED: list[float] = []
+SLOWEST_SCOPES = 15  # listed after the folders: LONGEST_SCOPES is ordered by them
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Seconds spent per folder and per file (setup, call and teardown), on the controller as on a single process."""
+    """Seconds spent per folder and per scope (setup, call and teardown), and when each worker ended its latest
+    test, on the controller as on a single process."""
     folder = _folder(report.nodeid) or "(top level)"
     _FOLDER_SECONDS[folder] = _FOLDER_SECONDS.get(folder, 0.0) + report.duration
-    path = report.nodeid.split("::", 1)[0]
-    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+    scope = scope_of(report.nodeid)
+    _SCOPE_SECONDS[scope] = _SCOPE_SECONDS.get(scope, 0.0) + report.duration
+    start, stop = getattr(report, "start", None), getattr(report, "stop", None)
+    if start is not None and stop is not None:
+        _STARTED[:] = [min([start, *_STARTED])]
+        node = getattr(report, "node", None)
+        worker = getattr(getattr(node, "gateway", None), "id", "main")
+        if stop >= _WORKER_ENDS.get(worker, (0.0, ""))[0]:
+            _WORKER_ENDS[worker] = (stop, scope)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -113,9 +149,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_sep("=", "seconds per folder of tests/")
         for folder, seconds in sorted(_FOLDER_SECONDS.items(), key=lambda kv: -kv[1]):
             terminalreporter.write_line(f"{seconds:9.1f}  tests/{folder}")
-        terminalreporter.write_sep("=", f"seconds of the {SLOWEST_FILES} slowest files")
-        for path, seconds in sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_FILES]:
-            terminalreporter.write_line(f"{seconds:9.1f}  {path}")
+        terminalreporter.write_sep(
+            "=", f"seconds of the {SLOWEST_SCOPES} slowest scopes (a file, or files sharing a stack)"
+        )
+        for scope, seconds in sorted(_SCOPE_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_SCOPES]:
+            terminalreporter.write_line(f"{seconds:9.1f}  {scope}")
+        if _STARTED and len(_WORKER_ENDS) > 1:  # a worker ending long after the others: a scope to start earlier
+            terminalreporter.write_sep(
+                "=", "minutes after the first test at which each worker ended, and its last scope"
+            )
+            for worker, (stop, scope) in sorted(_WORKER_ENDS.items(), key=lambda kv: kv[1][0]):
+                terminalreporter.write_line(f"{(stop - _STARTED[0]) / 60:9.1f}  {worker}  {scope}")
 
 
 def _require(name: str, reachable: bool, url: str) -> None:

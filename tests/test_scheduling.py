@@ -3,7 +3,9 @@ that share a stack started once per worker."""
 
 from __future__ import annotations
 
-from tests.conftest import scope_of
+from pathlib import Path
+
+from tests.conftest import LONGEST_SCOPES, pytest_collection_modifyitems, scope_of
 
 
 def test_a_file_is_a_scope_of_its_own():
@@ -20,3 +22,43 @@ def test_files_sharing_a_stack_stay_together():
     assert scope_of("tests/e2e/test_cli.py::test_b") == "tests/e2e"  # through a fixture of its own that asks for it
     assert scope_of("tests/e2e/test_ddp_job.py::test_c") == "tests/e2e/test_ddp_job.py"
     assert scope_of("tests/e2e/test_walkthrough.py::test_d") == "tests/e2e/test_walkthrough.py"
+
+
+class _Item:
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+
+
+def test_the_longest_scopes_go_first_then_the_folders_in_order():
+    nodeids = [
+        "tests/api/test_jobs.py::test_a",
+        "tests/test_docs.py::test_b",
+        "tests/model/train/test_loss.py::test_c",
+        "tests/model/train/test_learning.py::test_d",
+        "tests/e2e/test_walkthrough.py::test_e",
+        "tests/security/test_logs.py::test_f",
+        "tests/model/train/test_learning.py::test_g",
+    ]
+    items = [_Item(n) for n in nodeids]
+    pytest_collection_modifyitems(items)  # type: ignore[arg-type]
+    assert [i.nodeid for i in items] == [
+        "tests/security/test_logs.py::test_f",  # LONGEST_SCOPES, in their order
+        "tests/model/train/test_learning.py::test_d",
+        "tests/model/train/test_learning.py::test_g",
+        "tests/e2e/test_walkthrough.py::test_e",  # then FOLDER_ORDER
+        "tests/model/train/test_loss.py::test_c",
+        "tests/api/test_jobs.py::test_a",
+        "tests/test_docs.py::test_b",  # folders not named last
+    ]
+
+
+def test_every_longest_scope_names_a_scope_that_exists():
+    root = Path(__file__).parent.parent
+    for scope in LONGEST_SCOPES:
+        assert (root / scope).exists(), scope
+        nodeid = (
+            f"{scope}::t"
+            if scope.endswith(".py")
+            else f"{scope}/test_{'inference_api' if 'e2e' in scope else 'x'}.py::t"
+        )
+        assert scope_of(nodeid) == scope, scope
