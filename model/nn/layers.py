@@ -25,13 +25,15 @@ Attended = tuple[Tensor, Tensor | None]  # an attention's output and its weights
 BF16_RESIDUAL = True
 
 
+def _bf16_residual(device: str) -> bool:
+    """Whether the residual stream is bf16 on `device`: bf16 autocast is on there, and BF16_RESIDUAL."""
+    return BF16_RESIDUAL and torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16
+
+
 def to_residual_dtype(x: Tensor) -> Tensor:
     """x in bf16 when bf16 autocast is on for its device (and BF16_RESIDUAL); else x as it is. The layer norms
     still compute in fp32 inside (autocast's policy on CUDA, opmath on the CPU)."""
-    device = x.device.type
-    if BF16_RESIDUAL and torch.is_autocast_enabled(device) and torch.get_autocast_dtype(device) == torch.bfloat16:
-        return x.to(torch.bfloat16)
-    return x
+    return x.to(torch.bfloat16) if _bf16_residual(x.device.type) else x
 
 
 # Post-norm's LayerNorm(residual + Dropout(x)) as one Triton kernel each way (model/nn/fused_add_norm.py). "auto":
@@ -57,8 +59,7 @@ def norm_dtype(device: str, summed: torch.dtype) -> torch.dtype:
     or bf16 with BF16_RESIDUAL; else the sum's."""
     if not torch.is_autocast_enabled(device):
         return summed
-    bf16 = BF16_RESIDUAL and torch.get_autocast_dtype(device) == torch.bfloat16
-    return torch.bfloat16 if bf16 else torch.float32
+    return torch.bfloat16 if _bf16_residual(device) else torch.float32
 
 
 class PositionWiseFeedForward(nn.Module):
