@@ -149,3 +149,11 @@ def test_a_post_norm_model_computes_the_same_loss_and_gradients_fused(monkeypatc
     assert fused_grads.keys() == expected.keys() and any("layer_norm" in n for n in expected)
     for name, grad in expected.items():
         torch.testing.assert_close(fused_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_backward_rows_per_program_follow_the_gpus_multiprocessors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an H100 reports (132 multiprocessors): about four programs each, rows a power of two covering all."""
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(multi_processor_count=132))
+    for n_rows, expected in ((1, 1), (528, 1), (529, 2), (25_000, 64)):
+        rows = fused_add_norm._rows_per_program(torch.device("cuda"), n_rows)
+        assert rows == expected and rows & (rows - 1) == 0 and rows * -(-n_rows // rows) >= n_rows
