@@ -120,6 +120,10 @@ STEPS: tuple[Step, ...] = (
     train("train-base-25k-v32k", "base", "25000", "32000", False, 25),
     # The same eager step with post-norm's residual, dropout and layer norm unfused: what the Triton kernels gain.
     train("train-base-25k-v32k-unfused", "base", "25000", "32000", False, 25, ("--fused-add-norm", "off")),
+    # The projection and the loss apart again, (N, V) logits and their gradient written: the fused loss's gain.
+    train("train-base-25k-v32k-logits", "base", "25000", "32000", False, 25, ("--fused-linear-loss", "off")),
+    # The compiled step replayed as CUDA graphs, rows bucketed: against train-base-25k-v32k-compile, the idle gaps.
+    train("train-base-25k-v32k-compile-graphs", "base", "25000", "32000", True, 240, ("--cuda-graphs", "on")),
     Step("decode-base-b32", "decode_throughput.py", (*GPU_DECODE, "--batch-size", "32"), DECODE_SMOKE, 50, 180),
     # A search at a batch size it has not run before, the decoders' attention kernels against PyTorch's choice.
     Step(

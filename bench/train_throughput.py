@@ -55,6 +55,10 @@ from model.nn import layers as model_layers  # noqa: E402
 from model.nn.config import PRESETS, ModelConfig  # noqa: E402
 from model.nn.transformer import Transformer  # noqa: E402
 from model.probes.anatomy import estimate_memory  # noqa: E402
+from model.train import (
+    linear_loss,  # noqa: E402
+    step_graph,  # noqa: E402
+)
 from model.train.budget import BudgetInputs, choose, largest_batch  # noqa: E402
 from model.train.config import TrainConfig  # noqa: E402
 from model.train.step import build_optimizer, train_step  # noqa: E402
@@ -109,6 +113,20 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="auto",
         help="ours: post-norm's residual, dropout and layer norm as one Triton kernel (model/nn/layers.py; auto: "
         "on a GPU, eager)",
+    )
+    p.add_argument(
+        "--fused-linear-loss",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="ours: the output projection and the loss a chunk of rows at a time, no (N, V) logits "
+        "(model/train/linear_loss.py; auto: on a GPU, eager)",
+    )
+    p.add_argument(
+        "--cuda-graphs",
+        choices=("auto", "on", "off"),
+        default=step_graph.CUDA_GRAPHS,
+        help="ours, with --compile: the compiled step replayed as CUDA graphs, rows bucketed "
+        "(model/train/step_graph.py; auto: on a GPU)",
     )
     p.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak, instead of the built-in table")
     p.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
@@ -183,6 +201,8 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     precision = args.precision or ("bf16" if on_gpu else "fp32")
     torch.set_num_threads(args.threads)
     model_layers.FUSED_ADD_NORM = args.fused_add_norm
+    linear_loss.FUSED_LINEAR_LOSS = args.fused_linear_loss
+    step_graph.CUDA_GRAPHS = args.cuda_graphs
     config = model_config(args)
     cfg = TrainConfig(device=args.device)  # loss, clipping and Adam settings; precision is the autocast below
     autocast = autocast_for(device, precision)
@@ -269,6 +289,8 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
         precision=precision,
         compile=args.compile and args.compile_ours,
         fused_add_norm=args.fused_add_norm,
+        fused_linear_loss=args.fused_linear_loss,
+        cuda_graphs=args.cuda_graphs,
         batch_tokens=args.batch_tokens,
         batch_rule=batch_rule,
         steps_per_round=args.steps,

@@ -12,9 +12,8 @@ forward keeps only per-row sums, the backward recomputes each chunk's softmax fr
 gradient in their dtype. With float32 or float64 logits nothing needs a copy, so all rows are one chunk: the
 CPU path does the same passes as before.
 
-Fusing the loss with the output projection (logits a chunk at a time from the hidden states, as Liger's fused
-linear cross-entropy and Apple's cut cross-entropy do) would also drop the bf16 logits. Both are Triton kernels:
-CUDA only, so the CPU path and its tests could not run them, and cut-cross-entropy's last release is 2025-01.
+The eager training step on a GPU goes further: model/train/linear_loss.py fuses this loss with the output
+projection a chunk of rows at a time, so no (N, V) logits are written at all.
 Inside the compiled step (model/train/step_graph.py) inductor fuses this function's chunks as it fuses the rest.
 """
 

@@ -17,6 +17,7 @@ from model.data.batching import Batch
 from model.nn.out_of_memory import is_out_of_memory
 from model.nn.transformer import Transformer
 from model.train.config import TrainConfig, TrainingError
+from model.train.linear_loss import linear_label_smoothed_loss, use_fused_linear_loss
 from model.train.loader import pin_for, to_device
 from model.train.loss import label_smoothed_loss
 from model.train.step_graph import StepGraph
@@ -29,13 +30,9 @@ if TYPE_CHECKING:
     from model.train.distributed import DistContext
 
 
-def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
-    """(logits (N, V), targets (N,)) at the N non-pad target positions only.
-
-    Same as model(batch.src, batch.tgt_in)[non-pad], but the pre-softmax projection, usually the largest
-    matrix, never runs on padding. The positions come with the batch (found on the host), so nothing here
-    waits for the device.
-    """
+def batch_hidden(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
+    """(decoder outputs (N, d_model), targets (N,)) at the N non-pad target positions only. The positions come
+    with the batch (found on the host), so nothing here waits for the device."""
     pad = model.config.pad_id
     src_key_padding_mask = batch.src == pad  # (B, S)
     memory = model.encode(batch.src, src_key_padding_mask)  # (B, S, d_model)
@@ -43,7 +40,26 @@ def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
     positions = batch.target_positions
     assert positions is not None  # Batch.__post_init__ sets it
     hidden = hidden.flatten(0, 1).index_select(0, positions)  # (B*T, d_model) -> (N, d_model)
-    return model.project(hidden), batch.tgt_out.flatten().index_select(0, positions)  # (N, V), (N,)
+    return hidden, batch.tgt_out.flatten().index_select(0, positions)  # (N, d_model), (N,)
+
+
+def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
+    """(logits (N, V), targets (N,)) at the N non-pad target positions only: model(batch.src, batch.tgt_in)
+    [non-pad], but the pre-softmax projection, usually the largest matrix, never runs on padding."""
+    hidden, target = batch_hidden(model, batch)
+    return model.project(hidden), target  # (N, V), (N,)
+
+
+def micro_batch_loss(model: Transformer, batch: Batch, smoothing: float) -> tuple[Tensor, Tensor]:
+    """(smoothed loss, NLL) of one micro-batch, summed over its target tokens: the projection and the loss fused
+    (model/train/linear_loss.py) where use_fused_linear_loss says so, else the logits then the loss. Call it
+    inside the step's autocast."""
+    hidden, target = batch_hidden(model, batch)
+    if use_fused_linear_loss(hidden):
+        return linear_label_smoothed_loss(hidden, model.lm_head.weight, target, smoothing)
+    logits = model.project(hidden)  # (N, V)
+    with torch.autocast(logits.device.type, enabled=False):  # the loss picks its own float32 (loss.py)
+        return label_smoothed_loss(logits, target, smoothing)
 
 
 def autocast_for(device: torch.device, precision: str) -> contextlib.AbstractContextManager[object]:
@@ -102,8 +118,12 @@ def accumulate_gradients(
                 loss, nll = step_graph(b)
             else:
                 with autocast if autocast is not None else contextlib.nullcontext():
-                    logits, target = model(b) if dist is not None else batch_logits(cast(Transformer, model), b)
-                loss, nll = label_smoothed_loss(logits, target, smoothing)
+                    if dist is None:
+                        loss, nll = micro_batch_loss(cast(Transformer, model), b, smoothing)
+                    else:
+                        logits, target = model(b)
+                if dist is not None:
+                    loss, nll = label_smoothed_loss(logits, target, smoothing)
             (loss / scale).backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         loss_sum = loss_sum + loss.detach().double()
         nll_sum = nll_sum + nll.detach().double()

@@ -18,17 +18,24 @@ index_select as the eager step does (model/train/step.py, batch_logits): N is da
 would cost a graph per value or a second dynamic dimension. The price is the projection on padding rows, which
 the eager step avoids.
 
-CUDA graphs (mode="reduce-overhead") are not used: they record one graph per concrete shape, so each distinct
-row count would record its own, and at a training batch (thousands of tokens per micro-batch) the kernel
-launches they save are a small part of a step. Data-parallel training keeps the per-layer compilation
-(model/nn/compile.py): DDP's bucketing splits a whole-model graph anyway.
+CUDA graphs (mode="reduce-overhead", CUDA_GRAPHS): on a GPU the compiled forward and backward are recorded as
+CUDA graphs and replayed, so the host's kernel launches leave no idle gaps between kernels (a compiled `base`
+step on an H200 was 14.7% idle). A graph is recorded per concrete shape, so the rows are padded up to buckets as
+well (bucket_rows: 8 per doubling, at most 12.5% padding) and stay one symbolic size for the compiler: one
+compilation per length bucket, a recording per (length, rows) bucket pair met, and inductor's graph trees share
+one memory pool between the recordings. Padding rows hold one source token and carry weight 0, so the loss and
+gradients stay those of the batch; the gradients stay allocated between micro-batches (StepGraph._keep_gradients).
+Off by default until measured on a GPU (CUDA_GRAPHS).
+
+Data-parallel training keeps the per-layer compilation (model/nn/compile.py): DDP's bucketing splits a
+whole-model graph anyway.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -60,6 +67,36 @@ def bucket_length(length: int) -> int:
     return -(-length // step) * step  # (length / step) rounded up, times step
 
 
+# Row buckets under CUDA graphs: multiples of MIN_ROWS up to 2 * ROW_STEPS_PER_OCTAVE * MIN_ROWS, then
+# ROW_STEPS_PER_OCTAVE per doubling.
+ROW_STEPS_PER_OCTAVE = 8
+MIN_ROWS = 4
+
+
+def bucket_rows(rows: int) -> int:
+    """The smallest row bucket >= rows (and >= 2: a symbolic size must not be 0 or 1): 4, 8, ..., 64, then 72,
+    80, ..., 128, then 144, ... (at most 1 / ROW_STEPS_PER_OCTAVE more rows past 64)."""
+    if rows < 1:
+        raise ValueError(f"rows={rows} must be >= 1")
+    step = MIN_ROWS
+    while rows > 2 * ROW_STEPS_PER_OCTAVE * step:
+        step *= 2
+    return -(-rows // step) * step  # (rows / step) rounded up, times step
+
+
+# "auto": a compiled step on a CUDA device replays CUDA graphs; "on": wherever compiled (on a CPU inductor skips
+# the graphs, the rows are still bucketed); "off": never. "off" by default until a GPU run has measured the
+# replayed step against the plain compiled one (bench/gpu_suite.py, train-base-25k-v32k-compile-graphs).
+CUDA_GRAPHS: Literal["auto", "on", "off"] = "off"
+
+
+def use_cuda_graphs(device: torch.device) -> bool:
+    """Whether a StepGraph for a model on device replays CUDA graphs (CUDA_GRAPHS)."""
+    if CUDA_GRAPHS == "off":
+        return False
+    return CUDA_GRAPHS == "on" or device.type == "cuda"
+
+
 def _pad_to(ids: Tensor, rows: int, length: int, pad_id: int) -> Tensor:
     """ids (B, T) right-padded with pad_id to (rows, length)."""
     return F.pad(ids, (0, length - ids.size(1), 0, rows - ids.size(0)), value=pad_id)
@@ -82,7 +119,9 @@ def micro_batch_loss(
 class StepGraph:
     """micro_batch_loss compiled; called with a Batch already on the model's device.
 
-    backend and mode go to torch.compile (tests count compilations with a counting backend)."""
+    backend and mode go to torch.compile (tests count compilations with a counting backend). cuda_graphs
+    (default: use_cuda_graphs) buckets the rows, keeps the gradients allocated between micro-batches and, with
+    inductor, asks for mode "reduce-overhead"."""
 
     def __init__(
         self,
@@ -91,15 +130,21 @@ class StepGraph:
         precision: str,
         backend: str | Callable[..., Any] = "inductor",
         mode: str | None = None,
+        cuda_graphs: bool | None = None,
     ) -> None:
         self.model, self.smoothing, self.precision = model, smoothing, precision
+        device = next(model.parameters()).device
+        self.cuda_graphs = use_cuda_graphs(device) if cuda_graphs is None else cuda_graphs
+        if self.cuda_graphs and backend == "inductor" and mode is None:
+            mode = "reduce-overhead"
         self.compiled = torch.compile(micro_batch_loss, fullgraph=True, backend=backend, mode=mode)
 
     def shapes(self, batch: Batch) -> tuple[int, int]:
-        """(rows, length) the batch is padded to: at least 2 rows (a symbolic size must not be 0 or 1), the
-        longer of its source and target rounded up to a bucket."""
+        """(rows, length) the batch is padded to: at least 2 rows (a symbolic size must not be 0 or 1), or the
+        rows' bucket, and the longer of its source and target rounded up to a bucket."""
         rows, src_len = batch.src.shape
-        return max(rows, 2), bucket_length(max(src_len, batch.tgt_in.size(1)))
+        rows = bucket_rows(rows) if self.cuda_graphs else max(rows, 2)
+        return rows, bucket_length(max(src_len, batch.tgt_in.size(1)))
 
     def __call__(self, batch: Batch) -> tuple[Tensor, Tensor]:
         pad = self.model.config.pad_id
@@ -111,8 +156,20 @@ class StepGraph:
         for ids in (src, tgt_in, tgt_out):
             torch._dynamo.mark_dynamic(ids, 0)  # one graph for every row count of a bucket
             torch._dynamo.mark_static(ids, 1)  # and no automatic dynamic length: one graph per bucket
+        if self.cuda_graphs:
+            self._keep_gradients()
+            # a new step of the graph trees: the previous replay's outputs (already summed) may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]  # torch leaves it untyped
         loss, nll = self.compiled(self.model, src, tgt_in, tgt_out, self.smoothing, self.precision)
         return loss, nll
+
+    def _keep_gradients(self) -> None:
+        """Gradients allocated before the first micro-batch (zeros), so every backward adds into them in place.
+        Into a None gradient autograd would keep the backward's output tensor itself, which lives in the CUDA
+        graphs' memory pool, and the next micro-batch's replay would overwrite it."""
+        for p in self.model.parameters():
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
 
 
 def compile_step(model: Transformer, smoothing: float, precision: str, **compile_kwargs: Any) -> StepGraph | None:
