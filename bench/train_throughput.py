@@ -107,27 +107,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="with --compile: ours as one graph a micro-batch (training.compile) or layer by layer (as Marian)",
     )
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend (with --compile)")
-    p.add_argument(
-        "--fused-add-norm",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="ours: post-norm's residual, dropout and layer norm as one Triton kernel (model/nn/layers.py; auto: "
-        "on a GPU, eager)",
-    )
-    p.add_argument(
-        "--fused-linear-loss",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="ours: the output projection and the loss a chunk of rows at a time, no (N, V) logits "
-        "(model/train/linear_loss.py; auto: on a GPU, eager)",
-    )
-    p.add_argument(
-        "--cuda-graphs",
-        choices=("auto", "on", "off"),
-        default=step_graph.CUDA_GRAPHS,
-        help="ours, with --compile: the compiled step replayed as CUDA graphs, rows bucketed "
-        "(model/train/step_graph.py; auto: on a GPU)",
-    )
+    switches = {
+        "--fused-add-norm": "post-norm's residual, dropout and layer norm as one Triton kernel (model/nn/layers.py)",
+        "--fused-linear-loss": "the output projection and the loss a chunk of rows at a time, no (N, V) logits "
+        "(model/train/linear_loss.py)",
+        "--cuda-graphs": "with --compile: the compiled step replayed as CUDA graphs, rows bucketed "
+        "(model/train/step_graph.py; default off)",
+    }
+    for flag, text in switches.items():
+        default = step_graph.CUDA_GRAPHS if flag == "--cuda-graphs" else "auto"
+        p.add_argument(flag, choices=("auto", "on", "off"), default=default, help=f"ours: {text}; auto: on a GPU")
     p.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak, instead of the built-in table")
     p.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
     p.add_argument("--seed", type=int, default=0)

@@ -56,32 +56,34 @@ STEPS_PER_OCTAVE = 4
 MIN_BUCKET = 8
 
 
+def _bucket(n: int, steps_per_octave: int, smallest: int) -> int:
+    """The smallest bucket >= n: multiples of smallest up to 2 * steps_per_octave * smallest, then
+    steps_per_octave per doubling."""
+    step = smallest
+    while n > 2 * steps_per_octave * step:
+        step *= 2
+    return -(-n // step) * step  # (n / step) rounded up, times step
+
+
 def bucket_length(length: int) -> int:
-    """The smallest bucket >= length: multiples of MIN_BUCKET up to 2 * STEPS_PER_OCTAVE * MIN_BUCKET, then
-    STEPS_PER_OCTAVE per doubling (8, 16, ..., 64, then 80, 96, 112, 128, then 160, ..., 256, then 320, ...)."""
+    """The smallest length bucket >= length: 8, 16, ..., 64, then 80, 96, 112, 128, then 160, ..., 256, then
+    320, ... (STEPS_PER_OCTAVE per doubling past 64: at most a quarter longer)."""
     if length < 1:
         raise ValueError(f"length={length} must be >= 1")
-    step = MIN_BUCKET
-    while length > 2 * STEPS_PER_OCTAVE * step:
-        step *= 2
-    return -(-length // step) * step  # (length / step) rounded up, times step
+    return _bucket(length, STEPS_PER_OCTAVE, MIN_BUCKET)
 
 
-# Row buckets under CUDA graphs: multiples of MIN_ROWS up to 2 * ROW_STEPS_PER_OCTAVE * MIN_ROWS, then
-# ROW_STEPS_PER_OCTAVE per doubling.
+# Row buckets under CUDA graphs: multiples of MIN_ROWS up to 64, then ROW_STEPS_PER_OCTAVE per doubling.
 ROW_STEPS_PER_OCTAVE = 8
 MIN_ROWS = 4
 
 
 def bucket_rows(rows: int) -> int:
-    """The smallest row bucket >= rows (and >= 2: a symbolic size must not be 0 or 1): 4, 8, ..., 64, then 72,
-    80, ..., 128, then 144, ... (at most 1 / ROW_STEPS_PER_OCTAVE more rows past 64)."""
+    """The smallest row bucket >= rows (so >= 2: a symbolic size must not be 0 or 1): 4, 8, ..., 64, then 72,
+    80, ..., 128, then 144, ... (at most an eighth more rows past 64)."""
     if rows < 1:
         raise ValueError(f"rows={rows} must be >= 1")
-    step = MIN_ROWS
-    while rows > 2 * ROW_STEPS_PER_OCTAVE * step:
-        step *= 2
-    return -(-rows // step) * step  # (rows / step) rounded up, times step
+    return _bucket(rows, ROW_STEPS_PER_OCTAVE, MIN_ROWS)
 
 
 # "auto": a compiled step on a CUDA device replays CUDA graphs; "on": wherever compiled (on a CPU inductor skips
