@@ -110,13 +110,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     switches = {
         "--fused-add-norm": "post-norm's residual, dropout and layer norm as one Triton kernel (model/nn/layers.py)",
         "--fused-linear-loss": "the output projection and the loss a chunk of rows at a time, no (N, V) logits "
-        "(model/train/linear_loss.py)",
+        "(model/train/linear_loss.py; 'auto' is 'on')",
         "--cuda-graphs": "with --compile: the compiled step replayed as CUDA graphs, rows bucketed "
         "(model/train/step_graph.py; default off)",
     }
+    defaults = {"--fused-add-norm": "auto", "--fused-linear-loss": "on", "--cuda-graphs": step_graph.CUDA_GRAPHS}
     for flag, text in switches.items():
-        default = step_graph.CUDA_GRAPHS if flag == "--cuda-graphs" else "auto"
-        p.add_argument(flag, choices=("auto", "on", "off"), default=default, help=f"ours: {text}; auto: on a GPU")
+        help = f"ours: {text}; auto: on a GPU"
+        p.add_argument(flag, choices=("auto", "on", "off"), default=defaults[flag], help=help)
     p.add_argument("--peak-tflops", type=float, help="the device's bf16 dense peak, instead of the built-in table")
     p.add_argument("--out", type=Path, help="also write the final JSON here (default on a GPU: bench/results/)")
     p.add_argument("--seed", type=int, default=0)
@@ -190,7 +191,7 @@ def main(argv: Sequence[str] | None = None, probe: DeviceProbe | None = None) ->
     precision = args.precision or ("bf16" if on_gpu else "fp32")
     torch.set_num_threads(args.threads)
     model_layers.FUSED_ADD_NORM = args.fused_add_norm
-    linear_loss.FUSED_LINEAR_LOSS = args.fused_linear_loss
+    linear_loss.FUSED_LINEAR_LOSS = "off" if args.fused_linear_loss == "off" else "on"
     step_graph.CUDA_GRAPHS = args.cuda_graphs
     config = model_config(args)
     cfg = TrainConfig(device=args.device)  # loss, clipping and Adam settings; precision is the autocast below

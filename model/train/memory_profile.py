@@ -11,9 +11,10 @@ even in a data-parallel job (rank 0 measures it, without DDP's gradient buckets)
   counted once per storage, under the module saving it (forward pre/post hooks keep the current one):
   attention_softmax (the softmax output of an attention layer, B x heads x T_q x T_k), attention_scores (any
   other tensor of that shape: scores, dropout masks), ffn_hidden (d_ff-wide tensors inside the FFN), logits
-  (vocabulary-wide tensors: the loss's log-softmax), other (layer inputs, Q, K, V, the fused attention kernel's
-  log-sum-exp, LayerNorm statistics, ids, masks). A query (B, heads, T_q, d_k) whose d_k equals the key length
-  has the attention matrix's shape and counts as attention_scores;
+  (vocabulary-wide tensors: the loss's log-softmax; none where the projection and the loss are fused,
+  model/train/linear_loss.py, whose saved gradients count as other), other (layer inputs, Q, K, V, the fused
+  attention kernel's log-sum-exp, LayerNorm statistics, ids, masks). A query (B, heads, T_q, d_k) whose d_k
+  equals the key length has the attention matrix's shape and counts as attention_scores;
 - temporary: the rest of the peak (the logits themselves, gradient buffers, kernels' workspaces, the
   positional-encoding tables).
 The peak: on CUDA, torch.cuda.max_memory_allocated during the step; on a CPU, the largest sum of the
@@ -310,7 +311,12 @@ def differences(
     )
     tokens, V = m.batch["padded_tokens"], model_config.vocab_size
     est_logits = tokens * V * 6 if m.precision == "bf16" else tokens * 2 * V * 4
-    if m.activations["logits"] != est_logits:
+    if not m.activations["logits"]:
+        out.append(
+            f"logits: none kept (the projection and the loss run fused, a chunk of rows at a time), where the "
+            f"estimate counts {_mib(est_logits)}: logits and log-softmax for {tokens} target tokens"
+        )
+    elif m.activations["logits"] != est_logits:
         out.append(
             f"logits: the loss keeps {_mib(m.activations['logits'])} (its log-softmax over the "
             f"{m.batch['target_tokens']} non-pad target positions only), where the estimate counts {_mib(est_logits)}: "

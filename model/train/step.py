@@ -55,7 +55,7 @@ def micro_batch_loss(model: Transformer, batch: Batch, smoothing: float) -> tupl
     (model/train/linear_loss.py) where use_fused_linear_loss says so, else the logits then the loss. Call it
     inside the step's autocast."""
     hidden, target = batch_hidden(model, batch)
-    if use_fused_linear_loss(hidden):
+    if use_fused_linear_loss():
         return linear_label_smoothed_loss(hidden, model.lm_head.weight, target, smoothing)
     logits = model.project(hidden)  # (N, V)
     with torch.autocast(logits.device.type, enabled=False):  # the loss picks its own float32 (loss.py)
@@ -107,7 +107,7 @@ def accumulate_gradients(
     device = next(model.parameters()).device
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     nll_sum = torch.zeros((), dtype=torch.float64, device=device)
-    # with dist, model is dist.wrap(...) (DDP around batch_logits); without, the bare Transformer
+    # with dist, model is dist.wrap(...) (DDP around micro_batch_loss); without, the bare Transformer
     ddp = cast("DistributedDataParallel", model)
     pin = pin_for(device)
     for i, b in enumerate(micro_batches):
@@ -118,12 +118,10 @@ def accumulate_gradients(
                 loss, nll = step_graph(b)
             else:
                 with autocast if autocast is not None else contextlib.nullcontext():
-                    if dist is None:
-                        loss, nll = micro_batch_loss(cast(Transformer, model), b, smoothing)
+                    if dist is not None:  # DDP's forward is micro_batch_loss (the trainer wraps it)
+                        loss, nll = model(b)
                     else:
-                        logits, target = model(b)
-                if dist is not None:
-                    loss, nll = label_smoothed_loss(logits, target, smoothing)
+                        loss, nll = micro_batch_loss(cast(Transformer, model), b, smoothing)
             (loss / scale).backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         loss_sum = loss_sum + loss.detach().double()
         nll_sum = nll_sum + nll.detach().double()

@@ -13,6 +13,7 @@ one (weights, Adam moments, schedule, batch position and RNG states are all rest
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -38,9 +39,9 @@ from model.train.rng_state import capture_rng_state, restore_rng_state
 from model.train.step import (
     PendingStep,
     autocast_for,
-    batch_logits,
     build_optimizer,
     enable_tf32,
+    micro_batch_loss,
     update_on_device,
 )
 from model.train.step_graph import StepGraph, compile_step, run_or_eager
@@ -169,7 +170,7 @@ class Trainer:
                     "sample": [(ids_list(e.src_ids), ids_list(e.tgt_ids)) for e in self.batcher.examples(0)[:64]],
                 },
             )
-            self.ddp = dist.wrap(self.model, batch_logits)
+            self.ddp = dist.wrap(self.model, functools.partial(micro_batch_loss, smoothing=config.label_smoothing))
 
     # -- state ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -15,6 +15,15 @@ from model.train.step import accumulate_gradients
 from tests.model.train.test_compile import _batches
 
 
+@pytest.fixture(autouse=True)
+def fresh_compiler():
+    """Each test counts its own compilations: those of other tests of this process (the same function compiled
+    with other constants) would count towards dynamo's recompile limit."""
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize(
     ("rows", "bucket"), [(1, 4), (2, 4), (4, 4), (5, 8), (64, 64), (65, 72), (128, 128), (129, 144), (257, 288)]
 )

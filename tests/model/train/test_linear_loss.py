@@ -1,12 +1,8 @@
 """The projection fused with the label-smoothed loss equals the logits then the loss: values and gradients, in
 float32 and under bf16 autocast, chunked or not, and in the training step."""
 
-from types import SimpleNamespace
-from typing import cast
-
 import pytest
 import torch
-from torch import Tensor
 
 from model.data.batching import Example, collate
 from model.nn.config import ModelConfig
@@ -111,14 +107,10 @@ def test_a_chunk_below_one_row_is_refused():
         linear_label_smoothed_loss(hidden, weight, target, 0.1, chunk_rows=0)
 
 
-def test_auto_fuses_on_a_cuda_tensor_only(monkeypatch):
-    cuda = cast(Tensor, SimpleNamespace(is_cuda=True))  # what a GPU's tensor reports
-    cpu = torch.zeros(1)
-    assert use_fused_linear_loss(cuda) and not use_fused_linear_loss(cpu)
-    monkeypatch.setattr(linear_loss, "FUSED_LINEAR_LOSS", "on")
-    assert use_fused_linear_loss(cpu)
+def test_the_step_fuses_by_default_and_off_turns_it_off(monkeypatch):
+    assert use_fused_linear_loss()
     monkeypatch.setattr(linear_loss, "FUSED_LINEAR_LOSS", "off")
-    assert not use_fused_linear_loss(cuda)
+    assert not use_fused_linear_loss()
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -13,6 +13,7 @@ from model.data.demo import reverse_task
 from model.nn.config import PRESETS, ModelConfig
 from model.nn.transformer import Transformer
 from model.probes.anatomy import count_parameters, estimate_memory
+from model.train import linear_loss
 from model.train.config import TrainConfig
 from model.train.events import Callbacks
 from model.train.loop import train
@@ -74,7 +75,7 @@ def test_weights_gradients_and_adam_moments_are_the_exact_parameter_bytes():
     assert report.adam_moments == 2 * expected  # exp_avg and exp_avg_sq
 
 
-def test_attention_softmax_is_batch_heads_queries_keys_4_bytes_per_attention_layer():
+def test_attention_softmax_is_batch_heads_queries_keys_4_bytes_per_attention_layer(monkeypatch):
     """The math attention kernel saves each layer's softmax output (B, heads, T_q, T_k) in fp32; the fused CPU
     kernel (the default) saves none, only a log-sum-exp per query, which is what the estimate assumes."""
     h, n_enc, n_dec = CONFIG.n_heads, CONFIG.n_encoder_layers, CONFIG.n_decoder_layers
@@ -85,9 +86,12 @@ def test_attention_softmax_is_batch_heads_queries_keys_4_bytes_per_attention_lay
     assert math.activations["attention_scores"] == 0  # no dropout on the weights: no mask, no second matrix
     fused = measure_step(CONFIG, _batch(), TrainConfig(max_tokens_per_batch=512))
     assert fused.activations["attention_softmax"] == fused.activations["attention_scores"] == 0
-    # the rest is the same tensors: the FFN's d_ff-wide ones and the loss's log-softmax (N non-pad targets x V)
+    # the rest is the same tensors: the FFN's d_ff-wide ones; unfused, the loss's log-softmax (N non-pad x V)
     assert fused.activations["ffn_hidden"] == math.activations["ffn_hidden"] > 0
-    assert fused.activations["logits"] == B * T * CONFIG.vocab_size * 4
+    assert fused.activations["logits"] == 0  # the projection fused with the loss keeps no logits (linear_loss.py)
+    monkeypatch.setattr(linear_loss, "FUSED_LINEAR_LOSS", "off")
+    unfused = measure_step(CONFIG, _batch(), TrainConfig(max_tokens_per_batch=512))
+    assert unfused.activations["logits"] == B * T * CONFIG.vocab_size * 4
 
 
 def test_the_gpu_branch_reads_cudas_allocator_statistics(monkeypatch):
@@ -120,7 +124,11 @@ def test_the_report_sets_the_estimates_for_the_job_settings_and_the_same_batch_b
     acts = sum(measured["by_kind"]["activations"].values())
     ratio = acts / report["estimated_for_batch"]["activations_bytes"]
     assert f"activations measured {acts / 2**20:.2f} MiB, {ratio:.2f}x the estimate" in report["differences"][0]
-    assert any(f"over the {B * T} non-pad target positions" in d for d in report["differences"])
+    est_logits = B * S * 2 * CONFIG.vocab_size * 4  # logits and log-softmax in fp32 for the batch's padded tokens
+    assert (
+        f"logits: none kept (the projection and the loss run fused, a chunk of rows at a time), where the "
+        f"estimate counts {est_logits / 2**20:.2f} MiB" in "".join(report["differences"])
+    )
     settings_total = report["estimated"]["training_total_bytes"] / 2**20
     assert report["differences"][-1].startswith(
         f"the estimate for the job's settings (512 tokens per batch, fp32) is {settings_total:.2f} MiB; "
