@@ -28,7 +28,7 @@ from model.train.loss import CHUNK_ELEMENTS
 # "on": the eager single-process step fuses on every device: on a GPU the (N, V) buffers bound the batch, and on
 # this 2-core CPU the step measured 2.5% faster (`small`, 4000-token batches, 8k vocabulary: 3,099 against 3,023
 # tokens/s, medians of three; ratio to MarianMTModel 1.27 against 1.20). "off": logits, then the loss.
-# Data-parallel steps fuse too (DDP's forward is the step's micro_batch_loss); the compiled step
+# Data-parallel steps fuse too (DDP's forward is the step's eager_batch_loss); the compiled step
 # (model/train/step_graph.py) keeps its own loss, which inductor fuses.
 FUSED_LINEAR_LOSS: Literal["on", "off"] = "on"
 

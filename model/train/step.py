@@ -50,10 +50,10 @@ def batch_logits(model: Transformer, batch: Batch) -> tuple[Tensor, Tensor]:
     return model.project(hidden), target  # (N, V), (N,)
 
 
-def micro_batch_loss(model: Transformer, batch: Batch, smoothing: float) -> tuple[Tensor, Tensor]:
-    """(smoothed loss, NLL) of one micro-batch, summed over its target tokens: the projection and the loss fused
-    (model/train/linear_loss.py) where use_fused_linear_loss says so, else the logits then the loss. Call it
-    inside the step's autocast."""
+def eager_batch_loss(model: Transformer, batch: Batch, smoothing: float) -> tuple[Tensor, Tensor]:
+    """(smoothed loss, NLL) of one micro-batch, summed over its target tokens, in the eager step (step_graph.py
+    has the compiled one's): the projection and the loss fused (model/train/linear_loss.py) where
+    use_fused_linear_loss says so, else the logits then the loss. Call it inside the step's autocast."""
     hidden, target = batch_hidden(model, batch)
     if use_fused_linear_loss():
         return linear_label_smoothed_loss(hidden, model.lm_head.weight, target, smoothing)
@@ -107,7 +107,7 @@ def accumulate_gradients(
     device = next(model.parameters()).device
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     nll_sum = torch.zeros((), dtype=torch.float64, device=device)
-    # with dist, model is dist.wrap(...) (DDP around micro_batch_loss); without, the bare Transformer
+    # with dist, model is dist.wrap(...) (DDP around eager_batch_loss); without, the bare Transformer
     ddp = cast("DistributedDataParallel", model)
     pin = pin_for(device)
     for i, b in enumerate(micro_batches):
@@ -118,10 +118,10 @@ def accumulate_gradients(
                 loss, nll = step_graph(b)
             else:
                 with autocast if autocast is not None else contextlib.nullcontext():
-                    if dist is not None:  # DDP's forward is micro_batch_loss (the trainer wraps it)
+                    if dist is not None:  # DDP's forward is eager_batch_loss (the trainer wraps it)
                         loss, nll = model(b)
                     else:
-                        loss, nll = micro_batch_loss(cast(Transformer, model), b, smoothing)
+                        loss, nll = eager_batch_loss(cast(Transformer, model), b, smoothing)
             (loss / scale).backward()  # type: ignore[no-untyped-call]  # torch leaves Tensor.backward unannotated
         loss_sum = loss_sum + loss.detach().double()
         nll_sum = nll_sum + nll.detach().double()

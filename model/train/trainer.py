@@ -40,8 +40,8 @@ from model.train.step import (
     PendingStep,
     autocast_for,
     build_optimizer,
+    eager_batch_loss,
     enable_tf32,
-    micro_batch_loss,
     update_on_device,
 )
 from model.train.step_graph import StepGraph, compile_step, run_or_eager
@@ -170,7 +170,7 @@ class Trainer:
                     "sample": [(ids_list(e.src_ids), ids_list(e.tgt_ids)) for e in self.batcher.examples(0)[:64]],
                 },
             )
-            self.ddp = dist.wrap(self.model, functools.partial(micro_batch_loss, smoothing=config.label_smoothing))
+            self.ddp = dist.wrap(self.model, functools.partial(eager_batch_loss, smoothing=config.label_smoothing))
 
     # -- state ------------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
