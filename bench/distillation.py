@@ -102,6 +102,10 @@ def main() -> dict:
         done = wait_pipeline(client, created.json()["id"], args.minutes * 60 + 5400)
         translation = client.get(done["steps"][0]["url"]).json()
         out["teacher_translation"] = {"sentences": translation["sentences"], "backend": translation["backend"]}
+        for step in done["steps"]:
+            if step["name"] == "clean":  # the rows the pipeline's cleaning removed from the teacher's pairs
+                cleaned = client.get(f"/v1/datasets/{step['output']['dataset_id']}").json()
+                out["teacher_translation"]["cleaning"] = cleaned["filter_counts"]
         # The teacher's targets against the originals: mean characters and the problems the data report counts
         # (a teacher that cuts sentences short or repeats itself teaches the student to)
         for name, dataset in (("original", train), ("distilled", translation["output_dataset_id"])):

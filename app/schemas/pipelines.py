@@ -25,6 +25,12 @@ def _synthetic_cleaning() -> FilterRules:
     return FilterRules(drop_empty=True, deduplicate=True, drop_copies=True, max_ratio=3.0)
 
 
+def _distilled_cleaning() -> FilterRules:
+    """What a teacher gets wrong and a student should not learn: a dropped or invented placeholder, an empty or
+    runaway output. Copies stay (the original pairs have as many: names, commands, "OK")."""
+    return FilterRules(drop_empty=True, max_ratio=3.0, drop_placeholder_mismatches=True)
+
+
 class StepJob(Input):
     """A training step's job: `model` and `training` as POST /v1/jobs takes them (only what is given is kept; the
     step's own defaults and the job's fill the rest)."""
@@ -82,6 +88,10 @@ class DistillationCreate(Input):
     valid_dataset_id: UUID | None = Field(None, strict=False, description="real pairs the student validates on")
     decoding: DatasetDecoding = Field(default_factory=DatasetDecoding, description="the teacher's: beam 4 by default")
     max_sentences: int | None = Field(None, ge=1, description="translate the first N rows only")
+    cleaning: FilterRules | None = Field(
+        default_factory=_distilled_cleaning,
+        description="rules applied to the teacher's pairs (POST /v1/datasets/{id}/filter's); null: none",
+    )
     original_share: float | None = Field(
         None, gt=0, lt=1, description="mix the original pairs in at this share of the student's rows; null: none"
     )

@@ -30,18 +30,22 @@ from app.services.errors import InvalidField, NotFound
 
 TRAIN, TRANSLATE, FILTER = "train", "translate", "filter"
 WAITING, RUNNING, FAILED = "waiting", "running", "failed"
+TRANSLATED, TAUGHT = "back-translate", "teacher-translate"  # the translate step of each kind
 
 
 def plan(settings: dict[str, Any]) -> list[dict[str, Any]]:
     """The steps of a pipeline with these (checked) settings, in order, none started."""
     if settings["kind"] == "backtranslation":
         steps = [] if settings.get("reverse_model_id") else [("reverse", TRAIN)]
-        steps.append(("back-translate", TRANSLATE))
+        steps.append((TRANSLATED, TRANSLATE))
         if settings.get("cleaning"):
             steps.append(("clean", FILTER))
         steps.append(("train", TRAIN))
     else:
-        steps = [("teacher-translate", TRANSLATE), ("train-student", TRAIN)]
+        steps = [(TAUGHT, TRANSLATE)]
+        if settings.get("cleaning"):  # absent from a pipeline made before distillations were cleaned: none
+            steps.append(("clean", FILTER))
+        steps.append(("train-student", TRAIN))
     return [{"name": name, "kind": kind, "id": None, "earlier": []} for name, kind in steps]
 
 
@@ -124,7 +128,7 @@ def job_body(pipeline: Pipeline, step: str, outputs: dict[str, dict[str, str]]) 
             "source_language": languages.get("target"), "target_language": languages.get("source"),
         }  # fmt: skip
         return _job_body(pipeline, "reverse_job", fixed, s.get("reverse_job", {}))
-    synthetic = outputs.get("clean", outputs.get("back-translate", outputs.get("teacher-translate", {})))
+    synthetic = outputs.get("clean", outputs.get(TRANSLATED, outputs.get(TAUGHT, {})))
     fixed = {
         **common, "register_as": s.get("register_as"),
         "source_language": languages.get("source"), "target_language": languages.get("target"),
@@ -174,12 +178,13 @@ def start(
         )
         row = dataset_translations.new_translation(session, settings, model, request)
     else:
-        parent = session.get(Dataset, outputs["back-translate"]["dataset_id"])
+        made = outputs[TRANSLATED if s["kind"] == "backtranslation" else TAUGHT]["dataset_id"]
+        parent = session.get(Dataset, made)
         if parent is None:
-            raise NotFound("dataset", outputs["back-translate"]["dataset_id"])
-        rules = DatasetFilter.model_validate(
-            {"name": f"{pipeline.name}: synthetic pairs, cleaned", "rules": s["cleaning"]}
-        )
+            raise NotFound("dataset", made)
+        pairs = "synthetic" if s["kind"] == "backtranslation" else "distilled"
+        name = f"{pipeline.name}: {pairs} pairs, cleaned"
+        rules = DatasetFilter.model_validate({"name": name, "rules": s["cleaning"]})
         row = datasets.new_filtered(session, parent, rules)
     session.add(row)
     session.flush()

@@ -163,7 +163,9 @@ def test_cancel_stops_the_running_step(client, alice, corpora):
     assert client.delete(url, headers=alice).status_code == 204
 
 
-def test_a_distillation_translates_with_the_teacher_then_trains_the_student(client, alice, corpora):
+def test_a_distillation_translates_with_the_teacher_cleans_then_trains_the_student(client, alice, corpora):
+    from worker.data import filtering
+
     teacher = _model_row("alice")
     _languages(teacher, "en", "de")
     body = {
@@ -173,7 +175,12 @@ def test_a_distillation_translates_with_the_teacher_then_trains_the_student(clie
     response = client.post("/v1/pipelines", json=body, headers=alice)
     assert response.status_code == 201, response.text
     pipeline = response.json()
-    assert [s["name"] for s in pipeline["steps"]] == ["teacher-translate", "train-student"]
+    assert [s["name"] for s in pipeline["steps"]] == ["teacher-translate", "clean", "train-student"]
+    assert pipeline["settings"]["cleaning"] == {
+        "drop_empty": True, "drop_invalid_characters": False, "min_length": None, "max_length": None,
+        "max_ratio": 3.0, "deduplicate": False, "drop_copies": False, "drop_placeholder_mismatches": True,
+        "drop_wrong_language": False, "language_odds": None, "language_min_chars": None, "drop_misaligned": False,
+    }  # fmt: skip
     translation = client.get(pipeline["steps"][0]["url"], headers=alice).json()
     assert translation["model_id"] == teacher and translation["settings"]["synthetic_side"] == "target"
     assert translation["settings"]["decoding"] == {"method": "beam", "beam_size": 4}
@@ -182,14 +189,20 @@ def test_a_distillation_translates_with_the_teacher_then_trains_the_student(clie
     from app.db.tables import Dataset
 
     # the teacher's translations as a worker leaves them: the translation succeeded, its dataset parsed and ready
-    distilled = _ready(client, alice, _jsonl([("one", "eins")]))["id"]
+    distilled = _ready(client, alice, _jsonl([("one", "eins"), ("Delete %s?", "Löschen?")]))["id"]
     with session_scope() as session:
         row = session.get(DatasetTranslation, translation["id"])
         row.status, row.output_dataset_id = "succeeded", distilled
         session.execute(update(Dataset).where(Dataset.id == distilled).values(parent_id=corpora["real"]))
+    (cleaning,) = _advance(pipeline["id"])
+    assert cleaning.kind == "filter" and filtering.make(cleaning.id) == "ready"
+    cleaned = client.get(f"/v1/datasets/{cleaning.id}", headers=alice).json()
+    assert (cleaned["name"], cleaned["parent_id"]) == ("small: distilled pairs, cleaned", distilled)
+    assert set(cleaned["filter_rules"]) >= {"drop_empty", "max_ratio", "drop_placeholder_mismatches"}
+    assert cleaned["filter_counts"]["removed"]["placeholder_mismatches"] == 1 and cleaned["rows"] == 1
     (student,) = _advance(pipeline["id"])
     job = client.get(f"/v1/jobs/{student.id}", headers=alice).json()
-    assert (job["dataset_id"], job["mix_dataset_id"], job["mix_share"]) == (distilled, corpora["real"], 0.75)
+    assert (job["dataset_id"], job["mix_dataset_id"], job["mix_share"]) == (cleaning.id, corpora["real"], 0.75)
     assert job["model"]["preset"] == "tiny" and (job["source_language"], job["target_language"]) == ("en", "de")
 
 
