@@ -178,11 +178,11 @@ def start(
         )
         row = dataset_translations.new_translation(session, settings, model, request)
     else:
-        made = outputs[TRANSLATED if s["kind"] == "backtranslation" else TAUGHT]["dataset_id"]
+        translated, pairs = (TRANSLATED, "synthetic") if s["kind"] == "backtranslation" else (TAUGHT, "distilled")
+        made = outputs[translated]["dataset_id"]
         parent = session.get(Dataset, made)
         if parent is None:
             raise NotFound("dataset", made)
-        pairs = "synthetic" if s["kind"] == "backtranslation" else "distilled"
         name = f"{pipeline.name}: {pairs} pairs, cleaned"
         rules = DatasetFilter.model_validate({"name": name, "rules": s["cleaning"]})
         row = datasets.new_filtered(session, parent, rules)
