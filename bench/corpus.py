@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import random
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -92,6 +93,21 @@ def build(
             for source, target in rows:
                 f.write(json.dumps({"source": source, "target": target}, ensure_ascii=False) + "\n")
     return {"catalogs": len(paths), **{name: len(rows) for name, rows in parts.items()}}
+
+
+def cut(corpus: Path, pairs: int) -> Path:
+    """A corpus beside `corpus` whose training part is a sample of `pairs` of its pairs (in their order; seed 0), the
+    validation and test parts the same."""
+    lines = (corpus / "train.jsonl").read_text().splitlines()
+    if not 0 < pairs <= len(lines):
+        raise SystemExit(f"--train-pairs {pairs}: the corpus has {len(lines)} training pairs")
+    keep = sorted(random.Random(0).sample(range(len(lines)), pairs))
+    out = corpus.with_name(f"{corpus.name}-train{pairs}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train.jsonl").write_text("".join(lines[i] + "\n" for i in keep))
+    for part in ("valid.jsonl", "test.jsonl"):
+        (out / part).write_bytes((corpus / part).read_bytes())
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, int]:

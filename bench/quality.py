@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -50,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 
 from app.schemas.jobs import ModelSpec, TrainingSpec  # noqa: E402
 from bench.corpus import build as build_corpus  # noqa: E402
+from bench.corpus import cut as cut_corpus  # noqa: E402
 from bench.quality_peer import peer  # noqa: E402
 
 PRESET = "small"
@@ -276,21 +276,6 @@ def run_sides(sides: dict[str, Callable[[], dict[str, Any]]], concurrent: bool) 
         futures = {side: pool.submit(run) for side, run in sides.items()}
         for side, future in futures.items():
             yield side, future.result()
-
-
-def cut_corpus(corpus: Path, pairs: int) -> Path:
-    """A corpus beside `corpus` whose training part is a sample of `pairs` of its pairs (in their order; seed 0), the
-    validation and test parts the same."""
-    lines = (corpus / "train.jsonl").read_text().splitlines()
-    if not 0 < pairs <= len(lines):
-        raise SystemExit(f"--train-pairs {pairs}: the corpus has {len(lines)} training pairs")
-    keep = sorted(random.Random(0).sample(range(len(lines)), pairs))
-    cut = corpus.with_name(f"{corpus.name}-train{pairs}")
-    cut.mkdir(parents=True, exist_ok=True)
-    (cut / "train.jsonl").write_text("".join(lines[i] + "\n" for i in keep))
-    for part in ("valid.jsonl", "test.jsonl"):
-        (cut / part).write_bytes((corpus / part).read_bytes())
-    return cut
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def test_concurrent_needs_the_service(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_a_cut_corpus_keeps_a_sample_of_the_training_pairs_and_every_other_part(tmp_path):
-    from bench.quality import cut_corpus
+    from bench.corpus import cut as cut_corpus
 
     corpus = tmp_path / "en-fr"
     corpus.mkdir()
