@@ -245,9 +245,15 @@ def ours_service(
 
 
 def peer_run(
-    corpus: Path, test: list[tuple[str, str]], recipe: dict[str, Any], seed: int, minutes: float
+    corpus: Path,
+    test: list[tuple[str, str]],
+    recipe: dict[str, Any],
+    seed: int,
+    minutes: float,
+    config_overrides: dict[str, Any],
 ) -> dict[str, Any]:
-    hyps, info = peer(read_jsonl(corpus / "train.jsonl"), [s for s, _ in test], recipe, seed, minutes)
+    rows = read_jsonl(corpus / "train.jsonl")
+    hyps, info = peer(rows, [s for s, _ in test], recipe, seed, minutes, config_overrides=config_overrides)
     return {**score(hyps, [t for _, t in test]), **info}
 
 
@@ -278,6 +284,18 @@ def run_sides(sides: dict[str, Callable[[], dict[str, Any]]], concurrent: bool) 
             yield side, future.result()
 
 
+def parse_settings(items: Sequence[str]) -> dict[str, Any]:
+    """NAME=VALUE items as a dict, each value JSON where it parses (a bare string otherwise)."""
+    settings: dict[str, Any] = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            settings[name] = json.loads(value)
+        except ValueError:
+            settings[name] = value
+    return settings
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, default=20.0, help="training wall-clock minutes per run and side")
@@ -291,6 +309,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=[],
         metavar="model.X=V|training.X=V",
         help="an override of our side only, e.g. --set model.init=xavier (JSON values)",
+    )
+    p.add_argument(
+        "--peer-set",
+        action="append",
+        default=[],
+        metavar="X=V",
+        help="a MarianConfig field of the peer's, e.g. --peer-set decoder_layers=1 (JSON values)",
     )
     p.add_argument("--lang", default="fr")
     p.add_argument("--corpus", type=Path, default=ROOT / "var" / "corpus")
@@ -316,18 +341,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         corpus = cut_corpus(corpus, args.train_pairs)
         counts["train_used"] = args.train_pairs
     test = read_jsonl(corpus / "test.jsonl")[: args.test_size]
-    overrides = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        try:
-            overrides[name] = json.loads(value)
-        except ValueError:
-            overrides[name] = value
+    overrides, peer_overrides = parse_settings(args.set), parse_settings(args.peer_set)
     recipe, sides = RECIPES[args.recipe], args.sides.split(",")
     print(
         f"corpus en-{args.lang}: {counts}; recipe {args.recipe} {recipe}; {args.minutes:g} min a run; "
         f"{threads_a_side} threads a side{', both sides at once' if args.concurrent else ''}; "
-        f"ours through {args.through}; overrides {overrides}"
+        f"ours through {args.through}; overrides {overrides}; the peer's {peer_overrides}"
     )
     load_before = os.getloadavg()[0]
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "peer": []}
@@ -335,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     for seed in args.seeds:
         side_fns: dict[str, Callable[[], dict[str, Any]]] = {
             "ours": partial(ours, corpus, test, recipe, seed, args.minutes, overrides),
-            "peer": partial(peer_run, corpus, test, recipe, seed, args.minutes),
+            "peer": partial(peer_run, corpus, test, recipe, seed, args.minutes, peer_overrides),
         }
         chosen = {s: on_threads(threads_a_side, side_fns[s]) for s in ("ours", "peer") if s in sides}
         for side, run in run_sides(chosen, args.concurrent):
@@ -358,6 +377,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "threads": threads_a_side,  # a side's
         "concurrent": args.concurrent,
         "overrides": overrides,
+        "peer_overrides": peer_overrides,
         **{f"{side}_{key}": median(side, key) for side in ("ours", "peer") for key in ("bleu", "chrf", "steps")},
         "runs": runs,
         "torch": torch.__version__,

@@ -62,9 +62,11 @@ def peer(
     seed: int,
     minutes: float,
     max_len: int = 128,
+    config_overrides: dict[str, Any] | None = None,
 ) -> tuple[list[str], dict[str, Any]]:
     """Train on train_rows for `minutes` with recipe's vocab_size, max_tokens_per_batch and warmup_steps, then
-    translate test_sources (beam 4): (translations, {steps, train_seconds, decode_seconds, pieces a source})."""
+    translate test_sources (beam 4): (translations, {steps, train_seconds, decode_seconds, pieces a source}).
+    config_overrides are MarianConfig fields over our `small` size (e.g. decoder_layers=1)."""
     from transformers import MarianConfig, MarianMTModel
 
     pad, bos, eos = 0, 1, 2
@@ -75,7 +77,7 @@ def peer(
     ]
     pairs = [p for p in pairs if 0 < len(p[0]) <= max_len and 0 < len(p[1]) <= max_len]
     torch.manual_seed(seed)
-    config = MarianConfig(
+    fields: dict[str, Any] = dict(
         vocab_size=tk.get_vocab_size(),
         d_model=SIZES["d_model"],
         encoder_layers=SIZES["layers"],
@@ -95,6 +97,7 @@ def peer(
         decoder_start_token_id=bos,
         forced_eos_token_id=eos,
     )
+    config = MarianConfig(**{**fields, **(config_overrides or {})})
     model = MarianMTModel(config).train()
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     d, warmup = SIZES["d_model"], recipe["warmup_steps"]
@@ -134,6 +137,7 @@ def peer(
                 hyps[i] = tk.decode([t for t in ids if t > eos])
     return hyps, {
         "steps": step,
+        "parameters": sum(p.numel() for p in model.parameters()),
         "train_seconds": round(train_seconds, 1),
         "decode_seconds": round(time.monotonic() - t0, 1),
         "source_pieces_per_sentence": round(statistics.mean(len(s) - 1 for s in sources), 2),

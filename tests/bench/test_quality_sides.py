@@ -73,3 +73,21 @@ def test_a_cut_corpus_keeps_a_sample_of_the_training_pairs_and_every_other_part(
         assert (cut / part).read_text() == (corpus / part).read_text()
     with pytest.raises(SystemExit, match="11: the corpus has 10"):
         cut_corpus(corpus, 11)
+
+
+def test_the_peer_takes_marian_config_fields_and_settings_parse_as_json() -> None:
+    from bench.quality_peer import peer
+
+    assert quality.parse_settings(["decoder_layers=1", "activation_function=gelu", 'x={"a": 2}']) == {
+        "decoder_layers": 1,
+        "activation_function": "gelu",
+        "x": {"a": 2},
+    }
+    rows = [("one two three", "un deux trois"), ("four five", "quatre cinq")] * 20
+    recipe = {"vocab_size": 60, "max_tokens_per_batch": 64, "warmup_steps": 4}
+    sizes = [
+        peer(rows, ["one two"], recipe, seed=0, minutes=0.001, config_overrides=overrides)[1]["parameters"]
+        for overrides in (None, {"decoder_layers": 1})
+    ]
+    decoder_layer = 4 * 256 * 256 * 2 + 2 * 256 * 1024  # self and cross attention's projections, the FFN (weights)
+    assert sizes[0] - sizes[1] > 2 * decoder_layer  # two decoder layers fewer
