@@ -144,7 +144,8 @@ class Settings(BaseSettings):
     # Which backend translates when a request (or an evaluation, a file translation) leaves it to the service: auto =
     # CTranslate2 wherever it is installed and the model converts, PyTorch otherwise (worker/serving/translation.py).
     serving_backend: Literal["auto", "pytorch", "ctranslate2"] = "auto"
-    # CTranslate2 backend's compute type: auto (float16 on a GPU, int8 on an Intel CPU, float32 on an AMD one),
+    # CTranslate2 backend's compute type: auto (float16 on a GPU, int8 on an Intel CPU with VNNI, float32 on an AMD
+    # one or one without VNNI, whose int8 sums saturate),
     # default (float32, as converted), or any type CTranslate2 names (int8_float16, bfloat16, ...).
     ct2_compute_type: str = "auto"
     # Weights of PyTorch models on an inference worker: auto (bf16 on a GPU, fp32 on a CPU), fp32, bf16 or fp16.

@@ -65,8 +65,8 @@ def test_an_adaptation_learns_the_corrections_without_forgetting(served):
     assert api.http.get("/v1/models/numbers-adapted@latest").json()["id"] == child["id"]
 
     after, after_old = _exact(api, child["id"], probe), _exact(api, child["id"], old_probe)
-    # of the 100 held-out thousands, never corrected; the parent spells none. Three runs spelled 7, 12 and 17 of the first
-    # 24 (the trained weights differ from machine to machine): a fifth of them is the floor of what an adaptation learns
+    # of the 100 held-out thousands, never corrected; the parent spells none. Three runs spelled 7, 12 and 17 of the
+    # first 24 (the weights differ from machine to machine): a fifth of them is the floor of what an adaptation learns
     assert after >= before + 20, (before, after)
     assert after_old >= before_old - 3, (before_old, after_old)  # 0-999: not forgotten
     # the adapted model's corrections add to its parent's: a second adaptation gathers both

@@ -63,6 +63,7 @@ def worker_on(monkeypatch, settings_env, tmp_path, tiny, device: str, ct2_gpus: 
     monkeypatch.setattr(ct2, "available", lambda: True)
     monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
     monkeypatch.setattr(ct2, "amd_cpu", lambda: False)
+    monkeypatch.setattr(ct2, "cpu_int8_exact", lambda: True)
     monkeypatch.setattr(ct2, "preload_cublas_once", lambda: None)
     monkeypatch.setattr(translation, "_ct2_models", Ct2Models(4))
     monkeypatch.setattr(translation, "_off_gpu", {})

@@ -39,6 +39,7 @@ def conversions(monkeypatch, settings_env, tiny) -> list[str]:
 
     monkeypatch.setattr(ct2, "export_marian", counted)
     monkeypatch.setattr(ct2, "amd_cpu", lambda: False)
+    monkeypatch.setattr(ct2, "cpu_int8_exact", lambda: True)
     return made
 
 

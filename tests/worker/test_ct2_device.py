@@ -38,6 +38,37 @@ def test_a_cpu_worker_decodes_in_int8_on_intel_float32_on_amd_and_honours_an_exp
     assert place(torch.device("cpu"), "default", lambda: 0, types).compute_type == "default"
 
 
+def test_a_cpu_whose_int8_sums_saturate_decodes_in_float32_unless_int8_is_named():
+    assert place(torch.device("cpu"), "auto", lambda: 0, types, int8_exact=False).compute_type == "float32"
+    assert place(torch.device("cpu"), "int8", lambda: 0, types, int8_exact=False).compute_type == "int8"
+    assert place(torch.device("cuda", 0), "auto", lambda: 1, types, int8_exact=False).compute_type == "float16"
+
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Processor @ 2.00GHz
+flags\t\t: fpu sse sse2 avx avx2 avx512f avx512bw{extra}
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "exact"),
+    [("", False), (" avx512_vnni", True), (" avx_vnni", True), (" amx_int8 amx_tile", True), (" avx512_vnnix", False)],
+)
+def test_int8_is_exact_on_a_cpu_with_vnni(monkeypatch, extra, exact):
+    monkeypatch.setattr(ct2, "_x86_cpuinfo", lambda: CPUINFO.format(extra=extra))
+    assert ct2.cpu_int8_exact() is exact
+    assert ct2.amd_cpu() is False
+
+
+def test_off_x86_or_without_cpuinfo_int8_counts_as_exact(monkeypatch):
+    monkeypatch.setattr(ct2.platform, "machine", lambda: "aarch64")
+    assert ct2.cpu_int8_exact() is True and ct2.amd_cpu() is False
+    monkeypatch.setattr(ct2.platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(ct2.Path, "read_text", lambda *a, **k: (_ for _ in ()).throw(OSError("no /proc")))
+    assert ct2.cpu_int8_exact() is True and ct2.amd_cpu() is False
+
+
 def test_when_ctranslate2_sees_no_gpu_the_worker_serves_on_the_cpu_saying_why():
     chosen = place(torch.device("cuda", 0), "auto", lambda: 0, types)
     assert (chosen.device, chosen.compute_type) == ("cpu", "int8")
@@ -87,7 +118,8 @@ def translator_on_a_gpu_host(monkeypatch, tmp_path, settings_env, load_fails=Non
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
     monkeypatch.setattr(ctranslate2, "get_supported_compute_types", types)
     monkeypatch.setattr(ct2, "_converted_dir", lambda loaded: tmp_path)
-    monkeypatch.setattr(ct2, "amd_cpu", lambda: False)  # an Intel host: int8 on its CPU
+    monkeypatch.setattr(ct2, "amd_cpu", lambda: False)  # an Intel host with VNNI: int8 on its CPU
+    monkeypatch.setattr(ct2, "cpu_int8_exact", lambda: True)
     loads: list[FakeTranslator | str] = []
 
     def translator(path: str, **kwargs):

@@ -2,9 +2,10 @@
 
 Our PyTorch beam search is the reference; CTranslate2 runs the same weights with faster kernels (2-4x on a
 CPU in bench/decode_throughput.py). Differences: its length penalty is len^alpha rather than GNMT's
-((5 + len) / 6)^alpha, so near-ties can rank differently; int8, the default on Intel CPUs
-(worker/serving/ct2_device.py), trades a little accuracy for speed (float32 is the default on AMD CPUs, and int8
-there is exact only with Intel MKL's int8 GEMM, see `prefer_exact_int8_gemm`).
+((5 + len) / 6)^alpha, so near-ties can rank differently; int8, the default on Intel CPUs with VNNI
+(worker/serving/ct2_device.py), trades a little accuracy for speed (float32 is the default on AMD CPUs, where int8
+is exact only with Intel MKL's int8 GEMM, see `prefer_exact_int8_gemm`, and on CPUs without VNNI, where it
+saturates, see `cpu_int8_exact`).
 """
 
 from __future__ import annotations
@@ -46,14 +47,38 @@ def prefer_exact_int8_gemm() -> None:
         os.environ["CT2_USE_MKL"] = "1"
 
 
+def _x86_cpuinfo() -> str | None:
+    """/proc/cpuinfo on an x86-64 host; None elsewhere or where it cannot be read."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return None
+
+
 def amd_cpu() -> bool:
     """Whether this host's CPU is an x86-64 AMD one (from /proc/cpuinfo; False where that cannot be read)."""
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    try:
-        return "AuthenticAMD" in Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return False
+    return "AuthenticAMD" in (_x86_cpuinfo() or "")
+
+
+# The CPU flags of an int8 dot product that sums in 32 bits (AVX512-VNNI since Cascade Lake, AVX-VNNI since Alder
+# Lake, AMX since Sapphire Rapids).
+VNNI_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def cpu_int8_exact() -> bool:
+    """Whether CTranslate2's int8 matrix products are exact enough to serve on this host's CPU.
+
+    An x86-64 CPU without VNNI multiplies u8 by s8 with vpmaddubsw, whose 16-bit pair sums saturate: on an Intel
+    Xeon with AVX-512 but no VNNI (Skylake) greedy int8 decoding of our test model matched float32 on 0.825 of the
+    sentences (with MKL's GEMM or oneDNN's alike), and a served model answered split texts with garbage. True off
+    x86-64 (ARM's int8 kernels sum in 32 bits) and where the flags cannot be read."""
+    info = _x86_cpuinfo()
+    if info is None:
+        return True
+    flags = next((line.split(":", 1)[1].split() for line in info.splitlines() if line.startswith("flags")), None)
+    return flags is None or not VNNI_FLAGS.isdisjoint(flags)
 
 
 prefer_exact_int8_gemm()
@@ -164,6 +189,7 @@ class CT2Translator:
             ctranslate2.get_cuda_device_count,
             ctranslate2.get_supported_compute_types,
             amd_cpu=amd_cpu(),
+            int8_exact=cpu_int8_exact(),
         )
         threads = settings.torch_threads or torch.get_num_threads()
         what = "loading"
@@ -184,6 +210,7 @@ class CT2Translator:
                 lambda: 0,
                 ctranslate2.get_supported_compute_types,
                 amd_cpu=amd_cpu(),
+                int8_exact=cpu_int8_exact(),
             )
             self.placement = Ct2Placement("cpu", 0, on_cpu.compute_type, f"{why}; serving on the CPU")
             self.translator = self._load(ctranslate2, str(path), self.placement, threads)

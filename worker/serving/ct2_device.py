@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import torch
 
 # CT2_COMPUTE_TYPE=auto: the first one CTranslate2 supports. float16 on a GPU (what CTranslate2 recommends
-# there; int8_float16 where the GPU lacks fast float16); int8 on an Intel CPU (weights quantized when loaded).
-# On an AMD CPU float32: there int8 is either inexact (oneDNN's GEMM, see worker.serving.ct2) or, with the
-# MKL GEMM the workers choose, slower than float32 (docs/gpu.md, "Serving on a GPU").
+# there; int8_float16 where the GPU lacks fast float16); int8 on an Intel CPU with VNNI (weights quantized when
+# loaded). float32 on an AMD CPU, where int8 is either inexact (oneDNN's GEMM, see worker.serving.ct2) or, with
+# the MKL GEMM the workers choose, slower than float32 (docs/gpu.md, "Serving on a GPU"), and on a CPU without
+# VNNI, where int8 sums saturate (worker.serving.ct2.cpu_int8_exact).
 AUTO = {"cuda": ("float16", "int8_float16", "bfloat16", "float32"), "cpu": ("int8", "float32")}
-AUTO_AMD_CPU = ("float32",)
+AUTO_EXACT_CPU = ("float32",)
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,11 @@ def place(
     cuda_device_count: Callable[[], int],
     supported_compute_types: Callable[[str], Iterable[str]],
     amd_cpu: bool = False,
+    int8_exact: bool = True,
 ) -> Ct2Placement:
     """The device and compute type for a worker computing on `worker` with CT2_COMPUTE_TYPE=`requested`;
-    amd_cpu: the host's CPU is an AMD one (the CPU's auto type is float32)."""
+    amd_cpu: the host's CPU is an AMD one, int8_exact: its int8 products do not saturate (where either says no
+    int8, the CPU's auto type is float32)."""
     reasons: list[str] = []
     device, index = "cpu", 0
     if worker.type == "cuda":
@@ -63,6 +66,6 @@ def place(
     if requested not in ("auto", "default") and requested not in supported:
         reasons.append(f"CT2_COMPUTE_TYPE={requested!r} is not supported on {device} ({sorted(supported)}); using auto")
         requested = "auto"
-    preferred = AUTO_AMD_CPU if device == "cpu" and amd_cpu else AUTO[device]
+    preferred = AUTO_EXACT_CPU if device == "cpu" and (amd_cpu or not int8_exact) else AUTO[device]
     compute = requested if requested != "auto" else next((t for t in preferred if t in supported), "default")
     return Ct2Placement(device, index, compute, "; ".join(reasons) or None)

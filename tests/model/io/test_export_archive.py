@@ -72,7 +72,7 @@ def trained_checkpoint(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("quantization", [None, "int8"])
 def test_ctranslate2_loads_with_its_tokenizer_and_decodes_like_us(trained_checkpoint, tmp_path, quantization):
     """On the trained reverse-task model (a random one's near-ties flip under int8)."""
-    from worker.serving.ct2 import prefer_exact_int8_gemm
+    from worker.serving.ct2 import cpu_int8_exact, prefer_exact_int8_gemm
 
     prefer_exact_int8_gemm()  # as the inference worker does, before ctranslate2 loads
     ct2 = pytest.importorskip("ctranslate2")
@@ -82,7 +82,9 @@ def test_ctranslate2_loads_with_its_tokenizer_and_decodes_like_us(trained_checkp
     archive = build_export(checkpoint, "ctranslate2", tmp_path / "c.tar.gz", name, quantization)
     folder = _extract(archive, tmp_path / "o", name)
     assert (folder / "model.bin").is_file() and (folder / "tokenizer.json").is_file()
-    translator = ct2.Translator(str(folder), device="cpu", intra_threads=1)
+    # int8 weights multiplied in int8 where this CPU's int8 sums do not saturate, else in float32 (as workers serve)
+    compute_type = "default" if cpu_int8_exact() else "float32"
+    translator = ct2.Translator(str(folder), device="cpu", intra_threads=1, compute_type=compute_type)
     texts, src = held_out(tokenizer)
     sources = [[tokenizer.id_to_token(t) for t in tokenizer.encode(text)] + ["</s>"] for text in texts]
     results = translator.translate_batch(sources, beam_size=1, max_decoding_length=30)
