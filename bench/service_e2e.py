@@ -128,7 +128,7 @@ class Run:
             except httpx.HTTPError:
                 return False
 
-        if self.phase("service_up", lambda: wait_for(up, 180, "the service")) is None:
+        if self.phase("service_up", lambda: wait_for(up, 420, "the service")) is None:
             return
         key = self.key_file.read_text().strip()
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=600)

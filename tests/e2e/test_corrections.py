@@ -66,7 +66,7 @@ def test_an_adaptation_learns_the_corrections_without_forgetting(served):
 
     after, after_old = _exact(api, child["id"], probe), _exact(api, child["id"], old_probe)
     # of the 100 held-out thousands, never corrected; the parent spells none. Three runs spelled 7, 12 and 17 of the
-    # first 24 (the weights differ from machine to machine): a fifth of them is the floor of what an adaptation learns
+    # first 24 (max_minutes sizes the batch from the throughput measured then): a fifth is the floor of what it learns
     assert after >= before + 20, (before, after)
     assert after_old >= before_old - 3, (before_old, after_old)  # 0-999: not forgotten
     # the adapted model's corrections add to its parent's: a second adaptation gathers both
