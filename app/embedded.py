@@ -71,7 +71,7 @@ def api_command(settings: Settings) -> list[str]:
     ]
 
 
-def wait_until_healthy(url: str, children: list[subprocess.Popen[bytes]], timeout: float = 60) -> None:
+def wait_until_healthy(url: str, children: list[subprocess.Popen[bytes]], timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if any(child.poll() is not None for child in children):

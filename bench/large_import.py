@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness.marian import OPUS_MT_EN_DE, build_marian_folder  # noqa: E402
 from bench.harness.stack import (  # noqa: E402
+    START_TIMEOUT_S,
     Processes,
     create_key,
     free_port,
@@ -50,7 +51,7 @@ def main() -> dict[str, Any]:
     url = processes.start_api(env, free_port())
     worker = processes.start_worker(env, "inference", "importer", pool="threads", concurrency=2)
     try:
-        wait_for(healthy_with_workers(url, 1), timeout=120, what="the service")
+        wait_for(healthy_with_workers(url, 1), timeout=START_TIMEOUT_S, what="the service")
         api_pid = processes.children["api"].pid
         key = create_key(env, "bench")
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=900)

@@ -28,6 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness.stack import (  # noqa: E402
+    START_TIMEOUT_S,
     Processes,
     create_key,
     free_port,
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     url = processes.start_api(env, free_port())
     worker = processes.start_worker(env, "data", "data-worker", pool="threads", concurrency=1)
     try:
-        wait_for(healthy_with_workers(url, 1), timeout=120, what="the service")
+        wait_for(healthy_with_workers(url, 1), timeout=START_TIMEOUT_S, what="the service")
         api_pid = processes.children["api"].pid
         api_before = peak_rss_mb(api_pid)
         key = create_key(env, "bench")

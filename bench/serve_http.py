@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import services  # noqa: E402
 from bench.harness.stack import (  # noqa: E402
+    START_TIMEOUT_S,
     Processes,
     batch_sizes,
     create_key,
@@ -138,7 +139,7 @@ def redis_service(tmp: Path, env_extra: dict[str, str]) -> Iterator[tuple[httpx.
     try:
         url = processes.start_api(env, free_port())
         worker = processes.start_worker(env, "inference,data", "bench-http", pool="threads", concurrency=32)
-        wait_for(healthy_with_workers(url, 1), timeout=120, what="the service")
+        wait_for(healthy_with_workers(url, 1), timeout=START_TIMEOUT_S, what="the service")
         key = create_key(env, "bench")
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=120,
                           limits=httpx.Limits(max_connections=64)) as client:  # fmt: skip

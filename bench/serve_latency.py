@@ -40,7 +40,16 @@ sys.path.insert(0, str(ROOT))
 
 from bench.harness import services  # noqa: E402
 from bench.harness.rows import insert_model  # noqa: E402
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for  # noqa: E402
+from bench.harness.stack import (  # noqa: E402
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from model.data.demo import numbers_to_words_task  # noqa: E402
 from model.decode.queries import translate  # noqa: E402
 from model.io.checkpoint import load_model, save_checkpoint  # noqa: E402
@@ -177,7 +186,7 @@ def main() -> None:
     url = processes.start_api(env, free_port())
     worker = processes.start_worker(env, "inference", "bench-server", pool="threads", concurrency=args.clients)
     try:
-        wait_for(healthy_with_workers(url, 1), timeout=90, what="the service")
+        wait_for(healthy_with_workers(url, 1), timeout=START_TIMEOUT_S, what="the service")
         key = create_key(env, "bench")
         model_id = register_model(env["DATABASE_URL"], "bench", model_dir, tmp / "artifacts")
         client = httpx.Client(

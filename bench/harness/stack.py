@@ -132,6 +132,11 @@ class Processes:
                 child.wait()
 
 
+# How long a started service or worker may take to answer /healthz: a hang guard, not a speed check. On a loaded
+# 2-core host (four test workers, each starting processes that import torch) a start took more than 60 s.
+START_TIMEOUT_S = 300.0
+
+
 def wait_for(predicate, timeout: float, what: str, interval: float = 0.2):
     deadline = time.monotonic() + timeout
     last = None

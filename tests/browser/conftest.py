@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
+from bench.harness.stack import ROOT, START_TIMEOUT_S, free_port, healthy_with_workers, service_env, wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -70,7 +70,7 @@ def serve(folder: Path, **settings: str) -> Iterator[Stack]:
     url = f"http://127.0.0.1:{port}"
     try:
         try:
-            wait_for(healthy_with_workers(url, 2), timeout=120, what="the embedded service")
+            wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="the embedded service")
         except AssertionError:
             print(log.read_text(errors="replace")[-5000:])
             raise

@@ -7,7 +7,16 @@ import uuid
 import pytest
 
 from bench.harness import services
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from model.data.demo import grammar_sentences, numbers_to_words_task, split_numbers
 from tests.support.client import Api, write_jsonl
 
@@ -44,7 +53,7 @@ def served(tmp_path_factory, postgres_url, redis_url):
     processes.start_worker(env, "training", "trainer")
     processes.start_worker(env, "inference", "server", pool="threads", concurrency=16)
     try:
-        wait_for(healthy_with_workers(url, 2), timeout=90, what="workers")
+        wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="workers")
         api = Api(url, create_key(env, "alice"))
         train_numbers, held_out = split_numbers(0, 999, held_out=0.1, seed=0)
         numbers = api.upload(

@@ -18,7 +18,16 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from bench.harness import services
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from tests.support import sockets
 from tests.support.client import Api
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job, query
@@ -53,7 +62,7 @@ def stack(tmp_path_factory, postgres_url, redis_url):
     processes.start_worker(env, "training", "host-b")
     processes.start_worker(env, "inference", "server", pool="threads", concurrency=4)
     try:
-        wait_for(healthy_with_workers(url, 3), timeout=90, what="workers")
+        wait_for(healthy_with_workers(url, 3), timeout=START_TIMEOUT_S, what="workers")
         api = Api(url, create_key(env, "alice"))
         files = numbers_files(tmp)
         yield {

@@ -8,7 +8,16 @@ import redis
 
 from bench.harness import services
 from bench.harness.rows import insert_model
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 
 
 @pytest.fixture
@@ -37,7 +46,7 @@ def test_no_worker_is_504_and_a_full_queue_is_503(tmp_path, fresh_postgres_url, 
     processes = Processes(tmp_path)
     url = processes.start_api(env, free_port())
     try:
-        wait_for(healthy_with_workers(url, 0), timeout=30, what="api")
+        wait_for(healthy_with_workers(url, 0), timeout=START_TIMEOUT_S, what="api")
         key = create_key(env, "alice")
         model_id = insert_model(env["DATABASE_URL"], "alice")  # no files: no worker looks at it here
         headers = {"Authorization": f"Bearer {key}"}

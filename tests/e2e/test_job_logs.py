@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from tests.support.client import Api
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job
 
@@ -34,7 +43,7 @@ def stack(tmp_path, fresh_postgres_url, redis_url):
     url = processes.start_api(env, free_port())
     try:
         processes.start_worker(env, "training,data", "logger")
-        wait_for(healthy_with_workers(url, 1), timeout=60, what="worker")
+        wait_for(healthy_with_workers(url, 1), timeout=START_TIMEOUT_S, what="worker")
         yield Api(url, create_key(env, "alice")), Path(env["ARTIFACT_ROOT"]), processes, env
     finally:
         processes.stop(timeout=30)

@@ -12,7 +12,16 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
 
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from model.data.demo import numbers_to_words_task
 from tests.support.client import Api, write_jsonl
 
@@ -83,7 +92,7 @@ def test_metrics_of_a_training_job_and_a_translation(tmp_path, fresh_postgres_ur
     processes.start_worker(env, "training", "trainer")
     processes.start_worker(env, "inference", "server", pool="threads", concurrency=4)
     try:
-        wait_for(healthy_with_workers(url, 2), timeout=90, what="a training and an inference worker")
+        wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="a training and an inference worker")
         assert httpx.get(f"{url}/metrics").status_code == 401
         assert httpx.get(f"{url}/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
 

@@ -11,6 +11,7 @@ import pytest
 
 from bench.harness.stack import (
     ROOT,
+    START_TIMEOUT_S,
     Processes,
     create_key,
     free_port,
@@ -44,7 +45,7 @@ def test_make_run_serves_health_docs_and_pings_then_stops_on_ctrl_c(tmp_path):
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        health = wait_for(healthy_with_workers(url, 2), timeout=120, what="make run to become healthy")
+        health = wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="make run to become healthy")
         assert health["database"]["detail"] == "sqlite"
         assert health["broker"]["detail"].startswith("sqla+sqlite")
         # the training worker also takes the jobs that ask for a CPU (training.accelerator "cpu") and the CPU join
@@ -87,7 +88,7 @@ def production_stack(tmp_path, fresh_postgres_url, redis_url):
     processes.start_worker(env, "training", "training-e2e")
     processes.start_worker(env, "inference", "inference-e2e")
     try:
-        wait_for(healthy_with_workers(url, 2), timeout=60, what="API and workers to be healthy")
+        wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="API and workers to be healthy")
         yield url, env, processes
     finally:
         processes.stop()

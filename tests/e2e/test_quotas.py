@@ -10,7 +10,16 @@ import uuid
 import pytest
 
 from bench.harness import services
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from tests.support.client import Api
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job
 
@@ -36,7 +45,7 @@ def stack(tmp_path_factory, postgres_url, redis_url):
     processes.start_worker(env, "training,data", "trainer")
     processes.start_worker(env, "inference", "server", pool="threads", concurrency=2)
     try:
-        wait_for(healthy_with_workers(url, 2), timeout=90, what="workers")
+        wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="workers")
         yield {"url": url, "env": env, "tmp": tmp}
     finally:
         processes.stop(timeout=30)

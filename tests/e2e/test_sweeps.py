@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from tests.support.client import Api
 from tests.support.training import FAST_LEASES, numbers_files, numbers_job
 
@@ -28,7 +37,7 @@ def stack(tmp_path, fresh_postgres_url, redis_url):
     processes.start_worker(env, "training", "trainer")
     processes.start_worker(env, "inference", "server", pool="threads", concurrency=4)
     try:
-        wait_for(healthy_with_workers(url, 2), timeout=90, what="workers")
+        wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="workers")
         yield Api(url, create_key(env, "alice")), tmp_path
     finally:
         processes.stop(timeout=30)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from tests.support.client import Api
 from tests.support.training import FAST_LEASES, metric_duplicates, numbers_files, numbers_job
 
@@ -35,7 +44,7 @@ def stack(tmp_path, fresh_postgres_url, redis_url):
 
 def _start_training_worker(processes, env, url, name):
     processes.start_worker(env, "training,data", name)
-    wait_for(healthy_with_workers(url, 1), timeout=60, what=f"worker {name}")
+    wait_for(healthy_with_workers(url, 1), timeout=START_TIMEOUT_S, what=f"worker {name}")
 
 
 def test_upload_train_and_get_a_model_that_learned(stack, data_files):

@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 
-from bench.harness.stack import ROOT, free_port, healthy_with_workers, service_env, wait_for
+from bench.harness.stack import ROOT, START_TIMEOUT_S, free_port, healthy_with_workers, service_env, wait_for
 
 
 def _cli(env, *args, timeout=120) -> subprocess.CompletedProcess:
@@ -29,7 +29,8 @@ def test_walkthrough_with_the_cli_on_sqlite_and_the_embedded_broker(tmp_path):
         start_new_session=True,
     )
     try:
-        wait_for(healthy_with_workers(f"http://127.0.0.1:{port}", 2), timeout=120, what="the embedded service")
+        url = f"http://127.0.0.1:{port}"
+        wait_for(healthy_with_workers(url, 2), timeout=START_TIMEOUT_S, what="the embedded service")
         demo = _cli(env, "model.data.demo", str(tmp_path / "demo"))
         assert demo.returncode == 0, demo.stderr
         upload = _cli(

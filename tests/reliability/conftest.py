@@ -8,7 +8,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from bench.harness.stack import Processes, create_key, free_port, healthy_with_workers, run_cli, service_env, wait_for
+from bench.harness.stack import (
+    START_TIMEOUT_S,
+    Processes,
+    create_key,
+    free_port,
+    healthy_with_workers,
+    run_cli,
+    service_env,
+    wait_for,
+)
 from tests.support.client import Api
 from tests.support.redis_server import RedisServer
 from tests.support.training import FAST_LEASES, numbers_files
@@ -25,7 +34,7 @@ class Stack:
 
     def start_trainer(self, name: str, n_workers: int = 1, **env: str):
         worker = self.processes.start_worker({**self.env, **env}, "training,data", name)
-        wait_for(healthy_with_workers(self.url, n_workers), timeout=60, what=f"worker {name}")
+        wait_for(healthy_with_workers(self.url, n_workers), timeout=START_TIMEOUT_S, what=f"worker {name}")
         return worker
 
 

@@ -8,7 +8,7 @@ import httpx
 import redis
 
 from app.core.task_names import DATA_QUEUE
-from bench.harness.stack import healthy_with_workers, wait_for
+from bench.harness.stack import START_TIMEOUT_S, healthy_with_workers, wait_for
 from tests.reliability.conftest import open_stack
 from tests.support.training import query
 
@@ -63,7 +63,7 @@ def test_a_parse_no_worker_finishes_fails_after_the_last_attempt_naming_why_and_
         webhook = response.json()
         dataset = api.upload(data_files["train"], "parallel", wait=False)
         stack.processes.start_worker(stack.env, "training", "reaper-only")  # its heartbeat runs the reaper
-        wait_for(healthy_with_workers(stack.url, 1), timeout=60, what="the worker")
+        wait_for(healthy_with_workers(stack.url, 1), timeout=START_TIMEOUT_S, what="the worker")
         done = api.processed(dataset["id"], timeout=90)
         assert done["status"] == "failed"
         assert done["error"] == (

@@ -4,7 +4,7 @@ retries."""
 
 from __future__ import annotations
 
-from bench.harness.stack import healthy_with_workers, wait_for
+from bench.harness.stack import START_TIMEOUT_S, healthy_with_workers, wait_for
 from tests.reliability.conftest import open_stack
 from tests.support.training import numbers_job
 
@@ -18,7 +18,7 @@ def test_a_job_waits_past_three_retries_for_a_slow_parse_then_trains_and_succeed
     (JOB_REDISPATCH_SECONDS is 600): every look is a retry of the first message."""
     with open_stack(tmp_path, fresh_postgres_url, redis_url, JOB_REDISPATCH_SECONDS="600") as stack:
         stack.processes.start_worker(stack.env, "training", "trainer")
-        wait_for(healthy_with_workers(stack.url, 1), timeout=60, what="the trainer")
+        wait_for(healthy_with_workers(stack.url, 1), timeout=START_TIMEOUT_S, what="the trainer")
         api = stack.api("hana")
         dataset = api.upload(data_files["train"], "parallel", wait=False)
         job = api.submit(numbers_job(dataset["id"], max_steps=20, warmup_steps=5, eval_every=20, checkpoint_every=20))

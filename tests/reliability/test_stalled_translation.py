@@ -12,7 +12,7 @@ from pathlib import Path
 
 from num2words import num2words
 
-from bench.harness.stack import healthy_with_workers, wait_for
+from bench.harness.stack import START_TIMEOUT_S, healthy_with_workers, wait_for
 from tests.reliability.conftest import open_stack
 from tests.support.training import numbers_job, query
 
@@ -36,7 +36,7 @@ def test_a_translation_whose_worker_is_killed_resumes_on_another_after_its_parts
         (tmp_path / "numbers.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
         source = api.upload(tmp_path / "numbers.txt", "monolingual")
         first = stack.processes.start_worker(stack.env, "inference", "doomed")
-        wait_for(healthy_with_workers(stack.url, 2), timeout=60, what="the inference worker")
+        wait_for(healthy_with_workers(stack.url, 2), timeout=START_TIMEOUT_S, what="the inference worker")
         body = {"dataset_id": source["id"], "backend": "pytorch", "decoding": {"method": "beam", "beam_size": 1}}
         created = api.http.post(f"/v1/models/{job['model_id']}/dataset-translations", json=body)
         assert created.status_code == 202, created.text

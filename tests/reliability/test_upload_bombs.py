@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 
 from app.core.task_names import PROCESS_DATASET
-from bench.harness.stack import healthy_with_workers, wait_for
+from bench.harness.stack import START_TIMEOUT_S, healthy_with_workers, wait_for
 from tests.reliability.conftest import Stack
 from tests.support.bombs import MB, forged_native, zeros_gz
 from tests.support.client import write_jsonl
@@ -19,7 +19,7 @@ CRASHES = ("MemoryError", "WorkerLostError", "exited prematurely", "Traceback")
 
 def _start(stack: Stack, queues: str, name: str, **kwargs) -> int:
     worker = stack.processes.start_worker(stack.env, queues, name, memory_limit_mb=MEMORY_CAP_MB, **kwargs)
-    wait_for(healthy_with_workers(stack.url, 1), timeout=90, what=f"worker {name}")
+    wait_for(healthy_with_workers(stack.url, 1), timeout=START_TIMEOUT_S, what=f"worker {name}")
     return worker.pid
 
 

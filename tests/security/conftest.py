@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from bench.harness import services
 from bench.harness.stack import (
     ROOT,
+    START_TIMEOUT_S,
     Processes,
     create_key,
     free_port,
@@ -97,7 +98,7 @@ def api_stack(tmp_path: Path, fresh_postgres_url: str, redis_url: str) -> Iterat
         port = free_port()
         processes.start(name, uvicorn_command(port, "warning"), env)
         url = f"http://127.0.0.1:{port}"
-        wait_for(healthy_with_workers(url, 0), timeout=60, what=f"{name} to answer /healthz")
+        wait_for(healthy_with_workers(url, 0), timeout=START_TIMEOUT_S, what=f"{name} to answer /healthz")
         return Stack(url, env, processes, tmp_path / "artifacts")
 
     try:
@@ -128,7 +129,7 @@ def debug_stack(tmp_path_factory, postgres_url: str, redis_url: str) -> Iterator
     processes.start("inference", celery_command("inference", "DEBUG"), env)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for(healthy_with_workers(url, 1), timeout=120, what="the API and the inference worker")
+        wait_for(healthy_with_workers(url, 1), timeout=START_TIMEOUT_S, what="the API and the inference worker")
         yield Stack(url, env, processes, tmp / "artifacts")
     finally:
         processes.stop(timeout=30)
