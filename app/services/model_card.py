@@ -264,7 +264,10 @@ def _usage(fmt: str, folder: str, target: str | None = None) -> str:
             f'tokenizer = AutoTokenizer.from_pretrained("{folder}")\n'
             f'tokens = tokenizer.convert_ids_to_tokens(tokenizer.encode("{text}"))\n'
             "best = translator.translate_batch([tokens])[0].hypotheses[0]\n"
-            "print(tokenizer.decode(tokenizer.convert_tokens_to_ids(best), skip_special_tokens=True))\n```"
+            "print(tokenizer.decode(tokenizer.convert_tokens_to_ids(best), skip_special_tokens=True))\n```\n\n"
+            "An int8-quantized export computes in int8 by default. On an x86 CPU without VNNI (`/proc/cpuinfo` lists "
+            "none of `avx512_vnni`, `avx_vnni`, `amx_int8`: Skylake-generation Xeons) int8 sums saturate and some "
+            'translations come out wrong; load it there with `compute_type="float32"` (as the service serves it).'
         )
     return (
         "This is the service's own checkpoint folder (`manifest.json` holds every file's sha256): import it into a "

@@ -97,6 +97,8 @@ def test_each_format_says_what_loads_it(client, alice, fmt, library):
     model_id = _model_row("alice")
     text = client.get(f"/v1/models/{model_id}/card", params={"format": fmt}, headers=alice).text
     assert ModelCard(text).data.library_name == library and f'"{model_id}-{fmt}"' in text
+    # int8 sums saturate on an x86 CPU without VNNI: only the CTranslate2 export's card says how to load it there
+    assert ('compute_type="float32"' in text) == (fmt == "ctranslate2") and ("VNNI" in text) == (fmt == "ctranslate2")
 
 
 def test_a_card_is_404_for_another_organisation_and_422_for_an_unknown_format(client, alice, make_key):
