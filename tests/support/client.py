@@ -19,7 +19,7 @@ class Api:
         path: Path,
         kind: str,
         name: str | None = None,
-        timeout: float = 60,
+        timeout: float = 180,
         wait: bool = True,
         languages: tuple[str, str] | None = None,
     ) -> dict:
@@ -33,7 +33,9 @@ class Api:
         assert response.status_code == 201, response.text
         return self.processed(response.json()["id"], timeout) if wait else response.json()
 
-    def processed(self, dataset_id: str, timeout: float = 60) -> dict:
+    def processed(self, dataset_id: str, timeout: float = 180) -> dict:
+        """The dataset once a worker has parsed it. The timeout guards against a hang; it is not a speed check: the
+        parse of a small upload took over 60 s on two cores loaded by other processes."""
         return wait_for(
             lambda: (d := self.http.get(f"/v1/datasets/{dataset_id}").json())["status"] != "processing" and d,
             timeout=timeout,
