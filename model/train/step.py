@@ -163,8 +163,11 @@ def read_steps(pending: Sequence[PendingStep]) -> list[StepResult]:
 
 
 def build_optimizer(model: Transformer, config: TrainConfig) -> torch.optim.Adam:
-    """Adam with the paper's beta1=0.9, beta2=0.98, eps=1e-9 (Sec. 5.3); lr is set per step by the schedule."""
-    fused = next(model.parameters()).device.type == "cuda"  # one kernel for all parameters
+    """Adam with the paper's beta1=0.9, beta2=0.98, eps=1e-9 (Sec. 5.3); lr is set per step by the schedule.
+
+    Fused (one kernel for all parameters) on a GPU and on a CPU: torch's default on a CPU is a loop over the
+    parameters, 16.5 ms a step for `small` at vocabulary 8000 on two cores against 5.4 ms fused (2026-12-01)."""
+    fused = next(model.parameters()).device.type in ("cuda", "cpu")
     return torch.optim.Adam(
         model.parameters(),
         lr=0.0,
