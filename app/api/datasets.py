@@ -153,15 +153,19 @@ def read_dataset(dataset_id: str, session: SessionDep, key: ReadKey) -> DatasetP
 
 @router.get(
     "/{dataset_id}/report",
-    responses={404: {"description": "No such dataset, or no report yet (still processing, or failed)"}},
+    responses={
+        404: {"description": "No such dataset"},
+        409: {"description": "The dataset has no report: it is still being processed, or it failed"},
+    },
 )
 def read_report(dataset_id: str, session: SessionDep, key: ReadKey) -> dict[str, Any]:
-    """The data report a worker wrote when it parsed the dataset (docs/data.md). Until then there is none: 404
-    saying whether the dataset is still being processed or failed (and why)."""
+    """The data report a worker wrote when it parsed the dataset (docs/data.md). Until then there is none: 409
+    saying whether the dataset is still being processed or failed (and why); 404 is for a dataset that does not
+    exist (a client that just created one must not read it as gone, as POST /filter's 409 says the same)."""
     dataset = _owned(session, dataset_id, key.owner_id)
     if dataset.status != "ready" or dataset.report is None:
         reason = f"it failed: {dataset.error}" if dataset.status == "failed" else "it is still being processed"
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"dataset {dataset_id} has no report: {reason}")
+        raise HTTPException(status.HTTP_409_CONFLICT, f"dataset {dataset_id} has no report: {reason}")
     return dataset.report
 
 

@@ -129,7 +129,7 @@ def test_bad_files_fail_naming_the_line_and_problem(client, make_key, data, file
     job = client.post("/v1/jobs", headers=headers, json={"objective": "translation", "dataset_id": body["id"]})
     assert job.status_code == 422 and "failed its checks" in job.text and message in job.json()["detail"][0]["msg"]
     report = client.get(f"/v1/datasets/{body['id']}/report", headers=headers)
-    assert report.status_code == 404 and f"has no report: it failed: {body['error']}" in report.json()["detail"]
+    assert report.status_code == 409 and f"has no report: it failed: {body['error']}" in report.json()["detail"]
 
 
 def test_an_empty_file_is_422_and_nothing_is_stored(client, make_key):
@@ -256,6 +256,8 @@ def test_the_worker_writes_a_data_report_served_at_its_own_url(client, make_key)
         data={"name": "crawl", "kind": "parallel", "source_language": "en", "target_language": "fr"},
         files={"file": ("crawl.jsonl", _jsonl(rows))},
     )
+    early = client.get(f"/v1/datasets/{response.json()['id']}/report", headers=headers)  # the worker has not parsed it
+    assert early.status_code == 409 and "has no report: it is still being processed" in early.json()["detail"]
     dataset = _process(client, headers, response)
     assert (dataset["status"], dataset["rows"]) == ("ready", 43)
     report = client.get(f"/v1/datasets/{dataset['id']}/report", headers=headers)
