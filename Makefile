@@ -9,10 +9,10 @@ STAMP := $(VENV)/.installed
 install: $(STAMP)
 
 # torch first, pinned, by pip (which takes the CPU build where the machine keeps one), so nothing pulls a CUDA build
-# from the registry; then the rest by uv, which leaves that torch in place: the same packages as pip installs, in 12 s
-# instead of 62 on two cores (a fresh clone, 2026-12-01). --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE
-# is set (this machine sets it) nothing else writes .pyc files, and every process would compile what it imports (a
-# CI run took 45 CPU minutes instead of 37).
+# from the registry; then the rest by uv, which leaves that torch in place: the same packages as pip installs (a fresh
+# clone's whole install: 46 s instead of 87 on two cores, 2026-12-01). --compile-bytecode, as pip does: where
+# PYTHONDONTWRITEBYTECODE is set (this machine sets it) nothing else writes .pyc files, and every process would compile
+# what it imports (a CI run took 45 CPU minutes instead of 37).
 UV_VERSION := 0.13.9
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "Python 3.11 is required, found " + sys.version.split()[0])'

@@ -9,6 +9,10 @@ import httpx
 
 from bench.harness.stack import wait_for
 
+# How long a worker may take to parse an upload: a hang guard, not a speed check (a small upload's parse took over
+# 60 s on two cores loaded by other processes).
+PARSE_TIMEOUT_S = 180.0
+
 
 class Api:
     def __init__(self, url: str, key: str) -> None:
@@ -19,7 +23,7 @@ class Api:
         path: Path,
         kind: str,
         name: str | None = None,
-        timeout: float = 180,
+        timeout: float = PARSE_TIMEOUT_S,
         wait: bool = True,
         languages: tuple[str, str] | None = None,
     ) -> dict:
@@ -33,9 +37,8 @@ class Api:
         assert response.status_code == 201, response.text
         return self.processed(response.json()["id"], timeout) if wait else response.json()
 
-    def processed(self, dataset_id: str, timeout: float = 180) -> dict:
-        """The dataset once a worker has parsed it. The timeout guards against a hang; it is not a speed check: the
-        parse of a small upload took over 60 s on two cores loaded by other processes."""
+    def processed(self, dataset_id: str, timeout: float = PARSE_TIMEOUT_S) -> dict:
+        """The dataset once a worker has parsed it (or failed to)."""
         return wait_for(
             lambda: (d := self.http.get(f"/v1/datasets/{dataset_id}").json())["status"] != "processing" and d,
             timeout=timeout,
