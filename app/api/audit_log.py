@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import BeforeValidator
 from sqlalchemy import or_, select
 
 from app.api.audit_actions import ACTIONS, KINDS
@@ -18,19 +20,34 @@ from app.schemas.audit import AuditEventPublic
 from app.schemas.common import Page
 
 router = APIRouter(prefix="/v1/audit", tags=["access"])
+NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def iso_8601_only(value: object) -> object:
+    """pydantic reads a number as seconds since 1970 (`until=0.5`); these times are ISO 8601 text alone."""
+    if isinstance(value, str) and NUMBER.fullmatch(value):
+        raise ValueError(f"{value!r} is not ISO 8601: give a date and time with a timezone, e.g. 2026-01-31T12:00:00Z")
+    return value
+
+
+IsoTime = Annotated[datetime | None, BeforeValidator(iso_8601_only)]
 
 
 @router.get("", response_model=Page[AuditEventPublic])
 def list_events(
     session: SessionDep,
     key: AdminKey,
-    action: Annotated[str | None, Query(max_length=60, description="e.g. job.submitted")] = None,
-    kind: Annotated[str | None, Query(max_length=30, description="e.g. job, model, alias")] = None,
+    action: Annotated[
+        str | None, Query(max_length=60, description="e.g. job.submitted", json_schema_extra={"enum": list(ACTIONS)})
+    ] = None,
+    kind: Annotated[
+        str | None, Query(max_length=30, description="e.g. job, model, alias", json_schema_extra={"enum": list(KINDS)})
+    ] = None,
     object_id: Annotated[str | None, Query(max_length=300)] = None,
     member: Annotated[str | None, Query(max_length=100, description="a member's name or id")] = None,
     api_key: Annotated[str | None, Query(alias="key", max_length=100, description="a key's id or prefix")] = None,
-    since: Annotated[datetime | None, Query(description="ISO 8601 with a timezone; inclusive")] = None,
-    until: Annotated[datetime | None, Query(description="ISO 8601 with a timezone; exclusive")] = None,
+    since: Annotated[IsoTime, Query(description="ISO 8601 with a timezone; inclusive")] = None,
+    until: Annotated[IsoTime, Query(description="ISO 8601 with a timezone; exclusive")] = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[AuditEventPublic]:

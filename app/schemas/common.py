@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, WithJsonSchema, field_validator
 
 NUL_MESSAGE = "may not hold a NUL character (\\u0000)"  # PostgreSQL's text cannot hold one
 
@@ -30,7 +30,13 @@ def check_language(code: str) -> str:
     return code
 
 
-Language = Annotated[str, AfterValidator(check_language)]  # a model's or a job's source or target language
+# A model's or a job's source or target language. The OpenAPI states the pattern too (clients and fuzzers then send
+# tags), while the check keeps its own message.
+Language = Annotated[
+    str,
+    AfterValidator(check_language),
+    WithJsonSchema({"type": "string", "pattern": f"^{LANGUAGE_PATTERN.pattern}$", "examples": ["en", "pt-BR"]}),
+]
 
 
 class Input(BaseModel):

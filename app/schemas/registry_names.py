@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, WithJsonSchema
 
 from app.services.model_refs import ALIAS_PATTERN, LATEST, NAME_PATTERN
 
@@ -27,4 +27,7 @@ def check_alias(alias: str) -> str:
     return alias
 
 
-RegisteredName = Annotated[str, AfterValidator(check_name)]
+# The OpenAPI states the pattern too; the check keeps its own message.
+RegisteredName = Annotated[
+    str, AfterValidator(check_name), WithJsonSchema({"type": "string", "pattern": f"^{NAME_PATTERN.pattern}$"})
+]

@@ -195,6 +195,8 @@ def test_the_trail_pages_newest_first_and_filters(client, alice, org_key):
         ({"since": "2026-01-02T00:00:00"}, "since", "has no timezone"),
         ({"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}, "until", "is not after since"),
         ({"since": "yesterday"}, "since", "datetime"),
+        ({"until": "0.5"}, "until", "'0.5' is not ISO 8601"),  # pydantic alone reads seconds since 1970
+        ({"since": "1767225600"}, "since", "is not ISO 8601"),
         ({"limit": 0}, "limit", "greater than or equal to 1"),
     ],
 )
