@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated
 
@@ -20,14 +19,17 @@ from app.schemas.audit import AuditEventPublic
 from app.schemas.common import Page
 
 router = APIRouter(prefix="/v1/audit", tags=["access"])
-NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
 
 
 def iso_8601_only(value: object) -> object:
     """pydantic reads a number as seconds since 1970 (`until=0.5`); these times are ISO 8601 text alone."""
-    if isinstance(value, str) and NUMBER.fullmatch(value):
-        raise ValueError(f"{value!r} is not ISO 8601: give a date and time with a timezone, e.g. 2026-01-31T12:00:00Z")
-    return value
+    if not isinstance(value, str):
+        return value
+    try:
+        float(value)
+    except ValueError:
+        return value
+    raise ValueError(f"{value!r} is not ISO 8601: give a date and time with a timezone, e.g. 2026-01-31T12:00:00Z")
 
 
 IsoTime = Annotated[datetime | None, BeforeValidator(iso_8601_only)]

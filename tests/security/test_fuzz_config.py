@@ -21,19 +21,14 @@ BLOCKS = tomllib.loads(CONFIG.read_text())["operations"]
 
 
 @pytest.fixture(scope="module")
-def matched(monkeypatch_module: pytest.MonkeyPatch) -> list[list[str]]:
+def matched() -> list[list[str]]:
     """For each block, in order, the labels ("METHOD /path") of the operations it applies to."""
-    for name in VARIABLES:
-        monkeypatch_module.setenv(name, "x")
-    blocks = SchemathesisConfig.from_path(str(CONFIG)).projects.default.operations.operations
+    with pytest.MonkeyPatch.context() as env:  # the loader fills ${...}: any value will do here
+        for name in VARIABLES:
+            env.setenv(name, "x")
+        blocks = SchemathesisConfig.from_path(str(CONFIG)).projects.default.operations.operations
     operations = [result.ok() for result in schemathesis.openapi.from_dict(app.openapi()).get_all_operations()]
     return [[op.label for op in operations if block._filter_set.applies_to(op)] for block in blocks]
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
