@@ -1,5 +1,6 @@
-"""A job that starts from a trained model (`init_model_id`): it keeps that model's architecture and tokenizer, and
-only its dropout may change."""
+"""A job that starts from a trained model (`init_model_id`): it keeps that model's architecture and tokenizer; only
+its dropout may change, and its layers may be fewer (it then starts from a spread subset of them: shrink and
+fine-tune, model/train/shrink.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from app.services.errors import InvalidField
 
 # What a job starting from a model may change in its `model` section: regularisation, not the architecture.
 INIT_MODEL_MAY_CHANGE = ("dropout", "attention_dropout")
+# What it may lower: the layers of each stack (the job starts from a subset of the model's)
+INIT_MODEL_MAY_SHRINK = ("n_encoder_layers", "n_decoder_layers")
 
 
 def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate:
@@ -32,13 +35,20 @@ def inherit_model(session: Session, owner_id: str, body: JobCreate) -> JobCreate
         have = config["vocab_size"] if name == "vocab_size" else inherited[name]
         if name == "vocab_size" and value in (config["vocab_size"], asked_vocab):
             continue
-        if value != have:
+        if name in INIT_MODEL_MAY_SHRINK and value > have:
+            raise InvalidField(
+                f"model.{name}",
+                f"{name}={value} exceeds init model {parent.id}'s {have}: a job starting from a model may keep fewer "
+                "of its layers, not add any",
+            )
+        if value != have and name not in INIT_MODEL_MAY_SHRINK:
             raise InvalidField(
                 f"model.{name}",
                 f"{name}={value!r} conflicts with init model {parent.id}'s {have!r}: a job starting from a model keeps "
-                f"its architecture and tokenizer (only {' and '.join(INIT_MODEL_MAY_CHANGE)} may change)",
+                f"its architecture and tokenizer (only {' and '.join(INIT_MODEL_MAY_CHANGE)} may change, and the "
+                "layers be fewer)",
             )
-    changes = {name: getattr(body.model, name) for name in given & set(INIT_MODEL_MAY_CHANGE)}
+    changes = {name: getattr(body.model, name) for name in given & {*INIT_MODEL_MAY_CHANGE, *INIT_MODEL_MAY_SHRINK}}
     vocab = asked_vocab if isinstance(asked_vocab, int) else config["vocab_size"]
     # The preset names where the parent's architecture came from: its job's (the worker's choice, for an auto job).
     # An imported model has no job: its architecture is all in the overrides, over tiny's (as before auto).

@@ -24,6 +24,10 @@ from model.nn.config import ModelConfig
 from model.nn.transformer import Transformer
 from model.train.config import TrainingError
 from model.train.settings import DataSettings
+from model.train.shrink import shrunk_state
+
+# What start_from may change: regularisation, and fewer layers (a subset of the model's)
+START_FROM_MAY_CHANGE = ("dropout", "attention_dropout", "n_encoder_layers", "n_decoder_layers")
 
 
 @dataclass
@@ -44,18 +48,24 @@ class PreparedData:
 def start_from(data: PreparedData, model: Transformer, **changes: Any) -> PreparedData:
     """The same data, trained from `model`'s weights and architecture (fine-tuning, continued training).
 
-    data must have been prepared with that model's tokenizer; `changes` may alter its dropout rates only (they
-    hold no weights). The weights are copied: training never writes into `model`."""
+    data must have been prepared with that model's tokenizer; `changes` may alter its dropout rates (they hold no
+    weights) and lower n_encoder_layers and n_decoder_layers: the model then starts from a spread subset of the
+    layers (model/train/shrink.py, "shrink and fine-tune"). The weights are copied: training never writes into
+    `model`."""
     if data.tokenizer.vocab_size != model.config.vocab_size:
         raise TrainingError(
             f"the data's tokenizer has {data.tokenizer.vocab_size} tokens but the model's embeddings "
             f"{model.config.vocab_size}: prepare it with the model's own tokenizer"
         )
-    unknown = sorted(set(changes) - {"dropout", "attention_dropout"})
+    unknown = sorted(set(changes) - set(START_FROM_MAY_CHANGE))
     if unknown:
-        raise TrainingError(f"starting from a model, only dropout and attention_dropout may change, not {unknown}")
-    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    return replace(data, model_config=replace(model.config, **changes), init_state=state)
+        raise TrainingError(f"starting from a model, only {', '.join(START_FROM_MAY_CHANGE)} may change, not {unknown}")
+    config = replace(model.config, **changes)
+    try:
+        state = shrunk_state(model.state_dict(), model.config, config.n_encoder_layers, config.n_decoder_layers)
+    except ValueError as exc:
+        raise TrainingError(f"starting from a model: {exc}") from exc
+    return replace(data, model_config=config, init_state=state)
 
 
 def split_validation(rows: Sequence[Any], fraction: float, max_rows: int, seed: int) -> tuple[Sequence[Any], list[Any]]:

@@ -71,6 +71,7 @@ def test_a_job_from_a_model_takes_its_architecture_and_may_change_dropout(client
         ({"d_model": 128}, ["body", "model", "d_model"], "d_model=128 conflicts with init model"),
         ({"vocab_size": 8000}, ["body", "model", "vocab_size"], "keeps its architecture and tokenizer"),
         ({"norm_first": True}, ["body", "model", "norm_first"], "only dropout and attention_dropout may change"),
+        ({"n_decoder_layers": 3}, ["body", "model", "n_decoder_layers"], "n_decoder_layers=3 exceeds init model"),
     ],
 )
 def test_an_architecture_that_differs_from_the_init_model_is_422(client, alice, parallel_id, model, loc, message):
@@ -79,6 +80,17 @@ def test_an_architecture_that_differs_from_the_init_model_is_422(client, alice, 
     assert response.status_code == 422, response.text
     assert any(d["loc"] == loc and message in d["msg"] for d in response.json()["detail"]), response.json()
     assert client.get("/v1/jobs", headers=alice).json()["total"] == 1  # the parent's own job only
+
+
+def test_a_job_from_a_model_may_keep_fewer_of_its_layers(client, alice, parallel_id):
+    """Shrink and fine-tune: the job's stacks are as deep as the model's or shallower (the worker starts it from a
+    subset of the layers: tests/worker/test_shrunk_job.py)."""
+    parent = _model_row("alice", d_model=96, n_heads=4)  # tiny: 2 encoder and 2 decoder layers
+    body = _job(parallel_id, init_model_id=parent, model={"n_decoder_layers": 1}, training={"max_steps": 10})
+    response = client.post("/v1/jobs", json=body, headers=alice)
+    assert response.status_code == 201, response.text
+    model = response.json()["model"]
+    assert (model["d_model"], model["n_encoder_layers"], model["n_decoder_layers"]) == (96, 2, 1)
 
 
 def test_another_owners_model_is_not_found(client, alice, parallel_id, make_key):

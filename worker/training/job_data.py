@@ -20,7 +20,7 @@ from app.core.settings import get_settings
 from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel
 from app.schemas.jobs import ModelSpec, TrainingSpec
-from app.services.init_model import INIT_MODEL_MAY_CHANGE
+from app.services.init_model import INIT_MODEL_MAY_CHANGE, INIT_MODEL_MAY_SHRINK
 from model.data.batching import example_sizes
 from model.data.language_pairs import LanguagePair, held_out_rows, rows_per_pair, tagged_rows
 from model.data.mixing import mix
@@ -189,7 +189,11 @@ def prepare_job(rows: JobRows, tokenizer: Tokenizer | None = None, preset: str |
     if init is None:
         return data
     model = ModelSpec.stored(job.model_config)
-    changes = {name: getattr(model, name) for name in INIT_MODEL_MAY_CHANGE if getattr(model, name) is not None}
+    changes = {
+        name: getattr(model, name)
+        for name in (*INIT_MODEL_MAY_CHANGE, *INIT_MODEL_MAY_SHRINK)
+        if getattr(model, name) is not None
+    }  # layers as many as the init model's, or fewer: start_from keeps a subset of them
     return start_from(data, init[0], **changes)
 
 

@@ -74,7 +74,10 @@ def test_another_tokenizer_or_an_architecture_change_is_refused(parent):
     )
     with pytest.raises(TrainingError, match="the model's own tokenizer"):
         start_from(own_vocab, model)
-    with pytest.raises(TrainingError, match=r"only dropout and attention_dropout may change, not \['d_model'\]"):
+    with pytest.raises(
+        TrainingError,
+        match=r"only dropout, attention_dropout, n_encoder_layers, n_decoder_layers may change, not \['d_model'\]",
+    ):
         start_from(
             prepare(
                 "translation", numbers_to_words_task(50), tokenizer=parent[1], settings=DataSettings(max_length=32)
@@ -82,3 +85,26 @@ def test_another_tokenizer_or_an_architecture_change_is_refused(parent):
             model,
             d_model=32,
         )
+    with pytest.raises(TrainingError, match="n_decoder_layers=3: shrinking a model of 2 decoder layers keeps 1 to 2"):
+        start_from(
+            prepare(
+                "translation", numbers_to_words_task(50), tokenizer=parent[1], settings=DataSettings(max_length=32)
+            ),
+            model,
+            n_decoder_layers=3,
+        )
+
+
+def test_fewer_layers_start_from_a_spread_subset_of_the_parent_layers(parent, tmp_path):
+    model, tokenizer = parent
+    data = prepare(
+        "translation", numbers_to_words_task(50, seed=1), tokenizer=tokenizer, settings=DataSettings(max_length=32)
+    )
+    child = start_from(data, model, n_decoder_layers=1)
+    assert child.model_config == ModelConfig(**{**model.config.__dict__, "n_decoder_layers": 1})
+    parent_state = model.state_dict()
+    assert set(child.init_state) == set(Transformer(child.model_config).state_dict())  # loads strictly
+    for key, tensor in child.init_state.items():  # decoder layer 0 is the parent's first; the rest as they were
+        assert torch.equal(tensor, parent_state[key]), key
+    trained = _trained(child, 1, tmp_path)
+    assert trained.config.n_decoder_layers == 1
