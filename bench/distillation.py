@@ -16,7 +16,8 @@ and `ratio` = distilled student BLEU / original-data student BLEU; each model al
 `greedy_student` gives the same three for the distilled student's greedy decoding against the teacher's beam 4.
 
     .venv/bin/python bench/distillation.py [--teacher-minutes 20] [--minutes 10] [--teacher-preset small]
-        [--student-preset small --student-model '{"n_decoder_layers": 1}'] [--original-share 0.5]
+        [--student-preset small --student-model '{"n_decoder_layers": 1}'] [--student-init teacher]
+        [--original-share 0.5]
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def main() -> dict:
         "shallow decoder: Kasai et al., 2021)",
     )
     p.add_argument(
+        "--student-init",
+        choices=("fresh", "teacher"),
+        default="fresh",
+        help="both students' start: fresh weights of --student-preset, or the teacher's layers cut to "
+        "--student-model's n_encoder_layers and n_decoder_layers (the pipeline's student_init; shrink and fine-tune)",
+    )
+    p.add_argument(
         "--original-share", type=float, help="the pipeline's original_share: the original pairs' share of the rows"
     )
     p.add_argument("--test-size", type=int, default=1000)
@@ -75,10 +83,10 @@ def main() -> dict:
         train = upload(client, args.out / "train.jsonl", "parallel", **languages)
         valid = upload(client, args.out / "valid.jsonl", "parallel", **languages)
 
-        def job(model: dict, minutes: float) -> dict:
+        def job(model: dict, minutes: float, **extra: str) -> dict:
             body = {
                 "objective": "translation", "dataset_id": train, "valid_dataset_id": valid, "model": model,
-                "training": {"max_minutes": minutes}, **languages,
+                "training": {"max_minutes": minutes}, **languages, **extra,
             }  # fmt: skip
             made = client.post("/v1/jobs", json=body)
             made.raise_for_status()
@@ -86,12 +94,13 @@ def main() -> dict:
 
         results: dict[str, dict] = {}
         student_model = {"preset": args.student_preset, **args.student_model}
-        out["student_model"] = student_model
+        out["student_model"], out["student_init"] = student_model, args.student_init
         teacher = job({"preset": args.teacher_preset}, args.teacher_minutes)
-        student = job(student_model, args.minutes)
+        from_teacher = {"init_model_id": teacher["model_id"]} if args.student_init == "teacher" else {}
+        student = job(student_model, args.minutes, **from_teacher)
         request = {
             "kind": "distillation", "name": "gettext-student", "teacher_model_id": teacher["model_id"],
-            "dataset_id": train, "valid_dataset_id": valid,
+            "dataset_id": train, "valid_dataset_id": valid, "student_init": args.student_init,
             "job": {"model": student_model, "training": {"max_minutes": args.minutes}},
         }  # fmt: skip
         if args.original_share:

@@ -95,6 +95,12 @@ class DistillationCreate(Input):
     original_share: float | None = Field(
         None, gt=0, lt=1, description="mix the original pairs in at this share of the student's rows; null: none"
     )
+    student_init: Literal["fresh", "teacher"] = Field(
+        "fresh",
+        description="the student's start: `fresh` weights of its preset, or the `teacher`'s width with a subset of "
+        "its layers (shrink and fine-tune: job.model gives only n_encoder_layers and n_decoder_layers, at most the "
+        "teacher's)",
+    )
     job: StepJob = Field(
         default_factory=lambda: StepJob.model_validate({"model": {"preset": "tiny"}}),
         description="the student's job (its preset: tiny by default)",

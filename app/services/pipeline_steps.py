@@ -141,6 +141,8 @@ def job_body(pipeline: Pipeline, step: str, outputs: dict[str, dict[str, str]]) 
         }
     else:
         fixed["dataset_id"] = synthetic.get("dataset_id", s["dataset_id"])
+        if s.get("student_init") == "teacher":  # absent from a pipeline made before students could shrink: fresh
+            fixed["init_model_id"] = s["teacher_model_id"]
         if s.get("original_share") and synthetic:
             fixed |= {"mix_dataset_id": s["dataset_id"], "mix_share": 1 - s["original_share"]}
     if fixed.get("mix_dataset_id") is None:  # while checking: the synthetic dataset is not made yet

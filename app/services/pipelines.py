@@ -144,6 +144,8 @@ def create(
             job = pipeline_steps.job_body(pipeline, step["name"], {})
             job_submission.check_registering(key, job)
             try:
+                if job.init_model_id is not None:  # a student from its teacher: the teacher's architecture
+                    job = job_submission.as_run(session, key.owner_id, job)[0]
                 job_submission.validate(session, settings, key.owner_id, job)
             except InvalidField as exc:
                 named = exc.field if exc.field.split(".")[0] in ("dataset_id", "valid_dataset_id") else None
