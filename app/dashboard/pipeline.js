@@ -26,6 +26,7 @@ function inputs(p) {
     ["teacher", model(s.teacher_model_id)],
     ["pairs", dataset(s.dataset_id)],
     ["original pairs' share", share(s.original_share)],
+    ["student's start", s.student_init === "teacher" ? "the teacher's layers (shrink and fine-tune)" : "fresh weights"],
   ];
   const languages = s.languages?.source || s.languages?.target
     ? `${s.languages.source || "?"} → ${s.languages.target || "?"}` : null;

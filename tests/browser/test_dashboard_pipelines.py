@@ -301,3 +301,23 @@ def test_the_pipeline_page_on_a_phone_screen(browser, stack, seeded):
     p.screenshot("pipeline-phone")
     p.page.context.close()
     assert p.errors == []
+
+
+def test_a_distillation_page_says_where_its_student_starts(page, stack, seeded):
+    """Made last: the other tests count the three back-translations."""
+    http = _api(stack)
+    body = {
+        "kind": "distillation", "name": "distil-shrunk", "teacher_model_id": seeded["done-model"],
+        "dataset_id": seeded["corpora"]["real"], "student_init": "teacher", "job": {"model": {"n_decoder_layers": 1}},
+    }  # fmt: skip
+    response = http.post("/v1/pipelines", json=body)
+    assert response.status_code == 201, response.text
+    page.sign_in()
+    page.open(f"#/pipelines/{response.json()['id']}")
+    fields = page.page.locator("#pipeline-fields")
+    fields.wait_for()
+    assert (
+        fields.locator('[data-field="student\'s start"]').inner_text() == "the teacher's layers (shrink and fine-tune)"
+    )
+    assert _href(fields.locator('[data-field="teacher"] a')) == f"#/models/{seeded['done-model']}"
+    _shot(page.page.locator("#pipeline-summary"), "pipeline-distillation-summary")
