@@ -1,10 +1,11 @@
-"""A smaller model started from a larger one's layers ("shrink and fine-tune", Shleifer and Rush, 2020, as
-DistilBART and the distilled Marian models were made): the student keeps the teacher's embeddings and width and a
-subset of its encoder and decoder layers, spread over the stack from the first to the last, then trains on.
+"""A smaller model started from a larger one's layers ("shrink and fine-tune", Shleifer and Rush, 2020: how
+DistilBART was made): the student keeps the teacher's embeddings and width and a subset of its encoder and decoder
+layers, spread over the stack from the first to the last, then trains on.
 
 A student with fewer decoder layers made this way reads the source from its first update, where one started afresh
-first learns a target-language model that ignores the source (a `small` model with one decoder layer gave every
-source the same output after 400 updates on the gettext en-fr corpus)."""
+first learns a target-language model that ignores the source: a `small` model with one decoder layer, 4 minutes on
+the gettext en-fr pairs, gave 12 distinct outputs for 300 test sources (1.21 BLEU) afresh and 24.59 BLEU cut from a
+`small` teacher (bench/shrink_students.py)."""
 
 from __future__ import annotations
 
