@@ -19,9 +19,10 @@ from app.api.scopes import ReadKey
 from app.artifacts import ArtifactStoreError, get_store
 from app.core.task_names import EXPORT
 from app.services import inference_client
+from app.services.card_facts import card_facts
 from app.services.errors import WorkerTimeout
 from app.services.exports import Ct2Quantization, ExportFormat, export_key, export_name
-from app.services.model_card import card_digest, card_facts, render_card
+from app.services.model_card import card_digest, render_card
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

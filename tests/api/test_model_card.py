@@ -14,7 +14,8 @@ from app.db.background_tables import Evaluation
 from app.db.base import utcnow
 from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel, Worker
-from app.services.model_card import card_digest, card_facts, render_card
+from app.services.card_facts import card_facts
+from app.services.model_card import card_digest, render_card
 from tests.api.test_init_model import _model_row
 
 SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.5.1"
