@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from model.nn.dropout import Dropout, dropout, keep_mask
+from model.nn.dropout import Dropout, dropout, scaled_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
@@ -20,7 +20,7 @@ def test_the_drop_rate_is_p_and_kept_values_are_scaled(p):
 def test_draws_are_independent_across_positions():
     """Neighbouring elements (which share a 64-bit random word) are not correlated."""
     torch.manual_seed(1)
-    keep = keep_mask(torch.Size([1_000_000]), 0.5).float()
+    keep = (scaled_mask(torch.Size([1_000_000]), 0.5) > 0).float()
     correlation = torch.corrcoef(torch.stack([keep[:-1], keep[1:]]))[0, 1].item()
     assert abs(correlation) < 0.005
 
@@ -32,6 +32,20 @@ def test_backward_uses_the_forward_mask():
     y.sum().backward()
     assert torch.equal(x.grad == 0, y == 0)
     assert torch.allclose(x.grad[y != 0], torch.full_like(x.grad[y != 0], 1 / 0.8))
+
+
+def test_the_mask_is_in_the_input_dtype_and_the_only_tensor_saved():
+    """One product each way: autograd keeps the scaled mask (not the input), and bf16 stays bf16."""
+    torch.manual_seed(4)
+    x = torch.randn(16, 64, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        y = dropout(x, 0.25, training=True)
+    assert len(saved) == 1 and saved[0].dtype == torch.float32
+    assert torch.equal(x.detach() * saved[0], y.detach())
+    assert saved[0].unique().tolist() == [0.0, pytest.approx(1 / 0.75)]
+    half = dropout(x.detach().bfloat16(), 0.25, training=True)
+    assert half.dtype == torch.bfloat16
 
 
 def test_seeded_masks_repeat_and_eval_mode_is_the_identity():
