@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from app.db import task_rows
 from app.db.background_tables import Evaluation
 from app.db.tables import Dataset, Job, TrainedModel, Worker
+from model.train.shrink import kept_layers
 
 CONFIG_SHOWN = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "vocab_size", "max_positions")
 
@@ -65,7 +66,7 @@ class CardFacts:
     sha256: str
     created_at: str
     metrics: dict[str, float]
-    parent: dict[str, Any] | None  # {"id", "title" | None (deleted)}
+    parent: dict[str, Any] | None  # {"id", "title" | None (deleted), "kept_layers": cut_from(...) | None}
     job: dict[str, Any] | None  # id, settings, device, worker, started_at, finished_at, seconds, step, tokens
     datasets: list[DatasetFacts] = field(default_factory=list)
     scores: list[ScoreFacts] = field(default_factory=list)
@@ -139,7 +140,11 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
     parent = None
     if model.parent_model_id:
         parent_row = session.get(TrainedModel, model.parent_model_id)
-        parent = {"id": model.parent_model_id, "title": _title(parent_row) if parent_row else None}
+        parent = {
+            "id": model.parent_model_id,
+            "title": _title(parent_row) if parent_row else None,
+            "kept_layers": cut_from(parent_row.config, model.config) if parent_row else None,
+        }
     evaluations = session.scalars(
         select(Evaluation)
         .where(Evaluation.model_id == model.id, Evaluation.status == task_rows.SUCCEEDED)
@@ -177,6 +182,22 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
         scores=scores,
         pairs=pairs,
     )
+
+
+def cut_from(parent_config: dict[str, Any], config: dict[str, Any]) -> dict[str, Any] | None:
+    """The parent's layers a model kept when it started from fewer of them (model/train/shrink.py):
+    {"encoder": [...], "decoder": [...], "encoder_of": n, "decoder_of": n}, or None when it kept them all."""
+    counts = {
+        stack: (int(parent_config.get(f"n_{stack}_layers", 0)), int(config.get(f"n_{stack}_layers", 0)))
+        for stack in ("encoder", "decoder")
+    }
+    if not any(1 <= n_to < n_from for n_from, n_to in counts.values()):
+        return None
+    kept: dict[str, Any] = {}
+    for stack, (n_from, n_to) in counts.items():
+        kept[stack] = kept_layers(n_from, n_to) if 1 <= n_to < n_from else list(range(n_from))
+        kept[f"{stack}_of"] = n_from
+    return kept
 
 
 def _pair_metrics(metrics: dict[str, float], pair: str) -> dict[str, float]:

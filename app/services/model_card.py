@@ -132,7 +132,15 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
     if facts.parent is not None:
         title, parent_id = facts.parent["title"], facts.parent["id"]
         named = f"{title} (`{parent_id}`)" if title and not title.endswith(parent_id) else f"model `{parent_id}`"
-        out.append(f"Trained starting from {named}{'' if title else ', deleted since'}.")
+        deleted = "" if title else ", deleted since"
+        kept = facts.parent.get("kept_layers")
+        if kept:
+            out.append(
+                f"Cut from {named}{deleted}: it kept {_layers(kept, 'encoder')} and {_layers(kept, 'decoder')} (the "
+                "first, the last and evenly between: shrink and fine-tune, Shleifer and Rush, 2020), then trained on."
+            )
+        else:
+            out.append(f"Trained starting from {named}{deleted}.")
     if facts.job is not None:
         job = facts.job
         out.append(
@@ -204,6 +212,15 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
         )
     )
     return "\n\n".join(out) + "\n"
+
+
+def _layers(kept: dict[str, Any], stack: str) -> str:
+    """'encoder layers 0, 2 and 5 of 6', 'decoder layer 0 of 3', 'all 3 encoder layers'."""
+    layers, of = kept[stack], kept[f"{stack}_of"]
+    if len(layers) == of:
+        return f"all {of} {stack} layers"
+    numbers = ", ".join(map(str, layers[:-1])) + f" and {layers[-1]}" if len(layers) > 1 else str(layers[0])
+    return f"{stack} layer{'s' if len(layers) > 1 else ''} {numbers} of {of}"
 
 
 def _pairs_section(pairs: list[PairFacts]) -> str:

@@ -10,10 +10,12 @@ the gettext en-fr pairs, gave 12 distinct outputs for 300 test sources (1.21 BLE
 from __future__ import annotations
 
 import re
-
-from torch import Tensor
+from typing import TYPE_CHECKING
 
 from model.nn.config import ModelConfig
+
+if TYPE_CHECKING:  # kept_layers is imported where torch is not (the model card names the layers a model kept)
+    from torch import Tensor
 
 _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
 

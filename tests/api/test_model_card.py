@@ -14,7 +14,7 @@ from app.db.background_tables import Evaluation
 from app.db.base import utcnow
 from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel, Worker
-from app.services.card_facts import card_facts
+from app.services.card_facts import card_facts, cut_from
 from app.services.model_card import card_digest, render_card
 from tests.api.test_init_model import _model_row
 
@@ -80,6 +80,24 @@ def test_the_card_says_data_settings_run_scores_parent_and_licence(client, alice
     assert f"Trained starting from model `{parent}`, deleted since." in text
     assert "Not set by its owner" in text
     assert client.get(f"/v1/models/{model_id}/card", headers=alice).text == response.text  # the same facts, bytes
+
+
+def test_a_model_cut_from_its_parent_names_the_layers_it_kept(client, alice):
+    parent = _model_row("alice", n_encoder_layers=6, n_decoder_layers=3)
+    model_id = _model_row("alice", n_encoder_layers=3, n_decoder_layers=1)
+    with session_scope() as session:
+        session.get(TrainedModel, model_id).parent_model_id = parent
+    text = client.get(f"/v1/models/{model_id}/card", headers=alice).text
+    assert (
+        f"Cut from model `{parent}`: it kept encoder layers 0, 2 and 5 of 6 and decoder layer 0 of 3 (the first,"
+        in text
+    ), text
+    assert "Trained starting from" not in text
+    whole = {"n_encoder_layers": 2, "n_decoder_layers": 2}
+    assert cut_from(whole, whole) is None  # fine-tuned whole: "Trained starting from", as before
+    assert cut_from(whole, {**whole, "n_encoder_layers": 1}) == {
+        "encoder": [0], "encoder_of": 2, "decoder": [0, 1], "decoder_of": 2
+    }  # fmt: skip
 
 
 def test_the_licence_is_set_shown_cleared_and_a_bad_one_named(client, alice):

@@ -1,6 +1,6 @@
 """A job that keeps fewer of its init model's layers (shrink and fine-tune), over HTTP with real workers: the model
-it makes has the layers asked for, names its parent, and after a few updates spells far more held-out numbers than
-the same small model trained afresh for as many updates."""
+it makes has the layers asked for, names its parent (and its card the layers it kept), and after a few updates
+spells far more held-out numbers than the same small model trained afresh for as many updates."""
 
 from __future__ import annotations
 
@@ -32,5 +32,7 @@ def test_a_student_cut_from_a_trained_model_learns_far_faster_than_a_fresh_one(s
     assert shrunk["parent_model_id"] == parent
     assert shrunk["config"] == {**parent_config, "n_decoder_layers": 1}
     assert fresh["config"]["n_decoder_layers"] == 1
+    card = api.http.get(f"/v1/models/{shrunk['id']}/card").text
+    assert f"`{parent}`: it kept all 2 encoder layers and decoder layer 0 of 2 (the first" in card, card
     shrunk_exact, fresh_exact = _exact(api, shrunk["id"], probe), _exact(api, fresh["id"], probe)
     assert shrunk_exact >= fresh_exact + 8, (shrunk_exact, fresh_exact)  # of 24 held-out numbers
