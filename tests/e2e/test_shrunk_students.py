@@ -33,6 +33,7 @@ def test_a_student_cut_from_a_trained_model_learns_far_faster_than_a_fresh_one(s
     assert shrunk["config"] == {**parent_config, "n_decoder_layers": 1}
     assert fresh["config"]["n_decoder_layers"] == 1
     card = api.http.get(f"/v1/models/{shrunk['id']}/card").text
-    assert f"`{parent}`: it kept all 2 encoder layers and decoder layer 0 of 2 (the first" in card, card
+    kept = "it kept all 2 encoder layers and decoder layer 0 of 2 (the first"  # after "model `id`" or "name v1 (`id`)"
+    assert "Cut from " in card and f"`{parent}`" in card and kept in card, card
     shrunk_exact, fresh_exact = _exact(api, shrunk["id"], probe), _exact(api, fresh["id"], probe)
     assert shrunk_exact >= fresh_exact + 8, (shrunk_exact, fresh_exact)  # of 24 held-out numbers
