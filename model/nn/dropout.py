@@ -6,7 +6,7 @@ round(p * 65536): the drop rate is p to within 1/65536, the mask comes from torc
 torch.manual_seed and saved RNG states reproduce it). The mask is made in x's dtype with the 1 / (1 - p) scale
 folded in, so forward and backward are each one vectorised product (x * mask, grad * mask); a bool mask would save
 three bytes per element but goes through torch.where, which does not vectorise on a CPU: 2.4 ms per million
-elements against 0.5 for the product, one thread (dropout fell from ~13% of a one-thread `small` step to ~4%,
+elements against 0.5 for the product, one thread (a `small` step: +1.4% tokens/s at one thread, +4.3% at two,
 docs/benchmarks.md). On other devices, or outside training, it is torch's own dropout.
 """
 
