@@ -64,7 +64,7 @@ from bench.harness.stack import (  # noqa: E402
     wait_for,
 )
 from bench.serve_latency import cpu_ms, percentile, train_small_model  # noqa: E402
-from bench.service_session import embedded_service  # noqa: E402
+from bench.service_session import embedded_stack  # noqa: E402
 from model.data.demo import numbers_to_words_task, reverse_task  # noqa: E402
 
 METRICS_TOKEN = "serve-http-bench"
@@ -156,22 +156,36 @@ def stack(kind: str, tmp: Path, env_extra: dict[str, str]) -> Iterator[tuple[htt
             yield pair
     else:
         device = env_extra["WORKER_DEVICE"]  # its threads follow this process's torch threads
-        with embedded_service("serve-http-", WORKER_DEVICE=device, METRICS_TOKEN=METRICS_TOKEN) as client:
-            yield client, inference_worker_pid()
+        with embedded_stack("serve-http-", WORKER_DEVICE=device, METRICS_TOKEN=METRICS_TOKEN) as (client, serve):
+            yield client, inference_worker_pid(serve)
 
 
-def inference_worker_pid() -> int | None:
-    """The embedded service's inference worker (`celery ... worker -Q inference`), found among this machine's
-    processes by its command line: the newest, as this benchmark has just started it."""
-    found = []
+def inference_worker_pid(serve: int) -> int | None:
+    """The embedded service's inference worker (`celery ... worker -Q inference`), found by its command line among
+    the descendants of its `serve` process: other services on this machine (a test suite runs several at once) have
+    inference workers of their own, which may end while this one is measured."""
+    parents: dict[int, int] = {}
+    workers = []
     for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
             args = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
+            parents[int(proc.name)] = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
             continue
         if b"celery" in b" ".join(args) and b"-Q" in args and args[args.index(b"-Q") + 1] == b"inference":
-            found.append((proc.stat().st_mtime, int(proc.name)))
-    return max(found)[1] if found else None
+            workers.append(int(proc.name))
+
+    def under_serve(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == serve:
+                return True
+        return False
+
+    # The worker's main process, not its pool's children (whose command line is the same).
+    return next((pid for pid in sorted(workers) if under_serve(pid) and parents.get(pid) not in workers), None)
 
 
 def timed(fn: Callable[[], Any]) -> float:

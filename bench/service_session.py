@@ -20,6 +20,13 @@ from bench.harness.stack import Processes, free_port, service_env, wait_for
 @contextmanager
 def embedded_service(prefix: str, **env: str) -> Iterator[httpx.Client]:
     """A client of a fresh embedded service whose training worker uses this process's torch threads."""
+    with embedded_stack(prefix, **env) as (client, _):
+        yield client
+
+
+@contextmanager
+def embedded_stack(prefix: str, **env: str) -> Iterator[tuple[httpx.Client, int]]:
+    """embedded_service's client, and the pid of its `serve` process (whose children are its API and workers)."""
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     port = free_port()
     full_env = {
@@ -35,7 +42,7 @@ def embedded_service(prefix: str, **env: str) -> Iterator[httpx.Client]:
         "TORCH_THREADS": str(torch.get_num_threads()),
     }
     processes = Processes(tmp)
-    processes.start("serve", [sys.executable, "-m", "app.cli", "serve"], full_env)
+    serve = processes.start("serve", [sys.executable, "-m", "app.cli", "serve"], full_env)
     url = f"http://127.0.0.1:{port}"
     try:
         key_file = tmp / "var" / "local-api-key"
@@ -50,7 +57,7 @@ def embedded_service(prefix: str, **env: str) -> Iterator[httpx.Client]:
         with httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {key_file.read_text().strip()}"}, timeout=600
         ) as client:
-            yield client
+            yield client, serve.pid
     finally:
         processes.stop()
 

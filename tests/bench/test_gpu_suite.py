@@ -34,7 +34,8 @@ def test_the_steps_no_other_test_runs_run_on_the_cpu_and_land_in_one_json(tmp_pa
     out = tmp_path / "suite.json"
     suite = gpu_suite.main(["--smoke", "--only", ",".join(SMOKED), "--out", str(out)])
     assert json.loads(out.read_text()) == suite
-    assert suite["failed"] == [] and suite["skipped"] == []
+    tails = {name: suite["steps"][name].get("output_tail") for name in suite["failed"]}
+    assert suite["failed"] == [] and suite["skipped"] == [], tails
     assert set(suite["steps"]) == set(SMOKED)
     assert suite["versions"]["torch"] and suite["versions"]["ctranslate2"] and suite["device_kind"] == "cpu"
     ran = {name: r["result"] for name, r in suite["steps"].items() if "result" in r}
