@@ -8,6 +8,7 @@ stack of its own (usage, webhooks). A missing Chromium skips these tests locally
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.harness.stack import ROOT, START_TIMEOUT_S, free_port, healthy_with_workers, service_env, wait_for
+from tests.browser.support import fill_training_form, new_job_form
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
@@ -146,5 +148,38 @@ def new_page(browser, stack: Stack, **context_options) -> Page:
 def page(browser, stack) -> Iterator[Page]:
     p = new_page(browser, stack)
     yield p
+    p.page.context.close()
+    assert p.errors == [], f"uncaught script errors: {p.errors}"
+
+
+@pytest.fixture(scope="session")
+def demo_files(tmp_path_factory):
+    from model.data.demo import write_demo_files
+
+    return write_demo_files(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="session")
+def submitted(browser, stack, demo_files):
+    """One page, signed in, that uploaded the demo corpus and submitted a tiny job from the form.
+
+    Shared, in order: tests/browser/test_dashboard.py watches the job train, test_dashboard_models.py uses the model
+    it produced (the folder runs whole on one test worker, its files in order).
+    """
+    p = new_page(browser, stack)
+    new_job_form(p, demo_files["translation_train"], "numbers en-de")
+    assert "Uploaded numbers en-de" in p.page.inner_text("#upload-status")
+    p.page.select_option("#objective", "translation")
+    p.page.select_option("#preset", "tiny")
+    fill_training_form(
+        p, vocab_size=500, max_steps=60, max_tokens_per_batch=2048, warmup_steps=30, eval_every=30, checkpoint_every=30
+    )
+    p.page.locator("#estimate-params").wait_for()
+    assert "parameters" in p.page.inner_text("#estimate") and "training memory" in p.page.inner_text("#estimate")
+    p.screenshot("new-job")
+    p.page.get_by_role("button", name="Submit job").click()
+    p.page.wait_for_url(re.compile(r".*#/jobs/[0-9a-f-]{36}$"))
+    job_id = p.page.url.rsplit("/", 1)[-1]
+    yield p, job_id
     p.page.context.close()
     assert p.errors == [], f"uncaught script errors: {p.errors}"
