@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 
 from bench.harness.stack import wait_for
 
@@ -76,7 +78,7 @@ def x_scale(p: Page, chart: str) -> list[float]:
                                        return [x.min, x.max]; }}""")
 
 
-def job_with_many_points(stack, monkeypatch, n_steps: int, spike_at: int | None = None, training=None) -> str:
+def job_with_many_points(stack, n_steps: int, spike_at: int | None = None, training=None) -> str:
     """A (cancelled) job with n_steps points of each per-step series inserted straight into the database in bulk
     (in place of any the worker wrote before the cancel); the training loss jumps to 30 for one step at `spike_at`."""
     http = api(stack)
@@ -109,7 +111,7 @@ def job_with_many_points(stack, monkeypatch, n_steps: int, spike_at: int | None 
         if step % 200 == 0:
             values.update(valid_loss=5 * math.exp(-step / 4000), bleu=min(60.0, step / 300))
         rows.extend({"job_id": job["id"], "step": step, "name": k, "value": v} for k, v in values.items())
-    with service_database(stack, monkeypatch) as session:
+    with service_database(stack) as session:
         from app.db.run_record_tables import Metric
 
         # the idle worker may have trained a step or two before the cancel reached it: its points give way
@@ -119,61 +121,52 @@ def job_with_many_points(stack, monkeypatch, n_steps: int, spike_at: int | None 
 
 
 @contextlib.contextmanager
-def service_database(stack, monkeypatch):
-    """A session on the embedded service's own database."""
+def service_database(stack) -> Iterator[Any]:
+    """A session on the embedded service's own database (this process's settings pointed at its data folder)."""
     from tests.support.app_caches import reset_caches
 
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
-    reset_caches()
-    try:
-        from app.db.session import session_scope
-
-        with session_scope() as session:
-            yield session
-    finally:
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
+            patch.delenv(name, raising=False)
+        patch.setenv("DATA_DIR", str(stack.data_dir))
         reset_caches()
+        try:
+            from app.db.session import session_scope
+
+            with session_scope() as session:
+                yield session
+        finally:
+            reset_caches()
 
 
-def model_rows(stack, monkeypatch, count: int) -> list[str]:
+def model_rows(stack, count: int) -> list[str]:
     """`count` translation models of the stack's key written straight into its database (no files: the registry
     card never loads them), oldest first."""
-    from tests.support.app_caches import reset_caches
-
-    for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("DATA_DIR", str(stack.data_dir))
-    reset_caches()
-    try:
+    with service_database(stack) as session:
         from app.db.keys import identify
-        from app.db.session import session_scope
         from app.db.tables import TrainedModel
         from model.nn.config import ModelConfig
 
-        with session_scope() as session:
-            caller = identify(session, stack.key)
-            assert caller is not None
-            models = [
-                TrainedModel(
-                    owner_id=caller.owner_id,
-                    objective="translation",
-                    config=ModelConfig.from_preset("tiny", 489).to_dict(),
-                    tokenizer_fingerprint="f",
-                    metrics={"bleu": 10.0 + i},
-                    source="import",
-                    parameters=1,
-                    storage_key="models/none",
-                    sha256="0" * 64,
-                    size_bytes=1,
-                )
-                for i in range(count)
-            ]
-            session.add_all(models)
-            session.flush()
-            return [m.id for m in models]
-    finally:
-        reset_caches()
+        caller = identify(session, stack.key)
+        assert caller is not None
+        models = [
+            TrainedModel(
+                owner_id=caller.owner_id,
+                objective="translation",
+                config=ModelConfig.from_preset("tiny", 489).to_dict(),
+                tokenizer_fingerprint="f",
+                metrics={"bleu": 10.0 + i},
+                source="import",
+                parameters=1,
+                storage_key="models/none",
+                sha256="0" * 64,
+                size_bytes=1,
+            )
+            for i in range(count)
+        ]
+        session.add_all(models)
+        session.flush()
+        return [m.id for m in models]
 
 
 def four_digits(x: float) -> str:

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import time
 
-import httpx
-
 from model.data.demo import write_demo_files
+from tests.browser.support import api
 
 
 def _trained_model(stack, tmp_path) -> str:
     """A tiny numbers model (en -> de), trained over the API for a few steps."""
     files = write_demo_files(tmp_path)
-    client = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.key}"}, timeout=30)
+    client = api(stack)
     with open(files["translation_train"], "rb") as f:
         dataset = client.post("/v1/datasets", data={"name": "numbers", "kind": "parallel"}, files={"file": f}).json()
     body = {
@@ -57,7 +56,7 @@ def test_a_correction_sent_from_the_playground_is_listed_and_adapts_the_model(pa
     job_link = result.get_by_role("link", name="job")
     job_id = job_link.get_attribute("href").rsplit("/", 1)[-1]
     page.screenshot("model-corrections")
-    client = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.key}"}, timeout=30)
+    client = api(stack)
     job = client.get(f"/v1/jobs/{job_id}").json()
     assert job["init_model_id"] == model_id and job["register_as"] == "numbers-corrected" and job["mix_dataset_id"]
     client.post(f"/v1/jobs/{job_id}/cancel")  # the adaptation's training: tests/e2e/test_corrections.py

@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -27,6 +26,7 @@ from tests.browser.dirty_corpus import (
     dirty_pairs,
     write_jsonl,
 )
+from tests.browser.support import api
 
 NAME = "dirty en-fr"
 # Every status each dataset row of the list has shown, from the moment the observer is installed.
@@ -39,10 +39,6 @@ WATCH_ROWS = """() => {
   new MutationObserver(() => body.querySelectorAll('tr[data-dataset]').forEach(note))
     .observe(body, { childList: true, subtree: true, attributes: true });
 }"""
-
-
-def _api(stack) -> httpx.Client:
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.key}"}, timeout=30)
 
 
 def _open_datasets(p: Page) -> None:
@@ -95,7 +91,7 @@ def test_the_upload_form_shows_the_bytes_sent_and_the_row_follows_it_to_ready(up
     assert re.fullmatch(r"[\d.]+ KiB of [\d.]+ KiB sent \(100%\)", bar.inner_text())
     # the row came from the service's answer (processing) and turned ready by itself
     assert p.page.evaluate("window.rowStatuses")[dataset_id] == ["processing", "ready"]
-    dataset = _api(stack).get(f"/v1/datasets/{dataset_id}").json()
+    dataset = api(stack).get(f"/v1/datasets/{dataset_id}").json()
     assert (dataset["name"], dataset["compression"], dataset["rows"]) == (NAME, "gzip", 303)
     assert (dataset["source_language"], dataset["target_language"]) == ("en", "fr")
     row = p.page.locator(f'tr[data-dataset="{dataset_id}"]')
@@ -115,7 +111,7 @@ def test_the_dataset_page_draws_the_report_as_the_api_gives_it(uploaded, stack):
     page.locator(f'tr[data-dataset="{dataset_id}"]').get_by_role("link", name=NAME).click()
     page.wait_for_url(re.compile(rf".*#/datasets/{dataset_id}$"))
     page.locator("#report-problems").wait_for()
-    report = _api(stack).get(f"/v1/datasets/{dataset_id}/report").json()
+    report = api(stack).get(f"/v1/datasets/{dataset_id}/report").json()
     assert page.locator("h1").inner_text().startswith(NAME)
     # a histogram of each side's lengths, every row in a bar, its percentiles beside it; then in words
     for unit in ("characters", "words"):
@@ -168,7 +164,7 @@ def test_a_failed_upload_shows_its_error_and_line_number(uploaded, stack, tmp_pa
     dataset_id = _upload(p, bad)
     row = p.page.locator(f'tr[data-dataset="{dataset_id}"][data-status="failed"]')
     row.wait_for(timeout=60_000)
-    dataset = _api(stack).get(f"/v1/datasets/{dataset_id}").json()
+    dataset = api(stack).get(f"/v1/datasets/{dataset_id}").json()
     assert dataset["error_line"] == 3 and "target" in dataset["error"]
     assert row.locator(".dataset-error").inner_text() == dataset["error"]
     row.get_by_role("link", name="bad.jsonl").click()
@@ -218,7 +214,7 @@ def test_the_clean_form_makes_a_filtered_dataset_naming_its_parent_and_what_each
     page.wait_for_url(re.compile(rf".*#/datasets/(?!{parent_id})[0-9a-f-]{{36}}$"))  # the new dataset's page
     child_id = page.url.rsplit("/", 1)[-1]
     page.locator("#report-problems").wait_for(timeout=120_000)  # made, parsed and reported on
-    child = _api(stack).get(f"/v1/datasets/{child_id}").json()
+    child = api(stack).get(f"/v1/datasets/{child_id}").json()
     assert child["parent_id"] == parent_id and child["status"] == "ready"
     counts = child["filter_counts"]
     assert counts["total"] == 303 and counts["removed"]["duplicates"] == 3 and counts["kept"] == child["rows"]
@@ -243,7 +239,7 @@ def test_the_clean_form_makes_a_filtered_dataset_naming_its_parent_and_what_each
 
 def test_the_jobs_list_links_a_job_to_its_datasets_page(uploaded, stack):
     p, dataset_id = uploaded
-    http = _api(stack)
+    http = api(stack)
     body = {
         "objective": "translation",
         "dataset_id": dataset_id,

@@ -26,9 +26,9 @@ from tests.browser.support import (
 )
 
 
-def test_jobs_list_pages_past_100_jobs(page, stack, monkeypatch):
+def test_jobs_list_pages_past_100_jobs(page, stack):
     """105 jobs with one tag: the list shows the newest 100 and a button for the rest, which then shows all 105."""
-    with service_database(stack, monkeypatch) as session:
+    with service_database(stack) as session:
         from app.db.base import utcnow
         from app.db.keys import identify
         from app.db.tables import Job, JobTag
@@ -60,11 +60,11 @@ def test_jobs_list_pages_past_100_jobs(page, stack, monkeypatch):
     assert more.is_hidden()
 
 
-def test_job_with_100000_points_draws_a_bounded_history_quickly_and_zooms(page, stack, monkeypatch):
+def test_job_with_100000_points_draws_a_bounded_history_quickly_and_zooms(page, stack):
     """100,000 points a per-step series: the page asks for a downsampled history (lowest and highest a bucket, so
     the one-step spike is drawn), draws train and validation loss on one uPlot chart within seconds, shows both
     series' values on hover, and zooms on a drag (double-click resets)."""
-    job_id = job_with_many_points(stack, monkeypatch, 100_000, spike_at=61_234)
+    job_id = job_with_many_points(stack, 100_000, spike_at=61_234)
     page.sign_in()
     page.page.get_by_role("navigation").get_by_role("link", name="Jobs", exact=True).click()
     page.page.locator(f'tr[data-job="{job_id}"]').wait_for()
@@ -126,7 +126,7 @@ def test_job_with_100000_points_draws_a_bounded_history_quickly_and_zooms(page, 
     assert time.monotonic() - started < 3, "navigation after the big job page was slow"
 
 
-def test_a_job_with_a_time_budget_shows_its_progress_by_time(page, stack, monkeypatch):
+def test_a_job_with_a_time_budget_shows_its_progress_by_time(page, stack):
     """Step 86 of 10,000,000 with 8 of its 20 minutes left: the list and the job page show 60% done by time and
     "12 of 20 min", not 0% by steps, and the ETA is the time left."""
     http = api(stack)
@@ -143,7 +143,7 @@ def test_a_job_with_a_time_budget_shows_its_progress_by_time(page, stack, monkey
             "training": {**training, "accelerator": "gpu"},
         },
     ).json()
-    with service_database(stack, monkeypatch) as session:
+    with service_database(stack) as session:
         from app.db.tables import Job
 
         row = session.get(Job, job["id"])
@@ -178,13 +178,13 @@ def test_job_page_on_a_phone_screen(browser, stack):
     assert p.errors == []
 
 
-def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_differ(page, stack, monkeypatch):
+def test_ticked_jobs_open_a_comparison_of_their_curves_and_the_settings_that_differ(page, stack):
     """Two jobs ticked in the list open #/compare: one uPlot chart a metric with a series a job, the x-axis by step
     or time, log scale and smoothing; the table holds only the settings that differ and sorts by a column, with each
     job's best and final value of each metric. The charts' state is read from their uPlot instances (the figure's
     `plot`): the log scale switches the y scale's distribution, smoothing changes the values drawn."""
-    short, long = (job_with_many_points(stack, monkeypatch, n) for n in (2_000, 3_000))
-    with service_database(stack, monkeypatch) as session:  # the worker may take a job before its cancel lands:
+    short, long = (job_with_many_points(stack, n) for n in (2_000, 3_000))
+    with service_database(stack) as session:  # the worker may take a job before its cancel lands:
         from app.db.tables import Job  # "never started" is made certain for the short run the check below names
 
         session.query(Job).filter(Job.id == short).update({"started_at": None})

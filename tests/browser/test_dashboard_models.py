@@ -282,12 +282,12 @@ def test_attention_viewer_draws_heatmaps_with_hover(submitted):
     p.screenshot("attention")
 
 
-def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack, monkeypatch):
+def test_the_model_page_registers_a_model_and_points_an_alias_at_it(page, stack):
     """The registry card names a model (it becomes that name's next version, shown as name@version on its page and
     in the list), saves tags, description and languages, refuses a bad name saying why, and points an alias of the
     name at the version shown; name@alias opens the version it points at. The card lists the alias's moves, newest
     first: from which version to which, by which key."""
-    first, second = model_rows(stack, monkeypatch, 2)
+    first, second = model_rows(stack, 2)
     http = api(stack)
     p = page
     p.sign_in()

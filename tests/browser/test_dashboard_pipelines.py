@@ -24,7 +24,8 @@ from playwright.sync_api import expect
 
 from bench.harness.stack import wait_for
 from tests.browser.conftest import Page, new_page
-from tests.browser.test_dashboard_sweeps import _api, _service_database, _shot
+from tests.browser.support import api, service_database
+from tests.browser.test_dashboard_sweeps import _shot
 from tests.support.job_ends import end_job
 
 GPU_JOB = {"training": {"max_steps": 5, "accelerator": "gpu"}}  # left queued by the stack's CPU worker
@@ -55,7 +56,7 @@ def _turn(stack, pipeline_id: str) -> Iterator[Any]:
     from app.core.settings import get_settings
     from app.services import pipeline_runner
 
-    with _service_database(stack) as session:
+    with service_database(stack) as session:
         pipeline_runner.lock(session, pipeline_id)
         yield session
         pipeline_runner.advance(session, get_settings(), pipeline_id)
@@ -78,7 +79,7 @@ def seeded(stack) -> dict[str, Any]:
     """Three back-translations of the same data: "bt-live" at its clean step (its reverse job and back-translation
     done), "bt-oom" failed at its reverse job, "bt-done" (no clean step) succeeded with its model. Their ids and
     their steps' objects."""
-    http = _api(stack)
+    http = api(stack)
     numbers = ["one", "two", "three", "four", "five", "six", "seven", "eight"]
     corpora = {
         "real": _upload(
@@ -168,7 +169,7 @@ def test_the_pipelines_list_shows_each_pipelines_step_and_model_and_a_row_opens_
 
 
 def test_the_pipeline_page_draws_its_steps_as_a_chain_and_follows_it(page, stack, seeded):
-    http = _api(stack)
+    http = api(stack)
     page.sign_in()
     page.open(f"#/pipelines/{seeded['bt-live']}")
     chain = page.page.locator("#pipeline-chain")
@@ -221,7 +222,7 @@ def test_the_pipeline_page_draws_its_steps_as_a_chain_and_follows_it(page, stack
     # the cleaning ends (the data worker's own call): the page sees it, and the forward job start, by itself
     from worker.data import filtering
 
-    with _service_database(stack):
+    with service_database(stack):
         assert filtering.make(seeded["live-clean"]) == "ready"
     with _turn(stack, seeded["bt-live"]):
         pass  # (or the reaper did it first)
@@ -249,7 +250,7 @@ def test_the_pipeline_page_draws_its_steps_as_a_chain_and_follows_it(page, stack
 
 
 def test_a_failed_pipeline_shows_its_error_and_retries_and_a_refusal_is_shown(page, stack, seeded):
-    http = _api(stack)
+    http = api(stack)
     oom, first = seeded["bt-oom"], seeded["oom-job"]
     page.sign_in()
     page.open(f"#/pipelines/{oom}")
@@ -305,7 +306,7 @@ def test_the_pipeline_page_on_a_phone_screen(browser, stack, seeded):
 
 def test_a_distillation_page_says_where_its_student_starts(page, stack, seeded):
     """Made last: the other tests count the three back-translations."""
-    http = _api(stack)
+    http = api(stack)
     body = {
         "kind": "distillation", "name": "distil-shrunk", "teacher_model_id": seeded["done-model"],
         "dataset_id": seeded["corpora"]["real"], "student_init": "teacher", "job": {"model": {"n_decoder_layers": 1}},

@@ -11,18 +11,16 @@ succeeded one publishes a model row) and sweep_runner.advance moves the sweep on
 
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, Page, new_page
+from tests.browser.support import api, service_database
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "app" / "dashboard"
 SPACE = {
@@ -42,36 +40,13 @@ TRIALS: list[dict[str, Any]] = [
 ]
 
 
-def _api(stack) -> httpx.Client:
-    return httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {stack.key}"}, timeout=30)
-
-
 def _dataset(stack, name: str = "tiny en-de") -> str:
     lines = b"".join(f"{n}\t{n} de\n".encode() for n in ("one", "two", "three", "four", "five", "six"))
-    response = _api(stack).post(
+    response = api(stack).post(
         "/v1/datasets", data={"name": name, "kind": "parallel"}, files={"file": ("t.tsv", lines)}
     )
     assert response.status_code == 201, response.text
     return response.json()["id"]
-
-
-@contextlib.contextmanager
-def _service_database(stack) -> Iterator[Any]:
-    """A session on the embedded service's own database (this process's settings pointed at its data folder)."""
-    from tests.support.app_caches import reset_caches
-
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("DATABASE_URL", "CELERY_BROKER_URL", "ARTIFACT_ROOT", "ENVIRONMENT"):
-            patch.delenv(name, raising=False)
-        patch.setenv("DATA_DIR", str(stack.data_dir))
-        reset_caches()
-        try:
-            from app.db.session import session_scope
-
-            with session_scope() as session:
-                yield session
-        finally:
-            reset_caches()
 
 
 class Worker:
@@ -92,7 +67,7 @@ class Worker:
         from app.services import sweep_runner
         from model.nn.config import ModelConfig
 
-        with _service_database(self.stack) as session:
+        with service_database(self.stack) as session:
             job = sweep_runner.trial_jobs(session, self.sweep_id)[number]
             if job.status == "queued":
                 job.status, job.attempt, job.worker = "running", 1, "test-worker"
@@ -138,7 +113,7 @@ def seeded(stack) -> dict[str, Any]:
     """Sweep "enfr" of 5 trials, one at a time, by bleu, trial 0's dropout given: trials 0, 2 and 3 succeeded
     (bleu 15, 21, 22), trial 1 pruned at step 10, trial 4 running after one evaluation. Returns the sweep as the
     API shows it."""
-    http = _api(stack)
+    http = api(stack)
     body = {
         "name": "enfr",
         "job": {
@@ -195,7 +170,7 @@ def test_the_sweeps_list_shows_each_sweep_and_a_row_opens_it(page, seeded):
 
 
 def test_the_sweep_page_shows_its_trials_curves_settings_and_best(page, stack, seeded):
-    http = _api(stack)
+    http = api(stack)
     sweep = http.get(f"/v1/sweeps/{seeded['id']}").json()
     trials = {t["number"]: t for t in sweep["trials"]}
     page.sign_in()
@@ -311,7 +286,7 @@ def test_the_sweep_page_follows_the_sweep_to_its_end(page, stack, seeded):
     ref = page.page.locator("#best-model-ref")
     assert ref.inner_text() == "enfr@best"
     page.screenshot("sweep-succeeded")
-    model_id = _api(stack).get(f"/v1/sweeps/{seeded['id']}").json()["best"]["model_id"]
+    model_id = api(stack).get(f"/v1/sweeps/{seeded['id']}").json()["best"]["model_id"]
     page.page.locator("#best-model-link").click()
     page.page.wait_for_url(re.compile(rf".*#/models/{model_id}$"))
     expect(page.page.locator("#model-ref")).to_have_text("enfr@1")
@@ -372,7 +347,7 @@ def test_the_new_job_form_starts_a_sweep_of_its_job(page, stack, tmp_path):
     assert _rows(page) == [0, 1]  # two at once
     assert "needs 3 complete trials" in page.page.locator("#importance-needs").inner_text()
     assert page.page.locator("#sweep-best").inner_text().endswith("No trial has completed yet.")
-    sweep = _api(stack).get(f"/v1/sweeps/{sweep_id}").json()
+    sweep = api(stack).get(f"/v1/sweeps/{sweep_id}").json()
     assert sweep["space"] == {
         "training.lr_scale": {"type": "float", "low": 0.5, "high": 2.0, "log": True},
         "model.activation": {"type": "choice", "values": ["relu", "gelu"]},
@@ -391,7 +366,7 @@ def test_the_new_job_form_starts_a_sweep_of_its_job(page, stack, tmp_path):
 
 
 def test_a_bad_space_or_name_shows_the_services_422(page, stack, tmp_path):
-    before = _api(stack).get("/v1/sweeps").json()["total"]
+    before = api(stack).get("/v1/sweeps").json()["total"]
     _sweep_editor(page, tmp_path)
     row = page.page.locator("#sweep-space-rows .space-row").first
     row.get_by_label("setting").select_option("model.dropout")
@@ -406,7 +381,7 @@ def test_a_bad_space_or_name_shows_the_services_422(page, stack, tmp_path):
     page.page.get_by_role("button", name="Start sweep").click()
     expect(error).to_contain_text("name: Value error, name 'Not A Name' must match")
     assert re.search(r"#/new$", page.page.url)
-    assert _api(stack).get("/v1/sweeps").json()["total"] == before
+    assert api(stack).get("/v1/sweeps").json()["total"] == before
 
 
 def _searchable() -> dict[str, dict[str, Any]]:
