@@ -303,6 +303,12 @@ function deleteButton(m, container) {
   return button;
 }
 
+/** "keeping encoder layers 0, 1, 2 of 3 and decoder layer 0 of 3": what a cut model kept of its parent. */
+function keptLayers(kept) {
+  const stack = (name, layers, of) => `${name} layer${layers.length > 1 ? "s" : ""} ${layers.join(", ")} of ${of}`;
+  return `keeping ${stack("encoder", kept.encoder, kept.encoder_of)} and ${stack("decoder", kept.decoder, kept.decoder_of)}`;
+}
+
 export const MODEL_PANELS = ["playground", "evaluations", "corrections", "attention", "embeddings", "anatomy"];  // beside the overview
 
 /** A model's page; `panel` (one of MODEL_PANELS, or none: the overview) is the one shown. */
@@ -326,10 +332,11 @@ export function renderModel(container, modelId, { panel } = {}) {
       h("dt", {}, "parameters"), h("dd", {}, m.parameters.toLocaleString("en-US")),
       h("dt", {}, "shape"), h("dd", {}, `d_model ${c.d_model}, ${c.n_heads} heads, ${c.n_encoder_layers}+${c.n_decoder_layers} layers, d_ff ${c.d_ff}, vocab ${c.vocab_size}`),
       h("dt", {}, "size"), h("dd", {}, fmtBytes(m.size_bytes)),
-      ...(m.parent_model_id ? [h("dt", {}, "fine-tuned from"),
+      ...(m.parent_model_id ? [h("dt", {}, m.cut_from ? "cut from" : "fine-tuned from"),
         h("dd", {}, m.parent_model_deleted
           ? h("span", { id: "parent-model", class: "muted" }, `model ${shortId(m.parent_model_id)} (deleted)`)
-          : h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`))] : []),
+          : h("a", { href: `#/models/${m.parent_model_id}`, id: "parent-model" }, `model ${shortId(m.parent_model_id)}`),
+          m.cut_from ? h("span", { id: "kept-layers", class: "muted" }, ` ${keptLayers(m.cut_from)}`) : null)] : []),
       h("dt", {}, "created"), h("dd", {}, fmtTime(m.created_at))),
       h("p", { class: "metrics" }, Object.entries(m.metrics).map(([k, v]) => h("span", { class: "metric" }, h("strong", {}, k), " ", fmtNumber(v)))));
     const translation = m.objective === "translation";

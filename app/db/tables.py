@@ -15,6 +15,7 @@ import app.db.access_tables  # noqa: F401  (the owners table every owner_id refe
 import app.db.run_record_tables  # noqa: F401  (a job's metrics, checkpoints, dynamics, memory and log)
 from app.db.base import Base, UTCDateTime, UUIDString, new_id, utcnow
 from app.db.registry_tables import ModelAlias
+from model.train.shrink import cut_from
 
 
 def _gone(row: Base, table: type[Base], row_id: str | None) -> bool:
@@ -337,6 +338,14 @@ class TrainedModel(Base):
     def parent_model_deleted(self) -> bool:
         """The model it was fine-tuned from was deleted; `parent_model_id` still names it."""
         return _gone(self, TrainedModel, self.parent_model_id)
+
+    @property
+    def cut_from(self) -> dict[str, Any] | None:
+        """The parent's layers it kept when its job started from fewer of them (model/train/shrink.py); None when it
+        kept them all, has no parent or the parent was deleted."""
+        session = object_session(self)
+        parent = session.get(TrainedModel, self.parent_model_id) if session and self.parent_model_id else None
+        return cut_from(parent.config, self.config) if parent is not None else None
 
 
 class ModelTag(Base):

@@ -56,6 +56,15 @@ class ModelPairPublic(Output):
     target_language: str
 
 
+class KeptLayers(Output):
+    """The layers of its parent a cut model kept: the first, the last and evenly between (model/train/shrink.py)."""
+
+    encoder: list[int]  # the parent's encoder layers, by index from 0
+    decoder: list[int]
+    encoder_of: int  # how many the parent had
+    decoder_of: int
+
+
 class ModelPublic(Output):
     id: str
     name: str | None = None  # registered name; None: unregistered
@@ -77,6 +86,11 @@ class ModelPublic(Output):
     size_bytes: int
     parent_model_id: str | None = None  # the model its job started from (fine-tuning)
     parent_model_deleted: bool = False  # that model was deleted since: `parent_model_id` names it
+    cut_from: KeptLayers | None = Field(
+        None,
+        description="a model whose job started from fewer of its parent's layers (shrink and fine-tune): the "
+        "parent's layers it kept, by index; null when it kept them all, has no parent or the parent was deleted",
+    )
     sha256: str
     created_at: datetime
     confidence_calibration: ConfidenceCalibration | None = Field(

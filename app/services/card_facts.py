@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from app.db import task_rows
 from app.db.background_tables import Evaluation
 from app.db.tables import Dataset, Job, TrainedModel, Worker
-from model.train.shrink import kept_layers
+from model.train.shrink import cut_from
 
 CONFIG_SHOWN = ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "vocab_size", "max_positions")
 
@@ -182,22 +182,6 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
         scores=scores,
         pairs=pairs,
     )
-
-
-def cut_from(parent_config: dict[str, Any], config: dict[str, Any]) -> dict[str, Any] | None:
-    """The parent's layers a model kept when it started from fewer of them (model/train/shrink.py):
-    {"encoder": [...], "decoder": [...], "encoder_of": n, "decoder_of": n}, or None when it kept them all."""
-    counts = {
-        stack: (int(parent_config.get(f"n_{stack}_layers", 0)), int(config.get(f"n_{stack}_layers", 0)))
-        for stack in ("encoder", "decoder")
-    }
-    if not any(1 <= n_to < n_from for n_from, n_to in counts.values()):
-        return None
-    kept: dict[str, Any] = {}
-    for stack, (n_from, n_to) in counts.items():
-        kept[stack] = kept_layers(n_from, n_to) if 1 <= n_to < n_from else list(range(n_from))
-        kept[f"{stack}_of"] = n_from
-    return kept
 
 
 def _pair_metrics(metrics: dict[str, float], pair: str) -> dict[str, float]:

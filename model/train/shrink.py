@@ -10,11 +10,11 @@ the gettext en-fr pairs, gave 12 distinct outputs for 300 test sources (1.21 BLE
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model.nn.config import ModelConfig
 
-if TYPE_CHECKING:  # kept_layers is imported where torch is not (the model card names the layers a model kept)
+if TYPE_CHECKING:  # kept_layers and cut_from are imported where torch is not (the API names the layers a model kept)
     from torch import Tensor
 
 _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
@@ -28,6 +28,22 @@ def kept_layers(n_from: int, n_to: int) -> list[int]:
     if n_to == 1:
         return [0]
     return [round(i * (n_from - 1) / (n_to - 1)) for i in range(n_to)]
+
+
+def cut_from(parent_config: dict[str, Any], config: dict[str, Any]) -> dict[str, Any] | None:
+    """The parent's layers a model kept when it started from fewer of them, read from the two configs:
+    {"encoder": [...], "decoder": [...], "encoder_of": n, "decoder_of": n}, or None when it kept them all."""
+    counts = {
+        stack: (int(parent_config.get(f"n_{stack}_layers", 0)), int(config.get(f"n_{stack}_layers", 0)))
+        for stack in ("encoder", "decoder")
+    }
+    if not any(1 <= n_to < n_from for n_from, n_to in counts.values()):
+        return None
+    kept: dict[str, Any] = {}
+    for stack, (n_from, n_to) in counts.items():
+        kept[stack] = kept_layers(n_from, n_to) if 1 <= n_to < n_from else list(range(n_from))
+        kept[f"{stack}_of"] = n_from
+    return kept
 
 
 def shrunk_state(

@@ -14,8 +14,9 @@ from app.db.background_tables import Evaluation
 from app.db.base import utcnow
 from app.db.session import session_scope
 from app.db.tables import Dataset, Job, TrainedModel, Worker
-from app.services.card_facts import card_facts, cut_from
+from app.services.card_facts import card_facts
 from app.services.model_card import card_digest, render_card
+from model.train.shrink import cut_from
 from tests.api.test_init_model import _model_row
 
 SIGNATURE = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.5.1"
@@ -83,6 +84,7 @@ def test_the_card_says_data_settings_run_scores_parent_and_licence(client, alice
 
 
 def test_a_model_cut_from_its_parent_names_the_layers_it_kept(client, alice):
+    """In its card and in GET /v1/models (the dashboard's "cut from")."""
     parent = _model_row("alice", n_encoder_layers=6, n_decoder_layers=3)
     model_id = _model_row("alice", n_encoder_layers=3, n_decoder_layers=1)
     with session_scope() as session:
@@ -93,6 +95,13 @@ def test_a_model_cut_from_its_parent_names_the_layers_it_kept(client, alice):
         in text
     ), text
     assert "Trained starting from" not in text
+    kept = {"encoder": [0, 2, 5], "decoder": [0], "encoder_of": 6, "decoder_of": 3}
+    assert client.get(f"/v1/models/{model_id}", headers=alice).json()["cut_from"] == kept  # the dashboard's too
+    listed = {m["id"]: m["cut_from"] for m in client.get("/v1/models", headers=alice).json()["data"]}
+    assert listed[model_id] == kept and listed[parent] is None
+    with session_scope() as session:
+        session.delete(session.get(TrainedModel, parent))
+    assert client.get(f"/v1/models/{model_id}", headers=alice).json()["cut_from"] is None  # nothing left to read
     whole = {"n_encoder_layers": 2, "n_decoder_layers": 2}
     assert cut_from(whole, whole) is None  # fine-tuned whole: "Trained starting from", as before
     assert cut_from(whole, {**whole, "n_encoder_layers": 1}) == {
