@@ -16,7 +16,7 @@ from model.train.events import Callbacks
 from model.train.loop import train
 from model.train.prepare import prepare
 from model.train.settings import DataSettings
-from tests.model.train.test_training import quick_config
+from tests.model.train.support import quick_config
 
 
 def _stats(record, kind, layer=0, head=0):

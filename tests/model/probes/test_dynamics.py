@@ -18,7 +18,7 @@ from model.train.loop import train
 from model.train.prepare import prepare
 from model.train.settings import DataSettings
 from model.train.step import accumulate_gradients, build_optimizer, update_on_device
-from tests.model.train.test_training import quick_config
+from tests.model.train.support import quick_config
 
 
 def test_groups_are_the_papers_matrices_per_layer():
