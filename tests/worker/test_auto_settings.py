@@ -1,61 +1,27 @@
-"""The worker's choice of the settings a job left to its time budget: recorded inputs, reproducible."""
+"""The worker's choice of the settings a job left to its time budget: recorded inputs, reproducible. The preset:
+tests/worker/test_auto_preset.py."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-import torch
 
-from app.core.settings import get_settings
-from app.db.tables import Job
 from app.schemas.jobs import ModelSpec, TrainingSpec
-from model.data.demo import numbers_to_words_task, split_numbers
+from model.data.demo import numbers_to_words_task
 from model.probes.anatomy import estimate_memory
 from model.train.budget import BudgetInputs, batch_lr_scale, choose_warmup, training_seconds
 from model.train.compile_choice import COMPILE_SECONDS_PER_GRAPH, COMPILED_SPEEDUP, DATA_PARALLEL_GRAPHS
-from model.train.size_choice import SizeInputs, choose_dropout, choose_size
 from model.train.step_graph import bucket_length
+from tests.worker.auto_jobs import ALL, job_rows
 from worker.training import auto_settings, throughput_probe
 from worker.training.auto_settings import choose_settings, pending
 from worker.training.job_data import JobRows, prepare_job
 
-ALL = ["vocab_size", "max_tokens_per_batch", "warmup_steps", "max_steps"]
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    train, held_out = split_numbers(0, 999, held_out=0.1, seed=0)
-    return numbers_to_words_task(len(train), numbers=train), numbers_to_words_task(len(held_out), numbers=held_out)
-
-
-@pytest.fixture
-def worker_env(monkeypatch):
-    def apply(**env: str) -> None:
-        for name, value in env.items():
-            monkeypatch.setenv(name, value)
-        get_settings.cache_clear()
-
-    yield apply
-    get_settings.cache_clear()
-
-
-def _rows(corpus, fields: list[str], **training) -> JobRows:
-    """A job on the corpus leaving `fields` to its 2-minute budget (and training.compile given, unless in training)."""
-    training = {"compile": False, "max_minutes": 2, "max_length": 40, "seed": 3, **training}
-    job = Job(
-        id="job-1",
-        objective="translation",
-        model_config=ModelSpec(preset="tiny").model_dump(mode="json"),
-        training_config=TrainingSpec(**training).model_dump(mode="json"),
-        auto_settings={"fields": fields},
-    )
-    return JobRows(job, list(corpus[0]), list(corpus[1]))
-
 
 def test_same_corpus_budget_and_throughput_give_the_same_recorded_choice(corpus, worker_env):
     worker_env(WORKER_TOKENS_PER_SECOND="3000")
-    first, second = _rows(corpus, ALL), _rows(corpus, ALL)
+    first, second = job_rows(corpus, ALL), job_rows(corpus, ALL)
     data_1, data_2 = choose_settings(first, "cpu"), choose_settings(second, "cpu")
     auto = first.job.auto_settings
     assert auto == second.job.auto_settings
@@ -77,13 +43,13 @@ def test_same_corpus_budget_and_throughput_give_the_same_recorded_choice(corpus,
 
 def test_without_a_pinned_throughput_the_worker_measures_its_own(corpus, worker_env):
     worker_env(WORKER_TOKENS_PER_SECOND="0")
-    rows = _rows(corpus, ["max_tokens_per_batch", "warmup_steps"])
+    rows = job_rows(corpus, ["max_tokens_per_batch", "warmup_steps"])
     choose_settings(rows, "cpu")
     auto = rows.job.auto_settings
     assert auto["throughput"] == "measured" and auto["probe_seconds"] > 0
     assert auto["inputs"]["tokens_per_second"] > 0
     assert set(auto["chosen"]) == {"max_tokens_per_batch", "warmup_steps", "lr_scale"}
-    given = _rows(corpus, ["max_tokens_per_batch"], lr_scale=1.0)  # a scale the job gives stays
+    given = job_rows(corpus, ["max_tokens_per_batch"], lr_scale=1.0)  # a scale the job gives stays
     choose_settings(given, "cpu")
     assert given.job.training_config["lr_scale"] == 1.0 and "lr_scale" not in given.job.auto_settings["chosen"]
     assert rows.job.model_config["vocab_size"] == ModelSpec().vocab_size  # given (by default), not chosen
@@ -111,16 +77,9 @@ def fake_gpu(monkeypatch):
     return timed
 
 
-@pytest.fixture(scope="module")
-def larger_corpus(corpus):
-    """Enough tokens (8,000 pairs drawn from the training numbers) for batches of 8,192 tokens and more."""
-    train, _ = split_numbers(0, 999, held_out=0.1, seed=0)
-    return numbers_to_words_task(8000, numbers=train), corpus[1]
-
-
 def test_a_gpu_worker_times_a_curve_and_chooses_at_least_its_knee(larger_corpus, worker_env, fake_gpu):
     worker_env(WORKER_TOKENS_PER_SECOND="0")
-    rows = _rows(larger_corpus, ["max_tokens_per_batch", "warmup_steps"])
+    rows = job_rows(larger_corpus, ["max_tokens_per_batch", "warmup_steps"])
     data = choose_settings(rows, "cuda")
     corpus_share = sum(e.size for e in data.train_examples) // 3 // 128 * 128  # the three timed batches an epoch
     assert 8192 < corpus_share < 32768  # the 16x probe is bounded by the corpus, not by the 80 GB
@@ -138,8 +97,8 @@ def test_a_gpu_worker_times_a_curve_and_chooses_at_least_its_knee(larger_corpus,
 
 def test_a_gpu_curve_stays_within_the_gpu_memory(larger_corpus, worker_env, fake_gpu, monkeypatch):
     worker_env(WORKER_TOKENS_PER_SECOND="0")
-    rows = _rows(larger_corpus, ["max_tokens_per_batch"])
-    config = prepare_job(_rows(larger_corpus, [])).model_config
+    rows = job_rows(larger_corpus, ["max_tokens_per_batch"])
+    config = prepare_job(job_rows(larger_corpus, [])).model_config
     limit = estimate_memory(config, 5120, precision="bf16")["training_total_bytes"]  # 5,120 tokens fit, no more
     monkeypatch.setattr(auto_settings, "memory_limit_bytes", lambda device: limit)
     choose_settings(rows, "cuda")
@@ -150,20 +109,20 @@ def test_a_gpu_curve_stays_within_the_gpu_memory(larger_corpus, worker_env, fake
 
 def test_a_cpu_worker_times_one_batch_size_unless_asked_for_a_curve(larger_corpus, worker_env, fake_gpu):
     worker_env(WORKER_TOKENS_PER_SECOND="0")
-    rows = _rows(larger_corpus, ["max_tokens_per_batch"])
+    rows = job_rows(larger_corpus, ["max_tokens_per_batch"])
     choose_settings(rows, "cpu")
     assert fake_gpu == [("cpu", 2048)]
     assert rows.job.auto_settings["inputs"]["throughput_curve"] == ()
     fake_gpu.clear()
     worker_env(WORKER_TOKENS_PER_SECOND="0", WORKER_THROUGHPUT_CURVE="always")
-    choose_settings(rows := _rows(larger_corpus, ["max_tokens_per_batch"]), "cpu")
+    choose_settings(rows := job_rows(larger_corpus, ["max_tokens_per_batch"]), "cpu")
     assert [size for _, size in fake_gpu][:2] == [2048, 8192]
     assert len(rows.job.auto_settings["inputs"]["throughput_curve"]) == 3
 
 
 def test_a_pinned_throughput_is_used_on_a_gpu_too(larger_corpus, worker_env, fake_gpu):
     worker_env(WORKER_TOKENS_PER_SECOND="3000")
-    rows = _rows(larger_corpus, ["max_tokens_per_batch", "warmup_steps"])
+    rows = job_rows(larger_corpus, ["max_tokens_per_batch", "warmup_steps"])
     choose_settings(rows, "cuda")
     auto = rows.job.auto_settings
     assert fake_gpu == []  # nothing timed
@@ -181,7 +140,7 @@ def _buckets(data) -> int:
 def test_a_cpu_job_that_leaves_compile_out_runs_eager_and_says_why(corpus, worker_env, fake_gpu):
     """Pass: with no budget fields, the worker still decides compile (off on a CPU, nothing timed), records it
     beside the budget's choices with its reason, writes it into the job's settings, and has nothing left to choose."""
-    rows = _rows(corpus, [], compile=None)
+    rows = job_rows(corpus, [], compile=None)
     assert pending(rows) == ["compile"]
     choose_settings(rows, "cpu")
     auto = json.loads(json.dumps(rows.job.auto_settings))
@@ -195,7 +154,7 @@ def test_a_gpu_job_compiles_when_its_budget_wins_back_the_compile_time(larger_co
     """Pass: the same corpus on a GPU compiles with 10 hours (saved time > graphs x compile seconds) and not with
     2 minutes; the record names the graphs (one per length bucket) and the training seconds it weighed."""
     worker_env(WORKER_TOKENS_PER_SECOND="3000")
-    long = _rows(larger_corpus, ["warmup_steps"], compile=None, max_minutes=600)
+    long = job_rows(larger_corpus, ["warmup_steps"], compile=None, max_minutes=600)
     data = choose_settings(long, "cuda")
     graphs = _buckets(data)
     assert long.job.training_config["compile"] is True and long.job.auto_settings["chosen"]["compile"] is True
@@ -206,7 +165,7 @@ def test_a_gpu_job_compiles_when_its_budget_wins_back_the_compile_time(larger_co
         "training_seconds": round(min(36000.0, steps_seconds), 1),
     }
     assert long.job.auto_settings["reasons"]["compile"].startswith("on:")
-    short = _rows(larger_corpus, ["warmup_steps"], compile=None)
+    short = job_rows(larger_corpus, ["warmup_steps"], compile=None)
     choose_settings(short, "cuda")
     assert 120 * (1 - 1 / COMPILED_SPEEDUP) < graphs * COMPILE_SECONDS_PER_GRAPH  # the case is a real "off"
     assert short.job.training_config["compile"] is False
@@ -218,210 +177,38 @@ def test_a_gpu_job_without_a_budget_is_weighed_by_its_steps_at_the_timed_pace(la
     """Pass: no max_minutes: the worker times the job's own batch once and weighs max_steps at that pace; many
     steps compile, few do not. Data-parallel jobs count DATA_PARALLEL_GRAPHS (compiled layers) whatever the lengths."""
     worker_env(WORKER_TOKENS_PER_SECOND="0")
-    many = _rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=200_000, max_tokens_per_batch=4096)
+    many = job_rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=200_000, max_tokens_per_batch=4096)
     choose_settings(many, "cuda")
     assert fake_gpu == [("cuda", 4096)]
     seconds = 200_000 * 4096 / _gpu_rate(4096)
     assert many.job.auto_settings["compile_inputs"]["training_seconds"] == round(seconds, 1)
     assert many.job.training_config["compile"] is True
-    few = _rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=50, max_tokens_per_batch=4096)
+    few = job_rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=50, max_tokens_per_batch=4096)
     choose_settings(few, "cuda")
     assert few.job.training_config["compile"] is False
-    group = _rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=200_000, devices=2)
+    group = job_rows(larger_corpus, [], compile=None, max_minutes=None, max_steps=200_000, devices=2)
     choose_settings(group, "cuda")
     assert group.job.auto_settings["compile_inputs"]["graphs"] == DATA_PARALLEL_GRAPHS
 
 
 def test_an_explicit_compile_is_never_chosen_again(corpus, worker_env, fake_gpu):
     """Pass: compile given (true on a CPU, false on a GPU with a long budget) is kept and nothing is recorded."""
-    rows = _rows(corpus, [], compile=True)
+    rows = job_rows(corpus, [], compile=True)
     assert pending(rows) == []
     worker_env(WORKER_TOKENS_PER_SECOND="3000")
-    rows = _rows(corpus, ["warmup_steps"], compile=False, max_minutes=600)
+    rows = job_rows(corpus, ["warmup_steps"], compile=False, max_minutes=600)
     choose_settings(rows, "cuda")
     assert rows.job.training_config["compile"] is False and "compile" not in rows.job.auto_settings["chosen"]
 
 
 # tokens/s of each preset on a 2-core CPU, by d_model (tiny, small, base, big): model/train/size_choice.py's anchors
-CPU_RATES = {64: 17_800.0, 256: 2_745.0, 512: 1_050.0, 1024: 290.0}
-
-
-@pytest.fixture
-def preset_rates(monkeypatch):
-    """Each preset's tokens/s, injected: the (d_model, batch tokens) timed, in order."""
-    timed: list[tuple[int, int]] = []
-
-    def measure(data, config, max_tokens, steps=3):
-        timed.append((data.model_config.d_model, max_tokens))
-        return CPU_RATES[data.model_config.d_model]
-
-    monkeypatch.setattr(throughput_probe, "measure_throughput", measure)
-    monkeypatch.setattr(auto_settings, "measure_throughput", measure)
-    return timed
-
-
-def _auto(corpus, fields: list[str], model: dict | None = None, **training) -> JobRows:
-    """A job leaving its preset to the worker (ModelSpec's default), and `fields` to its 20-minute budget."""
-    rows = _rows(corpus, fields, max_minutes=20, **training)
-    rows.job.model_config = ModelSpec(**(model or {})).model_dump(mode="json")
-    rows.job.auto_settings = {"fields": [*fields, "preset"]}
-    return rows
-
-
-def test_a_job_that_leaves_its_preset_to_the_worker_gets_it_chosen_from_timed_candidates(
-    larger_corpus, worker_env, preset_rates
-):
-    """Pass: tiny then small are timed (each once: the budget reuses the chosen one's timing), base is not (it could
-    not win even 4 times faster than small's tokens/s suggest), big not (its steps would take over 5% of the budget);
-    small is chosen and recorded, with the candidates' tokens/s, the predictions and why; the dropout follows it
-    (many epochs over 8,000 pairs); the job's model section holds both, and nothing is left to choose."""
-    worker_env(WORKER_TOKENS_PER_SECOND="0")
-    rows = _auto(larger_corpus, ALL)
-    assert pending(rows) == [*ALL, "preset"]
-    data = choose_settings(rows, "cpu")
-    auto = json.loads(json.dumps(rows.job.auto_settings))  # as the job's JSON column keeps it
-    assert preset_rates == [(64, 2048), (256, 2048)]
-    assert auto["chosen"]["preset"] == rows.job.model_config["preset"] == "small" and data.model_config.d_model == 256
-    candidates = {c["preset"]: c for c in auto["preset_inputs"]["candidates"]}
-    assert [candidates[p]["tokens_per_second"] for p in ("tiny", "small")] == [17_800.0, 2_745.0]
-    assert candidates["base"]["throughput"] == candidates["big"]["throughput"] == "not timed"
-    assert "even at 4x" in candidates["base"]["note"] and "over 5% of the budget" in candidates["big"]["note"]
-    assert [p["preset"] for p in auto["preset_inputs"]["predictions"]] == ["tiny", "small"]
-    assert (
-        auto["reasons"]["preset"].startswith("small: predicted loss") and "base not timed" in auto["reasons"]["preset"]
-    )
-    assert auto["probe_seconds"] is not None and auto["inputs"]["tokens_per_second"] == 2_745.0  # small's, reused
-    # The recorded inputs give the same choice again.
-    recorded = {k: v for k, v in auto["preset_inputs"].items() if k != "predictions"}
-    assert choose_size(SizeInputs(**recorded)).preset == "small"
-    # Many epochs of 8,000 short pairs: small's 0.1 raised by the rule (past 11 epochs, toward 0.3 at 101).
-    epochs = next(p["epochs"] for p in auto["preset_inputs"]["predictions"] if p["preset"] == "small")
-    corpus_tokens = auto["preset_inputs"]["corpus_tokens"]
-    dropout, _ = choose_dropout(0.1, candidates["small"]["parameters"], corpus_tokens, epochs)
-    assert 0.1 < dropout < 0.3 and 11 < epochs < 101
-    assert auto["chosen"]["dropout"] == rows.job.model_config["dropout"] == data.model_config.dropout == dropout
-    assert "epochs" in auto["reasons"]["dropout"] and set(auto["fields"]) == {*ALL, "preset", "dropout", "lr_scale"}
-    assert pending(rows) == []
-
-
-def test_a_mixed_jobs_preset_and_dropout_see_its_distinct_rows(larger_corpus, worker_env, preset_rates):
-    """A mix repeats its rows: the size law and the dropout rule must weigh the corpus behind them (its tokens
-    once), as for the same rows given plainly, or 4 repeats look like 4 times the data and fewer epochs."""
-    from model.data.mixing import Chain
-
-    worker_env(WORKER_TOKENS_PER_SECOND="0")
-    plain = _auto(larger_corpus, ["warmup_steps"])
-    choose_settings(plain, "cpu")
-    mixed = _auto(larger_corpus, ["warmup_steps"])
-    mixed = JobRows(mixed.job, Chain([mixed.train_rows] * 4), mixed.valid_rows)
-    choose_settings(mixed, "cpu")
-    inputs = {name: rows.job.auto_settings["preset_inputs"] for name, rows in (("plain", plain), ("mixed", mixed))}
-    assert inputs["mixed"]["training_pairs"] == inputs["plain"]["training_pairs"] == len(larger_corpus[0])
-    assert inputs["mixed"]["corpus_tokens"] == inputs["plain"]["corpus_tokens"] > 0
-    assert mixed.job.model_config["dropout"] == plain.job.model_config["dropout"]
-
-
-def test_a_given_dropout_stays_and_a_given_preset_is_not_chosen(larger_corpus, worker_env, preset_rates):
-    worker_env(WORKER_TOKENS_PER_SECOND="0")
-    rows = _auto(larger_corpus, ["warmup_steps"], model={"dropout": 0.05})
-    data = choose_settings(rows, "cpu")
-    assert rows.job.model_config["dropout"] == data.model_config.dropout == 0.05
-    assert "dropout" not in rows.job.auto_settings["chosen"] and "preset" in rows.job.auto_settings["chosen"]
-    named = _rows(larger_corpus, ["warmup_steps"])  # preset tiny, given
-    assert "preset" not in pending(named)
-    choose_settings(named, "cpu")
-    assert "preset" not in named.job.auto_settings["chosen"] and named.job.model_config["preset"] == "tiny"
-
-
-def test_a_job_bounded_by_steps_gets_its_preset_without_timing_anything(corpus, worker_env, preset_rates):
-    """No max_minutes: the rule weighs the steps' tokens (2,000 of 4,096 by default), times nothing, and keeps the
-    smallest preset on 900 pairs; without budget settings, the record holds the preset and its dropout alone."""
-    rows = _rows(corpus, [], max_minutes=None)
-    rows.job.model_config = ModelSpec().model_dump(mode="json")
-    assert pending(rows) == ["preset"]
-    choose_settings(rows, "cpu")
-    auto = rows.job.auto_settings
-    assert preset_rates == [] and auto["chosen"]["preset"] == "tiny" and auto["probe_seconds"] is None
-    assert "bounded by steps" in auto["reasons"]["preset"] and auto["fields"] == ["preset", "dropout"]
-    assert auto.get("inputs") is None  # nothing chosen from a time budget
-
-
-def test_a_pinned_throughput_is_the_smallest_presets_and_the_others_are_estimated(
-    larger_corpus, worker_env, preset_rates
-):
-    worker_env(WORKER_TOKENS_PER_SECOND="3000")
-    rows = _auto(larger_corpus, ALL)
-    choose_settings(rows, "cpu")
-    candidates = rows.job.auto_settings["preset_inputs"]["candidates"]
-    assert preset_rates == []
-    assert [c["throughput"] for c in candidates] == ["pinned", "estimated", "estimated", "estimated"]
-    assert candidates[0]["tokens_per_second"] == 3000 > candidates[1]["tokens_per_second"]
-
-
-def test_a_preset_the_device_cannot_hold_is_refused_by_the_worker_and_never_chosen(
-    larger_corpus, worker_env, preset_rates, monkeypatch
-):
-    """Fault: a device of 1 GB. Pass: a job naming big fails before anything is timed, saying the memory big needs
-    and the device's; one leaving the preset to the worker never considers big and base, which do not fit."""
-    from model.train.config import TrainingError
-
-    worker_env(WORKER_TOKENS_PER_SECOND="0")
-    monkeypatch.setattr(auto_settings, "memory_limit_bytes", lambda device: 1024**3)
-    named = _rows(larger_corpus, ["warmup_steps"])
-    named.job.model_config = ModelSpec(preset="big").model_dump(mode="json")
-    with pytest.raises(
-        TrainingError,
-        match=r"preset 'big' needs an estimated \d+\.\d GB to train in fp32 at 4096 "
-        r"tokens per batch; this worker's device has 1\.0 GB; choose a smaller preset",
-    ):
-        choose_settings(named, "cpu")
-    assert preset_rates == []
-    rows = _auto(larger_corpus, ALL)
-    choose_settings(rows, "cpu")
-    reason = rows.job.auto_settings["reasons"]["preset"]
-    assert "base does not fit" in reason and "big does not fit" in reason
-    assert {d_model for d_model, _ in preset_rates} <= {64, 256}
-
-
-def test_a_job_whose_preset_the_worker_chose_trains_exactly_as_one_that_names_it(
-    larger_corpus, worker_env, preset_rates, tmp_path
-):
-    """The preset the worker chose (small) gives the job the model section, budget settings, tokenizer, examples and
-    weights, step for step, of the same job naming small: timing the candidates changes nothing the job trains
-    (the probes' models are thrown away and the RNG is left as it was)."""
-    from model.io.checkpoint import load_model
-    from model.train.loop import train
-    from worker.training.job_data import train_config
-
-    worker_env(WORKER_TOKENS_PER_SECOND="0")
-    chosen = _auto(larger_corpus, ALL, model={"dropout": 0.1})
-    named = _auto(larger_corpus, ALL, model={"preset": "small", "dropout": 0.1})
-    named.job.auto_settings = {"fields": ALL}
-    data = {name: choose_settings(rows, "cpu") for name, rows in (("chosen", chosen), ("named", named))}
-    assert chosen.job.auto_settings["chosen"]["preset"] == "small" and "preset" not in pending(named)
-    assert chosen.job.model_config == named.job.model_config
-    assert chosen.job.training_config == named.job.training_config
-    assert data["chosen"].model_config == data["named"].model_config
-    assert data["chosen"].tokenizer.fingerprint == data["named"].tokenizer.fingerprint
-    assert [e.size for e in data["chosen"].train_examples] == [e.size for e in data["named"].train_examples]
-    weights = {}
-    for name, rows in (("chosen", chosen), ("named", named)):
-        config = train_config(rows.job, "cpu")
-        short = {"max_steps": 6, "max_minutes": None, "eval_every_minutes": None}
-        config = type(config)(**{**config.model_dump(), **short})
-        result = train(data[name], config, tmp_path / name)
-        weights[name] = load_model(result.model_checkpoint)[0].state_dict()
-    assert weights["chosen"].keys() == weights["named"].keys()
-    assert all(torch.equal(weights["chosen"][k], weights["named"][k]) for k in weights["named"])
-
-
 def test_a_mixed_jobs_vocabulary_is_chosen_from_its_distinct_rows(corpus, worker_env):
     """A mix repeats its new rows (model/data/mixing.py): 900 pairs 25 times look like 22,500, past the 20,000 that
     a vocabulary of 2,000 stops at; the rule must see the 900."""
     from model.data.mixing import Chain
 
     worker_env(WORKER_TOKENS_PER_SECOND="3000")
-    rows = _rows(corpus, ["vocab_size"])
+    rows = job_rows(corpus, ["vocab_size"])
     rows = JobRows(rows.job, Chain([rows.train_rows] * 25), rows.valid_rows)
     assert len(rows.train_rows) == 25 * len(corpus[0]) > 20_000
     choose_settings(rows, "cpu")
@@ -438,7 +225,7 @@ def test_a_vocabulary_shared_by_the_languages_of_several_pairs_grows_with_them(w
     pairs = [LanguagePair("en", "de"), LanguagePair("en", "fr")]
     by_pair = [numbers_to_words_task(600, seed=i, lang_tgt=p.target) for i, p in enumerate(pairs)]
     rows = multilingual_rows(by_pair, pairs)
-    job = _rows((rows, rows[:20]), ["vocab_size"]).job
+    job = job_rows((rows, rows[:20]), ["vocab_size"]).job
     multi = JobRows(job, rows[20:], rows[:20], ("de", "fr"), languages=3)
     data = choose_settings(multi, "cpu")
     auto = multi.job.auto_settings
