@@ -1,5 +1,6 @@
 """What the dashboard's browser tests share: an API client of the stack's key, filling the new-job form, reading the
-job page's charts, and rows written straight into the service's database."""
+job page's charts and a sweep's trials, screenshots of a part of a page, and rows written straight into the service's
+database."""
 
 from __future__ import annotations
 
@@ -173,3 +174,16 @@ def four_digits(x: float) -> str:
     """A number as the dashboard shows it (ui.js fmtNumber): four significant digits, no trailing zeros."""
     rounded = float(f"{x:.4g}")
     return str(int(rounded)) if rounded.is_integer() else repr(rounded)
+
+
+def shot(locator, name: str) -> None:
+    """A screenshot of one part of the page, at full size, beside the pages' own."""
+    from tests.browser.conftest import ARTIFACTS  # here: the conftest imports this module
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    locator.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+
+
+def trial_rows(p: Page) -> list[int]:
+    """The sweep page's trials table: each row's trial number, in the order shown."""
+    return [int(n) for n in p.page.locator("#trials-table tbody tr").evaluate_all("rs => rs.map(r => r.dataset.trial)")]

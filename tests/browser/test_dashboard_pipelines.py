@@ -24,8 +24,7 @@ from playwright.sync_api import expect
 
 from bench.harness.stack import wait_for
 from tests.browser.conftest import Page, new_page
-from tests.browser.support import api, service_database
-from tests.browser.test_dashboard_sweeps import _shot
+from tests.browser.support import api, service_database, shot
 from tests.support.job_ends import end_job
 
 GPU_JOB = {"training": {"max_steps": 5, "accelerator": "gpu"}}  # left queued by the stack's CPU worker
@@ -217,7 +216,7 @@ def test_the_pipeline_page_draws_its_steps_as_a_chain_and_follows_it(page, stack
     assert page.page.locator("#retry-pipeline, #delete-pipeline").count() == 0
     assert page.page.locator("#pipeline-note").inner_text().startswith("Live")
     page.screenshot("pipeline-running")
-    _shot(page.page.locator("#pipeline-steps"), "pipeline-running-chain")
+    shot(page.page.locator("#pipeline-steps"), "pipeline-running-chain")
 
     # the cleaning ends (the data worker's own call): the page sees it, and the forward job start, by itself
     from worker.data import filtering
@@ -321,4 +320,4 @@ def test_a_distillation_page_says_where_its_student_starts(page, stack, seeded):
         fields.locator('[data-field="student\'s start"]').inner_text() == "the teacher's layers (shrink and fine-tune)"
     )
     assert _href(fields.locator('[data-field="teacher"] a')) == f"#/models/{seeded['done-model']}"
-    _shot(page.page.locator("#pipeline-summary"), "pipeline-distillation-summary")
+    shot(page.page.locator("#pipeline-summary"), "pipeline-distillation-summary")
