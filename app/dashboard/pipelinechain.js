@@ -2,7 +2,7 @@
 // box with the step's name, kind and status (coloured as job statuses are), a link to its object (a job, the model
 // that translates a dataset, a dataset being filtered) and what it made; over each arrow the model or dataset passed
 // on to the next step. Under the chain, the error of a step that failed and the attempts a retry replaced. Plain
-// HTML and CSS (style.css, "Pipelines"): on a phone the chain runs downwards.
+// HTML and CSS (pages.css, "Pipelines"): on a phone the chain runs downwards.
 
 import { h, shortId } from "./ui.js";
 
