@@ -18,13 +18,7 @@ from model.train.loop import train
 from model.train.prepare import PreparedData, prepare
 from model.train.settings import DataSettings
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 
 @pytest.fixture(scope="module")

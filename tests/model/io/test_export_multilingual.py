@@ -17,7 +17,9 @@ from model.io.export import convert_to_ctranslate2, export_marian
 from model.train.loop import train
 from model.train.prepare import prepare
 from model.train.settings import DataSettings
-from tests.model.train.test_learning import one_thread, toy_config  # noqa: F401 (autouse: one torch thread)
+from tests.model.train.test_learning import toy_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()

@@ -1,25 +1,13 @@
 """Fixtures the training loop's spec files share (tests/model/train/test_{training,schedule,data_preparation,
-resume}.py ask for them)."""
+resume}.py ask for them; one_thread is tests/model/conftest.py's)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import torch
 
 from model.data.demo import reverse_task
 from model.train.prepare import PreparedData, prepare
 from model.train.settings import DataSettings
-
-
-@pytest.fixture
-def one_thread() -> Iterator[None]:
-    """Tiny models gain nothing from two threads, and lose a lot when other processes share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,7 @@ them did (model/train/checkpointing.py); kept across a resume; named in the mode
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-import torch
 
 from model.data.demo import reverse_task
 from model.data.tokenizer import Tokenizer
@@ -19,13 +16,7 @@ from model.train.loop import train
 from model.train.prepare import PreparedData, prepare
 from model.train.settings import MAX_KEEP_CHECKPOINTS, DataSettings
 
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 
 @pytest.fixture(scope="module")

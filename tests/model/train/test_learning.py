@@ -4,7 +4,7 @@ Each test trains on CPU in well under a minute; seeds are fixed, so results repe
 from their checkpoints with load_model, as the inference worker will.
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -24,14 +24,7 @@ from model.train.validation import translate_examples
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models gain nothing from intra-op threads, and on a busy machine (CI runs workers beside the tests)
-    two OpenMP threads sharing two cores run several times slower than one."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 
 def exact_match(

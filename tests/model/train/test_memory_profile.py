@@ -21,14 +21,7 @@ from model.train.memory_profile import CpuPeak, CudaPeak, measure_step, memory_r
 from model.train.prepare import prepare
 from model.train.settings import DataSettings
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models gain nothing from two threads, and lose a lot when other processes share the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 
 CONFIG = ModelConfig(vocab_size=300, **PRESETS["tiny"])  # d_model 64, 4 heads, 2 + 2 layers, d_ff 256

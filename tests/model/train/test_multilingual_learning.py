@@ -11,7 +11,9 @@ from model.train.config import TrainingError
 from model.train.loop import train
 from model.train.prepare import prepare
 from model.train.settings import DataSettings
-from tests.model.train.test_learning import exact_match, one_thread, toy_config  # noqa: F401  # one_thread: autouse
+from tests.model.train.test_learning import exact_match, toy_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 
 @pytest.mark.slow

@@ -14,7 +14,9 @@ from model.train.loop import train
 from model.train.pair_validation import SINGLE, pair_metrics, validation_sets
 from model.train.prepare import prepare
 from model.train.settings import DataSettings
-from tests.model.train.test_learning import one_thread, toy_config  # noqa: F401  # one_thread: autouse
+from tests.model.train.test_learning import toy_config
+
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 PAIRS = [LanguagePair("en", "de"), LanguagePair("en", "fr")]
 

@@ -17,7 +17,7 @@ from model.train.prepare import PreparedData, prepare
 from model.train.settings import DataSettings
 from tests.model.train.support import quick_config
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/train/conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 
 # -- exact resume ---------------------------------------------------------------------------------------------

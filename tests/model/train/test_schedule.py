@@ -17,7 +17,7 @@ from model.train.schedule import InverseSqrtSchedule, lambda_lr
 from model.train.settings import MAX_KEEP_CHECKPOINTS
 from model.train.step import accumulate_gradients, autocast_for, enable_tf32
 
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/train/conftest.py
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
 
 
 # -- learning rate (Sec. 5.3, Eq. 3) --------------------------------------------------------------------------
