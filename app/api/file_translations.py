@@ -24,8 +24,8 @@ from app.db.background_tables import FileTranslation
 from app.db.base import new_id
 from app.schemas.common import NUL_MESSAGE, Page, check_language, holds_nul
 from app.schemas.file_translations import FileTranslationPublic
-from app.schemas.inference import BACKEND_DESCRIPTION, Backend
-from app.services import glossaries, target_languages
+from app.schemas.inference import BACKEND_DESCRIPTION, BEAM_DESCRIPTION, Backend
+from app.services import glossaries, inference_limits, target_languages
 from app.services.file_translations import dispatch, source_key
 
 router = APIRouter(prefix="/v1/models", tags=["file translations"])
@@ -93,7 +93,7 @@ def translate_file(
     key: InferenceKey,
     _form: Annotated[None, Depends(_known_form_fields)],  # after the key: a refused key learns nothing of the form
     file: Annotated[UploadFile, File(description="UTF-8 text, one segment a line")],
-    beam_size: Annotated[int, Form(ge=1)] = 4,
+    beam_size: Annotated[int | None, Form(ge=1, description=BEAM_DESCRIPTION)] = None,
     language: Annotated[
         str | None,
         Form(
@@ -124,8 +124,7 @@ def translate_file(
     model = owned_model(session, model_id, key.owner_id)
     if model.objective != "translation":
         raise unprocessable("model_id", f"model {model_id} was trained for {model.objective}, not translation")
-    if beam_size > settings.max_beam_size:
-        raise unprocessable("beam_size", f"beam_size={beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    beam_size = inference_limits.beam_size(settings, beam_size, model.beam_size)
     target = target_languages.for_model(model, target_language, source_language)
     if glossary_id:  # 422 for another's or a pair not the model's; the worker reads it when it starts
         glossaries.for_translation(session, key.owner_id, glossary_id, (model.source_language, model.target_language))

@@ -65,6 +65,7 @@ def served_model(session: Session, model_id: str, owner_id: str, route: str = ""
             low_confidence_below=threshold,
             languages=(row.source_language, row.target_language),
             pairs=target_languages.trained_pairs(row),
+            beam_size=row.beam_size,
         )
         ttl_cache.models().put(row.id, facts)
     if facts.owner_id != owner_id:
@@ -105,10 +106,10 @@ def translate(
     model = served_model(session, model_id, key.owner_id, "translate", "translation")
     model_id, threshold = model.id, model.low_confidence_below
     _check_texts(settings, body.texts, "texts", session)
-    if body.beam_size > settings.max_beam_size:
-        raise unprocessable("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
-    if body.n_best > body.beam_size:
-        raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={body.beam_size}")
+    beam_size = inference_limits.beam_size(settings, body.beam_size, model.beam_size)
+    if body.n_best > beam_size:
+        whose = "" if body.beam_size is not None else ", the model's default"
+        raise unprocessable("n_best", f"n_best={body.n_best} cannot exceed beam_size={beam_size}{whose}")
     if body.memory is not None:
         check_memory(session, key, body.memory, model.languages)
     target = target_languages.resolve(
@@ -120,7 +121,7 @@ def translate(
     session.close()  # do not hold a connection while a worker decodes
     memory = body.memory.model_dump() if body.memory is not None else None
     options: dict[str, Any] = {
-        "beam_size": body.beam_size,
+        "beam_size": beam_size,
         "n_best": body.n_best,
         "max_length": body.max_length,
         "return_alignment": body.return_alignment,
@@ -150,6 +151,7 @@ def translate(
         backend=answer["backend"],  # the one that answered: "auto" asks the worker to choose
         elapsed_ms=round(elapsed, 2),
         compute_ms=compute_ms,
+        beam_size=beam_size,
         target_language=target.tag,
         zero_shot=target.zero_shot,
     )

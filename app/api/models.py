@@ -11,8 +11,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload
 
 from app.api import audit, ttl_cache
-from app.api.deps import SessionDep
-from app.api.errors import bad_query, conflict, not_found
+from app.api.deps import SessionDep, SettingsDep
+from app.api.errors import bad_query, conflict, not_found, unprocessable
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ModelsWriteKey, ReadKey
 from app.db.tables import ModelTag, TrainedModel
@@ -86,17 +86,19 @@ def _update_action(given: set[str], name: str | None) -> str:
         **NOT_FOUND,
         400: {"description": "Body is not UTF-8 JSON"},
         409: {"description": "The name was being registered by another request at the same moment: try again"},
-        422: {"description": "Invalid name, tag, description, language or licence"},
+        422: {"description": "Invalid name, tag, description, language, licence or beam"},
     },
 )
 def update_model(
-    model_id: str, body: ModelUpdate, session: SessionDep, key: ModelsWriteKey, request: Request
+    model_id: str, body: ModelUpdate, session: SessionDep, settings: SettingsDep, key: ModelsWriteKey, request: Request
 ) -> ModelPublic:
-    """Change a model's name, tags, description, languages or licence: only the fields given change. A new `name` makes
-    the model that name's next version (1, 2, ...); renaming removes the aliases of its old name that pointed at
-    it (recorded in their history); `null` unregisters it."""
+    """Change a model's name, tags, description, languages, licence or default beam: only the fields given change. A
+    new `name` makes the model that name's next version (1, 2, ...); renaming removes the aliases of its old name that
+    pointed at it (recorded in their history); `null` unregisters it."""
     model = owned_model(session, model_id, key.owner_id)
     given = body.model_fields_set
+    if "beam_size" in given and body.beam_size is not None:
+        _check_default_beam(settings.max_beam_size, model, body.beam_size)
     before = {"name": model.name, "version": model.version}
     try:
         if "name" in given:
@@ -107,15 +109,29 @@ def update_model(
         audit.record(session, key, request, _update_action(given, model.name), "model", model.id, details)
         if "tags" in given:
             registry.set_tags(session, model, body.tags or [])
-        for field in ("description", "source_language", "target_language", "license"):
+        for field in ("description", "source_language", "target_language", "license", "beam_size"):
             if field in given:
                 setattr(model, field, getattr(body, field))
         session.commit()
     except IntegrityError as exc:
         session.rollback()
         raise conflict(f"name {body.name!r} was being registered by another request; try again") from exc
-    ttl_cache.models().forget(model.id)  # its languages, which a translation memory is checked against
+    ttl_cache.models().forget(model.id)  # its languages (a translation memory is checked against them), its beam
     return ModelPublic.model_validate(model)
+
+
+def _check_default_beam(max_beam_size: int, model: TrainedModel, beam_size: int) -> None:
+    """422 unless a request could ask this model for that beam: a translation model, at most MAX_BEAM_SIZE and half
+    its vocabulary (what its worker allows: worker/tasks/inference.py)."""
+    if model.objective != "translation":
+        raise unprocessable("beam_size", f"model {model.id} was trained for {model.objective}; a beam is translation's")
+    widest = min(max_beam_size, int(model.config.get("vocab_size", 0)) // 2)
+    if beam_size > widest:
+        raise unprocessable(
+            "beam_size",
+            f"beam_size={beam_size} exceeds {widest}, the widest beam this model serves "
+            f"(MAX_BEAM_SIZE={max_beam_size}, half its vocabulary of {model.config.get('vocab_size')})",
+        )
 
 
 @router.delete(

@@ -41,6 +41,7 @@ class ModelFacts:
     low_confidence_below: float | None = None  # the calibrated threshold of its low-confidence flag, if it has one
     languages: tuple[str | None, str | None] = (None, None)  # source and target, as its owner says
     pairs: tuple[tuple[str, str], ...] = ()  # (source, target) of each pair a model of several was trained on
+    beam_size: int | None = None  # its owner's default beam; None: DEFAULT_BEAM_SIZE
 
 
 class Recent(Generic[V]):

@@ -71,9 +71,9 @@ def cmd_evaluate(args: argparse.Namespace) -> None:
     """Score a model on a parallel dataset and print BLEU, chrF and chrF++ with their sacrebleu signatures; with
     -o, also write the hypotheses (one line per row)."""
     body = {
-        "dataset_id": args.dataset, "beam_size": args.beam_size, "alpha": args.alpha, "tokenize": args.tokenize,
-        "backend": args.backend,
-    } | ({"glossary_id": args.glossary} if args.glossary else {}) | languages(args)  # fmt: skip
+        "dataset_id": args.dataset, "alpha": args.alpha, "tokenize": args.tokenize, "backend": args.backend,
+    } | ({"beam_size": args.beam_size} if args.beam_size is not None else {})  # fmt: skip
+    body |= ({"glossary_id": args.glossary} if args.glossary else {}) | languages(args)
     with connection.open_client(args) as client:
         evaluation: dict[str, Any] = check(client.post(path("models", args.model, "evaluations"), json=body))
         url = path("models", args.model, "evaluations", evaluation["id"])
@@ -139,7 +139,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("evaluate", help="score a model on a parallel dataset: BLEU, chrF, chrF++ (sacrebleu)")
     p.add_argument("model")
     p.add_argument("--dataset", required=True, help="a parallel dataset id: sources translated, targets the references")
-    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--beam-size", type=int, help="the beam's width (default: the model's default beam, else 4)")
     p.add_argument("--alpha", type=float, default=0.6, help="GNMT length penalty exponent, 0 to 2 (as /translate)")
     p.add_argument("--tokenize", default="13a", help="sacrebleu's BLEU tokenizer: 13a, intl, zh, ja-mecab, ...")
     p.add_argument(

@@ -26,7 +26,9 @@ def translate_texts(client: httpx.Client, args: argparse.Namespace) -> None:
     """One line per text; with --n-best N, N lines per text: `INDEX<TAB>SCORE<TAB>TRANSLATION`, best first; with
     --confidence, `CONFIDENCE<TAB>TRANSLATION` (with --json, each token's probability too); with --memory, each
     translation's memory matches on indented lines after it."""
-    body: dict[str, Any] = {"texts": args.text, "beam_size": args.beam_size, "n_best": args.n_best}
+    body: dict[str, Any] = {"texts": args.text, "n_best": args.n_best}
+    if args.beam_size is not None:
+        body["beam_size"] = args.beam_size
     if args.confidence:
         body["return_token_probs"] = True
     if args.max_length:
@@ -64,7 +66,8 @@ def translate_file(client: httpx.Client, args: argparse.Namespace) -> None:
             client.post(
                 path("models", args.model, "translations"),
                 files={"file": (file.name, f)},
-                data={"beam_size": str(args.beam_size), "language": args.language, "backend": args.backend or "auto"}
+                data={"language": args.language, "backend": args.backend or "auto"}
+                | ({"beam_size": str(args.beam_size)} if args.beam_size is not None else {})
                 | ({"glossary_id": args.glossary} if args.glossary else {})
                 | languages(args),
                 timeout=300,
@@ -118,7 +121,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("model")
     p.add_argument("file", nargs="?", help="a text file, one segment a line (omit with --text)")
     p.add_argument("--text", action="append", metavar="TEXT", help="a text to translate (repeat for more)")
-    p.add_argument("--beam-size", type=int, default=4)
+    p.add_argument("--beam-size", type=int, help="the beam's width (default: the model's default beam, else 4)")
     p.add_argument("--n-best", type=int, default=1, help="--text: the N best translations of each text, scored")
     p.add_argument("--max-length", type=int, help="--text: most target tokens (default 2 x source + 10)")
     p.add_argument(

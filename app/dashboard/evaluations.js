@@ -39,12 +39,12 @@ function row(e) {
     h("td", {}, hyp));
 }
 
-export function evaluationsPanel(modelId, signal, pairs = null) {
+export function evaluationsPanel(modelId, signal, pairs = null, beamSize = null) {
   const target = targetField(pairs, "evaluate-target", "the test set's pair");
   const table = h("div", { id: "evaluations-table" }, h("p", { class: "muted" }, "Loading…"));
   const out = h("div", { id: "evaluate-status", "aria-live": "polite" });
   const dataset = h("select", { id: "evaluate-dataset", required: true });
-  const beam = h("input", { id: "evaluate-beam", type: "number", min: 1, max: 16, value: 4 });
+  const beam = h("input", { id: "evaluate-beam", type: "number", min: 1, max: 16, value: beamSize ?? 4 });
   const alpha = h("input", { id: "evaluate-alpha", type: "number", min: 0, max: 2, step: 0.05, value: 0.6, required: true,
     title: "GNMT length penalty exponent: 0 favours short translations, higher values longer ones" });
   const tokenize = h("select", { id: "evaluate-tokenize" }, TOKENIZERS.map((t) => h("option", { value: t }, t)));

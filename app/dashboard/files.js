@@ -5,12 +5,12 @@ import { api, download } from "./api.js";
 import { targetField, targetNote } from "./targets.js";
 import { backendName, errorBox, field, h, progressBar } from "./ui.js";
 
-export function fileTranslationPanel(modelId, signal, pairs = null) {
+export function fileTranslationPanel(modelId, signal, pairs = null, beamSize = null) {
   const target = targetField(pairs, "translate-file-target");
   const file = h("input", { id: "translate-file", type: "file", accept: ".txt,text/plain" });
   const language = h("input", { id: "translate-language", type: "text", value: "en", minlength: 2, maxlength: 20,
     size: 6, spellcheck: "false", title: "the source's language code (en, de, fr, ...): sentences are split by its rules" });
-  const beam = h("input", { id: "translate-beam", type: "number", min: 1, max: 16, value: 4 });
+  const beam = h("input", { id: "translate-beam", type: "number", min: 1, max: 16, value: beamSize ?? 4 });
   const out = h("div", { id: "file-translation-status", "aria-live": "polite" });
   const button = h("button", { type: "button", id: "translate-file-button", class: "secondary" }, "Translate file");
   let timer = null;

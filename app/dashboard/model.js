@@ -88,11 +88,12 @@ function tokenProbs(tokens) {
       style: `--p: ${t.prob.toFixed(3)}` }, t.token)));
 }
 
-function translatePanel(modelId, pairs) {
+function translatePanel(modelId, pairs, beamSize) {
   const target = targetField(pairs, "translate-target");
   const text = h("textarea", { id: "translate-text", rows: 3, placeholder: "one sentence a line" }, "forty two\nthree hundred and twelve");
-  const beam = h("input", { id: "beam-size", type: "number", min: 1, max: 16, value: 4 });
-  const nBest = h("input", { id: "n-best", type: "number", min: 1, max: 16, value: 3 });
+  const beam = h("input", { id: "beam-size", type: "number", min: 1, max: 16, value: beamSize ?? 4,
+    title: beamSize ? "this model's default beam" : "the service's default beam" });
+  const nBest = h("input", { id: "n-best", type: "number", min: 1, max: 16, value: Math.min(3, beamSize ?? 4) });
   const align = h("input", { id: "return-alignment", type: "checkbox", checked: true });
   const probs = h("input", { id: "return-token-probs", type: "checkbox", checked: true });
   const backend = h("select", { id: "translate-backend", title: "auto: CTranslate2 where it serves the model, else PyTorch" },
@@ -320,8 +321,18 @@ export function renderModel(container, modelId, { panel } = {}) {
     const c = m.config;
     const title = h("h1", {}, `Model ${modelRef(m)}`);
     const registry = h("div");
+    let beamSize = m.beam_size;  // the model's default beam: the beam fields start from it
     const showRegistry = (saved) => {
       title.textContent = `Model ${modelRef(saved)}`;
+      if (saved.beam_size !== beamSize) {  // the panels already shown follow a new default
+        beamSize = saved.beam_size;
+        for (const id of ["beam-size", "translate-beam", "evaluate-beam"]) {
+          const input = container.querySelector(`#${id}`);
+          if (input) input.value = beamSize ?? 4;
+        }
+        const nBest = container.querySelector("#n-best");
+        if (nBest && Number(nBest.value) > (beamSize ?? 4)) nBest.value = beamSize ?? 4;
+      }
       registry.replaceChildren(registryCard(saved, showRegistry));
     };
     const summary = h("section", { class: "card" }, h("dl", { class: "kv inline-kv" },
@@ -343,9 +354,9 @@ export function renderModel(container, modelId, { panel } = {}) {
     const panels = [
       { name: "overview", title: "Overview", mount: (el) => { showRegistry(m); clear(el, summary, calibrationCard(m), registry, downloadPanel(m.id)); } },
       { name: "playground", title: translation ? "Translate" : "Fill in the blanks",
-        mount: (el) => clear(el, translation ? translatePanel(m.id, m.pairs) : fillMaskPanel(m.id),
-          translation ? fileTranslationPanel(m.id, signal, m.pairs) : null) },
-      translation ? { name: "evaluations", title: "Evaluations", mount: (el) => clear(el, evaluationsPanel(m.id, signal, m.pairs)) } : null,
+        mount: (el) => clear(el, translation ? translatePanel(m.id, m.pairs, beamSize) : fillMaskPanel(m.id),
+          translation ? fileTranslationPanel(m.id, signal, m.pairs, beamSize) : null) },
+      translation ? { name: "evaluations", title: "Evaluations", mount: (el) => clear(el, evaluationsPanel(m.id, signal, m.pairs, beamSize)) } : null,
       translation ? { name: "corrections", title: "Corrections", mount: (el) => clear(el, correctionsPanel(m, signal)) } : null,
       { name: "attention", title: "Attention", mount: (el) => clear(el, attentionPanel(m.id, m.objective)) },
       { name: "embeddings", title: "Embeddings", mount: (el) => clear(el, neighborsPanel(m.id),

@@ -1,4 +1,5 @@
-// A model in the registry: its name@version, tags, description, languages and licence (PATCH /v1/models/{id}), the
+// A model in the registry: its name@version, tags, description, languages, licence and, for a translation model, the
+// beam requests naming none decode with (PATCH /v1/models/{id}), the
 // aliases of its name pointing at it (PUT /v1/models/{name}/aliases/{alias}), and every move of the name's aliases
 // (GET /v1/models/{name}/aliases/{alias}/history). Shown on the model page.
 
@@ -85,12 +86,16 @@ export function registryCard(m, onSaved) {
   const description = h("textarea", { id: "model-description", rows: 2, maxlength: 10000 }, m.description ?? "");
   const license = h("input", { id: "model-license", value: m.license ?? "", placeholder: "apache-2.0", size: 12,
     pattern: "[A-Za-z0-9][A-Za-z0-9.+\\-]{0,63}", title: "an SPDX licence identifier (apache-2.0, mit, cc-by-4.0) or other" });
+  const beam = m.objective === "translation"
+    ? h("input", { id: "model-beam-size", type: "number", min: 1, max: 16, value: m.beam_size ?? "", placeholder: "4", size: 4 })
+    : null;
   const save = h("button", { type: "submit", id: "save-registry" }, "Save");
   const status = h("div", { "aria-live": "polite", id: "registry-status" });
   const form = h("form", { class: "labels" },
     h("div", { class: "inline" },
       field("Name", name, "a new name makes this its next version"), field("From", source), field("To", target),
-      field("Licence", license, "said by the model card of its downloads")),
+      field("Licence", license, "said by the model card of its downloads"),
+      beam ? field("Default beam", beam, "for requests that name none; 1: greedy; empty: 4") : null),
     field("Tags", tags, "comma-separated"), field("Description", description),
     h("div", { class: "inline" }, save, status));
   form.addEventListener("submit", async (e) => {
@@ -104,6 +109,7 @@ export function registryCard(m, onSaved) {
           name: name.value.trim() || null, tags: parseTags(tags.value), description: description.value.trim() || null,
           source_language: source.value.trim() || null, target_language: target.value.trim() || null,
           license: license.value.trim() || null,
+          ...(beam ? { beam_size: beam.value ? Number(beam.value) : null } : {}),
         },
       });
       onSaved?.(saved);

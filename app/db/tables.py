@@ -312,6 +312,9 @@ class TrainedModel(Base):
     confidence_calibration: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     # A model of several language pairs: [[source, target], ...] as its job trained them (kept here: the job may go).
     pairs: Mapped[list[list[str]] | None] = mapped_column(JSON, nullable=True)
+    # The beam a request that names none decodes with (as Marian's decoder.yml or Hugging Face's generation_config
+    # carry one); None: DEFAULT_BEAM_SIZE.
+    beam_size: Mapped[int | None] = mapped_column(nullable=True)
 
     job: Mapped[Job | None] = relationship(primaryjoin="foreign(TrainedModel.job_id) == Job.id", viewonly=True)
     tag_rows: Mapped[list[ModelTag]] = relationship(

@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import Field
 
 from app.schemas.common import Input, Language, Output
-from app.schemas.inference import BACKEND_DESCRIPTION, AnsweringBackend, Backend
+from app.schemas.inference import BACKEND_DESCRIPTION, BEAM_DESCRIPTION, AnsweringBackend, Backend
 
 # sacrebleu's BLEU tokenizers (sacrebleu.metrics.bleu.BLEU.TOKENIZERS). ja-mecab and ko-mecab need sacrebleu's
 # extras (sacrebleu[ja], sacrebleu[ko]) on the inference workers, flores101 and flores200 their SentencePiece model
@@ -23,7 +23,7 @@ class EvaluationCreate(Input):
     dataset_id: UUID = Field(
         strict=False, description="a parallel dataset of yours: its sources are translated, its targets the references"
     )
-    beam_size: int = Field(4, ge=1, description="beam width (at most MAX_BEAM_SIZE)")
+    beam_size: int | None = Field(None, ge=1, description=BEAM_DESCRIPTION)
     alpha: float = Field(0.6, ge=0, le=2, strict=False, description="GNMT length penalty exponent, as /translate")
     tokenize: BleuTokenize = Field("13a", description="sacrebleu's BLEU tokenizer: 13a (WMT), intl, zh, ja-mecab, ...")
     max_sentences: int | None = Field(None, ge=1, description="score the first N rows only")

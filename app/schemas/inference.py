@@ -19,6 +19,16 @@ BACKEND_DESCRIPTION = (
     "on a CPU), else PyTorch; pytorch: our beam search, the reference; ctranslate2: the same weights converted "
     "(length penalty len^alpha). The answer says which backend answered"
 )
+# The beam of a request that names none, for a model whose owner set none (the model's `beam_size`).
+DEFAULT_BEAM_SIZE = 4
+BEAM_DESCRIPTION = "the beam's width (at most MAX_BEAM_SIZE; 1: greedy); default: the model's beam_size, else 4"
+
+
+def beam_for(requested: int | None, model_default: int | None) -> int:
+    """The beam a request decodes with: its own, else its model's, else DEFAULT_BEAM_SIZE."""
+    if requested is not None:
+        return requested
+    return model_default if model_default is not None else DEFAULT_BEAM_SIZE
 
 
 class MemoryRequest(Input):
@@ -41,7 +51,7 @@ class MemoryRequest(Input):
 
 class TranslateRequest(Input):
     texts: list[str] = Field(min_length=1)
-    beam_size: int = Field(4, ge=1)
+    beam_size: int | None = Field(None, ge=1, description=BEAM_DESCRIPTION)
     max_length: int | None = Field(None, ge=1, le=16384, description="most target tokens; default 2 x source + 10")
     n_best: int = Field(1, ge=1)
     return_alignment: bool = False
@@ -151,6 +161,7 @@ class TranslateResponse(Output):
     )
     elapsed_ms: float = Field(description="the request's time in the API, from its arrival to this answer")
     compute_ms: float = Field(description="the worker's time on it (with the texts decoded beside it)")
+    beam_size: int = Field(description="the beam it decoded with: the request's, else the model's, else 4")
     target_language: str | None = Field(None, description="a model of several pairs: the language translated into")
     zero_shot: bool | None = Field(
         None,

@@ -20,6 +20,10 @@ License = Annotated[
         description="an SPDX licence identifier, e.g. apache-2.0, mit, cc-by-4.0, or other",
     ),
 ]
+MODEL_BEAM_DESCRIPTION = (
+    "the beam its translations, translated files and evaluations decode with when the request names none (at most "
+    "MAX_BEAM_SIZE; 1: greedy, as distilled students are served); null: 4"
+)
 
 
 class ModelUpdate(Input):
@@ -32,6 +36,7 @@ class ModelUpdate(Input):
     source_language: Language | None = None
     target_language: Language | None = None
     license: License | None = None
+    beam_size: int | None = Field(None, ge=1, description=MODEL_BEAM_DESCRIPTION)
 
 
 class ConfidenceCalibration(Output):
@@ -75,6 +80,7 @@ class ModelPublic(Output):
     source_language: str | None = None
     target_language: str | None = None
     license: str | None = None  # as its owner set it; exports' model cards say it
+    beam_size: int | None = Field(None, description=MODEL_BEAM_DESCRIPTION)
     job_id: str | None  # None: imported (POST /v1/models/import)
     job_deleted: bool = False  # the job that trained it was deleted: `job_id` names it, nothing more is left
     objective: Objective

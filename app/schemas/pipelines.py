@@ -106,6 +106,13 @@ class DistillationCreate(Input):
         description="the student's job (its preset: tiny by default)",
     )
     register_as: RegisteredName | None = Field(None, description="the name the student is published under")
+    student_beam_size: int | None = Field(
+        None,
+        ge=1,
+        description="the student's default beam (its model's beam_size, at most MAX_BEAM_SIZE): 1 serves it greedily, "
+        "as Bergamot serves its students (a student of a teacher's beam outputs loses little by it: Kim and Rush, "
+        "2016); null: 4",
+    )
 
 
 def _kind(value: Any) -> str | None:

@@ -59,6 +59,7 @@ class CardFacts:
     source_language: str | None
     target_language: str | None
     license: str | None
+    beam_size: int | None  # its owner's default beam
     tags: list[str]
     parameters: int
     config: dict[str, Any]
@@ -169,6 +170,7 @@ def card_facts(session: Session, model: TrainedModel) -> CardFacts:
         source_language=model.source_language,
         target_language=model.target_language,
         license=model.license,
+        beam_size=model.beam_size,
         tags=list(model.tags),
         parameters=model.parameters,
         config=config,

@@ -14,7 +14,7 @@ from app.core.task_names import EVALUATE
 from app.db.background_tables import Evaluation
 from app.db.tables import Dataset, TrainedModel
 from app.schemas.evaluations import EvaluationCreate
-from app.services import glossaries, target_languages
+from app.services import glossaries, inference_limits, target_languages
 from app.services.datasets import require_ready
 from app.services.errors import InvalidField
 from app.services.queueing import dispatch_background
@@ -48,8 +48,8 @@ def create(
         glossaries.for_translation(
             session, model.owner_id, str(body.glossary_id), (model.source_language, model.target_language)
         )
-    if body.beam_size > settings.max_beam_size:
-        raise InvalidField("beam_size", f"beam_size={body.beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    beam = inference_limits.beam_size(settings, body.beam_size, model.beam_size)
+    body = body.model_copy(update={"beam_size": beam})  # recorded as decoded
     target = test_set_target(session, model, dataset, body)
     given = {"glossary_id"} if body.glossary_id else set()  # settings from before glossaries stay as they were
     left_out = {"dataset_id", "target_language", "source_language"} | ({"glossary_id"} - given)

@@ -1,4 +1,7 @@
-"""MAX_TEXTS_PER_REQUEST, or its default from the inference workers' devices: 64 texts while every inference worker
+"""The limits a decoding request is held to: the beam (MAX_BEAM_SIZE, the model's default beam when the request names
+none) and the texts a request may carry.
+
+MAX_TEXTS_PER_REQUEST, or its default from the inference workers' devices: 64 texts while every inference worker
 computes on a CPU (a request of 64 short sentences takes a CPU worker about a second), 512 once one computes on a GPU
 (where hundreds of sentences decode in one batch: worker/serving/decode_limits.py). The API learns the devices from
 the workers' heartbeats (the `workers` table), read at most every WORKERS_TTL seconds per API process."""
@@ -13,12 +16,23 @@ from sqlalchemy.orm import Session
 from app.core.settings import Settings
 from app.core.task_names import INFERENCE_QUEUE
 from app.db.worker_rows import live_workers
+from app.schemas.inference import beam_for
+from app.services.errors import InvalidField
 
 CPU_MAX_TEXTS = 64
 GPU_MAX_TEXTS = 512
 WORKERS_TTL = 10.0
 _read: tuple[float, bool] | None = None  # (when, a live inference worker computes on a GPU)
 _lock = threading.Lock()
+
+
+def beam_size(settings: Settings, requested: int | None, model_default: int | None) -> int:
+    """The beam a request decodes with (beam_for); InvalidField (422) over MAX_BEAM_SIZE."""
+    beam = beam_for(requested, model_default)
+    if beam > settings.max_beam_size:
+        whose = "" if requested is not None else ", the model's beam_size,"
+        raise InvalidField("beam_size", f"beam_size={beam}{whose} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
+    return beam
 
 
 def gpu_serving(session: Session, settings: Settings) -> bool:

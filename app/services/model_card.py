@@ -102,6 +102,16 @@ def _usage(fmt: str, folder: str, target: str | None = None) -> str:
     )
 
 
+def _beam_note(fmt: str, beam_size: int) -> str:
+    """Its owner's default beam, and where the export keeps it."""
+    how = "greedily (beam 1)" if beam_size == 1 else f"with a beam of {beam_size}"
+    where = {
+        "huggingface": f" `generation_config.json` says so (`num_beams: {beam_size}`): `generate()` follows it.",
+        "ctranslate2": f" Pass `beam_size={beam_size}` to `translate_batch`.",
+    }.get(fmt, "")
+    return f"Its owner serves it {how} when a request names no beam.{where}"
+
+
 def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
     """The README.md of the `fmt` export whose folder is named `folder`."""
     out = [f"---\n{_metadata(facts, fmt)}\n---", f"# {facts.title}"]
@@ -203,6 +213,8 @@ def render_card(facts: CardFacts, fmt: str, folder: str) -> str:
     else:
         out.append("## Test-set scores\n\nNone yet: `POST /v1/models/{id}/evaluations` scores it on a test set.")
     out.append(f"## How to use\n\n{_usage(fmt, folder, facts.pairs[0].target if facts.pairs else None)}")
+    if facts.beam_size is not None:
+        out.append(_beam_note(fmt, facts.beam_size))
     out.append(
         "## Licence\n\n"
         + (

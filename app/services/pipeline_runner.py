@@ -25,7 +25,7 @@ from app.db import job_rows, task_rows
 from app.db.base import utcnow
 from app.db.dataset_translation_tables import DatasetTranslation
 from app.db.pipeline_tables import Pipeline
-from app.db.tables import Job
+from app.db.tables import Job, TrainedModel
 from app.services import dataset_translations, datasets, pipeline_steps, webhooks
 from app.services.errors import Conflict, InvalidField, NotFound, TooManyRequests
 from app.services.queueing import dispatch_training
@@ -117,9 +117,18 @@ def advance(session: Session, settings: Settings, pipeline_id: str) -> list[Star
         session.commit()
         return []
     pipeline.model_id = outputs.get(pipeline.steps[-1]["name"], {}).get("model_id")
+    _serve_student(session, pipeline)
     _finish(session, pipeline, SUCCEEDED)
     session.commit()
     return []
+
+
+def _serve_student(session: Session, pipeline: Pipeline) -> None:
+    """A distillation's student_beam_size becomes its model's default beam (when the model is still there)."""
+    beam = pipeline.settings.get("student_beam_size")
+    model = session.get(TrainedModel, pipeline.model_id) if beam and pipeline.model_id else None
+    if model is not None:
+        model.beam_size = beam
 
 
 def send(started: list[Started], celery: Celery | None = None) -> None:

@@ -130,6 +130,11 @@ def create(
 ) -> Pipeline:
     """Check the request (InvalidField naming the field; Forbidden for register_as without models:write) and
     insert the running pipeline with its plan; the caller commits and advances it."""
+    if isinstance(body, DistillationCreate) and (body.student_beam_size or 0) > settings.max_beam_size:
+        raise InvalidField(
+            "student_beam_size",
+            f"student_beam_size={body.student_beam_size} exceeds MAX_BEAM_SIZE={settings.max_beam_size}",
+        )
     checked = (
         _backtranslation(session, key.owner_id, body)
         if isinstance(body, BacktranslationCreate)

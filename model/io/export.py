@@ -84,9 +84,11 @@ def marian_config(config: ModelConfig) -> dict[str, Any]:
     }
 
 
-def generation_config(config: ModelConfig) -> dict[str, Any]:
-    """generation_config.json: the token ids generate() needs; search settings are left to the caller."""
-    return {
+def generation_config(config: ModelConfig, num_beams: int | None = None) -> dict[str, Any]:
+    """generation_config.json: the token ids generate() needs, and `num_beams` where the model has a default beam;
+    other search settings are left to the caller."""
+    beams = {"num_beams": num_beams} if num_beams is not None else {}
+    return beams | {
         "bos_token_id": config.bos_id,
         "decoder_start_token_id": config.bos_id,
         "eos_token_id": config.eos_id,
@@ -141,8 +143,11 @@ def tokenizer_files(tokenizer: Tokenizer, max_positions: int) -> dict[str, str]:
     }
 
 
-def export_marian(model: Transformer, tokenizer: Tokenizer, directory: str | Path) -> Path:
-    """Write model and tokenizer as a MarianMTModel directory (see the module docstring); returns it."""
+def export_marian(
+    model: Transformer, tokenizer: Tokenizer, directory: str | Path, num_beams: int | None = None
+) -> Path:
+    """Write model and tokenizer as a MarianMTModel directory (see the module docstring), with `num_beams` as
+    generate()'s default beam when given; returns it."""
     config = model.config
     check_exportable(config)
     if config.vocab_size != tokenizer.vocab_size:
@@ -154,7 +159,8 @@ def export_marian(model: Transformer, tokenizer: Tokenizer, directory: str | Pat
     out.mkdir(parents=True, exist_ok=True)
     save_file(marian_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(marian_config(config), indent=2), encoding="utf-8")
-    (out / "generation_config.json").write_text(json.dumps(generation_config(config), indent=2), encoding="utf-8")
+    generation = json.dumps(generation_config(config, num_beams), indent=2)
+    (out / "generation_config.json").write_text(generation, encoding="utf-8")
     for name, text in tokenizer_files(tokenizer, config.max_positions).items():
         (out / name).write_text(text, encoding="utf-8")
     return out

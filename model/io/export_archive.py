@@ -48,9 +48,11 @@ def build_export(
     name: str,
     quantization: str | None = None,
     card: str | None = None,
+    num_beams: int | None = None,
 ) -> Path:
     """Write `out` (a .tar.gz) holding the model at `checkpoint` in format `fmt` as folder `name`, with `card` as its
-    README.md (the model card; the native format's manifest does not list it, so an import ignores it); returns out.
+    README.md (the model card; the native format's manifest does not list it, so an import ignores it) and
+    `num_beams`, the model's default beam, in a huggingface export's generation_config.json; returns out.
 
     ValueError names what cannot be exported (a pre-norm model has no MarianMTModel equivalent, an unknown
     format, a quantization on a format other than ctranslate2); CheckpointError a checkpoint that fails its
@@ -69,7 +71,7 @@ def build_export(
                 if path.is_file() and not path.is_symlink():
                     shutil.copyfile(path, folder / path.name)
         elif fmt == "huggingface":
-            export_marian(model, tokenizer, folder)
+            export_marian(model, tokenizer, folder, num_beams)
         else:
             marian = export_marian(model, tokenizer, Path(tmp) / "marian")
             convert_to_ctranslate2(marian, folder, quantization=quantization)

@@ -1,6 +1,6 @@
 """A distillation's student started from its teacher (student_init "teacher": shrink and fine-tune): the student's job
 starts from the teacher's model with the layers the pipeline asks for, and a student that cannot be cut from the
-teacher is refused when the pipeline is made."""
+teacher is refused when the pipeline is made; the student is served with the beam the pipeline gives it."""
 
 from __future__ import annotations
 
@@ -72,3 +72,41 @@ def test_student_init_takes_fresh_or_teacher_only(client, alice, corpora):
     response = client.post("/v1/pipelines", json=_distillation(teacher, corpora, student_init="parent"), headers=alice)
     assert response.status_code == 422
     assert response.json()["detail"][0]["loc"][-1] == "student_init"
+
+
+@pytest.mark.usefixtures("reverse")
+def test_the_student_is_served_with_the_beam_the_pipeline_gives_it(client, alice, corpora):
+    """student_beam_size becomes the student's model's default beam once the pipeline succeeds."""
+    from app.db.dataset_translation_tables import DatasetTranslation
+    from app.db.session import session_scope
+    from tests.api.test_pipelines import _end_job
+
+    teacher = _model_row("alice")
+    _languages(teacher, "en", "de")
+    job = {"training": {"max_steps": 5}}
+    body = _distillation(teacher, corpora, student_init="fresh", student_beam_size=1, job=job)
+    pipeline = client.post("/v1/pipelines", json=body, headers=alice).json()
+    assert pipeline["settings"]["student_beam_size"] == 1
+    distilled = _ready(client, alice, _jsonl([("one", "eins"), ("two", "zwei")]))["id"]
+    with session_scope() as session:
+        row = session.get(DatasetTranslation, pipeline["steps"][0]["id"])
+        row.status, row.output_dataset_id = "succeeded", distilled
+    (student,) = _advance(pipeline["id"])
+    model_id = _end_job(student.id)
+    assert client.get(f"/v1/models/{model_id}", headers=alice).json()["beam_size"] is None  # until the pipeline ends
+    assert _advance(pipeline["id"]) == []
+    done = client.get(f"/v1/pipelines/{pipeline['id']}", headers=alice).json()
+    assert (done["status"], done["model_id"]) == ("succeeded", model_id)
+    assert client.get(f"/v1/models/{model_id}", headers=alice).json()["beam_size"] == 1
+    assert client.get(f"/v1/models/{teacher}", headers=alice).json()["beam_size"] is None
+
+
+@pytest.mark.parametrize(("beam", "message"), [(0, "greater than or equal to 1"), (17, "exceeds MAX_BEAM_SIZE=16")])
+def test_a_student_beam_out_of_range_is_refused(client, alice, corpora, beam, message):
+    teacher = _model_row("alice")
+    _languages(teacher, "en", "de")
+    response = client.post("/v1/pipelines", json=_distillation(teacher, corpora, student_beam_size=beam), headers=alice)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert any(d["loc"][-1] == "student_beam_size" and message in d["msg"] for d in detail), detail
+    assert client.get("/v1/pipelines", headers=alice).json()["total"] == 0

@@ -31,12 +31,13 @@ log = logging.getLogger(__name__)
 @errors_as_results
 def export_task(model_id: str, fmt: str, quantization: str | None = None, card: str | None = None) -> dict[str, Any]:
     """Build the export with `card` as its README.md (the API renders it: app/services/model_card.py); its digest
-    is part of the key."""
+    is part of the key (the card names the model's default beam, which a huggingface export's generation_config
+    carries)."""
     with session_scope() as session:
         row = session.get(TrainedModel, model_id)
         if row is None:
             raise ModelUnavailable(404, f"model {model_id} not found")
-        storage_key, sha256 = row.storage_key, row.sha256
+        storage_key, sha256, beam_size = row.storage_key, row.sha256, row.beam_size
     digest = card_digest(card) if card is not None else ""
     key = export_key(model_id, sha256, fmt, quantization, digest)  # ValueError (422) names a bad format or quantization
     store = get_store()
@@ -49,7 +50,7 @@ def export_task(model_id: str, fmt: str, quantization: str | None = None, card: 
             scratch.mkdir(parents=True, exist_ok=True)
             with tempfile.TemporaryDirectory(dir=scratch) as tmp:
                 name = export_name(model_id, fmt, quantization)
-                archive = build_export(checkpoint, fmt, f"{tmp}/{name}.tar.gz", name, quantization, card)
+                archive = build_export(checkpoint, fmt, f"{tmp}/{name}.tar.gz", name, quantization, card, beam_size)
                 size = archive.stat().st_size
                 store.push(archive, key)
     except ArtifactNotFound as exc:

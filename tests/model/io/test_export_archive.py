@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tarfile
 from pathlib import Path
 
@@ -61,6 +62,14 @@ def test_huggingface_loads_with_from_pretrained_and_gives_our_logits(checkpoint,
         mine = ours(src, tgt_in)
     keep = tgt_in != 0
     assert (mine[keep] - theirs[keep]).abs().max().item() <= 1e-4
+
+
+def test_a_huggingface_export_carries_the_models_default_beam_for_generate(checkpoint, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    plain = _extract(build_export(checkpoint, "huggingface", tmp_path / "p.tar.gz", "p"), tmp_path / "o", "p")
+    assert "num_beams" not in json.loads((plain / "generation_config.json").read_text())  # generate()'s own default
+    archive = build_export(checkpoint, "huggingface", tmp_path / "b.tar.gz", "b", num_beams=3)
+    assert transformers.GenerationConfig.from_pretrained(_extract(archive, tmp_path / "o", "b")).num_beams == 3
 
 
 @pytest.fixture(scope="module")
