@@ -12,14 +12,14 @@ from sqlalchemy.orm import Session, selectinload
 
 from app.api import audit, ttl_cache
 from app.api.deps import SessionDep, SettingsDep
-from app.api.errors import bad_query, conflict, not_found, unprocessable
+from app.api.errors import bad_query, conflict, not_found
 from app.api.pagination import Limit, Offset, paginate
 from app.api.scopes import ModelsWriteKey, ReadKey
 from app.db.tables import ModelTag, TrainedModel
 from app.schemas.common import Page
 from app.schemas.jobs import Objective, Tag
 from app.schemas.models import AliasOutcomePublic, ModelDeleted, ModelPublic, ModelUpdate
-from app.services import deletion, model_refs, registry
+from app.services import deletion, inference_limits, model_refs, registry
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 NOT_FOUND: dict[int | str, dict[str, Any]] = {
@@ -98,7 +98,7 @@ def update_model(
     model = owned_model(session, model_id, key.owner_id)
     given = body.model_fields_set
     if "beam_size" in given and body.beam_size is not None:
-        _check_default_beam(settings.max_beam_size, model, body.beam_size)
+        inference_limits.check_default_beam(settings, model.id, model.objective, model.config, body.beam_size)
     before = {"name": model.name, "version": model.version}
     try:
         if "name" in given:
@@ -118,20 +118,6 @@ def update_model(
         raise conflict(f"name {body.name!r} was being registered by another request; try again") from exc
     ttl_cache.models().forget(model.id)  # its languages (a translation memory is checked against them), its beam
     return ModelPublic.model_validate(model)
-
-
-def _check_default_beam(max_beam_size: int, model: TrainedModel, beam_size: int) -> None:
-    """422 unless a request could ask this model for that beam: a translation model, at most MAX_BEAM_SIZE and half
-    its vocabulary (what its worker allows: worker/tasks/inference.py)."""
-    if model.objective != "translation":
-        raise unprocessable("beam_size", f"model {model.id} was trained for {model.objective}; a beam is translation's")
-    widest = min(max_beam_size, int(model.config.get("vocab_size", 0)) // 2)
-    if beam_size > widest:
-        raise unprocessable(
-            "beam_size",
-            f"beam_size={beam_size} exceeds {widest}, the widest beam this model serves "
-            f"(MAX_BEAM_SIZE={max_beam_size}, half its vocabulary of {model.config.get('vocab_size')})",
-        )
 
 
 @router.delete(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -33,6 +34,23 @@ def beam_size(settings: Settings, requested: int | None, model_default: int | No
         whose = "" if requested is not None else ", the model's beam_size,"
         raise InvalidField("beam_size", f"beam_size={beam}{whose} exceeds MAX_BEAM_SIZE={settings.max_beam_size}")
     return beam
+
+
+def check_default_beam(
+    settings: Settings, model_id: str, objective: str, config: dict[str, Any], beam_size: int
+) -> None:
+    """InvalidField (422) unless a request could ask a model for this beam as its default: a translation model, at
+    most MAX_BEAM_SIZE and half its vocabulary (what its worker allows: worker/tasks/inference.py)."""
+    if objective != "translation":
+        raise InvalidField("beam_size", f"model {model_id} was trained for {objective}; a beam is translation's")
+    vocab_size = config.get("vocab_size")
+    widest = min(settings.max_beam_size, int(vocab_size or 0) // 2)
+    if beam_size > widest:
+        raise InvalidField(
+            "beam_size",
+            f"beam_size={beam_size} exceeds {widest}, the widest beam this model serves "
+            f"(MAX_BEAM_SIZE={settings.max_beam_size}, half its vocabulary of {vocab_size})",
+        )
 
 
 def gpu_serving(session: Session, settings: Settings) -> bool:
