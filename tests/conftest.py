@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import resource
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -123,18 +124,49 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 _FOLDER_SECONDS: dict[str, float] = {}
 _SCOPE_SECONDS: dict[str, float] = {}
+_FOLDER_CPU: dict[str, float] = {}
+_SCOPE_CPU: dict[str, float] = {}
 _WORKER_ENDS: dict[str, tuple[float, str]] = {}  # worker -> (the end of its latest test, that test's scope)
 _STARTED: list[float] = []
 SLOWEST_SCOPES = 15  # listed after the folders: LONGEST_SCOPES is ordered by them
+CPU_PROPERTY = "cpu_seconds"  # a report's user property: the CPU its phase took (_cpu_seconds)
+_CPU_MARK: list[float] = []  # _cpu_seconds() at the end of the latest phase, in this process
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of every process it started and reaped (stacks, their workers, their pool
+    children): on two cores a run's length is its CPU over two, whatever the wall-clock seconds of each test say. A
+    process killed without being waited for, or a stack started for the session, counts when and where it is
+    reaped (a session's stack: in the last test of its worker)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _CPU_MARK[:] = [_cpu_seconds()]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Each phase's report carries the CPU spent since the previous phase ended (CPU_PROPERTY)."""
+    outcome = yield
+    now = _cpu_seconds()
+    spent = now - (_CPU_MARK[0] if _CPU_MARK else now)
+    _CPU_MARK[:] = [now]
+    report = outcome.get_result()  # a new list: the item's own is shared by its three reports
+    report.user_properties = [*report.user_properties, (CPU_PROPERTY, round(spent, 3))]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Seconds spent per folder and per scope (setup, call and teardown), and when each worker ended its latest
-    test, on the controller as on a single process."""
+    """Seconds and CPU seconds spent per folder and per scope (setup, call and teardown), and when each worker
+    ended its latest test, on the controller as on a single process."""
     folder = _folder(report.nodeid) or "(top level)"
     _FOLDER_SECONDS[folder] = _FOLDER_SECONDS.get(folder, 0.0) + report.duration
     scope = scope_of(report.nodeid)
     _SCOPE_SECONDS[scope] = _SCOPE_SECONDS.get(scope, 0.0) + report.duration
+    cpu = sum(float(value) for name, value in report.user_properties if name == CPU_PROPERTY)
+    _FOLDER_CPU[folder] = _FOLDER_CPU.get(folder, 0.0) + cpu
+    _SCOPE_CPU[scope] = _SCOPE_CPU.get(scope, 0.0) + cpu
     start, stop = getattr(report, "start", None), getattr(report, "stop", None)
     if start is not None and stop is not None:
         _STARTED[:] = [min([start, *_STARTED])]
@@ -146,14 +178,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if _FOLDER_SECONDS and not os.environ.get("PYTEST_XDIST_WORKER"):
-        terminalreporter.write_sep("=", "seconds per folder of tests/")
+        terminalreporter.write_sep("=", "seconds and CPU seconds per folder of tests/")
         for folder, seconds in sorted(_FOLDER_SECONDS.items(), key=lambda kv: -kv[1]):
-            terminalreporter.write_line(f"{seconds:9.1f}  tests/{folder}")
+            terminalreporter.write_line(f"{seconds:9.1f}  {_FOLDER_CPU.get(folder, 0.0):9.1f}  tests/{folder}")
+        terminalreporter.write_line(
+            f"{sum(_FOLDER_SECONDS.values()):9.1f}  {sum(_FOLDER_CPU.values()):9.1f}  in all (CPU: the tests' "
+            "processes and those they started and reaped)"
+        )
         terminalreporter.write_sep(
-            "=", f"seconds of the {SLOWEST_SCOPES} slowest scopes (a file, or files sharing a stack)"
+            "=", f"seconds and CPU seconds of the {SLOWEST_SCOPES} slowest scopes (a file, or files sharing a stack)"
         )
         for scope, seconds in sorted(_SCOPE_SECONDS.items(), key=lambda kv: -kv[1])[:SLOWEST_SCOPES]:
-            terminalreporter.write_line(f"{seconds:9.1f}  {scope}")
+            terminalreporter.write_line(f"{seconds:9.1f}  {_SCOPE_CPU.get(scope, 0.0):9.1f}  {scope}")
+        terminalreporter.write_sep("=", f"CPU seconds and seconds of the {SLOWEST_SCOPES} costliest scopes")
+        for scope, cpu in sorted(_SCOPE_CPU.items(), key=lambda kv: -kv[1])[:SLOWEST_SCOPES]:
+            terminalreporter.write_line(f"{cpu:9.1f}  {_SCOPE_SECONDS.get(scope, 0.0):9.1f}  {scope}")
         if _STARTED and len(_WORKER_ENDS) > 1:  # a worker ending long after the others: a scope to start earlier
             terminalreporter.write_sep(
                 "=", "minutes after the first test at which each worker ended, and its last scope"

@@ -3,9 +3,11 @@ that share a stack started once per worker."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from tests.conftest import LONGEST_SCOPES, pytest_collection_modifyitems, scope_of
+from tests.conftest import LONGEST_SCOPES, _cpu_seconds, pytest_collection_modifyitems, scope_of
 
 
 def test_a_file_is_a_scope_of_its_own():
@@ -62,3 +64,11 @@ def test_every_longest_scope_names_a_scope_that_exists():
             else f"{scope}/test_{'inference_api' if 'e2e' in scope else 'x'}.py::t"
         )
         assert scope_of(nodeid) == scope, scope
+
+
+def test_the_cpu_report_counts_the_processes_a_test_starts_and_reaps():
+    """The run's CPU per scope counts a stack's processes once they are reaped, not only the test's own."""
+    before = _cpu_seconds()
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    assert _cpu_seconds() - before >= 0.5

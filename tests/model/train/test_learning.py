@@ -21,10 +21,7 @@ from model.train.prepare import prepare
 from model.train.settings import DataSettings
 from model.train.validation import translate_examples
 
-pytestmark = pytest.mark.slow
-
-
-pytestmark = pytest.mark.usefixtures("one_thread")  # tests/model/conftest.py
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]  # one_thread: tests/model/conftest.py
 
 
 def exact_match(
