@@ -210,7 +210,9 @@ def ours_service(
         if job["status"] != "succeeded":
             raise RuntimeError(f"job {job_id} {job['status']}: {job.get('error')}")
         model_id = job["model_id"]
-        series = client.get(f"/v1/jobs/{job_id}/metrics", params={"names": "eval_seconds,valid_loss"}).json()["series"]
+        series = client.get(f"/v1/jobs/{job_id}/metrics", params={"names": "eval_seconds,valid_loss,bleu"}).json()[
+            "series"
+        ]
         t0 = time.monotonic()
         found = translations(client, model_id, [source for source, _ in test])
         hyps = [t["text"] for t in found]
@@ -221,9 +223,10 @@ def ours_service(
             "confidence": flag_on_test(found, [t for _, t in test], calibration),
             "steps": job["progress"]["step"],
             "tokens_seen": job["progress"].get("tokens_seen"),  # batch tokens over all steps: D of a scaling law
-            "valid_loss": [
-                list(p) for p in zip(*(series.get("valid_loss", {}).get(k, []) for k in ("steps", "values")))
-            ],
+            **{
+                name: [list(p) for p in zip(*(series.get(name, {}).get(k, []) for k in ("steps", "values")))]
+                for name in ("valid_loss", "bleu")  # bleu: greedy, on the validation sample the job decodes
+            },
             "eval_seconds": round(max(eval_seconds), 1) if eval_seconds else None,
             "decode_seconds": round(time.monotonic() - t0, 1),
             "job": job_id,
