@@ -145,6 +145,7 @@ class Trainer:
         self.best_valid_loss: float | None = None
         self.best_step: int | None = None
         self.best_score: float | None = None  # the best evaluation by best_metric (lower is better): early stopping
+        self.new_best = False  # the latest evaluation set best_score (rank 0 alone evaluates)
         self.bad_evals = 0
         self.last_eval_step = 0
         self.eval_seconds = 0.0  # wall-clock spent evaluating, summed over resumed attempts (part of elapsed)
@@ -324,7 +325,9 @@ class Trainer:
                 log.flush(elapsed)  # before evaluating or saving: a diverged step fails the run first
             if evaluate_due:
                 self._evaluate()
-            if checkpoint_due:
+            # A new best evaluation between checkpoints is written at once (Marian's --keep-best): the model served
+            # is the best one measured, not the best of the checkpoints that happened to fall on checkpoint_every.
+            if checkpoint_due or (evaluate_due and self.new_best and self.checkpoints.lacks(self.step)):
                 self._checkpoint()
         return reason
 
@@ -363,7 +366,8 @@ class Trainer:
         if self.best_valid_loss is None or loss < self.best_valid_loss:
             self.best_valid_loss, self.best_step = loss, self.step
         score = criterion(self.metrics, self.config.best_metric, self.config.best_pair)  # the loss unless told
-        if score is not None and (self.best_score is None or score < self.best_score):
+        self.new_best = score is not None and (self.best_score is None or score < self.best_score)
+        if self.new_best:
             self.best_score, self.bad_evals = score, 0
         else:
             self.bad_evals += 1

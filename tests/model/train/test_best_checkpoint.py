@@ -1,5 +1,6 @@
-"""Which checkpoint a run serves: the lowest validation loss among its checkpoints, whatever the evaluations between
-them did (model/train/checkpointing.py); kept across a resume; named in the model's source by its own step."""
+"""Which checkpoint a run serves: the best evaluation's. An evaluation that beats every earlier one between
+checkpoints writes a checkpoint at once (model/train/trainer.py, as Marian's --keep-best), so the best measured is
+the one kept (model/train/checkpointing.py); kept across a resume; named in the model's source by its own step."""
 
 from __future__ import annotations
 
@@ -51,26 +52,33 @@ def losses_by_step(monkeypatch: pytest.MonkeyPatch, by_step: dict[int, float]) -
     monkeypatch.setattr(trainer, "evaluate", evaluate)
 
 
-def test_the_best_checkpoint_is_the_lowest_loss_among_checkpoints_not_the_one_best_when_written(
-    data, tmp_path, monkeypatch
-):
+def test_a_best_evaluation_between_checkpoints_is_written_and_served(data, tmp_path, monkeypatch):
     """Fault: the best evaluation (step 6) falls between checkpoints (every 4 updates), after a checkpoint that was
-    the best when written (step 4, loss 2.5). Pass: the run serves step 8 (1.5, below step 4's 2.5), not step 4, and
-    says so: best_step is the evaluation's (6), best_checkpoint_step the checkpoint's (8)."""
+    the best when written (step 4, loss 2.5), and the last (step 8, 1.5) is better than step 4 but not step 6. Pass:
+    step 6 is written when evaluated and served; step 2 (the first evaluation, a best too) was written at once."""
     losses_by_step(monkeypatch, {2: 3.0, 4: 2.5, 6: 1.0, 8: 1.5})
     result = train(data, config(), tmp_path)
     assert result.best_step == 6 and result.best_valid_loss == 1.0
-    assert result.best_checkpoint == result.model_checkpoint == str(step_dir(tmp_path, 8))
-    assert result.best_checkpoint_step == 8
+    assert result.best_checkpoint == result.model_checkpoint == str(step_dir(tmp_path, 6))
+    assert result.best_checkpoint_step == 6
+    assert all(step_dir(tmp_path, step).is_dir() for step in (2, 4, 6, 8))
     state = load_checkpoint(step_dir(tmp_path, 8)).trainer_state
-    assert state is not None and state["best_checkpoint"] == "step-00000008" and state["best_checkpoint_loss"] == 1.5
+    assert state is not None and state["best_checkpoint"] == "step-00000006" and state["best_checkpoint_loss"] == 1.0
+
+
+def test_an_evaluation_that_is_no_better_writes_no_checkpoint(data, tmp_path, monkeypatch):
+    """Only a new best is written between checkpoints: steps 2 and 6 (losses rising after step 2) leave none."""
+    losses_by_step(monkeypatch, {2: 1.0, 4: 2.0, 6: 3.0, 8: 4.0})
+    result = train(data, config(), tmp_path)
+    assert result.best_checkpoint == result.model_checkpoint == str(step_dir(tmp_path, 2))
+    assert step_dir(tmp_path, 2).is_dir() and not step_dir(tmp_path, 6).exists()
 
 
 def test_a_later_checkpoint_with_a_higher_loss_leaves_the_best_and_a_resume_keeps_it(tmp_path, monkeypatch):
-    """Evaluations every 3 updates, checkpoints every 4: step 4 (loss 2.0) is the best checkpoint. The run is
-    preempted after step 7, whose checkpoint has no evaluation of its own: never the best, though the last
-    evaluation (step 6, 1.5) beat step 4's. Resumed in a new run, the best stays step 4 at 2.0, so step 8 (2.2) does
-    not replace it."""
+    """Evaluations every 3 updates, checkpoints every 4: step 3 (loss 1.0, written as it is evaluated) is the best
+    checkpoint; step 4's (2.0) does not replace it, nor does the evaluation of step 6 (1.5, no checkpoint). The run
+    is preempted after step 7, whose checkpoint has no evaluation of its own. Resumed in a new run, the best stays
+    step 3 at 1.0, so step 8 (2.2) does not replace it."""
     rows = reverse_task(200, vocab=12, min_len=2, max_len=8, seed=0)
 
     def data(tokenizer: Tokenizer | None = None) -> PreparedData:
@@ -84,12 +92,13 @@ def test_a_later_checkpoint_with_a_higher_loss_leaves_the_best_and_a_resume_keep
     preempt = Callbacks(on_step=steps.append, should_preempt=lambda: len(steps) >= 7)
     first = train(data(), config(eval_every=3), tmp_path, preempt)
     assert first.stop_reason == "preempted" and first.last_checkpoint == str(step_dir(tmp_path, 7))
-    assert first.best_checkpoint == str(step_dir(tmp_path, 4)) and first.best_checkpoint_step == 4
+    assert first.best_checkpoint == str(step_dir(tmp_path, 3)) and first.best_checkpoint_step == 3
+    assert not step_dir(tmp_path, 6).exists()
     losses_by_step(monkeypatch, {8: 2.2})
     resumed = train(data(Tokenizer.load(first.last_checkpoint)), config(eval_every=3), tmp_path)
     assert resumed.step == 8 and resumed.best_step == 3 and resumed.best_valid_loss == 1.0
-    assert resumed.best_checkpoint == resumed.model_checkpoint == str(step_dir(tmp_path, 4))
-    assert resumed.best_checkpoint_step == 4
+    assert resumed.best_checkpoint == resumed.model_checkpoint == str(step_dir(tmp_path, 3))
+    assert resumed.best_checkpoint_step == 3
 
 
 def test_best_metric_chrf_serves_the_highest_chrf_and_early_stopping_follows_it(data, tmp_path, monkeypatch):
