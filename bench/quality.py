@@ -223,9 +223,9 @@ def ours_service(
             "confidence": flag_on_test(found, [t for _, t in test], calibration),
             "steps": job["progress"]["step"],
             "tokens_seen": job["progress"].get("tokens_seen"),  # batch tokens over all steps: D of a scaling law
-            **{
-                name: [list(p) for p in zip(*(series.get(name, {}).get(k, []) for k in ("steps", "values")))]
-                for name in ("valid_loss", "bleu")  # bleu: greedy, on the validation sample the job decodes
+            **{  # valid_bleu: greedy, on the validation sentences the job decodes (the job's series "bleu")
+                key: [list(p) for p in zip(*(series.get(name, {}).get(k, []) for k in ("steps", "values")))]
+                for key, name in (("valid_loss", "valid_loss"), ("valid_bleu", "bleu"))
             },
             "eval_seconds": round(max(eval_seconds), 1) if eval_seconds else None,
             "decode_seconds": round(time.monotonic() - t0, 1),
