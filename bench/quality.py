@@ -78,6 +78,15 @@ def score(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
     }
 
 
+def curves(series: dict[str, dict[str, list[Any]]]) -> dict[str, list[list[Any]]]:
+    """A job's validation curves ([step, value] pairs) from its /metrics series, under names apart from score()'s:
+    valid_bleu is greedy, on the validation sentences the job decodes (the job's series "bleu")."""
+    return {
+        key: [list(p) for p in zip(*(series.get(name, {}).get(k, []) for k in ("steps", "values")))]
+        for key, name in (("valid_loss", "valid_loss"), ("valid_bleu", "bleu"))
+    }
+
+
 def flag_on_test(
     found: Sequence[dict[str, Any]], refs: Sequence[str], calibration: dict[str, Any] | None
 ) -> dict[str, Any]:
@@ -223,10 +232,7 @@ def ours_service(
             "confidence": flag_on_test(found, [t for _, t in test], calibration),
             "steps": job["progress"]["step"],
             "tokens_seen": job["progress"].get("tokens_seen"),  # batch tokens over all steps: D of a scaling law
-            **{  # valid_bleu: greedy, on the validation sentences the job decodes (the job's series "bleu")
-                key: [list(p) for p in zip(*(series.get(name, {}).get(k, []) for k in ("steps", "values")))]
-                for key, name in (("valid_loss", "valid_loss"), ("valid_bleu", "bleu"))
-            },
+            **curves(series),
             "eval_seconds": round(max(eval_seconds), 1) if eval_seconds else None,
             "decode_seconds": round(time.monotonic() - t0, 1),
             "job": job_id,

@@ -91,3 +91,14 @@ def test_the_peer_takes_marian_config_fields_and_settings_parse_as_json() -> Non
     ]
     decoder_layer = 4 * 256 * 256 * 2 + 2 * 256 * 1024  # self and cross attention's projections, the FFN (weights)
     assert sizes[0] - sizes[1] > 2 * decoder_layer  # two decoder layers fewer
+
+
+def test_a_jobs_validation_curves_leave_the_test_scores_alone():
+    """The job's series "bleu" (its validation BLEU) once overwrote the run's test BLEU with a list."""
+    series = {
+        "valid_loss": {"steps": [200, 400], "values": [3.1, 2.7]},
+        "bleu": {"steps": [200, 400], "values": [9, 14]},
+    }
+    found = quality.curves(series)
+    assert found == {"valid_loss": [[200, 3.1], [400, 2.7]], "valid_bleu": [[200, 9], [400, 14]]}
+    assert set(found).isdisjoint(quality.score(["a b"], ["a b"]))
