@@ -76,9 +76,15 @@ def test_upload_train_and_get_a_model_that_learned(stack, data_files):
     assert model["metrics"]["exact_match"] >= 0.8
     assert api.http.get("/v1/models").json()["total"] == 1
     assert metric_duplicates(env["DATABASE_URL"], job["id"]) == 0
-    # The per-component dynamics, every 25 updates (the default) and at step 1, written by the worker
+    # The per-component dynamics, at step 1 and every 25 updates (the default), written by the worker; the interval
+    # doubles where recording takes more than 3% of the time (model/train/recorders.py: on a loaded host it does)
     dynamics = api.http.get(f"/v1/jobs/{job['id']}/dynamics").json()
-    assert dynamics["steps"] == [1, *range(25, 401, 25)]
+    steps = dynamics["steps"]
+    gaps = [b - a for a, b in zip(steps[1:], steps[2:])]
+    assert steps[:2] == [1, 25] and steps[-1] == 400 and len(steps) >= 6, steps
+    assert gaps == sorted(gaps) and all(
+        gap in (25, 50, 100, 200) and step % gap == 0 for gap, step in zip(gaps, steps[2:])
+    ), steps
     groups = [(g["group"], g["layer"]) for g in dynamics["groups"]]
     assert ("embeddings", None) in groups and ("decoder.encoder_attn.W_Q", 0) in groups
     ratios = dynamics["values"]["update_ratio"]
