@@ -11,7 +11,9 @@ def reset_caches() -> None:
     from app.db import session
     from app.services import inference_limits
     from app.services.queueing import get_sender
+    from app.services.webhooks import drain
 
+    drain()  # a message the webhook sender is sending reads the settings: not while they change
     if session.get_engine.cache_info().currsize:
         session.get_engine().dispose()
     for cached in (get_settings, session.get_engine, session.get_sessionmaker, get_sender, get_store):
