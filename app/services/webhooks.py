@@ -20,7 +20,6 @@ import os
 import queue
 import secrets
 import threading
-import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -162,48 +161,36 @@ def send(delivery_ids: list[str], countdown: float | None = None) -> None:
         log.exception("webhook deliveries %s: their messages were not queued; the reaper sends them", delivery_ids)
         return
     for delivery_id in delivery_ids:
-        _count_unsent(1)
         outbox.put((delivery_id, countdown))
 
 
-_sender: tuple[int, queue.SimpleQueue[tuple[str, float | None]]] | None = None  # (the process's pid, its outbox)
+_sender: tuple[int, queue.Queue[tuple[str, float | None]]] | None = None  # (the process's pid, its outbox)
 _sender_lock = threading.Lock()
-_unsent = 0  # messages given to this process's sender and not yet sent (or given up)
-_unsent_lock = threading.Lock()
-
-
-def _count_unsent(change: int) -> None:
-    global _unsent
-    with _unsent_lock:
-        _unsent += change
 
 
 def drain(timeout: float = 2.0) -> bool:
     """Whether this process's sender has sent every message it was given, waiting up to `timeout` seconds. For a
     caller about to change the settings the sender reads (the tests, between two environments): a send under way
     then could cache the settings of the environment being left."""
-    deadline = time.monotonic() + timeout
-    while _unsent > 0:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    if _sender is None or _sender[0] != os.getpid():
+        return True  # no sender in this process (a forked one's is its parent's)
+    outbox = _sender[1]
+    with outbox.all_tasks_done:  # the queue's own count of messages put and not yet done
+        return outbox.all_tasks_done.wait_for(lambda: outbox.unfinished_tasks == 0, timeout)
 
 
-def _outbox() -> queue.SimpleQueue[tuple[str, float | None]]:
+def _outbox() -> queue.Queue[tuple[str, float | None]]:
     """This process's outbox, and its sender thread started the first time (a forked worker starts its own)."""
-    global _sender, _unsent
+    global _sender
     with _sender_lock:
         if _sender is None or _sender[0] != os.getpid():
-            outbox: queue.SimpleQueue[tuple[str, float | None]] = queue.SimpleQueue()
-            with _unsent_lock:  # a forked process counts its own: its parent's sender is not here
-                _unsent = 0
+            outbox: queue.Queue[tuple[str, float | None]] = queue.Queue()
             threading.Thread(target=_send_forever, args=(outbox,), name="webhook-sender", daemon=True).start()
             _sender = (os.getpid(), outbox)
         return _sender[1]
 
 
-def _send_forever(outbox: queue.SimpleQueue[tuple[str, float | None]]) -> None:
+def _send_forever(outbox: queue.Queue[tuple[str, float | None]]) -> None:
     while True:
         delivery_id, countdown = outbox.get()
         try:
@@ -223,7 +210,7 @@ def _send_forever(outbox: queue.SimpleQueue[tuple[str, float | None]]) -> None:
                 exc,
             )
         finally:
-            _count_unsent(-1)
+            outbox.task_done()
 
 
 def _send_on_commit(session: Session, delivery_ids: list[str]) -> None:
